@@ -1,0 +1,161 @@
+"""Typed, frozen run configuration. One RunConfig = one distillation run = one MLflow run.
+
+Loss-weight convention (written once, logged with every run as ``loss_convention``):
+  soft loss  = T² · KL(softmax(z_t/T) ‖ softmax(z_s/T))   (Hinton; T² keeps gradient scale independent of T)
+  α          weighs the soft (teacher-prediction) loss, (1 − α) the hard (gold-label) loss
+  β          weighs the intermediate loss (PKD patient loss; TinyBERT/two-stage transformer losses)
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field, fields
+
+from .errors import UserError, check
+
+LOSS_CONVENTION = "soft=T^2*KL(p_t^T||p_s^T); total=alpha*soft+(1-alpha)*hard+beta*intermediate"
+
+
+@dataclass(frozen=True)
+class StudentConfig:
+    layers: int = 4
+    hidden: int = 312
+    intermediate: int = 1200
+    heads: int = 12
+    # random | first_k | every_other | uniform | layers:1,3,5 | checkpoint:DIR
+    init: str = "random"
+
+    def validate(self) -> None:
+        for name in ("layers", "hidden", "intermediate", "heads"):
+            v = getattr(self, name)
+            check(isinstance(v, int) and v > 0, f"student.{name}", f"must be a positive integer, got {v!r}")
+        check(self.hidden % self.heads == 0, "student.hidden",
+              f"{self.hidden} is not divisible by student.heads={self.heads}; pick hidden = k·heads")
+
+
+@dataclass(frozen=True)
+class DistillConfig:
+    method: str = "kd"
+    temperature: float = 4.0
+    alpha: float = 0.5
+    beta: float = 0.0
+    mapping: str = "uniform"  # uniform | skip | last | top | bottom | explicit list "2,4,6"
+    stage: str = "all"  # tinybert / two_stage: all | intermediate | pred
+    alpha_cos: float = 1.0  # DistilBERT cosine weight
+    alpha_mlm: float = 0.0  # DistilBERT MLM weight (general distillation)
+    intermediate_epochs: int = 0  # tinybert/two_stage with stage=all: epochs of stage 1 (0 = half)
+
+    def validate(self) -> None:
+        check(self.temperature > 0, "temperature", f"must be > 0, got {self.temperature}")
+        check(0.0 <= self.alpha <= 1.0, "alpha", f"must be in [0, 1], got {self.alpha}")
+        check(self.beta >= 0, "beta", f"must be >= 0, got {self.beta}")
+        check(self.alpha_cos >= 0, "alpha_cos", f"must be >= 0, got {self.alpha_cos}")
+        check(self.alpha_mlm >= 0, "alpha_mlm", f"must be >= 0, got {self.alpha_mlm}")
+        check(self.stage in ("all", "intermediate", "pred"), "stage",
+              f"must be one of all, intermediate, pred; got {self.stage!r}")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    epochs: int = 3
+    max_steps: int = 0  # 0 = no cap; otherwise total optimizer steps per run
+    batch_size: int = 32  # global batch, split across workers
+    lr: float = 5e-5
+    weight_decay: float = 0.01
+    warmup_ratio: float = 0.1
+    max_length: int = 128
+    train_limit: int = 0  # 0 = all
+    eval_limit: int = 0
+    seed: int = 42
+    num_workers: int = 1
+    use_gpu: bool = False
+    bf16: bool = True  # autocast on GPU only
+
+    def validate(self) -> None:
+        check(self.epochs >= 1, "epochs", f"must be >= 1, got {self.epochs}")
+        check(self.max_steps >= 0, "max_steps", f"must be >= 0, got {self.max_steps}")
+        check(self.batch_size >= 1, "batch_size", f"must be >= 1, got {self.batch_size}")
+        check(self.lr > 0, "lr", f"must be > 0, got {self.lr}")
+        check(self.max_length >= 8, "max_length", f"must be >= 8, got {self.max_length}")
+        check(self.num_workers >= 1, "num_workers", f"must be >= 1, got {self.num_workers}")
+        check(self.batch_size % self.num_workers == 0, "batch_size",
+              f"{self.batch_size} is not divisible by num_workers={self.num_workers}")
+        check(self.train_limit >= 0 and self.eval_limit >= 0, "train_limit", "limits must be >= 0")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    task: str
+    teacher: str
+    data_dir: str | None = None
+    student: StudentConfig = field(default_factory=StudentConfig)
+    distill: DistillConfig = field(default_factory=DistillConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    output: str = "outputs/run"
+    tracking_uri: str | None = None
+    experiment: str = "raydistill"
+    run_name: str | None = None
+    parent_run_id: str | None = None
+    augment_dir: str | None = None  # folder of augmented training data (TinyBERT)
+    unlabeled_text: str | None = None  # general distillation corpus (one text per line)
+    teacher_cache: str | None = None  # folder of cached teacher outputs
+
+    def validate(self) -> "RunConfig":
+        self.student.validate()
+        self.distill.validate()
+        self.train.validate()
+        return self
+
+    def replace(self, **kw) -> "RunConfig":
+        return dataclasses.replace(self, **kw)
+
+    def to_params(self) -> dict[str, str]:
+        """Flat MLflow params with names that say what they are (see DESIGN conventions)."""
+        p = {
+            "task": self.task, "teacher": self.teacher, "data_dir": self.data_dir or "hub",
+            "method": self.distill.method, "temperature": self.distill.temperature, "alpha": self.distill.alpha,
+            "beta": self.distill.beta, "mapping": self.distill.mapping, "stage": self.distill.stage,
+            "alpha_cos": self.distill.alpha_cos, "alpha_mlm": self.distill.alpha_mlm,
+            "student_layers": self.student.layers, "student_hidden": self.student.hidden,
+            "student_intermediate": self.student.intermediate, "student_heads": self.student.heads,
+            "init": self.student.init, "loss_convention": LOSS_CONVENTION,
+        }
+        for f in fields(self.train):
+            key = "num_workers" if f.name == "num_workers" else f.name
+            p[key] = getattr(self.train, f.name)
+        p["augment_dir"] = self.augment_dir or ""
+        return {k: str(v) for k, v in p.items()}
+
+
+def build(section_cls, values: dict, prefix: str):
+    """Make a frozen section from a dict, refusing unknown keys and wrong types with a one-line error."""
+    known = {f.name: f for f in fields(section_cls)}
+    kw = {}
+    for k, v in values.items():
+        if k not in known:
+            raise UserError(f"{prefix}{k}", f"unknown key; known keys: {', '.join(sorted(known))}")
+        want = type(getattr(section_cls(), k)) if k in known and _has_default(section_cls) else None
+        kw[k] = _coerce(v, want, f"{prefix}{k}")
+    return section_cls(**kw)
+
+
+def _has_default(cls) -> bool:
+    try:
+        cls()
+        return True
+    except TypeError:
+        return False
+
+
+def _coerce(v, want, name):
+    if want is None or v is None or isinstance(v, want):
+        return v
+    try:
+        if want is bool:
+            if isinstance(v, str) and v.lower() in ("true", "false", "1", "0"):
+                return v.lower() in ("true", "1")
+            raise ValueError
+        if want is int and isinstance(v, float) and not v.is_integer():
+            raise ValueError
+        return want(v)
+    except (TypeError, ValueError):
+        raise UserError(name, f"expected {want.__name__}, got {v!r}") from None

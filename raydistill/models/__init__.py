@@ -1,0 +1,1 @@
+"""Teacher loading, student construction and feature capture."""

@@ -1,0 +1,33 @@
+"""The Task record every loader, encoder and metric agrees on.
+
+Example formats (what ``Task.load`` returns, one dict per example):
+  classification: {"text": str, "text_pair": str | None, "label": int}     label = index into label_names
+  regression:     {"text": str, "text_pair": str | None, "label": float}
+  token:          {"tokens": list[str], "labels": list[int]}                 labels = indices into label_names
+  qa:             {"id": str, "question": str, "context": str,
+                   "answers": {"text": list[str], "answer_start": list[int]}}
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+KINDS = ("classification", "regression", "token", "qa")
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str
+    kind: str                       # one of KINDS
+    label_names: tuple[str, ...]    # classification / token tags; () for regression and qa
+    metrics: tuple[str, ...]        # metric names this task reports, e.g. ("accuracy", "f1")
+    main_metric: str                # what sweeps optimise (higher is better)
+    eval_split: str                 # split used as the dev set: "validation" or "test"
+    language: str                   # "en" | "ko"
+    loader: Callable                # loader(task, data_dir | None, split) -> list[dict]
+    hub: tuple[str, str | None] = ("", None)   # (datasets path, config name) for the hub default
+    pair: bool = False              # sentence-pair task
+
+    @property
+    def num_labels(self) -> int:
+        return 1 if self.kind == "regression" else len(self.label_names)
