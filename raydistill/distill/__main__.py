@@ -1,0 +1,97 @@
+"""python -m raydistill.distill: one distillation run as a Ray Train TorchTrainer job with N DDP workers.
+
+The last line of stdout is one JSON object with the final dev metrics (keys ``eval_*``).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from ..config import DistillConfig, RunConfig, StudentConfig, TrainConfig
+from ..errors import cli
+
+
+def add_train_args(p: argparse.ArgumentParser, d: TrainConfig = TrainConfig()) -> None:
+    p.add_argument("--task", required=True, help="task name (sst2, mrpc, rte, stsb, nsmc, korquad, klue_ner, …) or 'general'")
+    p.add_argument("--data-dir", default=None, help="local data folder (default: the Hugging Face hub)")
+    p.add_argument("--epochs", type=int, default=d.epochs)
+    p.add_argument("--max-steps", type=int, default=d.max_steps, help="cap on optimizer steps (0 = none)")
+    p.add_argument("--train-limit", type=int, default=d.train_limit, help="use the first N training examples")
+    p.add_argument("--eval-limit", type=int, default=d.eval_limit, help="use the first N dev examples")
+    p.add_argument("--max-length", type=int, default=d.max_length)
+    p.add_argument("--batch-size", type=int, default=d.batch_size, help="global batch size")
+    p.add_argument("--lr", type=float, default=d.lr)
+    p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--tracking-uri", default=None, help="MLflow URI (default: sqlite file under ./raydistill-results)")
+    p.add_argument("--experiment", default="raydistill")
+
+
+def train_config(a, **extra) -> TrainConfig:
+    return TrainConfig(epochs=a.epochs, max_steps=a.max_steps, train_limit=a.train_limit, eval_limit=a.eval_limit,
+                       max_length=a.max_length, batch_size=a.batch_size, lr=a.lr, seed=a.seed, **extra)
+
+
+def parser() -> argparse.ArgumentParser:
+    s, d = StudentConfig(), DistillConfig()
+    p = argparse.ArgumentParser(prog="python -m raydistill.distill", description=__doc__)
+    p.add_argument("--method", required=True, help="kd | distilbert | tinybert | pkd | two_stage | finetune")
+    p.add_argument("--teacher", required=True, help="fine-tuned teacher directory (or hub name)")
+    add_train_args(p)
+    p.add_argument("--student-layers", type=int, default=s.layers)
+    p.add_argument("--student-hidden", type=int, default=s.hidden)
+    p.add_argument("--student-intermediate", type=int, default=s.intermediate)
+    p.add_argument("--student-heads", type=int, default=s.heads)
+    p.add_argument("--init", default=s.init, help="random | first_k | every_other | uniform | layers:1,3,5 | checkpoint:DIR")
+    p.add_argument("--temperature", type=float, default=d.temperature)
+    p.add_argument("--alpha", type=float, default=d.alpha, help="weight of the soft loss; 1-alpha weighs the hard loss")
+    p.add_argument("--beta", type=float, default=d.beta, help="weight of the intermediate (patient) loss")
+    p.add_argument("--alpha-cos", type=float, default=d.alpha_cos)
+    p.add_argument("--alpha-mlm", type=float, default=d.alpha_mlm)
+    p.add_argument("--mapping", default=d.mapping, help="uniform | skip | last | top | bottom | 3,6,9,12")
+    p.add_argument("--stage", default=d.stage, help="all | intermediate | pred (tinybert, two_stage)")
+    p.add_argument("--intermediate-epochs", type=int, default=0)
+    p.add_argument("--num-workers", type=int, default=1, help="DDP workers (Ray Train)")
+    p.add_argument("--use-gpu", action="store_true")
+    p.add_argument("--max-failures", type=int, default=0, help="worker failures to recover from a checkpoint")
+    p.add_argument("--augment-dir", default=None, help="folder with train.jsonl from raydistill.distill.augment")
+    p.add_argument("--unlabeled-text", default=None, help="general distillation corpus, one text per line")
+    p.add_argument("--output", default="outputs/student")
+    p.add_argument("--storage-path", default=None, help="Ray results folder (default ./raydistill-results/ray)")
+    p.add_argument("--run-name", default=None)
+    return p
+
+
+def config_from_args(a) -> RunConfig:
+    return RunConfig(
+        task=a.task, teacher=a.teacher, data_dir=a.data_dir, output=os.path.abspath(a.output),
+        student=StudentConfig(a.student_layers, a.student_hidden, a.student_intermediate, a.student_heads, a.init),
+        distill=DistillConfig(a.method, a.temperature, a.alpha, a.beta, a.mapping, a.stage, a.alpha_cos,
+                              a.alpha_mlm, a.intermediate_epochs),
+        train=train_config(a, num_workers=a.num_workers, use_gpu=a.use_gpu),
+        tracking_uri=a.tracking_uri, experiment=a.experiment, run_name=a.run_name,
+        augment_dir=a.augment_dir, unlabeled_text=os.path.abspath(a.unlabeled_text) if a.unlabeled_text else None,
+    )
+
+
+@cli
+def main(argv=None) -> dict:
+    a = parser().parse_args(argv)
+    from ..preflight import preflight
+
+    cfg = preflight(config_from_args(a))
+    from ..run import execute, init_ray
+    from ..track import RESULTS_DIR
+
+    init_ray()
+    storage = os.path.abspath(a.storage_path or os.path.join(RESULTS_DIR, "ray"))
+    name = cfg.run_name or f"{cfg.distill.method}-{cfg.task}-{cfg.student.layers}L{cfg.student.hidden}"
+    out = execute(cfg, storage_path=storage, name=name, max_failures=a.max_failures)
+    print(json.dumps({k: v for k, v in out.items()}), flush=True)
+    return out
+
+
+if __name__ == "__main__":
+    main()
+    sys.exit(0)

@@ -1,0 +1,240 @@
+"""Distillation methods: which features each needs and how its losses combine (string-keyed registry).
+
+Weights follow ``raydistill.config.LOSS_CONVENTION``: α weighs the soft (teacher-prediction) loss,
+(1 − α) the hard loss, β the intermediate loss; the soft loss is T²-scaled KL. Components are returned
+unweighted (logged as ``train_<name>``) next to the weighted ``loss`` that is optimised.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from ..errors import UserError
+from . import losses as L
+
+METHODS: dict[str, type["Method"]] = {}
+
+
+def register(name):
+    def deco(cls):
+        cls.name = name
+        METHODS[name] = cls
+        return cls
+    return deco
+
+
+def get_method(name: str) -> type["Method"]:
+    if name not in METHODS:
+        raise UserError("method", f"unknown method {name!r}; known: {', '.join(sorted(METHODS))}")
+    return METHODS[name]
+
+
+@dataclass
+class Outputs:
+    """Model outputs the losses read: task logits (or QA start/end), hidden states, captured scores."""
+
+    logits: torch.Tensor | None = None
+    start: torch.Tensor | None = None
+    end: torch.Tensor | None = None
+    hidden: tuple | None = None  # (embeddings, layer 1, …, layer N)
+    scores: dict = field(default_factory=dict)  # 0-based layer -> pre-softmax attention scores
+
+    @classmethod
+    def from_hf(cls, out, scores=None) -> "Outputs":
+        return cls(logits=getattr(out, "logits", None), start=getattr(out, "start_logits", None),
+                   end=getattr(out, "end_logits", None), hidden=getattr(out, "hidden_states", None),
+                   scores=scores or {})
+
+    def predictions(self) -> dict[str, torch.Tensor]:
+        if self.start is not None:
+            return {"start_logits": self.start, "end_logits": self.end}
+        return {"logits": self.logits}
+
+
+@dataclass(frozen=True)
+class Needs:
+    teacher: bool = True
+    hidden: bool = False
+    teacher_att: frozenset = frozenset()  # 0-based teacher layers whose attention scores are captured
+    student_att: frozenset = frozenset()
+
+
+# ------------------------------------------------------------------ task-aware prediction losses
+def _mask(batch):
+    return batch["attention_mask"]
+
+
+def hard_loss(kind: str, s: Outputs, batch: dict) -> torch.Tensor:
+    """Gold-label loss by task kind: CE, MSE (regression), token CE (-100 ignored), mean of start/end CE."""
+    if kind == "qa":
+        return L.hard_loss(kind, (s.start, s.end), batch)
+    return L.hard_loss(kind, s.logits, batch)
+
+
+def soft_loss(kind: str, s: Outputs, t: Outputs, T: float, batch: dict) -> torch.Tensor:
+    """Teacher-prediction loss by task kind: T²·KL (classification; per real token for NER; start and end
+    distributions averaged for QA); MSE between predictions for regression, where a temperature is meaningless."""
+    if kind == "regression":
+        return L.regression_mse(s.logits, t.logits)
+    if kind == "token" or kind == "mlm":
+        return L.kd_kl(s.logits, t.logits, T, mask=_mask(batch))
+    if kind == "qa":
+        m = _mask(batch)
+        return 0.5 * (L.kd_kl(_pos(s.start, m), _pos(t.start, m), T) + L.kd_kl(_pos(s.end, m), _pos(t.end, m), T))
+    return L.kd_kl(s.logits, t.logits, T)
+
+
+def logit_mse(kind: str, s: Outputs, t: Outputs, batch: dict) -> torch.Tensor:
+    """Two-stage prediction loss: MSE on logits (per real token for NER), mean of start/end MSE for QA."""
+    if kind == "qa":
+        return L.qa_logit_mse(s.start, s.end, t.start, t.end, _mask(batch))
+    if kind == "regression":
+        return L.regression_mse(s.logits, t.logits)
+    return L.logit_mse(s.logits, t.logits, mask=_mask(batch) if kind in ("token", "mlm") else None)
+
+
+def _pos(logits, mask):
+    """QA position logits with padding pushed to −1e4 so the softmax over positions ignores it."""
+    return logits.float().masked_fill(mask == 0, -1e4)
+
+
+# ------------------------------------------------------------------ methods
+class Method:
+    name = "base"
+    stages: tuple[str, ...] = ("pred",)
+    uses_beta = False
+    uses_teacher = True
+    intermediate = False  # needs layer pairs / projections
+
+    def __init__(self, cfg, kind: str, pairs: list[tuple[int, int]]):
+        self.cfg, self.d, self.kind, self.pairs = cfg, cfg.distill, kind, pairs
+        if self.d.stage != "all" and self.d.stage not in self.stages:
+            raise UserError("stage", f"method {self.name} has stages {', '.join(self.stages)}, not {self.d.stage!r}")
+
+    def active_stages(self) -> tuple[str, ...]:
+        return self.stages if self.d.stage == "all" else (self.d.stage,)
+
+    def stage_for(self, epoch: int, epochs: int) -> str:
+        st = self.active_stages()
+        if len(st) == 1:
+            return st[0]
+        first = self.d.intermediate_epochs or max(1, epochs // 2)
+        return st[0] if epoch < first else st[1]
+
+    def needs(self, stage: str) -> Needs:
+        return Needs(teacher=self.uses_teacher)
+
+    def losses(self, stage, s, t, batch, obj) -> dict:
+        raise NotImplementedError
+
+
+@register("finetune")
+class FineTune(Method):
+    """No teacher: gold labels only. Used for teacher fine-tuning and the no-teacher student baseline."""
+
+    uses_teacher = False
+
+    def losses(self, stage, s, t, batch, obj):
+        hard = hard_loss(self.kind, s, batch)
+        return {"loss": hard, "hard": hard}
+
+
+@register("kd")
+class HintonKD(Method):
+    """Hinton et al. 2015: α·T²·KL(p_t^T ‖ p_s^T) + (1−α)·hard."""
+
+    def losses(self, stage, s, t, batch, obj):
+        soft = soft_loss(self.kind, s, t, self.d.temperature, batch)
+        out = {"soft": soft}
+        total = self.d.alpha * soft
+        if self.d.alpha < 1:
+            out["hard"] = hard_loss(self.kind, s, batch)
+            total = total + (1 - self.d.alpha) * out["hard"]
+        out["loss"] = total
+        return out
+
+
+@register("distilbert")
+class DistilBERT(HintonKD):
+    """Sanh et al. 2019: α·KD + (1−α)·hard + α_cos·cosine(last hidden states) [+ α_mlm·MLM when pre-training]."""
+
+    def needs(self, stage):
+        return Needs(hidden=self.d.alpha_cos > 0)
+
+    def losses(self, stage, s, t, batch, obj):
+        out = super().losses(stage, s, t, batch, obj) if self.kind != "mlm" else self._mlm(s, t, batch)
+        if self.d.alpha_cos > 0:
+            s_h, t_h = s.hidden[-1], t.hidden[-1]
+            if s_h.shape[-1] != t_h.shape[-1]:
+                s_h = obj.project(len(s.hidden) - 1, s_h)
+            out["cos"] = L.cosine_hidden(s_h, t_h, batch["attention_mask"])
+            out["loss"] = out["loss"] + self.d.alpha_cos * out["cos"]
+        return out
+
+    def _mlm(self, s, t, batch):
+        soft = L.kd_kl(s.logits, t.logits, self.d.temperature, mask=batch["attention_mask"])
+        mlm = L.mlm_loss(s.logits, batch["labels"])
+        return {"soft": soft, "mlm": mlm, "loss": self.d.alpha * soft + self.d.alpha_mlm * mlm}
+
+
+class _Intermediate(Method):
+    """Shared by TinyBERT and two-stage: embedding + attention-score + hidden MSE over mapped layer pairs."""
+
+    stages = ("intermediate", "pred")
+    intermediate = True
+
+    def needs(self, stage):
+        if stage != "intermediate":
+            return Needs()
+        return Needs(hidden=True, teacher_att=frozenset(t - 1 for _, t in self.pairs),
+                     student_att=frozenset(s - 1 for s, _ in self.pairs))
+
+    def transformer_losses(self, s, t, batch, obj) -> dict:
+        mask = batch["attention_mask"]
+        emb = L.embedding_mse(s.hidden[0], t.hidden[0], proj=obj.proj(0), mask=None)
+        att = sum(L.attention_mse(s.scores[i - 1], t.scores[j - 1], mask) for i, j in self.pairs)
+        hid = sum(L.hidden_mse(s.hidden[i], t.hidden[j], proj=obj.proj(i)) for i, j in self.pairs)
+        return {"emb": emb, "att": att, "hidden": hid, "loss": emb + att + hid}
+
+
+@register("tinybert")
+class TinyBERT(_Intermediate):
+    """Jiao et al. 2020. Stage ``intermediate``: embedding + pre-softmax attention + hidden MSE (learned
+    projection W_h); stage ``pred``: α·T²·KL + (1−α)·hard (the paper uses α=1)."""
+
+    def losses(self, stage, s, t, batch, obj):
+        if stage == "intermediate":
+            return self.transformer_losses(s, t, batch, obj)
+        return HintonKD.losses(self, stage, s, t, batch, obj)
+
+
+@register("two_stage")
+class TwoStage(_Intermediate):
+    """FitNets-style two-stage task distillation (the Korean RoBERTa recipe): transformer losses first,
+    then the prediction loss as MSE on logits (mean of start/end MSE for span QA)."""
+
+    def losses(self, stage, s, t, batch, obj):
+        if stage == "intermediate":
+            return self.transformer_losses(s, t, batch, obj)
+        pred = logit_mse(self.kind, s, t, batch)
+        return {"pred_mse": pred, "loss": pred}
+
+
+@register("pkd")
+class PatientKD(HintonKD):
+    """Sun et al. 2019: (1−α)·CE + α·T²·KL + β·Σ MSE(normalised [CLS] of mapped layers)."""
+
+    uses_beta = True
+
+    def needs(self, stage):
+        return Needs(hidden=True)
+
+    def losses(self, stage, s, t, batch, obj):
+        out = super().losses(stage, s, t, batch, obj)
+        pairs = [(i, j) for i, j in self.pairs if i < len(s.hidden) - 1]  # the last layer is covered by KD
+        if pairs:
+            s_cls = [obj.project(i, s.hidden[i][:, 0]) for i, _ in pairs]
+            out["patient"] = L.pkd_patient(s_cls, [t.hidden[j][:, 0] for _, j in pairs])
+            out["loss"] = out["loss"] + self.d.beta * out["patient"]
+        return out

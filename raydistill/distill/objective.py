@@ -1,0 +1,95 @@
+"""Assemble one run's pieces: frozen teacher, student, method, learned projections and feature captures."""
+from __future__ import annotations
+
+import torch
+
+from ..errors import UserError, check
+from ..models.features import AttentionCapture
+from ..models.student import build_student
+from ..models.teacher import load_model
+from .mapping import layer_pairs
+from .methods import get_method
+
+
+class Objective(torch.nn.Module):
+    """The method plus its learnable parts: one linear projection per student layer whose hidden size
+    differs from the teacher's (TinyBERT's W_h; W_e for the embeddings)."""
+
+    def __init__(self, method, student, teacher):
+        super().__init__()
+        self.method = method
+        s_h, t_h = student.config.hidden_size, teacher.config.hidden_size if teacher is not None else 0
+        layers = set()
+        if method.intermediate:
+            layers = {0} | {i for i, _ in method.pairs}
+        elif method.name == "distilbert" and method.d.alpha_cos > 0:
+            layers = {student.config.num_hidden_layers}
+        elif method.name == "pkd":
+            layers = {i for i, _ in method.pairs}
+        self.projections = torch.nn.ModuleDict(
+            {str(i): torch.nn.Linear(s_h, t_h) for i in sorted(layers)} if teacher is not None and s_h != t_h else {})
+        self._captures = {}
+        self._models = {"student": student, "teacher": teacher}
+
+    def proj(self, layer: int):
+        return self.projections[str(layer)] if str(layer) in self.projections else None
+
+    def project(self, layer: int, h):
+        p = self.proj(layer)
+        return p(h) if p is not None else h
+
+    def _capture(self, who: str, stage: str):
+        needs = self.method.needs(stage)
+        layers = needs.teacher_att if who == "teacher" else needs.student_att
+        if not layers:
+            return None
+        key = (who, layers)
+        if key not in self._captures:
+            self._captures[key] = AttentionCapture(self._models[who], set(layers))
+        return self._captures[key]
+
+    def teacher_capture(self, stage: str):
+        return self._capture("teacher", stage)
+
+    def student_capture(self, stage: str):
+        return self._capture("student", stage)
+
+
+def task_kind(cfg) -> tuple[str, int | None, tuple]:
+    if cfg.task == "general":
+        return "mlm", None, ()
+    from ..tasks import get_task
+
+    task = get_task(cfg.task)
+    return task.kind, task.num_labels, task.label_names
+
+
+def build_objective(cfg, resume_student: str | None = None):
+    """Returns (objective, student, teacher or None, tokenizer)."""
+    from transformers import AutoTokenizer
+
+    kind, num_labels, label_names = task_kind(cfg)
+    method_cls = get_method(cfg.distill.method)
+    pretrained_init = cfg.student.init == "pretrained"
+    teacher = None
+    if method_cls.uses_teacher or not pretrained_init:
+        teacher = load_model(cfg.teacher, kind, num_labels=num_labels if pretrained_init else None)
+        teacher.eval().requires_grad_(False)
+    if resume_student:
+        student = load_model(resume_student, kind)
+    elif pretrained_init:  # fine-tune the model itself (teacher fine-tuning, or a pretrained student)
+        student = load_model(cfg.teacher, kind, num_labels=num_labels, label_names=label_names)
+    else:
+        student = build_student(teacher, cfg.student)
+    tokenizer = AutoTokenizer.from_pretrained(cfg.teacher)
+    pairs = []
+    if method_cls.intermediate or method_cls.name == "pkd":
+        pairs = layer_pairs(cfg.distill.mapping, student.config.num_hidden_layers, teacher.config.num_hidden_layers)
+    if method_cls.intermediate:
+        check(student.config.num_attention_heads == teacher.config.num_attention_heads, "student.heads",
+              f"{cfg.distill.method} matches attention scores head by head, so the student needs the teacher's "
+              f"{teacher.config.num_attention_heads} heads, not {student.config.num_attention_heads}")
+    method = method_cls(cfg, kind, pairs)
+    if not method_cls.uses_teacher:
+        teacher = None
+    return Objective(method, student, teacher), student, teacher, tokenizer

@@ -1,0 +1,111 @@
+"""python -m raydistill.finetune: fine-tune a BERT/RoBERTa checkpoint on a task to serve as a teacher.
+
+Runs in this process (the same plain-PyTorch loop the distillation workers use), writes a directory that
+``AutoModelFor….from_pretrained`` and ``AutoTokenizer.from_pretrained`` load, and prints the dev metrics as
+one JSON object on the last line. A finished result with identical inputs is reused, not trained again.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import sys
+
+from .config import DistillConfig, RunConfig, StudentConfig
+from .errors import cli
+
+DONE = "raydistill_finetune.json"
+
+
+def fingerprint(cfg: RunConfig) -> str:
+    """Hash of everything that decides the result: config, teacher weights/config, data examples."""
+    from .distill.data import train_and_eval_examples
+    from .models.teacher import fingerprint as model_fp
+    from .tasks import get_task
+
+    train, dev = train_and_eval_examples(cfg, get_task(cfg.task))
+    h = hashlib.sha256(json.dumps(cfg.to_params(), sort_keys=True).encode())
+    h.update(model_fp(cfg.teacher).encode() if os.path.isdir(cfg.teacher) else cfg.teacher.encode())
+    h.update(json.dumps([train, dev], sort_keys=True, ensure_ascii=False, default=str).encode())
+    return h.hexdigest()[:24]
+
+
+def finetune(cfg: RunConfig, output: str, log=print, parent_run_id: str | None = None) -> dict:
+    """Train ``cfg.teacher`` with its own task head on gold labels; returns dev metrics. Reuses a finished
+    result in ``output`` when the fingerprint matches. Logged as its own MLflow run."""
+    from . import track
+    from .loop import Context, run
+
+    fp = fingerprint(cfg)
+    done = os.path.join(output, DONE)
+    if os.path.isfile(done):
+        with open(done) as f:
+            prev = json.load(f)
+        if prev.get("fingerprint") == fp:
+            log(f"reusing finished fine-tune in {output} (fingerprint {fp})")
+            return prev["metrics"]
+    saved = {}
+    uri = cfg.tracking_uri
+    run_id = track.start_run(uri, cfg.experiment, f"finetune-{cfg.task}", {**cfg.to_params(), "fingerprint": fp},
+                             tags={"raydistill.role": "teacher"}, parent_run_id=parent_run_id)
+
+    def report(metrics, ckpt_dir):
+        track.log_epoch(uri, run_id, metrics)
+        saved["metrics"], saved["student"] = metrics, None
+        if ckpt_dir:  # keep only the latest epoch's model, staged beside the output
+            staging = output.rstrip("/") + ".staging"
+            shutil.rmtree(staging, ignore_errors=True)
+            shutil.copytree(os.path.join(ckpt_dir, "student"), staging)
+            saved["student"] = staging
+
+    try:
+        metrics = run(cfg, Context(report=report, log=lambda m: log(m)))
+    except BaseException as e:
+        track.set_tags(uri, run_id, {"error": f"{type(e).__name__}: {e}"[:4000]})
+        track.end_run(uri, run_id, "FAILED")
+        raise
+    track.end_run(uri, run_id)
+    if os.path.exists(output):
+        shutil.rmtree(output)
+    os.replace(saved["student"], output)
+    with open(done + ".tmp", "w") as f:
+        json.dump({"fingerprint": fp, "metrics": metrics, "config": cfg.to_params()}, f, indent=1)
+    os.replace(done + ".tmp", done)
+    return metrics
+
+
+def parser():
+    from .distill.__main__ import add_train_args
+
+    p = argparse.ArgumentParser(prog="python -m raydistill.finetune", description=__doc__)
+    p.add_argument("--model", required=True, help="pretrained checkpoint: hub name (bert-base-uncased) or local dir")
+    p.add_argument("--output", required=True, help="directory to write the fine-tuned teacher to")
+    add_train_args(p)
+    p.set_defaults(lr=2e-5)
+    return p
+
+
+def config(a) -> RunConfig:
+    from .distill.__main__ import train_config
+
+    return RunConfig(task=a.task, teacher=a.model, data_dir=a.data_dir, output=os.path.abspath(a.output),
+                     student=StudentConfig(init="pretrained"), distill=DistillConfig(method="finetune"),
+                     train=train_config(a), tracking_uri=a.tracking_uri, experiment=a.experiment)
+
+
+@cli
+def main(argv=None) -> dict:
+    a = parser().parse_args(argv)
+    from .preflight import preflight
+
+    cfg = preflight(config(a))
+    log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
+    metrics = finetune(cfg, cfg.output, log=log)
+    print(json.dumps(metrics), flush=True)
+    return metrics
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,57 @@
+"""Student size and speed: parameter count and batch-1 / batch-32 latency, memoised per architecture."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+
+import torch
+
+from .track import RESULTS_DIR
+
+
+def arch_key(config, device: str, length: int) -> str:
+    keys = ("model_type", "num_hidden_layers", "hidden_size", "intermediate_size", "num_attention_heads", "vocab_size")
+    desc = {k: getattr(config, k, None) for k in keys} | {"device": device, "length": length,
+                                                          "threads": torch.get_num_threads()}
+    return hashlib.sha256(json.dumps(desc, sort_keys=True).encode()).hexdigest()[:16]
+
+
+@torch.no_grad()
+def measure_latency(model, batch_sizes=(1, 32), length: int = 128, device: str = "cpu", repeats: int = 10,
+                    warmup: int = 2) -> dict[str, float]:
+    """Median wall time (ms) of a forward pass at each batch size, sequence length ``length``."""
+    model = model.to(device).eval()
+    out = {}
+    for b in batch_sizes:
+        ids = torch.randint(5, model.config.vocab_size, (b, length), device=device)
+        mask = torch.ones_like(ids)
+        times = []
+        for i in range(warmup + repeats):
+            if device == "cuda":
+                torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            model(input_ids=ids, attention_mask=mask)
+            if device == "cuda":
+                torch.cuda.synchronize()
+            if i >= warmup:
+                times.append((time.perf_counter() - t0) * 1000)
+        out[f"latency_ms_b{b}"] = sorted(times)[len(times) // 2]
+    return out
+
+
+def student_speed(model, length: int = 128, cache_dir: str | None = None) -> dict[str, float]:
+    """Params and latency of ``model``, memoised in a JSON file keyed by architecture and device."""
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    key = arch_key(model.config, device, length)
+    path = os.path.abspath(os.path.join(cache_dir or RESULTS_DIR, "latency-cache.json"))
+    cache = json.load(open(path)) if os.path.exists(path) else {}
+    if key not in cache:
+        cache[key] = measure_latency(model, length=length, device=device)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = path + f".{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
+            json.dump(cache, f)
+        os.replace(tmp, path)
+    return {"student_params": float(sum(p.numel() for p in model.parameters())), **cache[key]}

@@ -1,0 +1,295 @@
+"""The per-worker training loop: plain PyTorch, no Ray import.
+
+``run(cfg, ctx)`` builds teacher, student and objective from a RunConfig, trains with DDP when
+``torch.distributed`` is initialised (Ray Train does that; so can torchrun), evaluates on rank 0 every
+epoch and hands ``ctx.report(metrics, checkpoint_dir)`` one call per epoch. Resuming from
+``ctx.resume_dir`` restores student, objective, optimizer, scheduler and the epoch counter.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from .config import RunConfig
+from .distill.methods import Outputs, get_method
+from .tasks import get_task
+from .tasks.encode import MODEL_INPUTS, collate, encode, score
+
+
+class NonFiniteLoss(RuntimeError):
+    """The training loss became NaN/inf; the run is failed on purpose (its MLflow run records why)."""
+
+
+@dataclass
+class Context:
+    """What the launcher (Ray Train glue, or a plain process) gives the loop."""
+
+    rank: int = 0
+    world_size: int = 1
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+    resume_dir: str | None = None
+    report: Callable[[dict, str | None], None] = lambda metrics, ckpt: None
+    log: Callable[[str], None] = lambda msg: None
+
+
+def seed_all(seed: int) -> None:
+    import random
+
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+# ---------------------------------------------------------------- data
+@dataclass
+class Data:
+    task: object
+    train: list  # encoded training features
+    eval_examples: list
+    eval_encoded: object
+    pad_id: int
+
+
+def load_data(cfg: RunConfig, tokenizer) -> Data:
+    from .distill.data import train_and_eval_examples
+
+    if cfg.task == "general":
+        from .distill.general import GENERAL, encode_mlm
+
+        task, enc = GENERAL, lambda ex: encode_mlm(ex, tokenizer, cfg.train.max_length, cfg.train.seed)
+    else:
+        task = get_task(cfg.task)
+        enc = lambda ex: encode(task, ex, tokenizer, cfg.train.max_length)  # noqa: E731
+    train_ex, eval_ex = train_and_eval_examples(cfg, task)
+    train_enc, eval_enc = enc(train_ex), enc(eval_ex)
+    return Data(task, train_enc.features, eval_ex, eval_enc, tokenizer.pad_token_id or 0)
+
+
+def epoch_batches(n: int, batch_size: int, epoch: int, seed: int, rank: int, world: int):
+    """Global batches from a per-epoch seeded permutation; rank r takes its slice of each global batch.
+
+    Drop-last keeps every rank's slice the same size, so averaging DDP gradients equals the
+    gradient of the global batch: 2 workers × 16 reproduce 1 worker × 32.
+    """
+    g = torch.Generator().manual_seed(seed * 1000 + epoch)
+    perm = torch.randperm(n, generator=g).tolist()
+    per_rank = batch_size // world
+    for start in range(0, n - batch_size + 1, batch_size):
+        yield perm[start + rank * per_rank: start + (rank + 1) * per_rank]
+
+
+def to_device(batch: dict, device) -> dict:
+    return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+
+
+# ---------------------------------------------------------------- model forward
+def forward(model, batch: dict, need_hidden: bool, capture=None) -> Outputs:
+    inputs = {k: batch[k] for k in MODEL_INPUTS if k in batch}
+    if capture is not None:
+        with capture:
+            out = model(**inputs, output_hidden_states=need_hidden)
+        scores = dict(capture.scores)
+    else:
+        out = model(**inputs, output_hidden_states=need_hidden)
+        scores = {}
+    return Outputs.from_hf(out, scores)
+
+
+class Distiller(torch.nn.Module):
+    """Student + learnable loss parts (projections) in one module, so one DDP wrapper syncs both."""
+
+    def __init__(self, student, objective):
+        super().__init__()
+        self.student, self.objective = student, objective
+
+    def forward(self, batch, teacher_out, stage):
+        needs = self.objective.method.needs(stage)
+        s = forward(self.student, batch, needs.hidden, self.objective.student_capture(stage))
+        return self.objective.method.losses(stage, s, teacher_out, batch, self.objective)
+
+
+# ---------------------------------------------------------------- evaluation
+@torch.no_grad()
+def evaluate(model, data: Data, batch_size: int, device) -> dict:
+    model.eval()
+    kind = data.task.kind
+    feats = data.eval_encoded.features
+    outs: dict[str, list] = {}
+    mlm = torch.zeros(3, device=device)  # loss sum, correct, count over masked pieces
+    for start in range(0, len(feats), batch_size):
+        batch = to_device(collate(feats[start:start + batch_size], data.pad_id), device)
+        o = forward(model, batch, need_hidden=False)
+        if kind == "mlm":
+            sel = batch["labels"] != -100
+            logits, gold = o.logits[sel].float(), batch["labels"][sel]
+            mlm += torch.stack([torch.nn.functional.cross_entropy(logits, gold, reduction="sum"),
+                                (logits.argmax(-1) == gold).sum().float(), sel.sum().float()])
+            continue
+        lengths = batch["attention_mask"].sum(-1).tolist()
+        for name, t in o.predictions().items():
+            t = t.float().cpu().numpy()
+            rows = [t[i, : lengths[i]] for i in range(len(t))] if kind in ("token", "qa") else list(t)
+            outs.setdefault(name, []).extend(rows)
+    model.train()
+    if kind == "mlm":
+        loss, correct, n = mlm.tolist()
+        return {"eval_mlm_loss": loss / max(n, 1), "eval_mlm_accuracy": correct / max(n, 1)}
+    if kind not in ("token", "qa"):
+        outs = {k: np.stack(v) for k, v in outs.items()}
+    return {f"eval_{k}": float(v) for k, v in score(data.task, data.eval_examples, data.eval_encoded, outs).items()}
+
+
+# ---------------------------------------------------------------- checkpoints
+def save_checkpoint(path: str, student, tokenizer, objective, opt, sched, state: dict) -> None:
+    """Write to a temporary folder, then rename: a half-written checkpoint is never taken as valid."""
+    tmp = tempfile.mkdtemp(prefix=".tmp-", dir=os.path.dirname(os.path.abspath(path)) or ".")
+    try:
+        student.save_pretrained(os.path.join(tmp, "student"))
+        tokenizer.save_pretrained(os.path.join(tmp, "student"))
+        torch.save({"objective": objective.state_dict(), "optimizer": opt.state_dict(),
+                    "scheduler": sched.state_dict()}, os.path.join(tmp, "train_state.pt"))
+        with open(os.path.join(tmp, "state.json"), "w") as f:
+            json.dump(state, f)
+        if os.path.exists(path):
+            shutil.rmtree(path)
+        os.replace(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def load_state(resume_dir: str):
+    with open(os.path.join(resume_dir, "state.json")) as f:
+        state = json.load(f)
+    blobs = torch.load(os.path.join(resume_dir, "train_state.pt"), map_location="cpu", weights_only=True)
+    return state, blobs
+
+
+# ---------------------------------------------------------------- the loop
+def run(cfg: RunConfig, ctx: Context) -> dict:
+    from .distill.objective import build_objective
+
+    seed_all(cfg.train.seed)
+    device = ctx.device
+    distributed = dist.is_available() and dist.is_initialized() and ctx.world_size > 1
+
+    objective, student, teacher, tokenizer = build_objective(cfg, resume_student=_resume_student(ctx))
+    data = load_data(cfg, tokenizer)
+    if len(data.train) < cfg.train.batch_size:
+        from .errors import UserError
+
+        raise UserError("batch_size", f"{cfg.train.batch_size} is larger than the {len(data.train)} training "
+                        "examples; lower --batch-size or raise --train-limit")
+    student.to(device)
+    objective.to(device)
+    if teacher is not None:
+        teacher.to(device)
+    model = Distiller(student, objective)
+    if distributed:
+        ddp_kw = {"find_unused_parameters": len(objective.method.stages) > 1}
+        if device.type == "cuda":
+            ddp_kw["device_ids"] = [device.index]
+        model = torch.nn.parallel.DistributedDataParallel(model, **ddp_kw)
+
+    steps_per_epoch = len(data.train) // cfg.train.batch_size
+    if cfg.train.max_steps:
+        steps_per_epoch = min(steps_per_epoch, math.ceil(cfg.train.max_steps / cfg.train.epochs))
+    total_steps = steps_per_epoch * cfg.train.epochs
+    opt, sched = _optimizer(cfg, list(student.parameters()) + list(objective.parameters()), total_steps)
+
+    start_epoch, history = 0, []
+    if ctx.resume_dir:
+        state, blobs = load_state(ctx.resume_dir)
+        objective.load_state_dict(blobs["objective"])
+        opt.load_state_dict(blobs["optimizer"])
+        sched.load_state_dict(blobs["scheduler"])
+        start_epoch, history = state["epoch"], state["history"]
+        ctx.log(f"resumed from {ctx.resume_dir} at epoch {start_epoch}")
+
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" and cfg.train.bf16 \
+        else torch.autocast("cpu", enabled=False)
+    per_rank = cfg.train.batch_size // ctx.world_size
+    metrics = {}
+    for epoch in range(start_epoch, cfg.train.epochs):
+        stage = objective.method.stage_for(epoch, cfg.train.epochs)
+        needs = objective.method.needs(stage)
+        sums: dict[str, torch.Tensor] = {}
+        t0, n_seen = time.perf_counter(), 0
+        for step, idx in enumerate(epoch_batches(len(data.train), cfg.train.batch_size, epoch, cfg.train.seed,
+                                                 ctx.rank, ctx.world_size)):
+            if step >= steps_per_epoch:
+                break
+            batch = to_device(collate([data.train[i] for i in idx], data.pad_id), device)
+            with autocast:
+                t_out = None
+                if teacher is not None and needs.teacher:
+                    with torch.no_grad():
+                        t_out = forward(teacher, batch, needs.hidden, objective.teacher_capture(stage))
+                losses = model(batch, t_out, stage)
+            losses["loss"].backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            sched.step()
+            opt.zero_grad(set_to_none=True)
+            for k, v in losses.items():  # accumulate on device: no host sync per step
+                sums[k] = sums.get(k, 0) + v.detach().float()
+            n_seen += per_rank
+        n_steps = min(steps_per_epoch, step + 1)
+        keys = sorted(sums)
+        vec = torch.stack([sums[k] for k in keys]) / max(n_steps, 1)
+        if distributed:
+            dist.all_reduce(vec)
+            vec /= ctx.world_size
+        train = {f"train_{k}": float(v) for k, v in zip(keys, vec.tolist())}
+        if not all(math.isfinite(v) for v in train.values()):
+            raise NonFiniteLoss(f"non-finite training loss at epoch {epoch + 1}: {train}")
+        metrics = {"epoch": epoch + 1, "stage": stage, **train,
+                   "train_examples_per_s": n_seen * ctx.world_size / (time.perf_counter() - t0)}
+        ckpt_dir = None
+        if ctx.rank == 0:
+            metrics.update(evaluate(student, data, max(per_rank, 32), device))
+            metrics.update(_speed(student, device))
+            history.append(metrics)
+            ckpt_dir = os.path.join(tempfile.mkdtemp(prefix="raydistill-ckpt-"), "checkpoint")
+            save_checkpoint(ckpt_dir, student, tokenizer, objective, opt, sched,
+                            {"epoch": epoch + 1, "history": history, "config": cfg.to_params()})
+        ctx.log(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in metrics.items()))
+        ctx.report(metrics, ckpt_dir)
+        if ckpt_dir:
+            shutil.rmtree(os.path.dirname(ckpt_dir), ignore_errors=True)
+    return metrics
+
+
+def _speed(student, device) -> dict:
+    """Parameter count and latency (memoised per architecture, so measured once per sweep and size)."""
+    from .latency import student_speed
+
+    length = min(128, student.config.max_position_embeddings - 2)
+    out = student_speed(student, length=length)
+    student.to(device).train()
+    return out
+
+
+def _resume_student(ctx: Context) -> str | None:
+    return os.path.join(ctx.resume_dir, "student") if ctx.resume_dir else None
+
+
+def _optimizer(cfg: RunConfig, params, total_steps: int):
+    from transformers import get_linear_schedule_with_warmup
+
+    decay = [p for p in params if p.ndim >= 2]
+    no_decay = [p for p in params if p.ndim < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.train.weight_decay},
+                             {"params": no_decay, "weight_decay": 0.0}], lr=cfg.train.lr)
+    sched = get_linear_schedule_with_warmup(opt, int(cfg.train.warmup_ratio * total_steps), max(total_steps, 1))
+    return opt, sched

@@ -1,0 +1,90 @@
+"""Human-readable sweep output: live trial table, final summary table, Pareto front plot."""
+from __future__ import annotations
+
+import sys
+
+SHOW = ("method", "student_layers", "student_hidden", "temperature", "alpha", "beta", "mapping")
+
+
+def fmt(v) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return "" if v is None else str(v)
+
+
+def table(rows: list[dict], columns: list[str]) -> str:
+    cells = [[fmt(r.get(c)) for c in columns] for r in rows]
+    widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(columns)]
+    line = lambda vals: "  ".join(v.ljust(w) for v, w in zip(vals, widths))  # noqa: E731
+    return "\n".join([line(columns), line(["-" * w for w in widths])] + [line(r) for r in cells])
+
+
+def pareto_front(points: list[tuple[float, float]], maximize_y: bool = True) -> list[int]:
+    """Indices of points not dominated in (smaller x, better y)."""
+    front = []
+    for i, (x, y) in enumerate(points):
+        dominated = any((x2 <= x and (y2 >= y if maximize_y else y2 <= y)) and (x2, y2) != (x, y)
+                        for j, (x2, y2) in enumerate(points) if j != i)
+        if not dominated:
+            front.append(i)
+    return front
+
+
+def pareto_plot(rows: list[dict], metric: str, path: str, maximize: bool = True) -> str | None:
+    """Dev score vs parameters and vs batch-1 latency, Pareto-optimal trials highlighted; returns the PNG path."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [r for r in rows if r.get(metric) is not None and r.get("student_params")]
+    if not rows:
+        return None
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    for ax, xkey, xlabel in ((axes[0], "student_params", "student parameters (M)"),
+                             (axes[1], "latency_ms_b1", "batch-1 latency (ms, CPU)")):
+        pts = [(r.get(xkey) or 0.0, r[metric]) for r in rows]
+        scale = 1e6 if xkey == "student_params" else 1.0
+        front = set(pareto_front(pts, maximize))
+        xs, ys = [p[0] / scale for p in pts], [p[1] for p in pts]
+        ax.scatter(xs, ys, c=["tab:red" if i in front else "tab:gray" for i in range(len(pts))], zorder=3)
+        fr = sorted((xs[i], ys[i]) for i in front)
+        ax.plot([p[0] for p in fr], [p[1] for p in fr], "r--", lw=1, zorder=2)
+        for r, x, y in zip(rows, xs, ys):
+            ax.annotate(str(r.get("trial", "")), (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(metric)
+        ax.grid(alpha=0.3)
+    fig.suptitle(f"{metric} vs size and latency (red: Pareto front)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def live_callback(metric: str):
+    """A Tune callback printing a compact table of every trial whenever one reports (stderr)."""
+    from ray.tune import Callback
+
+    class LiveTable(Callback):
+        def __init__(self):
+            self.rows: dict[str, dict] = {}
+
+        def _update(self, trial, status, result=None):
+            row = self.rows.setdefault(trial.trial_id, {"trial": trial.trial_id, **{k: trial.config.get(k) for k in SHOW}})
+            row["status"] = status
+            if result:
+                row.update({"epoch": result.get("epoch"), metric: result.get(metric)})
+            cols = ["trial", "status", "epoch", metric] + [k for k in SHOW if any(r.get(k) is not None for r in self.rows.values())]
+            print("\n" + table(list(self.rows.values()), cols), file=sys.stderr, flush=True)
+
+        def on_trial_result(self, iteration, trials, trial, result, **info):
+            self._update(trial, "RUNNING", result)
+
+        def on_trial_complete(self, iteration, trials, trial, **info):
+            self._update(trial, "TERMINATED")
+
+        def on_trial_error(self, iteration, trials, trial, **info):
+            self._update(trial, "ERROR")
+
+    return LiveTable()

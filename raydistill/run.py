@@ -1,0 +1,146 @@
+"""Ray glue for one distillation run: TorchTrainer with N DDP workers, per-epoch report + checkpoint,
+MLflow logging from the Train controller. The only module (with sweep.py) that imports Ray."""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import shutil
+import tempfile
+
+import ray
+import ray.train
+import ray.train.torch
+from ray.train.v2.api.callback import UserCallback
+
+from .config import DistillConfig, RunConfig, StudentConfig, TrainConfig
+from .track import log_epoch
+
+log = logging.getLogger("raydistill")
+
+
+def cfg_to_dict(cfg: RunConfig) -> dict:
+    return dataclasses.asdict(cfg)
+
+
+def cfg_from_dict(d: dict) -> RunConfig:
+    d = dict(d)
+    d["student"] = StudentConfig(**d["student"])
+    d["distill"] = DistillConfig(**d["distill"])
+    d["train"] = TrainConfig(**d["train"])
+    return RunConfig(**d)
+
+
+def init_ray(num_cpus: int | None = None) -> None:
+    """Join the cluster in RAY_ADDRESS (no resource arguments allowed then), else start a local Ray
+    with its dashboard bound to 127.0.0.1."""
+    if ray.is_initialized():
+        return
+    os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")
+    if os.environ.get("RAY_ADDRESS"):
+        ray.init(address=os.environ["RAY_ADDRESS"], log_to_driver=True)
+    else:
+        ray.init(num_cpus=num_cpus, include_dashboard=False, dashboard_host="127.0.0.1",
+                 log_to_driver=True, configure_logging=False)
+
+
+def _worker(config: dict) -> None:
+    """Runs on every Ray Train worker: Ray context in, plain-PyTorch loop out."""
+    from .loop import Context, run
+
+    cfg = cfg_from_dict(config["cfg"])
+    tctx = ray.train.get_context()
+    ckpt = ray.train.get_checkpoint()
+    resume_dir = None
+    if ckpt is not None:
+        resume_dir = os.path.join(ckpt.to_directory(tempfile.mkdtemp(prefix="raydistill-resume-")), "checkpoint")
+    rank = tctx.get_world_rank()
+
+    def report(metrics: dict, ckpt_dir: str | None) -> None:
+        c = ray.train.Checkpoint.from_directory(os.path.dirname(ckpt_dir)) if ckpt_dir else None
+        ray.train.report(metrics, checkpoint=c)
+
+    ctx = Context(rank=rank, world_size=tctx.get_world_size(), device=ray.train.torch.get_device(),
+                  resume_dir=resume_dir, report=report, log=(lambda m: print(f"[rank0] {m}", flush=True))
+                  if rank == 0 else (lambda m: None))
+    try:
+        run(cfg, ctx)
+    finally:
+        if resume_dir:
+            shutil.rmtree(os.path.dirname(resume_dir), ignore_errors=True)
+
+
+class MlflowEpochCallback(UserCallback):
+    """Logs every epoch's rank-0 metrics to the run's MLflow run as they are reported (controller side)."""
+
+    def __init__(self, tracking_uri: str, run_id: str):
+        self.tracking_uri, self.run_id = tracking_uri, run_id
+
+    def after_report(self, run_context, metrics, checkpoint):
+        log_epoch(self.tracking_uri, self.run_id, metrics[0])
+
+
+
+def make_trainer(cfg: RunConfig, *, name: str, storage_path: str, callbacks=(), max_failures: int = 0,
+                 placement_strategy: str = "PACK", cpus_per_worker: float = 1, gpus_per_worker: float | None = None):
+    from ray.train import CheckpointConfig, FailureConfig, RunConfig as TrainRunConfig, ScalingConfig
+    from ray.train.torch import TorchConfig, TorchTrainer
+    resources = {"CPU": cpus_per_worker}
+    if cfg.train.use_gpu:
+        resources["GPU"] = gpus_per_worker or 1
+    return TorchTrainer(
+        _worker,
+        train_loop_config={"cfg": cfg_to_dict(cfg)},
+        torch_config=TorchConfig(backend="nccl" if cfg.train.use_gpu else "gloo"),
+        scaling_config=ScalingConfig(num_workers=cfg.train.num_workers, use_gpu=cfg.train.use_gpu,
+                                     resources_per_worker=resources, placement_strategy=placement_strategy),
+        run_config=TrainRunConfig(name=name, storage_path=storage_path, callbacks=list(callbacks),
+                                  failure_config=FailureConfig(max_failures=max_failures),
+                                  checkpoint_config=CheckpointConfig(num_to_keep=2)),
+    )
+
+
+def export_student(checkpoint, output: str) -> str:
+    """Copy the student (HF directory + tokenizer) out of a Ray checkpoint to ``output``."""
+    with tempfile.TemporaryDirectory() as tmp:
+        src = os.path.join(checkpoint.to_directory(tmp), "checkpoint", "student")
+        tmp_out = output.rstrip("/") + ".tmp"
+        shutil.rmtree(tmp_out, ignore_errors=True)
+        shutil.copytree(src, tmp_out)
+        if os.path.exists(output):
+            shutil.rmtree(output)
+        os.replace(tmp_out, output)
+    return output
+
+
+def execute(cfg: RunConfig, *, storage_path: str, name: str, parent_run_id: str | None = None,
+            callbacks=(), max_failures: int = 0, placement_strategy: str = "PACK", tags: dict | None = None,
+            resume_run_id: str | None = None, cpus_per_worker: float = 1, gpus_per_worker: float | None = None) -> dict:
+    """One distillation run end to end: MLflow run, TorchTrainer.fit, student export, size and latency.
+
+    Returns the final metrics (``eval_*``, ``student_params``, ``latency_ms_b*``) plus ``run_id`` and
+    ``student_dir``. A failed fit marks the MLflow run FAILED with the reason, then re-raises.
+    """
+    from . import track
+
+    uri = cfg.tracking_uri
+    params = {**cfg.to_params(), "world_size": cfg.train.num_workers}
+    run_id = resume_run_id or track.start_run(uri, cfg.experiment, cfg.run_name or name, params, tags=tags,
+                                              parent_run_id=parent_run_id)
+    try:
+        trainer = make_trainer(cfg, name=name, storage_path=storage_path, max_failures=max_failures,
+                               placement_strategy=placement_strategy, cpus_per_worker=cpus_per_worker,
+                               gpus_per_worker=gpus_per_worker,
+                               callbacks=[MlflowEpochCallback(uri, run_id), *callbacks])
+        result = trainer.fit()
+        if result.error:
+            raise result.error
+        student_dir = export_student(result.checkpoint, cfg.output)
+        final = {k: v for k, v in result.metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        track.log_artifacts(uri, run_id, student_dir, "student")
+        track.end_run(uri, run_id)
+    except BaseException as e:
+        track.set_tags(uri, run_id, {"error": f"{type(e).__name__}: {e}"[:4000]})
+        track.end_run(uri, run_id, "FAILED")
+        raise
+    return {**final, "run_id": run_id, "student_dir": student_dir}

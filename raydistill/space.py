@@ -1,0 +1,204 @@
+"""Declarative search spaces (search_spaces/*.yaml) → a validated SweepSpec and an Optuna define-by-run space.
+
+A value is either fixed (``temperature: 4``) or searched:
+  {choice: [a, b]}   {uniform: [lo, hi]}   {loguniform: [lo, hi]}   {int: [lo, hi]}
+``student.size`` searches whole architectures at once: {choice: ["4L-312-1200-12", "6L-768-3072-12"]}.
+Conditional: β is only sampled for methods that use it; a ``mapping`` choice is filtered to the mappings
+valid for the sampled student depth (Optuna params ``mapping_<M>L`` so each depth keeps a fixed choice set).
+"""
+from __future__ import annotations
+
+import copy
+import os
+from dataclasses import dataclass, field, fields
+
+import yaml
+
+from .config import DistillConfig, StudentConfig, TrainConfig
+from .errors import UserError, check
+
+SPACES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "search_spaces")
+TOP_KEYS = {"name", "description", "method", "task", "teacher", "data_dir", "metric", "mode", "num_samples",
+            "student", "distill", "train", "search", "max_concurrent", "num_workers"}
+SEARCH_KEYS = {"algorithm", "seed", "asha", "objectives", "grace_period", "reduction_factor"}
+DOMAINS = ("choice", "uniform", "loguniform", "int")
+# Optuna/MLflow param names for each searchable field
+PARAM = {("student", "layers"): "student_layers", ("student", "hidden"): "student_hidden",
+         ("student", "intermediate"): "student_intermediate", ("student", "heads"): "student_heads",
+         ("student", "init"): "init", ("student", "size"): "student_size"}
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    name: str
+    method: object          # fixed string or a domain dict
+    task: str | None
+    teacher: str | None
+    data_dir: str | None
+    metric: str | None      # None → the task's main metric
+    mode: str
+    num_samples: int
+    student: dict
+    distill: dict
+    train: dict
+    search: dict = field(default_factory=dict)
+    raw: dict = field(default_factory=dict)
+
+
+def resolve_path(space: str) -> str:
+    if os.path.isfile(space):
+        return space
+    path = os.path.join(SPACES_DIR, f"{space}.yaml")
+    if not os.path.isfile(path):
+        known = sorted(f[:-5] for f in os.listdir(SPACES_DIR) if f.endswith(".yaml")) if os.path.isdir(SPACES_DIR) else []
+        raise UserError("space", f"unknown search space {space!r}; known: {', '.join(known)} (or pass a YAML path)")
+    return path
+
+
+def load(space: str, overrides: list[str] = ()) -> SweepSpec:
+    path = resolve_path(space)
+    try:
+        with open(path, encoding="utf-8") as f:
+            raw = yaml.safe_load(f)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise UserError("space", f"{path} is not valid YAML{where}: {getattr(e, 'problem', e)}") from None
+    check(isinstance(raw, dict), "space", f"{path} must be a YAML mapping of keys (name, method, student, …)")
+    for o in overrides:
+        apply_override(raw, o)
+    return parse(raw, default_name=os.path.splitext(os.path.basename(path))[0])
+
+
+def apply_override(raw: dict, item: str) -> None:
+    """--set student.layers=4: YAML-typed value at a dotted key."""
+    check("=" in item, "set", f"{item!r} is not KEY=VALUE, e.g. --set student.layers=4")
+    key, value = item.split("=", 1)
+    parts = key.strip().split(".")
+    node = raw
+    for p in parts[:-1]:
+        node = node.setdefault(p, {})
+        check(isinstance(node, dict), "set", f"{key} goes through a non-mapping value")
+    try:
+        node[parts[-1]] = yaml.safe_load(value)
+    except yaml.YAMLError:
+        raise UserError("set", f"cannot parse the value of {key!r}: {value!r}") from None
+
+
+def parse(raw: dict, default_name: str = "sweep") -> SweepSpec:
+    raw = copy.deepcopy(raw)
+    for k in raw:
+        check(k in TOP_KEYS, k, f"unknown key in the search space; known keys: {', '.join(sorted(TOP_KEYS))}")
+    sections = {}
+    for sec, cls in (("student", StudentConfig), ("distill", DistillConfig), ("train", TrainConfig)):
+        values = raw.get(sec) or {}
+        check(isinstance(values, dict), sec, "must be a mapping")
+        known = {f.name for f in fields(cls)} | ({"size"} if sec == "student" else set())
+        for k, v in values.items():
+            check(k in known, f"{sec}.{k}", f"unknown key; known: {', '.join(sorted(known))}")
+            _check_domain(f"{sec}.{k}", v)
+        sections[sec] = values
+    search = raw.get("search") or {}
+    check(isinstance(search, dict), "search", "must be a mapping")
+    for k in search:
+        check(k in SEARCH_KEYS, f"search.{k}", f"unknown key; known: {', '.join(sorted(SEARCH_KEYS))}")
+    mode = raw.get("mode", "max")
+    check(mode in ("max", "min"), "mode", f"must be max or min, got {mode!r}")
+    n = raw.get("num_samples", 8)
+    check(isinstance(n, int) and n >= 1, "num_samples", f"must be a positive integer, got {n!r}")
+    method = raw.get("method", "kd")
+    _check_domain("method", method)
+    spec = SweepSpec(name=raw.get("name", default_name), method=method, task=raw.get("task"),
+                     teacher=raw.get("teacher"), data_dir=raw.get("data_dir"), metric=raw.get("metric"),
+                     mode=mode, num_samples=n, student=sections["student"], distill=sections["distill"],
+                     train=sections["train"], search=search, raw=raw)
+    sample_fixed(spec)  # type-check fixed values and domain bounds now, not inside a trial
+    return spec
+
+
+def _check_domain(name: str, v) -> None:
+    if not isinstance(v, dict):
+        return
+    check(len(v) == 1 and next(iter(v)) in DOMAINS, name,
+          f"a searched value is one of {{choice: [...]}}, {{uniform: [lo, hi]}}, {{loguniform: [lo, hi]}}, {{int: [lo, hi]}}; got {v!r}")
+    kind, arg = next(iter(v.items()))
+    check(isinstance(arg, list) and len(arg) >= 1, name, f"{kind} needs a list, got {arg!r}")
+    if kind != "choice":
+        check(len(arg) == 2 and all(isinstance(x, (int, float)) for x in arg) and arg[0] < arg[1], name,
+              f"{kind} needs [low, high] numbers with low < high, got {arg!r}")
+        if kind == "loguniform":
+            check(arg[0] > 0, name, "loguniform needs low > 0")
+
+
+def parse_size(s: str) -> dict:
+    """'4L-312-1200-12' → layers 4, hidden 312, intermediate 1200, heads 12 (heads optional: hidden/64)."""
+    try:
+        parts = str(s).upper().replace("L", "").split("-")
+        layers, hidden, inter = int(parts[0]), int(parts[1]), int(parts[2])
+        heads = int(parts[3]) if len(parts) > 3 else max(1, hidden // 64)
+    except (ValueError, IndexError):
+        raise UserError("student.size", f"{s!r} is not LAYERS L-HIDDEN-INTERMEDIATE[-HEADS], e.g. 4L-312-1200-12") from None
+    return {"layers": layers, "hidden": hidden, "intermediate": inter, "heads": heads}
+
+
+def _suggest(trial, name: str, v):
+    if not isinstance(v, dict):
+        return v
+    kind, arg = next(iter(v.items()))
+    if trial is None:  # validation pass: take the first choice / the low end
+        return arg[0]
+    if kind == "choice":
+        return trial.suggest_categorical(name, arg)
+    if kind == "int":
+        return trial.suggest_int(name, int(arg[0]), int(arg[1]))
+    return trial.suggest_float(name, arg[0], arg[1], log=kind == "loguniform")
+
+
+def sample(spec: SweepSpec, trial, teacher_layers: int | None = None) -> dict:
+    """Draw one trial's values (Optuna define-by-run); returns a flat dict of MLflow-style param names."""
+    from .distill.mapping import MAPPINGS, layer_pairs
+    from .distill.methods import get_method
+
+    out = {"method": _suggest(trial, "method", spec.method)}
+    st = dict(spec.student)
+    if "size" in st:
+        out["student_size"] = _suggest(trial, "student_size", st.pop("size"))
+        st.update(parse_size(out["student_size"]))
+    for k, v in st.items():
+        out[PARAM[("student", k)]] = _suggest(trial, PARAM[("student", k)], v)
+    m = get_method(out["method"])
+    for k, v in spec.distill.items():
+        if k == "beta" and not m.uses_beta:
+            continue  # conditional: β only where the method uses it
+        if k == "mapping" and isinstance(v, dict) and "choice" in v and teacher_layers:
+            layers = out.get("student_layers", StudentConfig().layers)
+            valid = [c for c in v["choice"] if _valid_mapping(layer_pairs, c, layers, teacher_layers)]
+            check(bool(valid), "distill.mapping", f"none of {v['choice']} is valid for a {layers}-layer student "
+                  f"of a {teacher_layers}-layer teacher")
+            out["mapping"] = _suggest(trial, f"mapping_{layers}L", {"choice": valid})
+            continue
+        out[k] = _suggest(trial, k, v)
+    for k, v in spec.train.items():
+        out[k] = _suggest(trial, k, v)
+    return out
+
+
+def _valid_mapping(layer_pairs, name, m, n) -> bool:
+    try:
+        layer_pairs(name, m, n)
+        return True
+    except UserError:
+        return False
+
+
+def sample_fixed(spec: SweepSpec) -> dict:
+    """Type-check by building the configs from the first value of every domain."""
+    from .config import build
+
+    vals = sample(spec, None)
+    student = {k: vals[p] for (sec, k), p in PARAM.items() if sec == "student" and p in vals and k != "size"}
+    build(StudentConfig, student, "student.").validate()
+    distill = {k: vals[k] for k in spec.distill if k in vals}
+    build(DistillConfig, {"method": vals["method"], **distill}, "distill.").validate()
+    build(TrainConfig, {k: vals[k] for k in spec.train}, "train.")
+    return vals

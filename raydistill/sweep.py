@@ -1,0 +1,314 @@
+"""python -m raydistill.sweep SPACE: Ray Tune + Optuna (TPE) + ASHA over distillation runs.
+
+Each trial is a Tune function that builds and fits a Ray Train TorchTrainer (Train V2) and logs an MLflow
+child run under one parent run per sweep. Prints a live trial table while running, a summary table at the
+end, saves a Pareto plot, and prints one JSON object (the best trial) as the last line of stdout.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+import time
+
+from .config import RunConfig, StudentConfig, TrainConfig, build
+from .errors import UserError, check, cli
+
+STATE = "raydistill_sweep.json"
+
+
+def parser():
+    p = argparse.ArgumentParser(prog="python -m raydistill.sweep", description=__doc__)
+    p.add_argument("space", help="name of a file in search_spaces/ (pkd_glue, kd_glue, …) or a YAML path")
+    p.add_argument("--task", help="task to distil on (default: the space's task)")
+    p.add_argument("--data-dir", help="local data folder (default: the Hugging Face hub)")
+    p.add_argument("--teacher", help="fine-tuned teacher dir, or a pretrained encoder to fine-tune first "
+                   "(default: the space's teacher, else bert-base-uncased)")
+    p.add_argument("--num-samples", type=int, help="trials (default: the space's num_samples)")
+    p.add_argument("--num-workers", type=int, default=1, help="DDP workers per trial")
+    p.add_argument("--max-concurrent", type=int, default=1, help="trials running at once")
+    p.add_argument("--use-gpu", action="store_true")
+    p.add_argument("--gpus-per-worker", type=float, default=1.0, help="fractional GPUs pack small trials per GPU")
+    p.add_argument("--cpus-per-worker", type=float, default=1.0)
+    for flag in ("epochs", "max-steps", "train-limit", "eval-limit", "max-length", "batch-size", "seed"):
+        p.add_argument(f"--{flag}", type=int)
+    p.add_argument("--lr", type=float)
+    p.add_argument("--tracking-uri", help="MLflow URI (default: sqlite under ./raydistill-results)")
+    p.add_argument("--experiment", help="MLflow experiment (default: the space's name)")
+    p.add_argument("--storage-path", help="Ray results folder or s3:// URI (default ./raydistill-results/ray)")
+    p.add_argument("--name", help="sweep run name (default: SPACE-TASK-timestamp)")
+    p.add_argument("--resume", action="store_true", help="continue the sweep --name in --storage-path")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a field of the space")
+    p.add_argument("--multi-objective", action="store_true", help="optimise dev score and student parameters")
+    p.add_argument("--placement-strategy", default="PACK", help="PACK or SPREAD DDP workers over nodes")
+    p.add_argument("--max-failures", type=int, default=1, help="worker failures each trial recovers from")
+    return p
+
+
+# ------------------------------------------------------------------ trial
+def trial_config(base: dict, sampled: dict) -> RunConfig:
+    """The RunConfig of one trial: the sweep's base config with the sampled values applied."""
+    from .run import cfg_from_dict
+    from .space import parse_size
+
+    cfg = cfg_from_dict(base)
+    s = dict(sampled)
+    student = dataclasses.asdict(cfg.student)
+    if "student_size" in s:
+        student.update(parse_size(s.pop("student_size")))
+    for k in ("layers", "hidden", "intermediate", "heads"):
+        if f"student_{k}" in s:
+            student[k] = s.pop(f"student_{k}")
+    if "init" in s:
+        student["init"] = s.pop("init")
+    distill = dataclasses.asdict(cfg.distill) | {k: s.pop(k) for k in list(s) if k in dataclasses.asdict(cfg.distill)}
+    train = dataclasses.asdict(cfg.train) | {k: s.pop(k) for k in list(s) if k in dataclasses.asdict(cfg.train)}
+    from .config import DistillConfig
+
+    return cfg.replace(student=build(StudentConfig, student, "student."), distill=build(DistillConfig, distill, "distill."),
+                       train=build(TrainConfig, train, "train."))
+
+
+def run_name(cfg: RunConfig, trial_id: str) -> str:
+    s, d = cfg.student, cfg.distill
+    name = f"{trial_id} {d.method} {s.layers}L-{s.hidden} T={d.temperature:g} a={d.alpha:g}"
+    if d.method == "pkd":
+        name += f" b={d.beta:g}"
+    if d.method in ("pkd", "tinybert", "two_stage"):
+        name += f" {d.mapping}"
+    return name
+
+
+def _trial(config: dict, base: dict, parent_run_id: str, storage: str, sweep_name: str, opts: dict) -> None:
+    """A Tune trial: fit one distillation run; Tune sees its per-epoch metrics through TuneReportCallback."""
+    import ray.tune
+    from ray.tune.integration.ray_train import TuneReportCallback
+
+    from . import track
+    from .run import execute
+
+    trial_id = ray.tune.get_context().get_trial_id()
+    cfg = trial_config(base, config).validate()
+    cfg = cfg.replace(output=os.path.join(os.path.dirname(base["output"]), trial_id), run_name=run_name(cfg, trial_id))
+    existing = track.find_run(cfg.tracking_uri, cfg.experiment, "raydistill.trial_id", trial_id)
+    execute(cfg, storage_path=storage, name=f"{sweep_name}-{trial_id}", parent_run_id=parent_run_id,
+            callbacks=[TuneReportCallback()], max_failures=opts["max_failures"],
+            placement_strategy=opts["placement"], resume_run_id=existing,
+            tags={"raydistill.trial_id": trial_id, "raydistill.sweep": sweep_name},
+            cpus_per_worker=opts["cpus"], gpus_per_worker=opts["gpus"])
+
+
+# ------------------------------------------------------------------ preparation
+def prepare_teacher(cfg: RunConfig, storage_root: str, parent_run_id: str | None, log) -> str:
+    """A teacher already fine-tuned for the task is used as is; a pretrained encoder is fine-tuned first
+    (cached by fingerprint, its own MLflow run), as the Patient-KD recipe does."""
+    from .finetune import finetune
+    from .preflight import has_task_head, teacher_config
+    from .tasks import get_task
+
+    task = get_task(cfg.task)
+    if has_task_head(teacher_config(cfg.teacher), task):
+        return cfg.teacher
+    slug = cfg.teacher.rstrip("/").replace("/", "_").replace(".", "_")
+    out = os.path.join(storage_root, "teachers", f"{slug}-{task.name}")
+    log(f"teacher {cfg.teacher} has no {task.name} head: fine-tuning it first into {out}")
+    ft = cfg.replace(student=StudentConfig(init="pretrained"), distill=dataclasses.replace(cfg.distill, method="finetune"),
+                     train=dataclasses.replace(cfg.train, lr=2e-5, num_workers=1))
+    metrics = finetune(ft, out, log=log, parent_run_id=parent_run_id)
+    log(f"teacher dev metrics: {json.dumps(metrics)}")
+    return out
+
+
+def summarize(results, metric: str, mode: str) -> list[dict]:
+    rows = []
+    for r in results:
+        cfg, m = r.config or {}, r.metrics or {}
+        rows.append({"trial": m.get("trial_id") or os.path.basename(r.path or "")[-8:],
+                     "status": "ERROR" if r.error else ("STOPPED" if m.get("epoch") and m.get("epoch") < m.get("_epochs", 1e9)
+                                                        else "DONE"),
+                     metric: m.get(metric), "epoch": m.get("epoch"), "student_params": m.get("student_params"),
+                     "latency_ms_b1": m.get("latency_ms_b1"), "latency_ms_b32": m.get("latency_ms_b32"),
+                     **{k: v for k, v in cfg.items()},
+                     "error": (str(r.error).splitlines() or [""])[0][:120] if r.error else ""})
+    sign = -1 if mode == "max" else 1
+    rows.sort(key=lambda r: (r[metric] is None, sign * (r[metric] or 0)))
+    return rows
+
+
+# ------------------------------------------------------------------ main
+@cli
+def main(argv=None) -> dict:
+    a = parser().parse_args(argv)
+    from . import space as sp
+    from .distill.data import train_and_eval_examples
+    from .preflight import preflight, teacher_config
+    from .tasks import get_task
+    from .track import RESULTS_DIR, resolve_tracking_uri
+
+    log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
+    spec = sp.load(a.space, a.set)
+    task_name = a.task or spec.task
+    check(bool(task_name), "task", "the space names no task; pass --task (e.g. --task rte)")
+    task = get_task(task_name)
+    teacher = a.teacher or spec.teacher or "bert-base-uncased"
+    metric = spec.metric or f"eval_{task.main_metric}"
+    mode = spec.mode
+    fixed_train = {k: v for k, v in spec.train.items() if not isinstance(v, dict)}
+    cli_train = {k: getattr(a, k) for k in ("epochs", "max_steps", "train_limit", "eval_limit", "max_length",
+                                            "batch_size", "seed", "lr") if getattr(a, k) is not None}
+    train = build(TrainConfig, {**fixed_train, **cli_train, "num_workers": a.num_workers, "use_gpu": a.use_gpu}, "train.")
+    storage_root = os.path.abspath(RESULTS_DIR)
+    storage = a.storage_path or os.path.join(storage_root, "ray")
+    if "://" not in storage:
+        storage = os.path.abspath(storage)
+    name = a.name or f"{spec.name}-{task.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    check(a.max_concurrent >= 1, "max_concurrent", "must be >= 1")
+    n_samples = a.num_samples or spec.num_samples
+    check(n_samples >= 1, "num_samples", "must be >= 1")
+    base = RunConfig(task=task.name, teacher=teacher, data_dir=os.path.abspath(a.data_dir) if a.data_dir else spec.data_dir,
+                     train=train, tracking_uri=resolve_tracking_uri(a.tracking_uri), experiment=a.experiment or spec.name,
+                     output=os.path.join(storage_root, "students", name, "student"))
+    # fail fast, before Ray or any training: teacher readable, data present, first sample buildable
+    tcfg = teacher_config(teacher)
+    train_and_eval_examples(base, task)
+    trial_config(dataclasses.asdict(base), sp.sample(spec, None, tcfg.num_hidden_layers))  # types and bounds
+
+    from . import track
+    from .run import init_ray
+
+    state_path = os.path.join(storage_root, "sweeps", name, STATE) if "://" in storage else os.path.join(storage, name, STATE)
+    state = {}
+    if a.resume:
+        check(bool(a.name), "name", "--resume needs the --name of the sweep to continue")
+        check(os.path.isfile(state_path), "resume", f"no sweep {name!r} under {storage}; check --name and --storage-path")
+        state = json.load(open(state_path))
+    parent = state.get("parent_run_id") or track.start_run(
+        base.tracking_uri, base.experiment, name,
+        {"space": spec.name, "task": task.name, "teacher": teacher, "metric": metric, "num_samples": n_samples,
+         "data_fingerprint": data_fingerprint(base, task), "search": json.dumps(spec.search)},
+        tags={"raydistill.role": "sweep"})
+    base = base.replace(teacher=state.get("teacher") or prepare_teacher(base, storage_root, parent, log))
+    preflight(trial_config(dataclasses.asdict(base), sp.sample(spec, None, tcfg.num_hidden_layers)), load_data=False)
+    os.makedirs(os.path.dirname(state_path), exist_ok=True)
+    json.dump({"parent_run_id": parent, "teacher": base.teacher, "argv": sys.argv[1:]}, open(state_path, "w"))
+    track.log_artifact(base.tracking_uri, parent, sp.resolve_path(a.space), "space")
+
+    init_ray()
+    t0 = time.time()
+    results = _tune(a, spec, base, metric, mode, n_samples, storage, name, parent, teacher_layers=tcfg.num_hidden_layers)
+    wall = time.time() - t0
+    rows = summarize(results, metric, mode)
+    return finish(rows, metric, mode, base, parent, storage, name, wall, n_samples, log)
+
+
+def data_fingerprint(cfg: RunConfig, task) -> str:
+    import hashlib
+
+    from .distill.data import train_and_eval_examples
+
+    train, dev = train_and_eval_examples(cfg, task)
+    return hashlib.sha256(json.dumps([train, dev], sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _tune(a, spec, base, metric, mode, n_samples, storage, name, parent, teacher_layers):
+    import optuna
+    from ray import tune
+    from ray.tune.schedulers import ASHAScheduler
+    from ray.tune.search import ConcurrencyLimiter
+    from ray.tune.search.optuna import OptunaSearch
+
+    from . import space as sp
+    from .report import live_callback
+
+    metrics = [metric, "student_params"] if a.multi_objective else metric
+    modes = [mode, "min"] if a.multi_objective else mode
+    seed = spec.search.get("seed", base.train.seed)
+    db = base.tracking_uri[len("sqlite:///"):] if base.tracking_uri.startswith("sqlite:///") else os.path.join(
+        os.path.abspath("raydistill-results"), "mlflow.db")
+    storage_url = "sqlite:///" + os.path.join(os.path.dirname(db), "optuna.db")
+    searcher = PrunedAwareOptunaSearch(
+        space=lambda trial: sp.sample(spec, trial, teacher_layers), metric=metrics, mode=modes,
+        sampler=optuna.samplers.TPESampler(seed=seed), study_name=name,
+        storage=optuna.storages.RDBStorage(storage_url), max_epochs=base.train.epochs)
+    searcher = ConcurrencyLimiter(searcher, max_concurrent=a.max_concurrent)
+    scheduler = None
+    if not a.multi_objective and spec.search.get("asha", True) is not False and base.train.epochs > 1:
+        asha = spec.search.get("asha") if isinstance(spec.search.get("asha"), dict) else {}
+        scheduler = ASHAScheduler(time_attr="training_iteration", max_t=base.train.epochs,
+                                  grace_period=asha.get("grace_period", 1),
+                                  reduction_factor=asha.get("reduction_factor", 2))
+    opts = {"max_failures": a.max_failures, "placement": a.placement_strategy, "cpus": a.cpus_per_worker,
+            "gpus": a.gpus_per_worker if a.use_gpu else None}
+    trainable = tune.with_parameters(_trial, base=dataclasses.asdict(base), parent_run_id=parent,
+                                     storage=storage, sweep_name=name, opts=opts)
+    run_cfg = tune.RunConfig(name=name, storage_path=storage, callbacks=[live_callback(metric)],
+                             failure_config=tune.FailureConfig(max_failures=0))
+    exp_dir = os.path.join(storage, name)
+    if a.resume and tune.Tuner.can_restore(exp_dir):
+        tuner = tune.Tuner.restore(exp_dir, trainable=trainable, resume_unfinished=True, resume_errored=False)
+    else:
+        tuner = tune.Tuner(trainable, run_config=run_cfg,
+                           tune_config=tune.TuneConfig(search_alg=searcher, scheduler=scheduler, num_samples=n_samples,
+                                                       metric=None if a.multi_objective else metric,
+                                                       mode=None if a.multi_objective else mode))
+    return list(tuner.fit())
+
+
+def _make_pruned_aware():
+    from ray.tune.search.optuna import OptunaSearch
+
+    class _P(OptunaSearch):
+        """Trials ASHA stopped before the last epoch are told to Optuna as PRUNED, not as finished."""
+
+        def __init__(self, *args, max_epochs: int = 1, **kw):
+            super().__init__(*args, **kw)
+            self.max_epochs = max_epochs
+
+        def on_trial_complete(self, trial_id, result=None, error=False):
+            if result and not error and result.get("training_iteration", self.max_epochs) < self.max_epochs:
+                result = None  # no value + no error → Optuna state PRUNED
+            return super().on_trial_complete(trial_id, result, error)
+
+    return _P
+
+
+def PrunedAwareOptunaSearch(*args, **kw):  # noqa: N802 — a class factory so Ray stays a lazy import
+    return _make_pruned_aware()(*args, **kw)
+
+
+def finish(rows, metric, mode, base, parent, storage, name, wall, n_samples, log) -> dict:
+    from . import track
+    from .report import SHOW, pareto_plot, table
+
+    out_dir = os.path.join(os.path.abspath("raydistill-results"), "sweeps", name)
+    os.makedirs(out_dir, exist_ok=True)
+    cols = ["trial", "status", metric, "epoch", "student_params", "latency_ms_b1"] + \
+        [k for k in SHOW if any(r.get(k) is not None for r in rows)] + ["error"]
+    text = table(rows, cols)
+    with open(os.path.join(out_dir, "summary.txt"), "w") as f:
+        f.write(text + "\n")
+    with open(os.path.join(out_dir, "summary.json"), "w") as f:
+        json.dump(rows, f, indent=1, default=str)
+    png = pareto_plot(rows, metric, os.path.join(out_dir, "pareto.png"), maximize=mode == "max")
+    for p in (os.path.join(out_dir, "summary.txt"), os.path.join(out_dir, "summary.json"), png):
+        if p:
+            track.log_artifact(base.tracking_uri, parent, p, "summary")
+    track.close_children(base.tracking_uri, base.experiment, parent)
+    done = [r for r in rows if r.get(metric) is not None]
+    best = done[0] if done else None
+    summary = {"sweep": name, "trials": len(rows), "errors": sum(r["status"] == "ERROR" for r in rows),
+               "wall_s": round(wall, 1), "per_trial_s": round(wall / max(len(rows), 1), 1), "metric": metric,
+               "best": {k: best.get(k) for k in ["trial", metric, "student_params", "latency_ms_b1", *SHOW] if k in best}
+               if best else None, "parent_run_id": parent, "tracking_uri": base.tracking_uri, "pareto_png": png}
+    track.log_metrics(base.tracking_uri, parent, {"wall_s": wall, "trials": len(rows), f"best_{metric}": best[metric]}
+                      if best else {"wall_s": wall, "trials": len(rows)})
+    track.end_run(base.tracking_uri, parent)
+    print("\n" + text, file=sys.stderr, flush=True)
+    print(json.dumps(summary, default=str), flush=True)
+    return summary
+
+
+if __name__ == "__main__":
+    main()

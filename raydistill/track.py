@@ -1,0 +1,179 @@
+"""MLflow: default store, reachability check, runs, and metric logging that retries instead of dropping."""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import time
+import urllib.request
+
+from .errors import UserError
+
+RESULTS_DIR = "raydistill-results"
+
+
+def default_tracking_uri() -> str:
+    """SQLite beside the Ray results, with an absolute path: Ray changes the working directory of trials."""
+    path = os.path.abspath(os.path.join(RESULTS_DIR, "mlflow.db"))
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    return f"sqlite:///{path}"
+
+
+def resolve_tracking_uri(uri: str | None) -> str:
+    uri = uri or os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri()
+    if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
+        path = os.path.abspath(uri[len("sqlite:///"):])  # relative sqlite paths break once Ray chdirs
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        uri = f"sqlite:///{path}"
+    elif uri.startswith(("http://", "https://")):
+        check_reachable(uri)
+    elif not uri.startswith(("sqlite:", "postgresql", "mysql", "databricks")):
+        raise UserError("tracking_uri", f"{uri!r} is not a database or server URI; use sqlite:////abs/path/mlflow.db "
+                        "or http://host:5000 (MLflow 3 refuses the old ./mlruns file store)")
+    return uri
+
+
+def check_reachable(uri: str, timeout: float = 5.0) -> None:
+    """Fail in seconds, before any training, when the tracking server cannot be reached."""
+    try:
+        with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=timeout) as r:
+            r.read()
+    except Exception as e:  # noqa: BLE001 — any failure means unreachable
+        raise UserError("tracking_uri", f"MLflow server {uri} is unreachable ({type(e).__name__}); start it "
+                        "(mlflow server --host 127.0.0.1) or pass --tracking-uri sqlite:////abs/path/mlflow.db") from None
+
+
+def client(uri: str):
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(tracking_uri=uri)
+
+
+def experiment_id(uri: str, name: str) -> str:
+    c = client(uri)
+    exp = c.get_experiment_by_name(name)
+    if exp:
+        return exp.experiment_id
+    artifacts = None
+    if uri.startswith("sqlite:///"):  # MLflow's default ./mlartifacts is relative to a cwd Ray changes
+        artifacts = "file://" + os.path.join(os.path.dirname(uri[len("sqlite:///"):]), "mlartifacts")
+    return c.create_experiment(name, artifact_location=artifacts)
+
+
+def retry(fn, *args, tries: int = 5, delay: float = 1.0, **kw):
+    for i in range(tries):
+        try:
+            return fn(*args, **kw)
+        except Exception:  # noqa: BLE001 — transient server/db errors
+            if i == tries - 1:
+                raise
+            time.sleep(delay * 2**i)
+
+
+def provenance() -> dict[str, str]:
+    """Library versions and the git commit, recorded with every run."""
+    import ray
+    import torch
+    import transformers
+
+    tags = {"torch_version": torch.__version__, "transformers_version": transformers.__version__,
+            "ray_version": ray.__version__, "python_version": platform.python_version()}
+    try:
+        here = os.path.dirname(os.path.abspath(__file__))
+        tags["git_commit"] = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True,
+                                            text=True, timeout=5).stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        tags["git_commit"] = "unknown"
+    return tags
+
+
+def start_run(uri: str, experiment: str, name: str | None, params: dict, tags: dict | None = None,
+              parent_run_id: str | None = None) -> str:
+    c = client(uri)
+    tags = {**provenance(), **(tags or {})}
+    if parent_run_id:
+        tags["mlflow.parentRunId"] = parent_run_id
+    run = retry(c.create_run, experiment_id(uri, experiment), run_name=name, tags=tags)
+    log_params(uri, run.info.run_id, params)
+    return run.info.run_id
+
+
+def log_params(uri: str, run_id: str, params: dict) -> None:
+    from mlflow.entities import Param
+
+    items = [Param(k, str(v)[:6000]) for k, v in params.items()]
+    for i in range(0, len(items), 100):
+        retry(client(uri).log_batch, run_id, params=items[i:i + 100])
+
+
+def log_metrics(uri: str, run_id: str, metrics: dict, step: int | None = None) -> None:
+    from mlflow.entities import Metric
+
+    ts = int(time.time() * 1000)
+    items = [Metric(k, float(v), ts, step or 0) for k, v in metrics.items()
+             if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    try:
+        retry(client(uri).log_batch, run_id, metrics=items)
+    except Exception as e:  # noqa: BLE001
+        # Never silently dropped: spool to disk and say so; replay_spool() sends them later.
+        with open(_spool_path(), "a") as f:
+            f.write(json.dumps({"uri": uri, "run_id": run_id, "metrics": metrics, "step": step}) + "\n")
+        print(f"warning: MLflow unreachable ({e}); metrics spooled to {_spool_path()}", flush=True)
+
+
+def log_epoch(uri: str, run_id: str, metrics: dict) -> None:
+    log_metrics(uri, run_id, metrics, step=int(metrics.get("epoch", 0)))
+
+
+def _spool_path() -> str:
+    return os.path.abspath(os.path.join(RESULTS_DIR, "mlflow-spool.jsonl"))
+
+
+def replay_spool() -> int:
+    """Send metrics spooled while the server was down; returns how many batches were sent."""
+    path = _spool_path()
+    if not os.path.exists(path):
+        return 0
+    with open(path) as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    os.remove(path)
+    for r in rows:
+        log_metrics(r["uri"], r["run_id"], r["metrics"], r["step"])
+    return len(rows)
+
+
+def end_run(uri: str, run_id: str, status: str = "FINISHED") -> None:
+    retry(client(uri).set_terminated, run_id, status)
+
+
+def set_tags(uri: str, run_id: str, tags: dict) -> None:
+    for k, v in tags.items():
+        retry(client(uri).set_tag, run_id, k, str(v)[:5000])
+
+
+def log_artifacts(uri: str, run_id: str, local_dir: str, artifact_path: str | None = None) -> None:
+    retry(client(uri).log_artifacts, run_id, local_dir, artifact_path)
+
+
+def log_artifact(uri: str, run_id: str, path: str, artifact_path: str | None = None) -> None:
+    retry(client(uri).log_artifact, run_id, path, artifact_path)
+
+
+def find_run(uri: str, experiment: str, tag: str, value: str) -> str | None:
+    """The id of a run carrying ``tag=value`` (a trial restarted on --resume keeps its MLflow run)."""
+    exp = client(uri).get_experiment_by_name(experiment)
+    if exp is None:
+        return None
+    runs = retry(client(uri).search_runs, [exp.experiment_id], filter_string=f"tags.`{tag}` = '{value}'", max_results=1)
+    return runs[0].info.run_id if runs else None
+
+
+def close_children(uri: str, experiment: str, parent_run_id: str) -> None:
+    """Child runs still RUNNING when the sweep ends were stopped early (ASHA kills the trial): mark them KILLED."""
+    exp = client(uri).get_experiment_by_name(experiment)
+    runs = retry(client(uri).search_runs, [exp.experiment_id],
+                 filter_string=f"tags.`mlflow.parentRunId` = '{parent_run_id}' and attributes.status = 'RUNNING'")
+    for r in runs:
+        set_tags(uri, r.info.run_id, {"stopped_early": "true"})
+        end_run(uri, r.info.run_id, "KILLED")
