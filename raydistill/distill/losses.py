@@ -1,0 +1,158 @@
+"""Distillation losses, in the string-keyed registry ``LOSSES``. Every function returns a scalar tensor.
+
+Convention (the one place it is written; ``config.LOSS_CONVENTION`` logs it with every run):
+
+    soft  = T² · KL(softmax(z_t/T) ‖ softmax(z_s/T)), summed over classes, averaged over the batch
+            (over real tokens for token tagging); T² keeps gradient size independent of T (Hinton et al.)
+    total = α · soft + (1 − α) · hard + β · intermediate
+
+Shapes: B batch, T tokens, C classes, H hidden, A attention heads; ``mask``/``attention_mask`` is [B, T] with 1 for
+real tokens and 0 for padding. Teacher tensors are constants: compute them under ``torch.no_grad()``.
+Intermediate losses are per layer; the caller combines mapped layers (TinyBERT sums them, Patient-KD averages
+inside ``pkd_patient``).
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+
+from ..errors import check
+
+LOSSES: dict[str, Callable[..., torch.Tensor]] = {}
+
+
+def register(*names):
+    def deco(fn):
+        for n in names:
+            LOSSES[n] = fn
+        return fn
+
+    return deco
+
+
+def _masked_mean(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """Mean of ``x`` [B, T, …] over the positions where ``mask`` [B, T] is 1 (all elements when mask is None)."""
+    if mask is None:
+        return x.mean()
+    m = mask.to(x.dtype).reshape(*mask.shape, *([1] * (x.dim() - mask.dim()))).expand_as(x)
+    return (x * m).sum() / m.sum().clamp_min(1)
+
+
+@register("kd_kl", "soft_ce")
+def soft_ce(student_logits, teacher_logits, T: float, mask=None):
+    """T² · Σ_c p_t,c (log p_t,c − log p_s,c), p = softmax(z/T); mean over the batch ([B, C]) or over real tokens
+    ([B, T, C] with ``mask`` [B, T]). This is the KL form: soft cross-entropy minus the teacher's entropy, which has
+    the same gradient but is 0 when student = teacher."""
+    log_ps = F.log_softmax(student_logits.float() / T, dim=-1)
+    log_pt = F.log_softmax(teacher_logits.float() / T, dim=-1)
+    kl = (log_pt.exp() * (log_pt - log_ps)).sum(-1)  # [B] or [B, T]
+    return T * T * _masked_mean(kl, mask)
+
+
+@register("hard")
+def hard_loss(kind: str, logits_or_outputs, batch: dict):
+    """Gold-label loss: classification CE(z, y); regression mean (z − y)²; token CE over tokens whose label is not
+    −100; qa (CE(start) + CE(end)) / 2 with out-of-range positions ignored (as Hugging Face does); mlm = ``mlm_loss``.
+    ``logits_or_outputs`` is a model output, a logits tensor, or (start_logits, end_logits) for qa."""
+    out = logits_or_outputs
+    if kind == "qa":
+        start, end = (out.start_logits, out.end_logits) if hasattr(out, "start_logits") else out
+        ignored = start.size(1)
+        sp, ep = batch["start_positions"].clamp(0, ignored), batch["end_positions"].clamp(0, ignored)
+        return (F.cross_entropy(start.float(), sp, ignore_index=ignored)
+                + F.cross_entropy(end.float(), ep, ignore_index=ignored)) / 2
+    logits = (out.logits if hasattr(out, "logits") else out).float()
+    labels = batch["labels"]
+    if kind == "classification":
+        return F.cross_entropy(logits, labels)
+    if kind == "regression":
+        return F.mse_loss(logits.reshape(-1), labels.float().reshape(-1))
+    if kind in ("token", "mlm"):
+        return F.cross_entropy(logits.reshape(-1, logits.size(-1)), labels.reshape(-1), ignore_index=-100)
+    raise ValueError(f"unknown task kind {kind!r}")
+
+
+@register("logit_mse")
+def logit_mse(student_logits, teacher_logits, mask=None):
+    """mean (z_s − z_t)² over all logits ([B, C]) or over the logits of real tokens ([B, T, C] with ``mask``)."""
+    return _masked_mean((student_logits.float() - teacher_logits.float()) ** 2, mask)
+
+
+@register("qa_logit_mse")
+def qa_logit_mse(s_start, s_end, t_start, t_end, mask=None):
+    """(MSE(start) + MSE(end)) / 2 on [B, T] span logits, each averaged over positions where ``mask`` is 1 (padding
+    logits are often −inf-like and must not count)."""
+    return (_masked_mean((s_start.float() - t_start.float()) ** 2, mask)
+            + _masked_mean((s_end.float() - t_end.float()) ** 2, mask)) / 2
+
+
+@register("regression_mse")
+def regression_mse(student, teacher):
+    """mean (y_s − y_t)² over the batch (STS-B prediction distillation); [B] or [B, 1]."""
+    return F.mse_loss(student.float().reshape(-1), teacher.float().reshape(-1))
+
+
+def _project(h, proj):
+    if proj is None:
+        return h
+    return h @ proj if isinstance(proj, torch.Tensor) else proj(h)
+
+
+@register("hidden_mse", "embedding_mse")
+def hidden_mse(student_h, teacher_h, proj=None, mask=None):
+    """TinyBERT: mean over all elements of (h_s W − h_t)², h [B, T, H]; ``proj`` is W [H_s, H_t] or a module
+    (e.g. ``nn.Linear``) mapping the student width to the teacher's; ``mask`` [B, T] restricts the mean to real
+    tokens (TinyBERT itself averages over padding too: pass mask=None to match it)."""
+    hs = _project(student_h, proj)
+    check(hs.shape == teacher_h.shape, "student.hidden",
+          f"student states {tuple(hs.shape)} vs teacher {tuple(teacher_h.shape)}: "
+          "give a projection to the teacher width")
+    return _masked_mean((hs.float() - teacher_h.float()) ** 2, mask)
+
+
+embedding_mse = hidden_mse  # same formula on the embedding outputs (hidden_states[0])
+
+
+@register("attention_mse")
+def attention_mse(s_scores, t_scores, attention_mask=None):
+    """TinyBERT: mean over all B·A·T·T elements of (S_s − S_t)², S = pre-softmax scores [B, A, T, T], with the
+    columns of padding KEYS set to 0 in both (TinyBERT adds the −10000 mask, then zeroes entries ≤ −100).
+    Needs equal head counts; the run config refuses student.heads ≠ teacher heads before training."""
+    check(s_scores.shape == t_scores.shape, "student.heads",
+          f"student scores {tuple(s_scores.shape)} vs teacher {tuple(t_scores.shape)}: TinyBERT's attention loss needs "
+          "the teacher's number of heads")
+    s, t = s_scores.float(), t_scores.float()
+    if attention_mask is not None:
+        keep = attention_mask[:, None, None, :].bool()
+        s, t = s.masked_fill(~keep, 0.0), t.masked_fill(~keep, 0.0)
+    return F.mse_loss(s, t)
+
+
+@register("cosine_hidden")
+def cosine_hidden(student_h, teacher_h, attention_mask=None):
+    """DistilBERT: mean over real tokens of 1 − cos(h_s, h_t) (CosineEmbeddingLoss with target 1), h [B, T, H]."""
+    check(student_h.shape[-1] == teacher_h.shape[-1], "student.hidden",
+          "the cosine loss compares hidden states directly, so the student needs the teacher's hidden size")
+    cos = F.cosine_similarity(student_h.float(), teacher_h.float(), dim=-1)  # [B, T]
+    return _masked_mean(1.0 - cos, attention_mask)
+
+
+@register("pkd_patient")
+def pkd_patient(student_cls_list, teacher_cls_list):
+    """Patient-KD: mean over K mapped layers, B examples and H dims of (ĥ_s − ĥ_t)², ĥ = h_[CLS] / ‖h_[CLS]‖₂.
+
+    Same as the reference ``F.mse_loss`` on normalised [B, K, H] stacks, i.e. the per-layer mean MSE averaged over
+    layers — the scale the paper's β ∈ {10 … 1000} is meant for. Inputs: lists of K tensors [B, H]."""
+    check(len(student_cls_list) == len(teacher_cls_list) > 0, "mapping",
+          f"{len(student_cls_list)} student vs {len(teacher_cls_list)} teacher layers for the patient loss")
+    s = F.normalize(torch.stack([x.float() for x in student_cls_list], 1), p=2, dim=-1)
+    t = F.normalize(torch.stack([x.float() for x in teacher_cls_list], 1), p=2, dim=-1)
+    return F.mse_loss(s, t)
+
+
+@register("mlm")
+def mlm_loss(logits, labels):
+    """Masked-LM cross-entropy over positions whose label is not −100; logits [B, T, V], labels [B, T]."""
+    return F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), labels.reshape(-1), ignore_index=-100)

@@ -1,0 +1,70 @@
+"""Which teacher layer each student layer learns from, as 1-based (student_layer, teacher_layer) pairs.
+
+Layer 0 is the embedding output and is never returned; TinyBERT-style hidden/embedding losses add (0, 0)
+themselves. With M student and N teacher layers (registry ``MAPPINGS``):
+
+  uniform  m → floor(m·N/M), m = 1..M           TinyBERT g(m) = m·N/M (floored); 12→4: 3,6,9,12; 12→5: 2,4,7,9,12
+  skip     m → (N/M)·m,     m = 1..M−1          PKD-Skip (needs N divisible by M); 12→6: 2,4,6,8,10; 12→3: 4,8
+  last     m → N−M+m,       m = 1..M−1          PKD-Last; 12→6: 7..11; 12→3: 10,11
+  top      m → N−M+m,       m = 1..M            the top M teacher layers
+  bottom   m → m,           m = 1..M            the bottom M teacher layers
+  "3,6,9,12" or [3, 6, 9, 12]                   explicit: M strictly increasing teacher layers within 1..N
+
+PKD maps only layers 1..M−1 because the student's last layer is already taught by the prediction loss.
+"""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+from ..errors import UserError, check
+
+
+def _uniform(m: int, n: int) -> list[int]:
+    return [i * n // m for i in range(1, m + 1)]
+
+
+def _skip(m: int, n: int) -> list[int]:
+    check(n % m == 0, "mapping", f"skip needs the teacher's {n} layers to be a multiple of the student's {m}; "
+                                 "use uniform, last, or an explicit list such as 2,5,8")
+    return [i * (n // m) for i in range(1, m)]
+
+
+def _last(m: int, n: int) -> list[int]:
+    return [n - m + i for i in range(1, m)]
+
+
+def _top(m: int, n: int) -> list[int]:
+    return [n - m + i for i in range(1, m + 1)]
+
+
+def _bottom(m: int, n: int) -> list[int]:
+    return list(range(1, m + 1))
+
+
+MAPPINGS: dict[str, Callable[[int, int], list[int]]] = {
+    "uniform": _uniform, "skip": _skip, "last": _last, "top": _top, "bottom": _bottom}
+
+
+def _explicit(spec: str | Sequence[int], m: int, n: int) -> list[int]:
+    try:
+        layers = [int(x) for x in (spec.split(",") if isinstance(spec, str) else spec) if str(x).strip()]
+    except ValueError:
+        raise UserError("mapping", f"unknown mapping {spec!r}; use one of {', '.join(MAPPINGS)} or a comma-separated "
+                                   "list of teacher layers such as 3,6,9,12") from None
+    check(len(layers) == m, "mapping", f"{spec!r} names {len(layers)} teacher layers but the student has {m}; "
+                                       "give one teacher layer per student layer")
+    check(all(1 <= x <= n for x in layers) and all(a < b for a, b in zip(layers, layers[1:])), "mapping",
+          f"{spec!r} must be strictly increasing 1-based teacher layers within 1..{n}")
+    return layers
+
+
+def layer_pairs(name_or_list: str | Sequence[int], student_layers: int, teacher_layers: int) -> list[tuple[int, int]]:
+    """(student_layer, teacher_layer) pairs, both 1-based, for a mapping name or an explicit list (module docstring)."""
+    m, n = student_layers, teacher_layers
+    check(m > 0, "mapping", f"the student has {m} layers; it needs at least 1 (set student.layers)")
+    check(m <= n, "mapping", f"the student has more layers ({m}) than the teacher ({n}); lower student.layers")
+    if isinstance(name_or_list, str) and name_or_list.strip() in MAPPINGS:
+        teachers = MAPPINGS[name_or_list.strip()](m, n)
+    else:
+        teachers = _explicit(name_or_list, m, n)
+    return [(s, t) for s, t in enumerate(teachers, start=1)]

@@ -1,0 +1,180 @@
+"""Build a student in the teacher's own family (BERT → BERT, RoBERTa → RoBERTa) with the teacher's head and labels.
+
+Initialisation strategies live in the string-keyed registry ``INITS`` (``StudentConfig.init`` = ``name`` or
+``name:arg``). With N teacher layers and M student layers, the layer-copy inits pick these teacher layers (1-based):
+
+  first_k       1, 2, …, M                                  (Patient-KD: the bottom k layers)
+  every_other   1, 1+s, 1+2s, …  with s = N // M           (DistilBERT: 12→6 takes 1,3,5,7,9,11)
+  uniform       round_half_up(i·N/M) for i = 1..M          (evenly spaced, ends on the top layer: 12→4 takes 3,6,9,12)
+  layers:1,3,5  exactly these, strictly increasing, M of them
+
+They copy the embeddings (word, position, token type, LayerNorm), the chosen encoder layers, and the pooler and task
+head (same head class, so the shapes match), which requires the teacher's hidden, intermediate and heads.
+``random`` initialises everything fresh; ``checkpoint:DIR`` loads a saved student (e.g. from general distillation)
+whose architecture then wins over the size fields, with a fresh task head when the checkpoint has none or another.
+"""
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+
+import torch
+
+from ..config import StudentConfig
+from ..errors import UserError, check
+from .heads import auto_class
+from .teacher import KNOWN_FAMILIES, encoder_layers, family, head_kind
+
+log = logging.getLogger(__name__)
+
+_LAYER_KEY = re.compile(r"((?:^|\.)encoder\.layer\.)(\d+)(\.)")
+
+
+# ---- layer selection: (M, N, arg) -> 1-based teacher layers ---------------------------------------------------------
+
+def _first_k(m: int, n: int, arg: str | None) -> list[int]:
+    return list(range(1, m + 1))
+
+
+def _every_other(m: int, n: int, arg: str | None) -> list[int]:
+    step = n // m
+    return [1 + i * step for i in range(m)]
+
+
+def _uniform(m: int, n: int, arg: str | None) -> list[int]:
+    return [(2 * i * n + m) // (2 * m) for i in range(1, m + 1)]  # round half up of i·N/M, without float error
+
+
+def _explicit(m: int, n: int, arg: str | None) -> list[int]:
+    try:
+        layers = [int(x) for x in (arg or "").split(",") if x.strip()]
+    except ValueError:
+        raise UserError("student.init", f"layers:{arg} is not a comma-separated list of teacher layers, "
+                                        "e.g. layers:1,3,5") from None
+    check(len(layers) == m, "student.init", f"layers:{arg} names {len(layers)} teacher layers but student.layers={m}; "
+                                            "give exactly one teacher layer per student layer")
+    check(all(1 <= x <= n for x in layers) and all(a < b for a, b in zip(layers, layers[1:])), "student.init",
+          f"layers:{arg} must be strictly increasing 1-based teacher layers within 1..{n}")
+    return layers
+
+
+LAYER_SELECTORS = {"first_k": _first_k, "every_other": _every_other, "uniform": _uniform, "layers": _explicit}
+
+
+def init_layers(init: str, m: int, n: int) -> list[int] | None:
+    """1-based teacher layers that ``init`` copies into an M-layer student, or None when it copies none."""
+    name, _, arg = init.partition(":")
+    if name not in LAYER_SELECTORS:
+        return None
+    check(m <= n, "student.layers", f"init {name} copies teacher layers, so the student cannot have more layers "
+                                    f"({m}) than the teacher ({n}); lower student.layers or use --init random")
+    return LAYER_SELECTORS[name](m, n, arg or None)
+
+
+# ---- builders --------------------------------------------------------------------------------------------------------
+
+def student_config(teacher, spec: StudentConfig):
+    """The teacher's config (family, vocab, positions, labels, problem_type) with the student's sizes."""
+    tc = teacher.config
+    cfg = type(tc).from_dict(tc.to_dict())
+    if getattr(cfg, "embedding_size", None) == tc.hidden_size:  # ELECTRA: embeddings follow the hidden size
+        cfg.embedding_size = spec.hidden
+    cfg.num_hidden_layers, cfg.hidden_size = spec.layers, spec.hidden
+    cfg.intermediate_size, cfg.num_attention_heads = spec.intermediate, spec.heads
+    return cfg
+
+
+def _fresh(teacher, spec: StudentConfig):
+    kind = head_kind(teacher)
+    cfg = student_config(teacher, spec)
+    kw = {}
+    if kind == "base":  # a bare encoder never uses its pooler, and unused parameters break DDP
+        kw["add_pooling_layer"] = False
+    return auto_class(kind).from_config(cfg, attn_implementation="sdpa", dtype=torch.float32, **kw)
+
+
+def _random(teacher, spec: StudentConfig, arg: str | None):
+    return _fresh(teacher, spec)
+
+
+def _layer_copy(name: str):
+    def init(teacher, spec: StudentConfig, arg: str | None):
+        tc = teacher.config
+        for f, t in (("hidden", tc.hidden_size), ("intermediate", tc.intermediate_size),
+                     ("heads", tc.num_attention_heads)):
+            check(getattr(spec, f) == t, f"student.{f}",
+                  f"init {name} copies teacher layers, so {f} must equal the teacher's {t} (got {getattr(spec, f)}); "
+                  f"use --init random or set student.{f}={t}")
+        src = init_layers(f"{name}:{arg}" if arg else name, spec.layers, tc.num_hidden_layers)
+        student = _fresh(teacher, spec)
+        copy_weights(teacher, student, [s - 1 for s in src])
+        return student
+
+    init.__doc__ = f"Copy embeddings, teacher layers chosen by {name!r}, pooler and head."
+    return init
+
+
+def copy_weights(teacher, student, teacher_layers: list[int]) -> list[str]:
+    """Copy every student tensor whose teacher counterpart has the same name and shape; student encoder layer i
+    comes from teacher layer ``teacher_layers[i]`` (0-based). Returns the copied student names."""
+    t_sd = teacher.state_dict()
+    copied = []
+    with torch.no_grad():
+        for name, p in student.state_dict().items():
+            src = _LAYER_KEY.sub(lambda mt: f"{mt[1]}{teacher_layers[int(mt[2])]}{mt[3]}", name, count=1)
+            if src in t_sd and t_sd[src].shape == p.shape:
+                p.copy_(t_sd[src])
+                copied.append(name)
+    return copied
+
+
+def _checkpoint(teacher, spec: StudentConfig, arg: str | None):
+    from transformers import AutoConfig
+
+    path = Path(arg or "").expanduser()
+    check(bool(arg) and (path / "config.json").is_file(), "student.init",
+          f"checkpoint:{arg} is not a saved model folder (config.json + weights); "
+          "pass checkpoint:DIR of a saved student")
+    try:
+        cfg = AutoConfig.from_pretrained(str(path))
+    except (OSError, ValueError, KeyError) as e:
+        raise UserError("student.init", f"cannot read the config of checkpoint {arg}: {e}") from None
+    tc = teacher.config
+    fam = KNOWN_FAMILIES.get(cfg.model_type, cfg.model_type)
+    check(fam == family(teacher) and cfg.vocab_size == tc.vocab_size, "student.init",
+          f"checkpoint {arg} is a {cfg.model_type} model with vocab {cfg.vocab_size} but the teacher is "
+          f"{tc.model_type} with vocab {tc.vocab_size}; distil from a checkpoint of the teacher's family and tokenizer")
+    sizes = {"layers": cfg.num_hidden_layers, "hidden": cfg.hidden_size, "intermediate": cfg.intermediate_size,
+             "heads": cfg.num_attention_heads}
+    if any(getattr(spec, k) != v for k, v in sizes.items()):
+        log.warning("init checkpoint:%s: using the checkpoint's sizes %s, not the student config's", arg, sizes)
+    # the teacher's label set, so the head (fresh unless the checkpoint already has this one) fits the task
+    cfg.id2label, cfg.label2id, cfg.problem_type = dict(tc.id2label), dict(tc.label2id), tc.problem_type
+    try:
+        return auto_class(head_kind(teacher)).from_pretrained(
+            str(path), config=cfg, attn_implementation="sdpa", dtype=torch.float32, ignore_mismatched_sizes=True)
+    except (OSError, ValueError, RuntimeError) as e:
+        raise UserError("student.init", f"cannot load checkpoint {arg}: {e}") from None
+
+
+INITS = {"random": _random, "first_k": _layer_copy("first_k"), "every_other": _layer_copy("every_other"),
+         "uniform": _layer_copy("uniform"), "layers": _layer_copy("layers"), "checkpoint": _checkpoint}
+
+
+def build_student(teacher, spec: StudentConfig):
+    """A float32, sdpa-attention student of the teacher's family, head class and label config, initialised by
+    ``spec.init`` (see module docstring)."""
+    spec.validate()
+    name, _, arg = spec.init.partition(":")
+    check(name in INITS, "student.init", f"unknown init {spec.init!r}; use one of random, first_k, every_other, "
+                                         "uniform, layers:1,3,5, checkpoint:DIR")
+    check(bool(arg) == (name in ("layers", "checkpoint")), "student.init",
+          f"{spec.init!r}: only layers:… and checkpoint:… take an argument (e.g. layers:1,3,5)")
+    encoder_layers(teacher)  # fails early for a non-BERT layout
+    return INITS[name](teacher, spec, arg or None)
+
+
+def count_params(model, trainable_only: bool = False) -> int:
+    """Number of parameters (tied weights counted once)."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable_only)
