@@ -39,7 +39,7 @@ def make_tokenizer(out_dir: str | os.PathLike, family: str = "bert", texts=None,
 
         vocab = SPECIAL + [w for w in _words(texts) if w not in SPECIAL][: max_vocab - len(SPECIAL)]
         (out / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
-        tok = BertTokenizerFast(vocab_file=str(out / "vocab.txt"), do_lower_case=True, model_max_length=512)
+        tok = BertTokenizerFast(vocab={w: i for i, w in enumerate(vocab)}, do_lower_case=True, model_max_length=512)
     elif family == "roberta":
         from tokenizers import ByteLevelBPETokenizer
         from transformers import RobertaTokenizerFast
@@ -49,7 +49,7 @@ def make_tokenizer(out_dir: str | os.PathLike, family: str = "bert", texts=None,
         bpe.train_from_iterator(corpus, vocab_size=min(max_vocab, 1000), min_frequency=1,
                                 special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"])
         bpe.save_model(str(out))
-        tok = RobertaTokenizerFast(vocab_file=str(out / "vocab.json"), merges_file=str(out / "merges.txt"),
+        tok = RobertaTokenizerFast(vocab=str(out / "vocab.json"), merges=str(out / "merges.txt"),
                                    model_max_length=512)
     else:
         raise ValueError(f"unknown family {family!r}")
@@ -59,7 +59,8 @@ def make_tokenizer(out_dir: str | os.PathLike, family: str = "bert", texts=None,
 
 def make_tiny_model(out_dir: str | os.PathLike, kind: str = "classification", num_labels: int = 2,
                     family: str = "bert", layers: int = 4, hidden: int = 32, heads: int = 2,
-                    intermediate: int = 64, texts=None, seed: int = 0, label_names=None, with_head: bool = True):
+                    intermediate: int = 64, texts=None, seed: int = 0, label_names=None, with_head: bool = True,
+                    dropout: float = 0.1):
     """Save a tiny randomly initialised model + tokenizer to ``out_dir``; returns the path.
 
     kind: classification | regression | token | qa | mlm | base (encoder only, no task head).
@@ -77,6 +78,7 @@ def make_tiny_model(out_dir: str | os.PathLike, kind: str = "classification", nu
         intermediate_size=intermediate, max_position_embeddings=130, type_vocab_size=2 if family == "bert" else 1,
         pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id or tok.cls_token_id,
         eos_token_id=tok.eos_token_id or tok.sep_token_id,
+        hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout,
     )
     if kind in ("classification", "token"):
         cfg.num_labels = num_labels

@@ -1,0 +1,65 @@
+"""Task registry: every task the package can train or distill, with its loader, labels and metrics.
+
+All metrics are reported on a 0-1 scale (KorQuAD EM/F1 too, unlike the official script's 0-100).
+"""
+from __future__ import annotations
+
+from ..errors import UserError
+from . import glue, korean
+from .base import KINDS, Task
+
+NLI2 = ("entailment", "not_entailment")
+
+
+def _glue(name, labels, metrics=("accuracy",), main="accuracy", kind="classification", pair=True,
+          eval_split="validation"):
+    return Task(name=name, kind=kind, label_names=labels, metrics=metrics, main_metric=main, eval_split=eval_split,
+                language="en", loader=glue.load, hub=("nyu-mll/glue", name), pair=pair)
+
+
+_NER = ("f1", "precision", "recall")
+_ALL = [
+    _glue("cola", ("unacceptable", "acceptable"), ("mcc",), "mcc", pair=False),
+    _glue("sst2", ("negative", "positive"), pair=False),
+    _glue("mrpc", ("not_equivalent", "equivalent"), ("accuracy", "f1")),
+    _glue("stsb", (), ("pearson", "spearman"), "pearson", kind="regression"),
+    _glue("qqp", ("not_duplicate", "duplicate"), ("accuracy", "f1")),
+    _glue("mnli", ("entailment", "neutral", "contradiction"), eval_split="validation_matched"),
+    _glue("qnli", NLI2),
+    _glue("rte", NLI2),
+    _glue("wnli", ("not_entailment", "entailment")),
+    Task("nsmc", "classification", ("negative", "positive"), ("accuracy",), "accuracy", "test", "ko",
+         korean.load_nsmc, hub=("e9t/nsmc", None)),
+    Task("korquad", "qa", (), ("exact_match", "f1"), "f1", "validation", "ko", korean.load_korquad,
+         hub=("KorQuAD/squad_kor_v1", None), pair=True),
+    Task("kmou_ner", "token", korean.ner_labels(korean.NER_TYPES["kmou_ner"]), _NER, "f1", "validation", "ko",
+         korean.load_kmou),
+    Task("klue_ner", "token", korean.ner_labels(korean.NER_TYPES["klue_ner"]), _NER, "f1", "validation", "ko",
+         korean.load_klue, hub=("klue/klue", "ner")),
+]
+TASKS: dict[str, Task] = {t.name: t for t in _ALL}
+assert all(t.kind in KINDS for t in _ALL)
+
+SPLITS: dict[str, tuple[str, ...]] = {
+    **{n: glue.splits(TASKS[n]) for n in glue.COLUMNS},
+    "nsmc": tuple(korean.NSMC_FILES), "korquad": tuple(korean.KORQUAD_FILES),
+    "kmou_ner": tuple(korean.KMOU_FILES), "klue_ner": tuple(korean.KLUE_FILES),
+}
+
+
+def get_task(name: str) -> Task:
+    """Look a task up by name; case, ``-`` and ``_`` are ignored so ``SST-2`` and ``kmou-ner`` work too."""
+    key = str(name).lower().replace("-", "").replace("_", "")
+    for task in TASKS.values():
+        if task.name.replace("_", "") == key:
+            return task
+    raise UserError("task", f"unknown task {name!r}; known: {', '.join(TASKS)}")
+
+
+def load_split(task: Task | str, data_dir, split: str) -> list[dict]:
+    """Examples of one split (see base.py for their format); ``data_dir=None`` means the Hugging Face hub."""
+    task = get_task(task) if isinstance(task, str) else task
+    return task.loader(task, data_dir, split)
+
+
+__all__ = ["TASKS", "SPLITS", "Task", "get_task", "load_split"]

@@ -1,0 +1,182 @@
+"""Examples -> model features, batches with dynamic padding, and model outputs -> task metrics.
+
+``score`` expects ``outputs`` as numpy arrays indexed by FEATURE index (row ``i`` belongs to ``encoded.features[i]``;
+pass ``outputs["feature_index"]`` as well if rows come in another order, e.g. gathered from several workers):
+
+  classification  outputs["logits"]: [n_features, num_labels]
+  regression      outputs["logits"]: [n_features] or [n_features, 1]
+  token           outputs["logits"]: list of [len_i, num_labels] arrays, UNPADDED (len_i = len(input_ids) of feature i;
+                  a padded [n, L, C] array also works, padding is ignored)
+  qa              outputs["start_logits"], outputs["end_logits"]: lists of [len_i] arrays, UNPADDED (padded 2-D is fine)
+
+Token metrics compare against the FULL gold sentence: words cut off by ``max_length`` count as predicted "O".
+QA picks, per example, the best span over all its windows (start <= end, <= 30 tokens, inside the context, n-best 20).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import UserError
+from . import metrics
+
+MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+IGNORE = -100  # label of pieces the loss and the metrics skip
+MAX_ANSWER_TOKENS = 30
+N_BEST = 20
+
+
+def label_keys(kind: str) -> tuple[str, ...]:
+    return ("start_positions", "end_positions") if kind == "qa" else ("labels",)
+
+
+@dataclass
+class Encoded:
+    features: list[dict]                 # model inputs + label fields + "feature_index"
+    example_index: list[int]             # feature -> example it came from (QA: several features per example)
+    word_ids: list[list] | None = None   # token: per piece, the word it starts, or None (specials, later pieces)
+    offsets: list[list] | None = field(default=None, repr=False)  # qa: per piece, (start, end) in context or None
+
+    def __len__(self) -> int:
+        return len(self.features)
+
+
+def _inputs(enc, i: int) -> dict:
+    return {k: enc[k][i] for k in MODEL_INPUTS if k in enc}
+
+
+def encode(task, examples: list[dict], tokenizer, max_length: int) -> Encoded:
+    """Tokenise ``examples`` (see base.py) for ``task``; every feature carries its ``feature_index``.
+
+    Token and QA tasks need a fast (Rust) tokenizer for word ids and character offsets.
+    """
+    if task.kind in ("token", "qa") and not getattr(tokenizer, "is_fast", True):
+        raise UserError("tokenizer", f"task {task.name} needs a fast tokenizer (word ids / offsets); "
+                                     "load it with AutoTokenizer.from_pretrained(..., use_fast=True)")
+    if task.kind == "qa":
+        return _encode_qa(examples, tokenizer, max_length)
+    if task.kind == "token":
+        enc = tokenizer([e["tokens"] for e in examples], is_split_into_words=True, truncation=True,
+                        max_length=max_length)
+        feats, word_ids = [], []
+        for i, ex in enumerate(examples):
+            first, prev = [], None
+            for w in enc.word_ids(i):
+                first.append(w if w is not None and w != prev else None)
+                prev = w
+            labels = [ex["labels"][w] if w is not None else IGNORE for w in first]
+            feats.append({**_inputs(enc, i), "labels": labels, "feature_index": i})
+            word_ids.append(first)
+        return Encoded(feats, list(range(len(examples))), word_ids=word_ids)
+    pairs = [e.get("text_pair") for e in examples]
+    texts = [e["text"] for e in examples]
+    enc = tokenizer(texts, pairs if any(p is not None for p in pairs) else None, truncation=True,
+                    max_length=max_length)
+    cast = float if task.kind == "regression" else int
+    feats = [{**_inputs(enc, i), "labels": cast(ex["label"]), "feature_index": i} for i, ex in enumerate(examples)]
+    return Encoded(feats, list(range(len(examples))))
+
+
+def _clip_questions(questions: list[str], tokenizer, limit: int) -> list[str]:
+    """Cut over-long questions at a token boundary so the context window stays wider than the stride."""
+    enc = tokenizer(questions, add_special_tokens=False, return_offsets_mapping=True)
+    return [q if len(ids) <= limit else q[:off[limit - 1][1]]
+            for q, ids, off in zip(questions, enc["input_ids"], enc["offset_mapping"])]
+
+
+def _encode_qa(examples, tokenizer, max_length) -> Encoded:
+    """Question first, context second, truncating only the context into overlapping windows (stride max_length//4)."""
+    stride = max_length // 4
+    questions = _clip_questions([e["question"].lstrip() for e in examples], tokenizer, max(1, max_length // 2 - 2))
+    enc = tokenizer(questions, [e["context"] for e in examples], truncation="only_second", max_length=max_length,
+                    stride=stride, return_overflowing_tokens=True, return_offsets_mapping=True)
+    feats, ex_index, offsets = [], [], []
+    for i, ex_i in enumerate(enc["overflow_to_sample_mapping"]):
+        seq = enc.sequence_ids(i)
+        offs = [tuple(o) if s == 1 else None for o, s in zip(enc["offset_mapping"][i], seq)]
+        start = end = 0  # position 0 ([CLS]) when the answer is not inside this window
+        ans = examples[ex_i]["answers"]
+        if ans["text"]:
+            a0 = ans["answer_start"][0]
+            a1 = a0 + len(ans["text"][0])
+            ctx = [j for j, o in enumerate(offs) if o is not None]
+            if ctx and offs[ctx[0]][0] <= a0 and offs[ctx[-1]][1] >= a1:
+                start = next(j for j in ctx if offs[j][1] > a0)
+                end = next(j for j in reversed(ctx) if offs[j][0] < a1)
+        feats.append({**_inputs(enc, i), "start_positions": start, "end_positions": end, "feature_index": i})
+        ex_index.append(int(ex_i))
+        offsets.append(offs)
+    return Encoded(feats, ex_index, offsets=offsets)
+
+
+def collate(features: list[dict], pad_token_id: int) -> dict:
+    """Stack features into tensors, padding lists to the longest in THIS batch (labels with -100, masks with 0)."""
+    import torch
+
+    out = {}
+    for key in features[0]:
+        vals = [f[key] for f in features]
+        if isinstance(vals[0], list):
+            pad = pad_token_id if key == "input_ids" else IGNORE if key == "labels" else 0
+            width = max(len(v) for v in vals)
+            out[key] = torch.tensor([v + [pad] * (width - len(v)) for v in vals], dtype=torch.long)
+        else:
+            out[key] = torch.tensor(vals, dtype=torch.float if isinstance(vals[0], float) else torch.long)
+    return out
+
+
+# --------------------------------------------------------------------------- scoring
+
+def _rows(outputs: dict, key: str, n: int) -> list:
+    """Rows of ``outputs[key]`` in feature order (re-ordered by ``outputs["feature_index"]`` if given)."""
+    rows = outputs[key]
+    if "feature_index" in outputs:
+        order = np.asarray(outputs["feature_index"]).reshape(-1)
+        placed = [None] * n
+        for r, i in zip(rows, order):
+            placed[int(i)] = r
+        rows = placed
+    if len(rows) != n or any(r is None for r in rows):
+        raise ValueError(f"outputs[{key!r}] covers {len(rows)} rows; expected one per feature ({n})")
+    return list(rows)
+
+
+def qa_predictions(examples, encoded: Encoded, outputs: dict) -> list[str]:
+    """Best answer text per example: highest start+end logit over valid spans of all its features."""
+    n = len(encoded)
+    starts, ends = _rows(outputs, "start_logits", n), _rows(outputs, "end_logits", n)
+    best = [(-np.inf, "") for _ in examples]
+    for i, (s_log, e_log) in enumerate(zip(starts, ends)):
+        offs, ex = encoded.offsets[i], encoded.example_index[i]
+        s_log, e_log = np.asarray(s_log)[: len(offs)], np.asarray(e_log)[: len(offs)]
+        for s in np.argsort(s_log)[::-1][:N_BEST]:
+            for e in np.argsort(e_log)[::-1][:N_BEST]:
+                if offs[s] is None or offs[e] is None or e < s or e - s + 1 > MAX_ANSWER_TOKENS:
+                    continue
+                value = float(s_log[s] + e_log[e])
+                if value > best[ex][0]:
+                    best[ex] = (value, examples[ex]["context"][offs[s][0]: offs[e][1]])
+    return [text for _, text in best]
+
+
+def score(task, examples: list[dict], encoded: Encoded, outputs: dict) -> dict[str, float]:
+    """``task.metrics`` (0-1 scale) from model outputs; see the module docstring for the ``outputs`` layout."""
+    n = len(encoded)
+    if task.kind == "qa":
+        preds = qa_predictions(examples, encoded, outputs)
+        return metrics.compute(task, preds, [e["answers"]["text"] for e in examples])
+    logits = _rows(outputs, "logits", n)
+    if task.kind == "token":
+        names = task.label_names
+        preds = [["O"] * len(e["tokens"]) for e in examples]  # words cut off by truncation count as "O"
+        for i, row in enumerate(logits):
+            ex = encoded.example_index[i]
+            for pos, w in enumerate(encoded.word_ids[i]):
+                if w is not None:
+                    preds[ex][w] = names[int(np.argmax(row[pos]))]
+        return metrics.compute(task, preds, [[names[j] for j in e["labels"]] for e in examples])
+    refs = [examples[encoded.example_index[i]]["label"] for i in range(n)]
+    arr = np.asarray(logits, dtype=float)
+    preds = arr.reshape(n) if task.kind == "regression" else arr.argmax(-1)
+    return metrics.compute(task, preds.tolist(), refs)

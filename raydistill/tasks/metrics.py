@@ -1,0 +1,124 @@
+"""Task metrics, all on a 0-1 scale (KorQuAD EM/F1 included; multiply by 100 for the official leaderboard numbers).
+
+Library implementations are used where one exists (scikit-learn, scipy, seqeval); KorQuAD's EM/char-F1 is a port of
+the official ``KorQuAD v1.0 evaluate-v1.0.py`` (SQuAD v1.1 script with Korean punctuation and character-level F1).
+Undefined correlations (constant predictions) are reported as 0.0 rather than NaN so sweeps can still rank trials.
+"""
+from __future__ import annotations
+
+import math
+import re
+import string
+from collections import Counter
+
+import numpy as np
+
+
+def accuracy(preds, labels) -> float:
+    from sklearn.metrics import accuracy_score
+
+    return float(accuracy_score(labels, preds))
+
+
+def f1(preds, labels) -> float:
+    """Binary F1 of the positive class (label 1), as GLUE reports for MRPC and QQP."""
+    from sklearn.metrics import f1_score
+
+    return float(f1_score(labels, preds, zero_division=0))
+
+
+def mcc(preds, labels) -> float:
+    from sklearn.metrics import matthews_corrcoef
+
+    return float(matthews_corrcoef(labels, preds))
+
+
+def _finite(x) -> float:
+    x = float(x)
+    return 0.0 if math.isnan(x) else x
+
+
+def pearson(preds, labels) -> float:
+    import warnings
+
+    from scipy.stats import pearsonr
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return _finite(pearsonr(np.asarray(preds, float), np.asarray(labels, float))[0])
+
+
+def spearman(preds, labels) -> float:
+    import warnings
+
+    from scipy.stats import spearmanr
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return _finite(spearmanr(np.asarray(preds, float), np.asarray(labels, float))[0])
+
+
+def entity_scores(pred_tags: list[list[str]], true_tags: list[list[str]]) -> dict[str, float]:
+    """Entity-level micro precision/recall/F1 from seqeval's default (conlleval-compatible) mode."""
+    from seqeval.metrics import f1_score, precision_score, recall_score
+
+    return {"f1": float(f1_score(true_tags, pred_tags, zero_division=0)),
+            "precision": float(precision_score(true_tags, pred_tags, zero_division=0)),
+            "recall": float(recall_score(true_tags, pred_tags, zero_division=0))}
+
+
+# --------------------------------------------------------------------------- KorQuAD v1.0 (official script, ported)
+
+_KORQUAD_STRIP = re.compile("['\"《》<>〈〉()‘’]")
+_PUNCT = set(string.punctuation)
+
+
+def normalize_answer(s: str) -> str:
+    """Official KorQuAD normalisation: quotes/brackets to spaces, lower-case, drop ASCII punctuation, squash spaces."""
+    s = _KORQUAD_STRIP.sub(" ", s).lower()
+    s = "".join(ch for ch in s if ch not in _PUNCT)
+    return " ".join(s.split())
+
+
+def korquad_f1(prediction: str, ground_truth: str) -> float:
+    """Character-level F1 over the normalised strings with spaces removed (the official KorQuAD F1)."""
+    pred = [c for tok in normalize_answer(prediction).split() for c in tok]
+    gold = [c for tok in normalize_answer(ground_truth).split() for c in tok]
+    same = sum((Counter(pred) & Counter(gold)).values())
+    if same == 0:
+        return 0.0
+    p, r = same / len(pred), same / len(gold)
+    return 2 * p * r / (p + r)
+
+
+def korquad_em(prediction: str, ground_truth: str) -> float:
+    return float(normalize_answer(prediction) == normalize_answer(ground_truth))
+
+
+def qa_scores(predictions: list[str], answers: list[list[str]]) -> dict[str, float]:
+    """Mean over questions of the best EM and F1 against any gold answer (0-1 scale)."""
+    if not predictions:
+        return {"exact_match": 0.0, "f1": 0.0}
+    em = [max((korquad_em(p, g) for g in gold), default=0.0) for p, gold in zip(predictions, answers)]
+    f = [max((korquad_f1(p, g) for g in gold), default=0.0) for p, gold in zip(predictions, answers)]
+    return {"exact_match": float(np.mean(em)), "f1": float(np.mean(f))}
+
+
+# --------------------------------------------------------------------------- dispatch
+
+SCALAR = {"accuracy": accuracy, "f1": f1, "mcc": mcc, "pearson": pearson, "spearman": spearman}
+
+
+def compute(task, preds, refs) -> dict[str, float]:
+    """``task.metrics`` for predictions vs references.
+
+    classification: class ids; regression: floats; token: lists of tag names per sentence;
+    qa: predicted answer strings vs lists of gold answer strings.
+    """
+    if task.kind == "token":
+        scores = entity_scores(preds, refs)
+    elif task.kind == "qa":
+        scores = qa_scores(preds, refs)
+    else:
+        scores = {m: SCALAR[m](preds, refs) for m in task.metrics}
+    return {m: scores[m] for m in task.metrics}
