@@ -1,0 +1,322 @@
+"""Ray cluster launcher configs under cluster/*.yaml: Ray's own schema validation plus the project's rules
+(scale to zero, idle timeout, spot with on-demand fallback, no credentials, dashboard not public, token
+auth, torch pinned like constraints.txt)."""
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+CLUSTER = ROOT / "cluster"
+LAUNCHER_CONFIGS = sorted(CLUSTER.glob("*.yaml"))
+IDS = [p.name for p in LAUNCHER_CONFIGS]
+# Ports that must never be opened to the outside: dashboard / job API, MLflow, GCS, Ray client,
+# dashboard agent, metrics.
+PRIVATE_PORTS = {8265, 5000, 6379, 10001, 52365, 8080}
+PYTORCH_INDEX = "https://download.pytorch.org/whl/"
+
+
+def _torch_pin() -> str:
+    for line in (ROOT / "constraints.txt").read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if re.match(r"^torch\s*==", line):
+            return line.replace(" ", "").split("==", 1)[1]
+    raise AssertionError("constraints.txt pins no torch version")
+
+
+TORCH = _torch_pin()
+
+
+def _load(path: Path) -> dict:
+    with open(path, encoding="utf-8") as f:
+        return yaml.safe_load(f)
+
+
+def _prepared(raw: dict) -> dict:
+    from ray.autoscaler._private.util import prepare_config
+
+    return prepare_config(copy.deepcopy(raw))
+
+
+@pytest.fixture(params=LAUNCHER_CONFIGS, ids=IDS)
+def cfg_path(request) -> Path:
+    return request.param
+
+
+def _workers(cfg: dict) -> dict:
+    return {k: v for k, v in cfg["available_node_types"].items() if k != cfg["head_node_type"]}
+
+
+def _start_cmds(cfg: dict, key: str) -> str:
+    return "\n".join(cfg.get(key, []))
+
+
+# ------------------------------------------------------------------ Ray's own validation
+def test_expected_configs_present():
+    assert {"aws-gpu.yaml", "gcp-gpu.yaml"} <= set(IDS)
+
+
+def test_ray_schema_validation(cfg_path):
+    from ray.autoscaler._private.util import validate_config
+
+    raw = _load(cfg_path)
+    validate_config(copy.deepcopy(raw))  # the file as written
+    prepared = _prepared(raw)
+    validate_config(prepared)  # after Ray merges its provider defaults, as `ray up` does
+    assert prepared["provider"]["type"] in {"aws", "gcp"}
+    assert prepared["head_node_type"] in prepared["available_node_types"]
+
+
+def test_autoscaler_v2_reads_node_types(cfg_path):
+    """The head runs autoscaler v2 (the default for `ray up` since Ray 2.50); it must parse every node type."""
+    from ray.autoscaler.v2.instance_manager.config import AutoscalingConfig
+
+    prepared = _prepared(_load(cfg_path))
+    node_types = AutoscalingConfig(prepared, skip_content_hash=True).get_node_type_configs()
+    assert set(node_types) == set(prepared["available_node_types"])
+    for name, nt in node_types.items():
+        if name != prepared["head_node_type"]:
+            assert nt.min_worker_nodes == 0 and nt.max_worker_nodes >= 1, name
+
+
+# ------------------------------------------------------------------ cost: scale to zero, idle timeout, spot
+def test_worker_types_scale_to_zero(cfg_path):
+    raw = _load(cfg_path)
+    workers = _workers(raw)
+    assert workers, "no worker node types"
+    for name, nt in workers.items():
+        assert nt.get("min_workers") == 0, f"{name}: min_workers must be 0 (explicitly)"
+        assert nt.get("max_workers", 0) >= 1, f"{name}: max_workers must be >= 1"
+    assert sum(nt["max_workers"] for nt in workers.values()) >= raw["max_workers"] >= 1
+
+
+def test_idle_timeout_set(cfg_path):
+    raw = _load(cfg_path)
+    assert 0 < raw.get("idle_timeout_minutes", 0) <= 60
+
+
+def test_head_runs_no_tasks(cfg_path):
+    raw = _load(cfg_path)
+    head = raw["available_node_types"][raw["head_node_type"]]
+    assert head["resources"].get("CPU") == 0 and not head["resources"].get("GPU")
+    assert head.get("max_workers", 0) == 0 and head.get("min_workers", 0) == 0
+    assert re.search(r"--num-cpus[= ]0\b", _start_cmds(raw, "head_start_ray_commands"))
+
+
+def _is_spot(provider: str, node_config: dict) -> bool:
+    if provider == "aws":
+        return node_config.get("InstanceMarketOptions", {}).get("MarketType") == "spot"
+    scheduling = node_config.get("scheduling", {})
+    assert isinstance(scheduling, dict), "GCP scheduling is an object, not a list"
+    return scheduling.get("provisioningModel") == "SPOT" or scheduling.get("preemptible") is True
+
+
+def test_spot_with_on_demand_fallback(cfg_path):
+    raw = _load(cfg_path)
+    provider = raw["provider"]["type"]
+    shapes: dict[tuple, dict[bool, tuple[str, dict]]] = {}
+    for name, nt in _workers(raw).items():
+        assert nt["resources"].get("GPU", 0) >= 1, f"{name}: GPU workers declare their GPUs"
+        key = tuple(sorted(nt["resources"].items()))
+        spot = _is_spot(provider, nt["node_config"])
+        market = "spot" if spot else "on-demand"
+        assert spot not in shapes.setdefault(key, {}), f"{name}: two {market} types of one shape"
+        shapes[key][spot] = (name, nt)
+    assert len(shapes) >= 2, "want a multi-GPU DDP shape and a small packing shape"
+    assert any(dict(k)["GPU"] >= 4 for k in shapes) and any(dict(k)["GPU"] == 1 for k in shapes)
+    for key, pair in shapes.items():
+        assert set(pair) == {True, False}, f"{dict(key)}: needs a spot type and an on-demand fallback type"
+        (spot_name, spot), (od_name, od) = pair[True], pair[False]
+        assert spot.get("priority", 0) > od.get("priority", 0), f"{spot_name} must outrank {od_name}"
+        strip = lambda c: {k: v for k, v in c.items() if k not in ("InstanceMarketOptions", "scheduling")}  # noqa: E731
+        assert strip(spot["node_config"]) == strip(od["node_config"]), f"{spot_name}/{od_name} differ beyond the market"
+        if provider == "gcp":  # GPUs on GCE cannot live-migrate
+            for c in (spot["node_config"], od["node_config"]):
+                assert c["scheduling"]["onHostMaintenance"] == "TERMINATE"
+
+
+def test_autoscaler_prefers_spot_then_falls_back(cfg_path):
+    """Replays Ray 2.60's autoscaler v2 scheduler on this config: spot first; on-demand when the spot type is
+    marked unavailable (after an allocation timeout) or full."""
+    sched = pytest.importorskip("ray.autoscaler.v2.scheduler")
+    from ray.autoscaler.v2.instance_manager.config import AutoscalingConfig
+    from ray.autoscaler.v2.utils import ResourceRequestUtil
+    from ray.core.generated.autoscaler_pb2 import ResourceRequestByCount
+
+    raw = _load(cfg_path)
+    provider = raw["provider"]["type"]
+    prepared = _prepared(raw)
+    node_types = AutoscalingConfig(prepared, skip_content_hash=True).get_node_type_configs()
+
+    def pair(gpus: int) -> tuple[str, str, int]:
+        types = {n: nt for n, nt in _workers(raw).items() if nt["resources"]["GPU"] == gpus}
+        spot = next(n for n, nt in types.items() if _is_spot(provider, nt["node_config"]))
+        return spot, next(n for n in types if n != spot), types[spot]["max_workers"]
+
+    def launch(bundle: dict, count: int, **kw) -> dict:
+        req = ResourceRequestByCount(request=ResourceRequestUtil.make(bundle), count=count)
+        try:
+            request = sched.SchedulingRequest(node_type_configs=node_types, max_num_nodes=prepared["max_workers"],
+                                              resource_requests=[req], disable_launch_config_check=True, **kw)
+        except TypeError as e:  # internal API of another Ray version
+            pytest.skip(f"Ray's internal SchedulingRequest changed: {e}")
+        reply = sched.ResourceDemandScheduler().schedule(request)
+        return {r.instance_type: r.count for r in reply.to_launch}
+
+    small_spot, small_od, _ = pair(1)
+    assert launch({"GPU": 1, "CPU": 1}, 1) == {small_spot: 1}
+    assert launch({"GPU": 1, "CPU": 1}, 1, recoverable_resource_availabilities={small_spot: 0.0}) == {small_od: 1}
+    # a 4-GPU DDP trial (placement group bundle) fits only the multi-GPU types
+    big_spot, big_od, big_max = pair(4)
+    ddp = {"GPU": 4, "CPU": 4}
+    assert launch(ddp, 1) == {big_spot: 1}
+    assert launch(ddp, 1, recoverable_resource_availabilities={big_spot: 0.0}) == {big_od: 1}
+    assert launch(ddp, big_max + 1) == {big_spot: big_max, big_od: 1}  # spot type full: overflow
+
+
+# ------------------------------------------------------------------ security
+CREDENTIAL_PATTERNS = {
+    "AWS secret key name": re.compile(r"aws_secret_access_key", re.I),
+    "AWS access key name": re.compile(r"aws_access_key_id", re.I),
+    "AWS session token name": re.compile(r"aws_session_token", re.I),
+    "AWS access key id": re.compile(r"\b(AKIA|ASIA)[0-9A-Z]{16}\b"),
+    "private key block": re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----"),
+    "GCP service-account key": re.compile(r"\"(private_key|private_key_id)\"\s*:"),
+    "GCP service-account JSON": re.compile(r"\"type\"\s*:\s*\"service_account\""),
+    "GitHub token": re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}"),
+    "Slack token": re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}"),
+    "Hugging Face token": re.compile(r"\bhf_[A-Za-z0-9]{30,}"),
+    "literal Ray token": re.compile(r"RAY_AUTH_TOKEN\s*[=:]\s*[\"']?[A-Za-z0-9+/_.-]{8,}"),
+    "inline password": re.compile(r"password\s*[=:]\s*[\"']?[^\s\"'$<{]{4,}", re.I),
+    "credentials in a URL": re.compile(r"://[^/\s:@]+:[^/\s@$]+@"),
+}
+
+
+def test_no_credentials_under_cluster():
+    files = [p for p in CLUSTER.rglob("*") if p.is_file()]
+    assert files
+    hits = []
+    for p in files:
+        text = p.read_text(encoding="utf-8", errors="replace")
+        for what, rx in CREDENTIAL_PATTERNS.items():
+            for m in rx.finditer(text):
+                hits.append(f"{p.relative_to(ROOT)}: {what}: {m.group(0)[:40]!r}")
+    assert not hits, "credentials-like content:\n" + "\n".join(hits)
+
+
+def test_no_credentials_in_provider(cfg_path):
+    provider = _load(cfg_path)["provider"]
+    assert "aws_credentials" not in provider and "gcp_credentials" not in provider
+
+
+def test_dashboard_not_public(cfg_path):
+    raw = _load(cfg_path)
+    head = _start_cmds(raw, "head_start_ray_commands")
+    hosts = re.findall(r"--dashboard-host[= ](\S+)", head)
+    assert hosts and all(h.strip("'\"") in ("127.0.0.1", "localhost") for h in hosts), hosts
+    everything = yaml.safe_dump(raw)
+    assert not re.search(r"dashboard-host[= ]['\"]?0\.0\.0\.0", everything)
+    assert "--include-dashboard=false" not in everything  # `ray dashboard` / job submission need it
+
+
+def test_no_inbound_rule_opens_private_ports(cfg_path):
+    raw = _load(cfg_path)
+    provider = raw["provider"]
+    for rule in provider.get("security_group", {}).get("IpPermissions", []):
+        lo, hi = rule.get("FromPort", -1), rule.get("ToPort", -1)
+        opened = set(range(0, 65536)) if lo in (-1, None) else set(range(lo, hi + 1))
+        assert not opened & PRIVATE_PORTS, f"security group opens {sorted(opened & PRIVATE_PORTS)}"
+        for r in rule.get("IpRanges", []) + rule.get("Ipv6Ranges", []):
+            assert r.get("CidrIp", r.get("CidrIpv6")) not in ("0.0.0.0/0", "::/0"), "rule open to the internet"
+    assert "0.0.0.0/0" not in yaml.safe_dump(raw)
+
+
+def test_token_auth_on_every_node(cfg_path):
+    raw = _load(cfg_path)
+    for key in ("head_start_ray_commands", "worker_start_ray_commands"):
+        assert "RAY_AUTH_MODE=token" in _start_cmds(raw, key), key
+    mounts = raw.get("file_mounts", {})
+    assert any(remote.endswith("/.ray/auth_token") and local == "~/.ray/auth_token"
+               for remote, local in mounts.items()), mounts
+    for p in CLUSTER.rglob("*"):
+        if p.is_file():
+            assert not re.search(r"RAY_AUTH_MODE\s*[=:]\s*[\"']?disabled", p.read_text(errors="replace")), p
+
+
+# ------------------------------------------------------------------ software: torch pinned like constraints.txt
+def _torch_requirements(cmd: str) -> list[str]:
+    """Every torch requirement in a pip/uv install command (not torchvision, not the index URL)."""
+    if "install" not in cmd:
+        return []
+    cmd = re.sub(r"https?://\S+", "", cmd)
+    return re.findall(r"(?<![\w./-])torch(?![\w-])(?:\s*[=<>!~]=?\s*[\w.+*]+)?", cmd)
+
+
+def _effective_setup(prepared: dict, node_type: str) -> list[str]:
+    nt = prepared["available_node_types"][node_type]
+    if node_type == prepared["head_node_type"]:
+        return prepared["head_setup_commands"]
+    return nt.get("worker_setup_commands", prepared["worker_setup_commands"])
+
+
+def test_torch_pinned_in_setup_commands(cfg_path):
+    raw = _load(cfg_path)
+    prepared = _prepared(raw)
+    all_cmds = [c for k in ("initialization_commands", "setup_commands", "head_setup_commands", "worker_setup_commands")
+                for c in raw.get(k, [])]
+    all_cmds += [c for nt in raw["available_node_types"].values() for c in nt.get("worker_setup_commands", [])]
+    for cmd in all_cmds:
+        for req in _torch_requirements(cmd):
+            assert req.replace(" ", "") == f"torch=={TORCH}", f"unpinned or mispinned torch: {req!r} in {cmd!r}"
+    for node_type in prepared["available_node_types"]:
+        cmds = _effective_setup(prepared, node_type)
+        torch_i = [i for i, c in enumerate(cmds) if f"torch=={TORCH}" in c]
+        pkg_i = [i for i, c in enumerate(cmds) if re.search(r"install .*-c \S*constraints\.txt", c)]
+        assert torch_i and pkg_i, f"{node_type}: needs torch=={TORCH} and a `-c constraints.txt` install"
+        assert torch_i[0] < pkg_i[0], f"{node_type}: install torch before the package so the pin is met"
+        index = re.search(re.escape(PYTORCH_INDEX) + r"(\w+)", cmds[torch_i[0]])
+        assert index, f"{node_type}: torch must come from the PyTorch index ({PYTORCH_INDEX}...)"
+        gpu = prepared["available_node_types"][node_type]["resources"].get("GPU", 0)
+        if gpu:
+            assert index.group(1).startswith("cu"), f"{node_type}: GPU node needs a CUDA build, got {index.group(1)}"
+        else:
+            assert index.group(1) == "cpu", f"{node_type}: CPU node should get the CPU build"
+        assert any("-e " in cmds[i] or "--editable" in cmds[i] for i in pkg_i), (
+            f"{node_type}: install the package editable (search_spaces/ lives next to it)")
+
+
+def test_ray_version_pinned_consistently():
+    """The nodes, the image and the KubeRay manifests run one Ray version; `ray up` / `ray job submit` want the
+    client on the same version (a mismatch with this interpreter's Ray is reported as a warning)."""
+    import warnings
+
+    import ray
+
+    versions = {}
+    for p in LAUNCHER_CONFIGS:
+        for v in re.findall(r"ray\[[\w,]+\]==([\w.]+)", p.read_text()):
+            versions.setdefault(v, []).append(p.name)
+    for p in CLUSTER.rglob("*"):
+        if p.is_file() and p.suffix in ("", ".yaml"):
+            text = p.read_text(errors="replace")
+            for v in re.findall(r"rayproject/ray:([\d.]+)", text) + re.findall(r"rayVersion:\s*[\"']?([\d.]+)", text):
+                versions.setdefault(v, []).append(p.name)
+    assert len(versions) == 1, f"Ray versions differ across cluster/: {versions}"
+    (pinned,) = versions
+    if pinned != ray.__version__:
+        warnings.warn(f"cluster/ pins Ray {pinned} but this environment has Ray {ray.__version__}; "
+                      "the client submitting jobs should match the cluster", stacklevel=1)
+
+
+def test_dockerfile_pins_like_constraints():
+    dockerfile = CLUSTER / "Dockerfile"
+    if not dockerfile.exists():
+        pytest.skip("no cluster/Dockerfile")
+    text = dockerfile.read_text()
+    reqs = [r for line in text.splitlines() for r in _torch_requirements(line)]
+    assert reqs and all(r.replace(" ", "") == f"torch=={TORCH}" for r in reqs), reqs
+    assert re.search(r"-c constraints\.txt", text)
