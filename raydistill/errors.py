@@ -11,8 +11,11 @@ class UserError(ValueError):
     """Bad input that the user can fix. ``field`` names what is wrong; the message says how to fix it."""
 
     def __init__(self, field: str, message: str):
-        self.field = field
+        self.field, self.message = field, message
         super().__init__(f"{field}: {message}")
+
+    def __reduce__(self):  # picklable, so it crosses Ray process boundaries intact
+        return (type(self), (self.field, self.message))
 
 
 def check(cond: bool, field: str, message: str) -> None:

@@ -88,9 +88,9 @@ def parser():
 
 
 def config(a) -> RunConfig:
-    from .distill.__main__ import train_config
+    from .distill.__main__ import local_abspath, train_config
 
-    return RunConfig(task=a.task, teacher=a.model, data_dir=a.data_dir, output=os.path.abspath(a.output),
+    return RunConfig(task=a.task, teacher=local_abspath(a.model), data_dir=local_abspath(a.data_dir), output=os.path.abspath(a.output),
                      student=StudentConfig(init="pretrained"), distill=DistillConfig(method="finetune"),
                      train=train_config(a), tracking_uri=a.tracking_uri, experiment=a.experiment)
 

@@ -42,6 +42,14 @@ class Context:
     log: Callable[[str], None] = lambda msg: None
 
 
+def quiet_hf() -> None:
+    """Per-save progress bars and load reports drown the per-epoch lines a person reads."""
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+
+
 def seed_all(seed: int) -> None:
     import random
 
@@ -179,6 +187,7 @@ def load_state(resume_dir: str):
 def run(cfg: RunConfig, ctx: Context) -> dict:
     from .distill.objective import build_objective
 
+    quiet_hf()
     seed_all(cfg.train.seed)
     device = ctx.device
     distributed = dist.is_available() and dist.is_initialized() and ctx.world_size > 1

@@ -8,6 +8,7 @@ import argparse
 import json
 import os
 import sys
+import time
 
 from ..config import DistillConfig, RunConfig, StudentConfig, TrainConfig
 from ..errors import cli
@@ -63,9 +64,16 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def local_abspath(path: str | None) -> str | None:
+    """Absolute local paths (Ray workers run in another directory); hub names stay as they are."""
+    from ..hub import is_local
+
+    return os.path.abspath(path) if path and is_local(path) else path
+
+
 def config_from_args(a) -> RunConfig:
     return RunConfig(
-        task=a.task, teacher=a.teacher, data_dir=a.data_dir, output=os.path.abspath(a.output),
+        task=a.task, teacher=local_abspath(a.teacher), data_dir=local_abspath(a.data_dir), output=os.path.abspath(a.output),
         student=StudentConfig(a.student_layers, a.student_hidden, a.student_intermediate, a.student_heads, a.init),
         distill=DistillConfig(a.method, a.temperature, a.alpha, a.beta, a.mapping, a.stage, a.alpha_cos,
                               a.alpha_mlm, a.intermediate_epochs),
@@ -86,7 +94,8 @@ def main(argv=None) -> dict:
 
     init_ray()
     storage = os.path.abspath(a.storage_path or os.path.join(RESULTS_DIR, "ray"))
-    name = cfg.run_name or f"{cfg.distill.method}-{cfg.task}-{cfg.student.layers}L{cfg.student.hidden}"
+    # a fresh Ray Train run name each time: Train V2 resumes any earlier run stored under the same name
+    name = f"{cfg.distill.method}-{cfg.task}-{cfg.student.layers}L{cfg.student.hidden}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
     out = execute(cfg, storage_path=storage, name=name, max_failures=a.max_failures)
     print(json.dumps({k: v for k, v in out.items()}), flush=True)
     return out

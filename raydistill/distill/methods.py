@@ -78,11 +78,11 @@ def soft_loss(kind: str, s: Outputs, t: Outputs, T: float, batch: dict) -> torch
     if kind == "regression":
         return L.regression_mse(s.logits, t.logits)
     if kind == "token" or kind == "mlm":
-        return L.kd_kl(s.logits, t.logits, T, mask=_mask(batch))
+        return L.soft_ce(s.logits, t.logits, T, mask=_mask(batch))
     if kind == "qa":
         m = _mask(batch)
-        return 0.5 * (L.kd_kl(_pos(s.start, m), _pos(t.start, m), T) + L.kd_kl(_pos(s.end, m), _pos(t.end, m), T))
-    return L.kd_kl(s.logits, t.logits, T)
+        return 0.5 * (L.soft_ce(_pos(s.start, m), _pos(t.start, m), T) + L.soft_ce(_pos(s.end, m), _pos(t.end, m), T))
+    return L.soft_ce(s.logits, t.logits, T)
 
 
 def logit_mse(kind: str, s: Outputs, t: Outputs, batch: dict) -> torch.Tensor:
@@ -173,7 +173,7 @@ class DistilBERT(HintonKD):
         return out
 
     def _mlm(self, s, t, batch):
-        soft = L.kd_kl(s.logits, t.logits, self.d.temperature, mask=batch["attention_mask"])
+        soft = L.soft_ce(s.logits, t.logits, self.d.temperature, mask=batch["attention_mask"])
         mlm = L.mlm_loss(s.logits, batch["labels"])
         return {"soft": soft, "mlm": mlm, "loss": self.d.alpha * soft + self.d.alpha_mlm * mlm}
 

@@ -78,7 +78,10 @@ def build_objective(cfg, resume_student: str | None = None):
     if resume_student:
         student = load_model(resume_student, kind)
     elif pretrained_init:  # fine-tune the model itself (teacher fine-tuning, or a pretrained student)
-        student = load_model(cfg.teacher, kind, num_labels=num_labels, label_names=label_names)
+        student = load_model(cfg.teacher, kind, num_labels=num_labels)
+        if label_names and kind in ("classification", "token"):
+            student.config.id2label = dict(enumerate(label_names))
+            student.config.label2id = {v: i for i, v in enumerate(label_names)}
     else:
         student = build_student(teacher, cfg.student)
     tokenizer = AutoTokenizer.from_pretrained(cfg.teacher)

@@ -1,0 +1,137 @@
+"""python -m raydistill.best --experiment NAME: the best trial of a sweep, exported as a Hugging Face directory.
+
+Prints the best trial's params and metric (last stdout line: JSON). ``--export DIR`` writes its student
+(model + tokenizer) for ``AutoModelFor….from_pretrained`` / ``pipeline()``; ``--onnx`` adds ``model.onnx``;
+``--register NAME`` puts it in the MLflow model registry under the alias ``best`` (stages are deprecated).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import tempfile
+
+from .errors import UserError, check, cli
+
+
+def find_best(uri: str, experiment: str, metric: str | None, mode: str, sweep: str | None = None):
+    from . import track
+
+    c = track.client(uri)
+    exp = c.get_experiment_by_name(experiment)
+    check(exp is not None, "experiment", f"no MLflow experiment {experiment!r} at {uri}; check --experiment and --tracking-uri")
+    filt = "attributes.status = 'FINISHED' and tags.`raydistill.trial_id` != ''"
+    if sweep:
+        filt += f" and tags.`raydistill.sweep` = '{sweep}'"
+    runs = c.search_runs([exp.experiment_id], filter_string=filt, max_results=5000)
+    check(bool(runs), "experiment", f"experiment {experiment!r} has no finished trials yet")
+    if metric is None:
+        evals = sorted({k for r in runs for k in r.data.metrics if k.startswith("eval_")})
+        parents = c.search_runs([exp.experiment_id], filter_string="tags.`raydistill.role` = 'sweep'", max_results=1)
+        metric = parents[0].data.params.get("metric") if parents else (evals[0] if evals else None)
+    scored = [r for r in runs if metric in r.data.metrics]
+    check(bool(scored), "metric", f"no finished trial logged {metric!r}; pass --metric with one of the eval_* metrics")
+    best = (max if mode == "max" else min)(scored, key=lambda r: r.data.metrics[metric])
+    return best, metric
+
+
+def export(uri: str, run_id: str, out_dir: str) -> str:
+    import mlflow
+
+    mlflow.set_tracking_uri(uri)
+    with tempfile.TemporaryDirectory() as tmp:
+        src = mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path="student", dst_path=tmp)
+        if os.path.exists(out_dir):
+            shutil.rmtree(out_dir)
+        shutil.copytree(src, out_dir)
+    return out_dir
+
+
+def export_onnx(model_dir: str, kind: str, length: int = 128) -> dict:
+    """ONNX export of the student plus a check that ONNX Runtime matches PyTorch within 1e-4."""
+    import numpy as np
+    import torch
+
+    from .latency import measure_latency
+    from .models.teacher import load_model
+
+    model = load_model(model_dir, kind, attn_implementation="eager").eval()
+    ids = torch.randint(5, model.config.vocab_size, (2, length))
+    mask = torch.ones_like(ids)
+    path = os.path.join(model_dir, "model.onnx")
+    names = ["start_logits", "end_logits"] if kind == "qa" else ["logits"]
+    torch.onnx.export(model, (ids, mask), path, input_names=["input_ids", "attention_mask"], output_names=names,
+                      dynamic_axes={"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"}},
+                      opset_version=17, dynamo=False)
+    import onnxruntime as ort
+
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    got = sess.run(None, {"input_ids": ids.numpy(), "attention_mask": mask.numpy()})
+    with torch.no_grad():
+        ref = model(input_ids=ids, attention_mask=mask)
+    diff = max(float(np.abs(g - getattr(ref, n).numpy()).max()) for g, n in zip(got, names))
+    check(diff < 1e-4, "onnx", f"ONNX output differs from PyTorch by {diff:.2e} (> 1e-4)")
+    torch_ms = measure_latency(model, batch_sizes=(1,), length=length)["latency_ms_b1"]
+    import time
+
+    one = {"input_ids": ids[:1].numpy(), "attention_mask": mask[:1].numpy()}
+    times = []
+    for i in range(12):
+        t0 = time.perf_counter()
+        sess.run(None, one)
+        if i >= 2:
+            times.append((time.perf_counter() - t0) * 1000)
+    return {"onnx_path": path, "onnx_max_abs_diff": diff, "torch_latency_ms_b1": torch_ms,
+            "onnx_latency_ms_b1": sorted(times)[len(times) // 2]}
+
+
+def register(uri: str, run_id: str, name: str, alias: str = "best") -> str:
+    from . import track
+
+    c = track.client(uri)
+    try:
+        c.get_registered_model(name)
+    except Exception:  # noqa: BLE001 — not registered yet
+        c.create_registered_model(name)
+    source = f"{c.get_run(run_id).info.artifact_uri}/student"
+    mv = c.create_model_version(name, source=source, run_id=run_id)
+    c.set_registered_model_alias(name, alias, mv.version)
+    return mv.version
+
+
+@cli
+def main(argv=None) -> dict:
+    p = argparse.ArgumentParser(prog="python -m raydistill.best", description=__doc__)
+    p.add_argument("--experiment", required=True)
+    p.add_argument("--tracking-uri")
+    p.add_argument("--metric", help="metric to rank by (default: the sweep's metric)")
+    p.add_argument("--mode", default="max", choices=["max", "min"])
+    p.add_argument("--sweep", help="only trials of this sweep name")
+    p.add_argument("--export", help="write the best student here as a Hugging Face directory")
+    p.add_argument("--onnx", action="store_true", help="with --export: also write model.onnx and compare latency")
+    p.add_argument("--register", help="register the best student in the MLflow model registry under this name")
+    a = p.parse_args(argv)
+    from .track import resolve_tracking_uri
+
+    uri = resolve_tracking_uri(a.tracking_uri)
+    best, metric = find_best(uri, a.experiment, a.metric, a.mode, a.sweep)
+    out = {"run_id": best.info.run_id, "run_name": best.info.run_name, "metric": metric,
+           "value": best.data.metrics[metric], "params": dict(best.data.params),
+           **{k: best.data.metrics[k] for k in ("student_params", "latency_ms_b1", "latency_ms_b32") if k in best.data.metrics}}
+    if a.export:
+        out["export"] = export(uri, best.info.run_id, os.path.abspath(a.export))
+        if a.onnx:
+            from .tasks import get_task
+
+            out.update(export_onnx(out["export"], get_task(best.data.params["task"]).kind))
+    elif a.onnx:
+        raise UserError("onnx", "--onnx needs --export DIR")
+    if a.register:
+        out["registered"] = {"name": a.register, "version": register(uri, best.info.run_id, a.register), "alias": "best"}
+    print(json.dumps(out, default=str), flush=True)
+    return out
+
+
+if __name__ == "__main__":
+    main()
