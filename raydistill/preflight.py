@@ -32,7 +32,7 @@ def teacher_config(name_or_dir: str, field: str = "teacher", trust_remote_code: 
               f"{name_or_dir} has no config.json; it is not a Hugging Face model directory")
     elif not hub_reachable():
         raise UserError(field, f"{name_or_dir!r} is not a local directory and the Hugging Face hub is unreachable; "
-                        "pass a local model directory, e.g. --teacher ./teachers/minilm-rte")
+                        "run offline with a local model and data: --teacher DIR --data-dir DIR (see README, Offline)")
     try:
         return AutoConfig.from_pretrained(name_or_dir, trust_remote_code=trust_remote_code)
     except (OSError, ValueError, KeyError, json.JSONDecodeError) as e:

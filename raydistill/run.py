@@ -40,7 +40,8 @@ def init_ray(num_cpus: int | None = None) -> None:
     if os.environ.get("RAY_ADDRESS"):
         ray.init(address=os.environ["RAY_ADDRESS"], log_to_driver=True)
     else:
-        ray.init(num_cpus=num_cpus, include_dashboard=False, dashboard_host="127.0.0.1",
+        # the dashboard (bound to loopback) hosts the state API Ray Train uses to clean up placement groups
+        ray.init(num_cpus=num_cpus, include_dashboard=True, dashboard_host="127.0.0.1",
                  log_to_driver=True, configure_logging=False)
 
 

@@ -179,7 +179,8 @@ def sample(spec: SweepSpec, trial, teacher_layers: int | None = None) -> dict:
             continue
         out[k] = _suggest(trial, k, v)
     for k, v in spec.train.items():
-        out[k] = _suggest(trial, k, v)
+        if isinstance(v, dict):  # fixed train values live in the base config, where CLI flags override them
+            out[k] = _suggest(trial, k, v)
     return out
 
 
@@ -200,5 +201,5 @@ def sample_fixed(spec: SweepSpec) -> dict:
     build(StudentConfig, student, "student.").validate()
     distill = {k: vals[k] for k in spec.distill if k in vals}
     build(DistillConfig, {"method": vals["method"], **distill}, "distill.").validate()
-    build(TrainConfig, {k: vals[k] for k in spec.train}, "train.")
+    build(TrainConfig, {k: vals.get(k, v) for k, v in spec.train.items()}, "train.")
     return vals

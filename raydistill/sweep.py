@@ -13,6 +13,9 @@ import os
 import sys
 import time
 
+from ray.tune.schedulers import ASHAScheduler
+from ray.tune.search.optuna import OptunaSearch
+
 from .config import RunConfig, StudentConfig, TrainConfig, build
 from .errors import UserError, check, cli
 
@@ -121,13 +124,13 @@ def prepare_teacher(cfg: RunConfig, storage_root: str, parent_run_id: str | None
     return out
 
 
-def summarize(results, metric: str, mode: str) -> list[dict]:
+def summarize(results, metric: str, mode: str, epochs: int) -> list[dict]:
+    """One row per trial: DONE (all epochs), STOPPED (by ASHA) or ERROR (with the reason)."""
     rows = []
     for r in results:
         cfg, m = r.config or {}, r.metrics or {}
-        rows.append({"trial": m.get("trial_id") or os.path.basename(r.path or "")[-8:],
-                     "status": "ERROR" if r.error else ("STOPPED" if m.get("epoch") and m.get("epoch") < m.get("_epochs", 1e9)
-                                                        else "DONE"),
+        status = "ERROR" if r.error else "DONE" if m.get("training_iteration", 0) >= epochs else "STOPPED"
+        rows.append({"trial": m.get("trial_id") or os.path.basename(r.path or "")[-8:], "status": status,
                      metric: m.get(metric), "epoch": m.get("epoch"), "student_params": m.get("student_params"),
                      "latency_ms_b1": m.get("latency_ms_b1"), "latency_ms_b32": m.get("latency_ms_b32"),
                      **{k: v for k, v in cfg.items()},
@@ -199,7 +202,7 @@ def main(argv=None) -> dict:
     t0 = time.time()
     results = _tune(a, spec, base, metric, mode, n_samples, storage, name, parent, teacher_layers=tcfg.num_hidden_layers)
     wall = time.time() - t0
-    rows = summarize(results, metric, mode)
+    rows = summarize(results, metric, mode, base.train.epochs)
     return finish(rows, metric, mode, base, parent, storage, name, wall, n_samples, log)
 
 
@@ -215,11 +218,8 @@ def data_fingerprint(cfg: RunConfig, task) -> str:
 def _tune(a, spec, base, metric, mode, n_samples, storage, name, parent, teacher_layers):
     import optuna
     from ray import tune
-    from ray.tune.schedulers import ASHAScheduler
     from ray.tune.search import ConcurrencyLimiter
-    from ray.tune.search.optuna import OptunaSearch
 
-    from . import space as sp
     from .report import live_callback
 
     metrics = [metric, "student_params"] if a.multi_objective else metric
@@ -229,21 +229,21 @@ def _tune(a, spec, base, metric, mode, n_samples, storage, name, parent, teacher
         os.path.abspath("raydistill-results"), "mlflow.db")
     storage_url = "sqlite:///" + os.path.join(os.path.dirname(db), "optuna.db")
     searcher = PrunedAwareOptunaSearch(
-        space=lambda trial: sp.sample(spec, trial, teacher_layers), metric=metrics, mode=modes,
+        space=SpaceFn(spec, teacher_layers), metric=metrics, mode=modes,
         sampler=optuna.samplers.TPESampler(seed=seed), study_name=name,
         storage=optuna.storages.RDBStorage(storage_url), max_epochs=base.train.epochs)
     searcher = ConcurrencyLimiter(searcher, max_concurrent=a.max_concurrent)
     scheduler = None
     if not a.multi_objective and spec.search.get("asha", True) is not False and base.train.epochs > 1:
         asha = spec.search.get("asha") if isinstance(spec.search.get("asha"), dict) else {}
-        scheduler = ASHAScheduler(time_attr="training_iteration", max_t=base.train.epochs,
+        scheduler = FinishingASHA(time_attr="training_iteration", max_t=base.train.epochs,
                                   grace_period=asha.get("grace_period", 1),
                                   reduction_factor=asha.get("reduction_factor", 2))
     opts = {"max_failures": a.max_failures, "placement": a.placement_strategy, "cpus": a.cpus_per_worker,
             "gpus": a.gpus_per_worker if a.use_gpu else None}
     trainable = tune.with_parameters(_trial, base=dataclasses.asdict(base), parent_run_id=parent,
                                      storage=storage, sweep_name=name, opts=opts)
-    run_cfg = tune.RunConfig(name=name, storage_path=storage, callbacks=[live_callback(metric)],
+    run_cfg = tune.RunConfig(name=name, storage_path=storage, callbacks=[live_callback(metric)], verbose=1,
                              failure_config=tune.FailureConfig(max_failures=0))
     exp_dir = os.path.join(storage, name)
     if a.resume and tune.Tuner.can_restore(exp_dir):
@@ -256,26 +256,39 @@ def _tune(a, spec, base, metric, mode, n_samples, storage, name, parent, teacher
     return list(tuner.fit())
 
 
-def _make_pruned_aware():
-    from ray.tune.search.optuna import OptunaSearch
+class PrunedAwareOptunaSearch(OptunaSearch):
+    """Trials ASHA stopped before the last epoch are told to Optuna as PRUNED, not as finished."""
 
-    class _P(OptunaSearch):
-        """Trials ASHA stopped before the last epoch are told to Optuna as PRUNED, not as finished."""
+    def __init__(self, *args, max_epochs: int = 1, **kw):
+        super().__init__(*args, **kw)
+        self.max_epochs = max_epochs
 
-        def __init__(self, *args, max_epochs: int = 1, **kw):
-            super().__init__(*args, **kw)
-            self.max_epochs = max_epochs
-
-        def on_trial_complete(self, trial_id, result=None, error=False):
-            if result and not error and result.get("training_iteration", self.max_epochs) < self.max_epochs:
-                result = None  # no value + no error → Optuna state PRUNED
-            return super().on_trial_complete(trial_id, result, error)
-
-    return _P
+    def on_trial_complete(self, trial_id, result=None, error=False):
+        if result and not error and result.get("training_iteration", self.max_epochs) < self.max_epochs:
+            result = None  # no value and no error → Optuna records the trial as PRUNED
+        return super().on_trial_complete(trial_id, result, error)
 
 
-def PrunedAwareOptunaSearch(*args, **kw):  # noqa: N802 — a class factory so Ray stays a lazy import
-    return _make_pruned_aware()(*args, **kw)
+class FinishingASHA(ASHAScheduler):
+    """ASHA that never stops a trial at its last epoch: Tune would kill it before its student is exported."""
+
+    def on_trial_result(self, tune_controller, trial, result):
+        action = super().on_trial_result(tune_controller, trial, result)
+        if result.get(self._time_attr, 0) >= self._max_t:
+            return self.CONTINUE
+        return action
+
+
+class SpaceFn:
+    """Optuna define-by-run space (a picklable callable: Tune checkpoints the searcher)."""
+
+    def __init__(self, spec, teacher_layers: int):
+        self.spec, self.teacher_layers = spec, teacher_layers
+
+    def __call__(self, trial):
+        from . import space as sp
+
+        return sp.sample(self.spec, trial, self.teacher_layers)
 
 
 def finish(rows, metric, mode, base, parent, storage, name, wall, n_samples, log) -> dict:

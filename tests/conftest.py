@@ -87,7 +87,8 @@ def ray_session():
     """One local Ray for the whole test session (each start costs seconds)."""
     ray = pytest.importorskip("ray")
     if not ray.is_initialized():
-        ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        ray.init(num_cpus=4, include_dashboard=True, dashboard_host="127.0.0.1", log_to_driver=False,
+                 configure_logging=False)
     yield ray
     ray.shutdown()
 
