@@ -1,0 +1,96 @@
+"""Search-space parsing: every shipped space loads, overrides apply, bad files give one-line errors."""
+from __future__ import annotations
+
+import os
+
+import optuna
+import pytest
+
+from raydistill import space as sp
+from raydistill.errors import UserError
+
+SHIPPED = sorted(f[:-5] for f in os.listdir(sp.SPACES_DIR) if f.endswith(".yaml"))
+
+
+def test_all_named_sweeps_ship():
+    assert set(SHIPPED) >= {"pkd_glue", "kd_glue", "distilbert_glue", "tinybert_glue", "two_stage_nsmc",
+                            "two_stage_korquad", "two_stage_ner"}
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_shipped_space_parses_and_samples(name):
+    spec = sp.load(name)
+    study = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=0))
+    vals = sp.sample(spec, study.ask(), teacher_layers=12)
+    assert vals["method"] == spec.method
+
+
+def test_pkd_glue_grid_matches_the_paper():
+    spec = sp.load("pkd_glue")
+    assert spec.distill["temperature"] == {"choice": [5, 10, 20]}
+    assert spec.distill["alpha"] == {"choice": [0.2, 0.5, 0.7]}
+    assert spec.distill["beta"] == {"choice": [10, 100, 500, 1000]}
+    assert spec.distill["mapping"] == {"choice": ["skip", "last"]}
+    assert spec.student["layers"] == {"choice": [3, 6]} and spec.student["init"] == "first_k"
+
+
+def test_tinybert_sizes_and_mappings():
+    spec = sp.load("tinybert_glue")
+    assert set(spec.student["size"]["choice"]) == {"4L-312-1200-12", "6L-768-3072-12"}
+    assert spec.distill["mapping"]["choice"] == ["uniform", "top", "bottom"]
+    assert sp.parse_size("4L-312-1200-12") == {"layers": 4, "hidden": 312, "intermediate": 1200, "heads": 12}
+
+
+def test_set_override_fixes_a_searched_value():
+    spec = sp.load("pkd_glue", ["student.layers=4", "distill.temperature=7.5"])
+    vals = sp.sample(spec, optuna.create_study().ask(), teacher_layers=12)
+    assert vals["student_layers"] == 4 and vals["temperature"] == 7.5
+
+
+def test_beta_only_where_the_method_uses_it():
+    kd = sp.parse({"method": "kd", "distill": {"beta": {"choice": [1, 2]}, "temperature": 2}})
+    assert "beta" not in sp.sample(kd, optuna.create_study().ask(), 12)
+    pkd = sp.parse({"method": "pkd", "distill": {"beta": {"choice": [1, 2]}}})
+    assert "beta" in sp.sample(pkd, optuna.create_study().ask(), 12)
+
+
+def test_mapping_choices_follow_student_depth():
+    """12-layer teacher, 5-layer student: PKD-Skip needs N divisible by M, so only 'last' can be drawn."""
+    spec = sp.parse({"method": "pkd", "student": {"layers": 5}, "distill": {"mapping": {"choice": ["skip", "last"]}}})
+    study = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=0))
+    for _ in range(5):
+        t = study.ask()
+        assert sp.sample(spec, t, 12)["mapping"] == "last"
+        assert "mapping_5L" in t.params
+
+
+@pytest.mark.parametrize("raw,field", [
+    ({"bogus": 1}, "bogus"),
+    ({"student": {"layer": 3}}, "student.layer"),
+    ({"distill": {"temperature": {"chose": [1]}}}, "distill.temperature"),
+    ({"distill": {"alpha": {"uniform": [0.9, 0.1]}}}, "distill.alpha"),
+    ({"distill": {"temperature": 0}}, "temperature"),
+    ({"distill": {"alpha": 1.5}}, "alpha"),
+    ({"train": {"epochs": "many"}}, "train.epochs"),
+    ({"method": "nope"}, "method"),
+    ({"mode": "up"}, "mode"),
+    ({"num_samples": 0}, "num_samples"),
+    ({"student": {"hidden": 100, "heads": 12}}, "student.hidden"),
+    ({"search": {"sampler": "grid"}}, "search.sampler"),
+])
+def test_bad_space_names_the_key(raw, field):
+    with pytest.raises(UserError) as e:
+        sp.parse(raw)
+    assert e.value.field == field
+
+
+def test_malformed_yaml_and_unknown_space(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("method: [kd\n")
+    with pytest.raises(UserError, match="not valid YAML at line"):
+        sp.load(str(bad))
+    with pytest.raises(UserError, match="unknown search space 'nope'"):
+        sp.load("nope")
+    with pytest.raises(UserError) as e:
+        sp.load("pkd_glue", ["student.layers"])
+    assert e.value.field == "set"

@@ -1,0 +1,66 @@
+"""A tiny sweep end to end (slow): teacher preparation, Tune + Optuna trials, MLflow parent/children, best export."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+TINY = ["--set", "student.hidden=32", "--set", "student.intermediate=64", "--set", "student.heads=2",
+        "--set", "student.layers={choice: [2, 4]}", "--set", "train.lr=0.001"]
+
+
+def last_json(capsys) -> dict:
+    return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+
+
+def test_tiny_sweep_end_to_end(ray_session, tiny_teacher, glue_dir, tmp_path, capsys, monkeypatch):
+    from mlflow.tracking import MlflowClient
+
+    from raydistill import best, evaluate, sweep
+
+    monkeypatch.chdir(tmp_path)  # ./raydistill-results lands here
+    base_encoder = tiny_teacher("base")  # no task head: the sweep must fine-tune it first
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    sweep.main(["pkd_glue", "--task", "sst2", "--data-dir", glue_dir, "--teacher", base_encoder, "--num-samples", "3",
+                *TINY, "--epochs", "2", "--max-steps", "6", "--batch-size", "16", "--max-length", "32",
+                "--eval-limit", "32", "--tracking-uri", uri, "--name", "tiny", "--experiment", "tiny-sweep"])
+    out = last_json(capsys)
+    assert out["trials"] == 3 and out["errors"] == 0 and out["metric"] == "eval_accuracy"
+    assert os.path.isfile(out["pareto_png"])
+
+    c = MlflowClient(uri)
+    exp = c.get_experiment_by_name("tiny-sweep")
+    runs = c.search_runs([exp.experiment_id])
+    parent = [r for r in runs if r.data.tags.get("raydistill.role") == "sweep"]
+    teacher = [r for r in runs if r.data.tags.get("raydistill.role") == "teacher"]
+    children = [r for r in runs if r.data.tags.get("raydistill.trial_id")]
+    assert len(parent) == 1 and len(teacher) == 1 and len(children) == 3
+    pid = parent[0].info.run_id
+    assert all(r.data.tags["mlflow.parentRunId"] == pid for r in children + teacher)
+    for r in children:
+        assert r.info.status == "FINISHED"
+        assert {"temperature", "alpha", "beta", "mapping", "student_layers", "init", "method"} <= set(r.data.params)
+        assert {"eval_accuracy", "student_params", "latency_ms_b1", "train_loss"} <= set(r.data.metrics)
+        assert len(c.get_metric_history(r.info.run_id, "eval_accuracy")) == 2  # per epoch
+    arts = {a.path for a in c.list_artifacts(pid, "summary")}
+    assert {"summary/summary.txt", "summary/pareto.png", "summary/summary.json"} <= arts
+
+    # the Optuna study is in RDB storage beside the MLflow store
+    import optuna
+
+    study = optuna.load_study(study_name="tiny", storage=f"sqlite:///{tmp_path / 'optuna.db'}")
+    assert len(study.trials) == 3
+
+    best.main(["--experiment", "tiny-sweep", "--tracking-uri", uri, "--export", str(tmp_path / "best"),
+               "--register", "tiny-student"])
+    b = last_json(capsys)
+    assert b["registered"]["alias"] == "best"
+    from transformers import pipeline
+
+    clf = pipeline("text-classification", model=str(tmp_path / "best"), tokenizer=str(tmp_path / "best"))
+    assert clf("a good movie")[0]["label"]
+    again = evaluate.evaluate_dir(str(tmp_path / "best"), "sst2", glue_dir, max_length=32, eval_limit=32)
+    assert again["eval_accuracy"] == pytest.approx(b["value"], abs=1e-9)  # recomputed from the directory alone
