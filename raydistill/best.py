@@ -12,7 +12,7 @@ import os
 import shutil
 import tempfile
 
-from .errors import UserError, check, cli
+from .errors import check, cli
 
 
 def find_best(uri: str, experiment: str, metric: str | None, mode: str, sweep: str | None = None):
@@ -112,9 +112,17 @@ def main(argv=None) -> dict:
     p.add_argument("--onnx", action="store_true", help="with --export: also write model.onnx and compare latency")
     p.add_argument("--register", help="register the best student in the MLflow model registry under this name")
     a = p.parse_args(argv)
+    check(not a.onnx or bool(a.export), "onnx", "--onnx needs --export DIR")
+    for flag in ("experiment", "sweep"):
+        check("'" not in (getattr(a, flag) or "") and "`" not in (getattr(a, flag) or ""), flag,
+              f"{getattr(a, flag)!r} contains a quote; pass the name as MLflow shows it")
     from .track import resolve_tracking_uri
 
     uri = resolve_tracking_uri(a.tracking_uri)
+    if uri.startswith("sqlite:///"):  # reading must not create an empty store where the sweep's store was meant
+        db = uri[len("sqlite:///"):]
+        check(os.path.isfile(db), "tracking_uri", f"no MLflow database at {db}; pass the --tracking-uri the sweep "
+              "logged to (default: sqlite under ./raydistill-results of the directory it ran in)")
     best, metric = find_best(uri, a.experiment, a.metric, a.mode, a.sweep)
     out = {"run_id": best.info.run_id, "run_name": best.info.run_name, "metric": metric,
            "value": best.data.metrics[metric], "params": dict(best.data.params),
@@ -125,8 +133,6 @@ def main(argv=None) -> dict:
             from .tasks import get_task
 
             out.update(export_onnx(out["export"], get_task(best.data.params["task"]).kind))
-    elif a.onnx:
-        raise UserError("onnx", "--onnx needs --export DIR")
     if a.register:
         out["registered"] = {"name": a.register, "version": register(uri, best.info.run_id, a.register), "alias": "best"}
     print(json.dumps(out, default=str), flush=True)

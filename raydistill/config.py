@@ -98,6 +98,9 @@ class RunConfig:
     augment_dir: str | None = None  # folder of augmented training data (TinyBERT)
     unlabeled_text: str | None = None  # general distillation corpus (one text per line)
     teacher_cache: str | None = None  # folder of cached teacher outputs
+    # Test hook for fault-injection tests, never set in normal use: "nan:epoch=1" makes that epoch's loss NaN;
+    # "kill:rank=1,epoch=2,step=1,once=PATH" hard-kills that worker once (PATH marks that it happened).
+    fault: str = ""
 
     def validate(self) -> "RunConfig":
         self.student.validate()

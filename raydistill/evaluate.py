@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from .errors import cli
+from .errors import UserError, check, cli
 
 
 def evaluate_dir(model_dir: str, task_name: str, data_dir: str | None = None, max_length: int = 128,
@@ -21,9 +21,14 @@ def evaluate_dir(model_dir: str, task_name: str, data_dir: str | None = None, ma
     from .tasks.encode import encode
 
     task = get_task(task_name)
-    tok = AutoTokenizer.from_pretrained(model_dir)
-    model = load_model(model_dir, task.kind)
-    examples = task.loader(task, data_dir, task.eval_split)
+    examples = task.loader(task, data_dir, task.eval_split)  # data errors before the model is loaded
+    try:
+        tok = AutoTokenizer.from_pretrained(model_dir)
+    except (OSError, ValueError, TypeError) as e:
+        msg = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+        raise UserError("model", f"{model_dir} has no usable tokenizer ({msg}); pass the folder raydistill.best "
+                        "--export wrote (model + tokenizer)") from None
+    model = load_model(model_dir, task.kind, field="model")
     if eval_limit:
         examples = examples[:eval_limit]
     data = Data(task, [], examples, encode(task, examples, tok, max_length), tok.pad_token_id or 0)
@@ -39,9 +44,19 @@ def main(argv=None) -> dict:
     p.add_argument("--max-length", type=int, default=128)
     p.add_argument("--eval-limit", type=int, default=0)
     a = p.parse_args(argv)
-    from .preflight import teacher_config
+    from .preflight import HEADS, has_task_head, max_positions, teacher_config
+    from .tasks import get_task
 
-    teacher_config(a.model, field="model")
+    task = get_task(a.task)
+    check(a.max_length >= 8, "max_length", f"must be >= 8, got {a.max_length}")
+    check(a.eval_limit >= 0, "eval_limit", f"must be >= 0 (0 = all), got {a.eval_limit}")
+    tcfg = teacher_config(a.model, field="model")
+    check(has_task_head(tcfg, task), "model",
+          f"{a.model} has no {task.name} head (needs {HEADS[task.kind]} with {task.num_labels} labels), so its "
+          "predictions would be random; pass a model fine-tuned or distilled on this task")
+    limit = max_positions(tcfg)
+    check(limit is None or a.max_length <= limit, "max_length",
+          f"{a.max_length} is longer than the model's {limit} position embeddings; pass --max-length {limit} or less")
     out = evaluate_dir(a.model, a.task, a.data_dir, a.max_length, a.eval_limit)
     print(json.dumps(out), flush=True)
     return out

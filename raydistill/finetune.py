@@ -100,7 +100,7 @@ def main(argv=None) -> dict:
     a = parser().parse_args(argv)
     from .preflight import preflight
 
-    cfg = preflight(config(a))
+    cfg = preflight(config(a), teacher_field="model")
     log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
     metrics = finetune(cfg, cfg.output, log=log)
     print(json.dumps(metrics), flush=True)

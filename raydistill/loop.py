@@ -228,6 +228,7 @@ def run(cfg: RunConfig, ctx: Context) -> dict:
     autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" and cfg.train.bf16 \
         else torch.autocast("cpu", enabled=False)
     per_rank = cfg.train.batch_size // ctx.world_size
+    fault = Fault(cfg.fault)
     metrics = {}
     for epoch in range(start_epoch, cfg.train.epochs):
         stage = objective.method.stage_for(epoch, cfg.train.epochs)
@@ -238,6 +239,7 @@ def run(cfg: RunConfig, ctx: Context) -> dict:
                                                  ctx.rank, ctx.world_size)):
             if step >= steps_per_epoch:
                 break
+            fault.step(ctx.rank, epoch + 1, step + 1)
             batch = to_device(collate([data.train[i] for i in idx], data.pad_id), device)
             with autocast:
                 t_out = None
@@ -245,6 +247,8 @@ def run(cfg: RunConfig, ctx: Context) -> dict:
                     with torch.no_grad():
                         t_out = forward(teacher, batch, needs.hidden, objective.teacher_capture(stage))
                 losses = model(batch, t_out, stage)
+            if fault.nan_epoch == epoch + 1:
+                losses["loss"] = losses["loss"] * float("nan")
             losses["loss"].backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
@@ -277,6 +281,25 @@ def run(cfg: RunConfig, ctx: Context) -> dict:
         if ckpt_dir:
             shutil.rmtree(os.path.dirname(ckpt_dir), ignore_errors=True)
     return metrics
+
+
+class Fault:
+    """Parses RunConfig.fault (a test hook; empty in normal use) and injects the fault it names."""
+
+    def __init__(self, spec: str):
+        kind, _, args = (spec or "").partition(":")
+        kv = dict(a.split("=", 1) for a in args.split(",") if "=" in a)
+        self.kind, self.kv = kind, kv
+        self.nan_epoch = int(kv.get("epoch", 0)) if kind == "nan" else 0
+
+    def step(self, rank: int, epoch: int, step: int) -> None:
+        kv = self.kv
+        if self.kind != "kill" or (rank, epoch, step) != (int(kv["rank"]), int(kv["epoch"]), int(kv["step"])):
+            return
+        if os.path.exists(kv["once"]):
+            return
+        open(kv["once"], "w").close()
+        os._exit(1)  # a hard crash: no exception handling, no cleanup, like an OOM kill
 
 
 def _speed(student, device) -> dict:

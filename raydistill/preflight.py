@@ -3,14 +3,67 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 
 from .config import RunConfig
 from .errors import UserError, check
 from .hub import hub_reachable, is_local
 
 COPY_INITS = ("first_k", "every_other", "uniform")
+ROBERTA_TYPES = ("roberta", "xlm-roberta", "camembert")  # position ids start after the padding index
+SIZE_FIELDS = ("num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size")
+
+
+def check_writable(path: str, field: str) -> None:
+    """``path`` (a folder the command will create or replace) can be written: it is not a file and its nearest
+    existing ancestor accepts a new file. Remote URIs (s3://, gs://) are left to their own client."""
+    if not path or "://" in path:
+        return
+    flag = "--" + field.replace("_", "-")
+    p = os.path.abspath(os.path.expanduser(path))
+    check(not os.path.exists(p) or os.path.isdir(p), field, f"{p} is a file; pass a directory path ({flag} DIR)")
+    q = p
+    while not os.path.exists(q):
+        q = os.path.dirname(q)
+    check(os.path.isdir(q), field, f"cannot create {p}: {q} is a file; pass a directory path ({flag} DIR)")
+    try:
+        tempfile.TemporaryFile(dir=q).close()
+    except OSError as e:
+        what = f"cannot write to {p}" if q == p else f"cannot create {p}: {q} is not writable"
+        raise UserError(field, f"{what} ({e.strerror or type(e).__name__}); pass a directory you can write to "
+                        f"({flag} DIR)") from None
+
+
+def check_tracking_uri_path(uri: str | None) -> None:
+    """A ``sqlite:///PATH`` tracking URI whose database cannot be created or written is refused up front."""
+    if not uri or not uri.startswith("sqlite:///"):
+        return
+    path = os.path.abspath(uri[len("sqlite:///"):])
+    check(not os.path.isdir(path), "tracking_uri", f"{path} is a directory; use sqlite:////abs/path/mlflow.db")
+    if os.path.isfile(path):
+        check(os.access(path, os.W_OK), "tracking_uri", f"{path} is read-only; pass a writable MLflow database")
+        return
+    try:
+        check_writable(os.path.dirname(path), "tracking_uri")
+    except UserError as e:
+        raise UserError("tracking_uri", f"cannot create the MLflow database {path}: "
+                        f"{e.message.split('; pass')[0]}; pass --tracking-uri sqlite:////writable/path/mlflow.db") from None
 HEADS = {"classification": "ForSequenceClassification", "regression": "ForSequenceClassification",
          "token": "ForTokenClassification", "qa": "ForQuestionAnswering"}
+
+
+PLACEMENT_STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
+
+
+def check_ray_options(placement_strategy: str = "PACK", max_failures: int = 0, cpus_per_worker: float = 1.0,
+                      gpus_per_worker: float | None = None) -> None:
+    """Ray scheduling flags, which Ray itself would only reject once the cluster is up."""
+    check(placement_strategy in PLACEMENT_STRATEGIES, "placement_strategy",
+          f"unknown placement strategy {placement_strategy!r}; use one of {', '.join(PLACEMENT_STRATEGIES)}")
+    check(max_failures >= -1, "max_failures", f"must be >= 0 (or -1 = retry forever), got {max_failures}")
+    check(cpus_per_worker > 0, "cpus_per_worker", f"must be > 0, got {cpus_per_worker}")
+    check(gpus_per_worker is None or gpus_per_worker > 0, "gpus_per_worker",
+          f"must be > 0 (a fraction such as 0.5 packs trials per GPU), got {gpus_per_worker}")
 
 
 def has_task_head(tcfg, task) -> bool:
@@ -26,18 +79,40 @@ def teacher_config(name_or_dir: str, field: str = "teacher", trust_remote_code: 
     from transformers import AutoConfig
 
     if is_local(name_or_dir):
-        check(os.path.isdir(name_or_dir), field, f"{name_or_dir} does not exist; pass a fine-tuned model directory "
-              "(python -m raydistill.finetune writes one)")
+        hint = ("a fine-tuned model directory (python -m raydistill.finetune writes one)" if field == "teacher" else
+                "a Hugging Face model directory (config.json + weights) or a hub name")
+        check(os.path.isdir(name_or_dir), field, f"{name_or_dir} does not exist; pass {hint}")
         check(os.path.isfile(os.path.join(name_or_dir, "config.json")), field,
               f"{name_or_dir} has no config.json; it is not a Hugging Face model directory")
     elif not hub_reachable():
         raise UserError(field, f"{name_or_dir!r} is not a local directory and the Hugging Face hub is unreachable; "
                         "run offline with a local model and data: --teacher DIR --data-dir DIR (see README, Offline)")
     try:
-        return AutoConfig.from_pretrained(name_or_dir, trust_remote_code=trust_remote_code)
-    except (OSError, ValueError, KeyError, json.JSONDecodeError) as e:
-        msg = str(e).splitlines()[0][:200]
+        from huggingface_hub.errors import StrictDataclassError  # transformers 5: typed config fields
+    except ImportError:  # pragma: no cover - older huggingface_hub
+        StrictDataclassError = ValueError
+    try:
+        cfg = AutoConfig.from_pretrained(name_or_dir, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError, KeyError, TypeError, json.JSONDecodeError, StrictDataclassError) as e:
+        msg = " ".join(str(e).split())[:240] or type(e).__name__
         raise UserError(field, f"cannot read the config of {name_or_dir}: {msg}") from None
+    for name in SIZE_FIELDS:  # a hand-edited config.json with a wrong type would crash later, inside a worker
+        v = getattr(cfg, name, None)
+        if v is not None:
+            check(isinstance(v, int) and not isinstance(v, bool) and v > 0, field,
+                  f"{name_or_dir}/config.json has {name}={v!r}; it must be a positive integer (re-save the model "
+                  "with save_pretrained)")
+    return cfg
+
+
+def max_positions(tcfg) -> int | None:
+    """The longest input the teacher's position embeddings allow (RoBERTa reserves padding_idx + 1 of them)."""
+    n = getattr(tcfg, "max_position_embeddings", None)
+    if not isinstance(n, int) or isinstance(n, bool):
+        return None
+    if getattr(tcfg, "model_type", "") in ROBERTA_TYPES:
+        n -= (getattr(tcfg, "pad_token_id", None) or 1) + 1
+    return n
 
 
 def check_student(cfg: RunConfig, tcfg) -> None:
@@ -47,6 +122,10 @@ def check_student(cfg: RunConfig, tcfg) -> None:
     check(s.hidden <= tcfg.hidden_size, "student.hidden",
           f"{s.hidden} is wider than the teacher's {tcfg.hidden_size}; a student must be smaller")
     if init in COPY_INITS or init.startswith("layers:"):
+        if init.startswith("layers:"):
+            from .models.student import init_layers
+
+            init_layers(init, s.layers, n)  # explicit list: one strictly increasing teacher layer per student layer
         for name, want in (("hidden", tcfg.hidden_size), ("intermediate", tcfg.intermediate_size),
                            ("heads", tcfg.num_attention_heads)):
             check(getattr(s, name) == want, f"student.{name}",
@@ -55,29 +134,74 @@ def check_student(cfg: RunConfig, tcfg) -> None:
     elif init.startswith("checkpoint:"):
         path = init.split(":", 1)[1]
         check(os.path.isfile(os.path.join(path, "config.json")), "init", f"checkpoint {path} has no config.json")
+        from .models.teacher import KNOWN_FAMILIES
+
+        ccfg = teacher_config(path, field="init")
+        fam = lambda c: KNOWN_FAMILIES.get(getattr(c, "model_type", ""), getattr(c, "model_type", ""))  # noqa: E731
+        check(fam(ccfg) == fam(tcfg) and getattr(ccfg, "vocab_size", None) == getattr(tcfg, "vocab_size", None),
+              "init", f"checkpoint {path} is a {ccfg.model_type} model with vocab {getattr(ccfg, 'vocab_size', '?')} "
+              f"but the teacher is {tcfg.model_type} with vocab {getattr(tcfg, 'vocab_size', '?')}; distil from a "
+              "checkpoint of the teacher's family and tokenizer")
     else:
         check(init in ("random", "pretrained"), "init", f"unknown init {init!r}; use random, first_k, every_other, "
               "uniform, layers:1,3,5 or checkpoint:DIR")
 
 
-def preflight(cfg: RunConfig, load_data: bool = True) -> RunConfig:
-    """Validate everything cheap to validate; returns the config with its tracking URI resolved."""
+def check_method(cfg: RunConfig, method) -> None:
+    """The stage exists for the method; a two-stage schedule leaves at least one epoch for the second stage."""
+    d, stages = cfg.distill, getattr(method, "stages", ("pred",))
+    check(d.stage == "all" or d.stage in stages, "stage",
+          f"method {method.name} has stages {', '.join(stages)}, not {d.stage!r}; pass --stage all"
+          + (f" or one of {', '.join(stages)}" if len(stages) > 1 else ""))
+    check(d.intermediate_epochs >= 0, "intermediate_epochs", f"must be >= 0, got {d.intermediate_epochs}")
+    if len(stages) > 1 and d.stage == "all" and d.intermediate_epochs:
+        check(d.intermediate_epochs < cfg.train.epochs, "intermediate_epochs",
+              f"{d.intermediate_epochs} leaves no epoch of the {cfg.train.epochs} for stage {stages[-1]}; "
+              f"pass --intermediate-epochs {max(cfg.train.epochs - 1, 0)} or less, or more --epochs")
+
+
+def preflight(cfg: RunConfig, load_data: bool = True, require_head: bool = True,
+              teacher_field: str = "teacher") -> RunConfig:
+    """Validate everything cheap to validate; returns the config with its tracking URI resolved.
+
+    ``require_head=False`` skips the check that the teacher is fine-tuned for the task (a sweep fine-tunes a
+    plain encoder first); ``teacher_field`` is the name the messages use for ``cfg.teacher`` (``model`` for
+    ``raydistill.finetune``)."""
     from .distill.mapping import layer_pairs
     from .distill.methods import get_method
     from .track import resolve_tracking_uri
 
+    # fields whose generic check would name another field
+    t = cfg.train
+    check(t.eval_limit >= 0, "eval_limit", f"must be >= 0 (0 = all), got {t.eval_limit}")
+    if t.num_workers >= 1 and t.batch_size >= 1:
+        check(t.batch_size % t.num_workers == 0, "batch_size",
+              f"the global batch {t.batch_size} does not split evenly over num_workers={t.num_workers}; pass "
+              f"--batch-size {max(t.num_workers, t.batch_size // t.num_workers * t.num_workers)}")
     cfg.validate()
     method = get_method(cfg.distill.method)
+    check_method(cfg, method)
     if cfg.task != "general":
         from .tasks import get_task
 
         task = get_task(cfg.task)
-    tcfg = teacher_config(cfg.teacher)
-    check(getattr(tcfg, "model_type", "") in ("bert", "roberta", "xlm-roberta", "camembert", "electra"), "teacher",
+    check_writable(cfg.output, "output")
+    check_tracking_uri_path(cfg.tracking_uri)
+    tcfg = teacher_config(cfg.teacher, field=teacher_field)
+    check(getattr(tcfg, "model_type", "") in ("bert", "roberta", "xlm-roberta", "camembert", "electra"), teacher_field,
           f"{cfg.teacher} is a {getattr(tcfg, 'model_type', '?')} model; raydistill distils BERT/RoBERTa encoders")
+    limit = max_positions(tcfg)
+    check(limit is None or cfg.train.max_length <= limit, "max_length",
+          f"{cfg.train.max_length} is longer than the teacher's {limit} position embeddings; pass --max-length {limit} "
+          "or less")
+    if cfg.student.init == "pretrained" and cfg.task != "general":  # fine-tuning: a head of another task is wrong
+        archs = " ".join(getattr(tcfg, "architectures", None) or [])
+        check(task.kind == "qa" or HEADS[task.kind] not in archs or tcfg.num_labels == task.num_labels, teacher_field,
+              f"{cfg.teacher} has a {tcfg.num_labels}-label head but {task.name} has {task.num_labels} label(s); "
+              "pass a plain pretrained encoder or a model fine-tuned on this task")
     if cfg.student.init != "pretrained":
         check_student(cfg, tcfg)
-        if method.uses_teacher and cfg.task != "general":
+        if method.uses_teacher and cfg.task != "general" and require_head:
             check(has_task_head(tcfg, task), "teacher",
                   f"{cfg.teacher} is not fine-tuned for {task.name} (needs a {HEADS[task.kind]} head with "
                   f"{task.num_labels} labels); fine-tune it first: python -m raydistill.finetune --task {task.name} "

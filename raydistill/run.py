@@ -114,6 +114,25 @@ def export_student(checkpoint, output: str) -> str:
     return output
 
 
+def failure_reason(e: BaseException) -> str:
+    """The root cause of a failed Ray Train run in one line (e.g. the NonFiniteLoss raised by a worker)."""
+    import re
+
+    lines = str(e).splitlines()
+    causes = [ln.strip() for ln in lines if re.match(r"\s*[\w.]+(Error|Exception|Loss|Interrupt): ", ln)]
+    return (causes[-1] if causes else lines[0] if lines else type(e).__name__)[:300]  # the innermost cause
+
+
+def augment_params(cfg: RunConfig) -> dict:
+    """The knobs (seed included) of the augmented training set, when the run uses one."""
+    import json
+
+    path = os.path.join(cfg.augment_dir or "", "augment.json")
+    if not cfg.augment_dir or not os.path.isfile(path):
+        return {}
+    return {f"augment_{k}": v for k, v in json.load(open(path)).items()}
+
+
 def execute(cfg: RunConfig, *, storage_path: str, name: str, parent_run_id: str | None = None,
             callbacks=(), max_failures: int = 0, placement_strategy: str = "PACK", tags: dict | None = None,
             resume_run_id: str | None = None, cpus_per_worker: float = 1, gpus_per_worker: float | None = None) -> dict:
@@ -124,8 +143,12 @@ def execute(cfg: RunConfig, *, storage_path: str, name: str, parent_run_id: str 
     """
     from . import track
 
+    from .distill.data import data_fingerprint
+    from .models.teacher import fingerprint
+
     uri = cfg.tracking_uri
-    params = {**cfg.to_params(), "world_size": cfg.train.num_workers}
+    params = {**cfg.to_params(), "world_size": cfg.train.num_workers, "data_fingerprint": data_fingerprint(cfg),
+              "teacher_fingerprint": fingerprint(cfg.teacher), **augment_params(cfg)}
     run_id = resume_run_id or track.start_run(uri, cfg.experiment, cfg.run_name or name, params, tags=tags,
                                               parent_run_id=parent_run_id)
     try:

@@ -167,6 +167,12 @@ def sample(spec: SweepSpec, trial, teacher_layers: int | None = None) -> dict:
     for k, v in st.items():
         out[PARAM[("student", k)]] = _suggest(trial, PARAM[("student", k)], v)
     m = get_method(out["method"])
+    if trial is None and teacher_layers:  # validation pass: no searched depth may exceed the teacher's
+        depths = [parse_size(c)["layers"] for c in _values(spec.student["size"])] if "size" in spec.student \
+            else _values(spec.student.get("layers", StudentConfig().layers))
+        deepest = max((d for d in depths if isinstance(d, (int, float))), default=0)
+        check(deepest <= teacher_layers, "student.layers", f"{deepest} layers is more than the teacher's {teacher_layers}; "
+              "a student must be smaller: lower student.layers (or student.size)")
     for k, v in spec.distill.items():
         if k == "beta" and not m.uses_beta:
             continue  # conditional: β only where the method uses it
@@ -177,11 +183,21 @@ def sample(spec: SweepSpec, trial, teacher_layers: int | None = None) -> dict:
                   f"of a {teacher_layers}-layer teacher")
             out["mapping"] = _suggest(trial, f"mapping_{layers}L", {"choice": valid})
             continue
+        if k == "mapping" and not isinstance(v, dict) and teacher_layers and (m.intermediate or m.name == "pkd"):
+            layer_pairs(v, out.get("student_layers", StudentConfig().layers), teacher_layers)  # a fixed mapping
         out[k] = _suggest(trial, k, v)
     for k, v in spec.train.items():
         if isinstance(v, dict):  # fixed train values live in the base config, where CLI flags override them
             out[k] = _suggest(trial, k, v)
     return out
+
+
+def _values(v) -> list:
+    """Every value a field can take: the choices, the two ends of a range, or the fixed value."""
+    if not isinstance(v, dict):
+        return [v]
+    kind, arg = next(iter(v.items()))
+    return list(arg)
 
 
 def _valid_mapping(layer_pairs, name, m, n) -> bool:

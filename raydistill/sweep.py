@@ -47,6 +47,7 @@ def parser():
     p.add_argument("--multi-objective", action="store_true", help="optimise dev score and student parameters")
     p.add_argument("--placement-strategy", default="PACK", help="PACK or SPREAD DDP workers over nodes")
     p.add_argument("--max-failures", type=int, default=1, help="worker failures each trial recovers from")
+    p.add_argument("--inject-fault", default="", help=argparse.SUPPRESS)  # test hook, see RunConfig.fault
     return p
 
 
@@ -126,6 +127,8 @@ def prepare_teacher(cfg: RunConfig, storage_root: str, parent_run_id: str | None
 
 def summarize(results, metric: str, mode: str, epochs: int) -> list[dict]:
     """One row per trial: DONE (all epochs), STOPPED (by ASHA) or ERROR (with the reason)."""
+    from .run import failure_reason
+
     rows = []
     for r in results:
         cfg, m = r.config or {}, r.metrics or {}
@@ -134,7 +137,7 @@ def summarize(results, metric: str, mode: str, epochs: int) -> list[dict]:
                      metric: m.get(metric), "epoch": m.get("epoch"), "student_params": m.get("student_params"),
                      "latency_ms_b1": m.get("latency_ms_b1"), "latency_ms_b32": m.get("latency_ms_b32"),
                      **{k: v for k, v in cfg.items()},
-                     "error": (str(r.error).splitlines() or [""])[0][:120] if r.error else ""})
+                     "error": failure_reason(r.error)[:160] if r.error else ""})
     sign = -1 if mode == "max" else 1
     rows.sort(key=lambda r: (r[metric] is None, sign * (r[metric] or 0)))
     return rows
@@ -145,7 +148,7 @@ def summarize(results, metric: str, mode: str, epochs: int) -> list[dict]:
 def main(argv=None) -> dict:
     a = parser().parse_args(argv)
     from . import space as sp
-    from .distill.data import train_and_eval_examples
+    from .distill.data import data_fingerprint, train_and_eval_examples
     from .preflight import preflight, teacher_config
     from .tasks import get_task
     from .track import RESULTS_DIR, resolve_tracking_uri
@@ -172,7 +175,7 @@ def main(argv=None) -> dict:
     check(n_samples >= 1, "num_samples", "must be >= 1")
     base = RunConfig(task=task.name, teacher=teacher, data_dir=os.path.abspath(a.data_dir) if a.data_dir else spec.data_dir,
                      train=train, tracking_uri=resolve_tracking_uri(a.tracking_uri), experiment=a.experiment or spec.name,
-                     output=os.path.join(storage_root, "students", name, "student"))
+                     output=os.path.join(storage_root, "students", name, "student"), fault=a.inject_fault)
     # fail fast, before Ray or any training: teacher readable, data present, first sample buildable
     tcfg = teacher_config(teacher)
     train_and_eval_examples(base, task)
@@ -190,7 +193,7 @@ def main(argv=None) -> dict:
     parent = state.get("parent_run_id") or track.start_run(
         base.tracking_uri, base.experiment, name,
         {"space": spec.name, "task": task.name, "teacher": teacher, "metric": metric, "num_samples": n_samples,
-         "data_fingerprint": data_fingerprint(base, task), "search": json.dumps(spec.search)},
+         "data_fingerprint": data_fingerprint(base), "search": json.dumps(spec.search)},
         tags={"raydistill.role": "sweep"})
     base = base.replace(teacher=state.get("teacher") or prepare_teacher(base, storage_root, parent, log))
     preflight(trial_config(dataclasses.asdict(base), sp.sample(spec, None, tcfg.num_hidden_layers)), load_data=False)
@@ -204,15 +207,6 @@ def main(argv=None) -> dict:
     wall = time.time() - t0
     rows = summarize(results, metric, mode, base.train.epochs)
     return finish(rows, metric, mode, base, parent, storage, name, wall, n_samples, log)
-
-
-def data_fingerprint(cfg: RunConfig, task) -> str:
-    import hashlib
-
-    from .distill.data import train_and_eval_examples
-
-    train, dev = train_and_eval_examples(cfg, task)
-    return hashlib.sha256(json.dumps([train, dev], sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def _tune(a, spec, base, metric, mode, n_samples, storage, name, parent, teacher_layers):

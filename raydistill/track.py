@@ -127,6 +127,7 @@ def log_epoch(uri: str, run_id: str, metrics: dict) -> None:
 
 
 def _spool_path() -> str:
+    os.makedirs(RESULTS_DIR, exist_ok=True)
     return os.path.abspath(os.path.join(RESULTS_DIR, "mlflow-spool.jsonl"))
 
 

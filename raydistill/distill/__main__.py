@@ -61,6 +61,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--output", default="outputs/student")
     p.add_argument("--storage-path", default=None, help="Ray results folder (default ./raydistill-results/ray)")
     p.add_argument("--run-name", default=None)
+    p.add_argument("--placement-strategy", default="PACK", help="PACK or SPREAD the DDP workers over nodes")
+    p.add_argument("--inject-fault", default="", help=argparse.SUPPRESS)  # test hook, see RunConfig.fault
     return p
 
 
@@ -79,15 +81,16 @@ def config_from_args(a) -> RunConfig:
                               a.alpha_mlm, a.intermediate_epochs),
         train=train_config(a, num_workers=a.num_workers, use_gpu=a.use_gpu),
         tracking_uri=a.tracking_uri, experiment=a.experiment, run_name=a.run_name,
-        augment_dir=a.augment_dir, unlabeled_text=os.path.abspath(a.unlabeled_text) if a.unlabeled_text else None,
+        augment_dir=local_abspath(a.augment_dir), fault=a.inject_fault, unlabeled_text=os.path.abspath(a.unlabeled_text) if a.unlabeled_text else None,
     )
 
 
 @cli
 def main(argv=None) -> dict:
     a = parser().parse_args(argv)
-    from ..preflight import preflight
+    from ..preflight import check_ray_options, preflight
 
+    check_ray_options(a.placement_strategy, a.max_failures)
     cfg = preflight(config_from_args(a))
     from ..run import execute, init_ray
     from ..track import RESULTS_DIR
@@ -96,7 +99,14 @@ def main(argv=None) -> dict:
     storage = os.path.abspath(a.storage_path or os.path.join(RESULTS_DIR, "ray"))
     # a fresh Ray Train run name each time: Train V2 resumes any earlier run stored under the same name
     name = f"{cfg.distill.method}-{cfg.task}-{cfg.student.layers}L{cfg.student.hidden}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
-    out = execute(cfg, storage_path=storage, name=name, max_failures=a.max_failures)
+    try:
+        out = execute(cfg, storage_path=storage, name=name, max_failures=a.max_failures,
+                      placement_strategy=a.placement_strategy)
+    except Exception as e:  # noqa: BLE001 — the run failed; its MLflow run already records why
+        from ..run import failure_reason
+
+        print(f"error: training failed: {failure_reason(e)}", file=sys.stderr, flush=True)
+        raise SystemExit(1) from None
     print(json.dumps({k: v for k, v in out.items()}), flush=True)
     return out
 

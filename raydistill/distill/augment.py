@@ -265,6 +265,9 @@ def main(argv=None):
     out.mkdir(parents=True, exist_ok=True)
     with (out / "train.jsonl").open("w", encoding="utf-8") as f:
         f.writelines(json.dumps(ex, ensure_ascii=False) + "\n" for ex in result)
+    knobs = {"task": args.task, "mlm": args.mlm, "p": args.p, "k": args.k, "n": args.n, "seed": args.seed,
+             "limit": args.limit, "max_length": args.max_length}
+    (out / "augment.json").write_text(json.dumps(knobs, indent=1))  # recorded with every run that trains on it
     print(f"{len(examples)} examples -> {len(result)} (with {args.n} augmented copies each): {out / 'train.jsonl'}")
 
 

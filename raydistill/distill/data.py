@@ -66,3 +66,17 @@ def read_jsonl(path: str, field: str) -> list:
         raise UserError(field, f"{path} does not exist; write it with python -m raydistill.distill.augment")
     with open(path, encoding="utf-8") as f:
         return [json.loads(line) for line in f if line.strip()]
+
+
+def data_fingerprint(cfg) -> str:
+    """Short hash of the exact train and dev examples a run sees (after limits, hold-out, augmentation)."""
+    import hashlib
+
+    if cfg.task == "general":
+        train, dev = general_examples(cfg)
+    else:
+        from ..tasks import get_task
+
+        train, dev = train_and_eval_examples(cfg, get_task(cfg.task))
+    blob = json.dumps([train, dev], sort_keys=True, ensure_ascii=False, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]

@@ -1,0 +1,119 @@
+"""Faults survived (slow where Ray is involved): worker killed, NaN loss, MLflow down, half-written checkpoints."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.test_distill_ray import TINY_STUDENT, distill
+
+
+@pytest.mark.slow
+def test_worker_killed_mid_epoch_restarts_from_checkpoint(ray_session, tiny_teacher, glue_dir, mlflow_uri, tmp_path, capsys):
+    from mlflow.tracking import MlflowClient
+
+    marker = tmp_path / "killed"
+    out = distill(["--method", "kd", "--task", "sst2", "--teacher", tiny_teacher("classification", 2), "--data-dir", glue_dir,
+                   *TINY_STUDENT, "--epochs", "3", "--max-steps", "9", "--batch-size", "16", "--max-length", "32",
+                   "--eval-limit", "16", "--num-workers", "2", "--max-failures", "1", "--output", str(tmp_path / "s"),
+                   "--tracking-uri", mlflow_uri, "--experiment", "faults", "--storage-path", str(tmp_path / "ray"),
+                   "--inject-fault", f"kill:rank=1,epoch=2,step=2,once={marker}"], capsys)
+    assert marker.exists()  # the worker really died mid-epoch 2
+    assert out["epoch"] == 3
+    hist = MlflowClient(mlflow_uri).get_metric_history(out["run_id"], "eval_accuracy")
+    assert sorted(m.step for m in hist) == [1, 2, 3]  # nothing logged twice
+
+
+@pytest.mark.slow
+def test_nan_loss_fails_the_run_with_its_reason(ray_session, tiny_teacher, glue_dir, mlflow_uri, tmp_path, capsys):
+    from mlflow.tracking import MlflowClient
+
+    from raydistill.distill.__main__ import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["--method", "kd", "--task", "sst2", "--teacher", tiny_teacher("classification", 2), "--data-dir", glue_dir,
+              *TINY_STUDENT, "--epochs", "2", "--max-steps", "4", "--batch-size", "16", "--max-length", "32",
+              "--output", str(tmp_path / "s"), "--tracking-uri", mlflow_uri, "--experiment", "nan",
+              "--storage-path", str(tmp_path / "ray"), "--inject-fault", "nan:epoch=1"])
+    assert e.value.code == 1
+    assert "non-finite training loss" in capsys.readouterr().err
+    c = MlflowClient(mlflow_uri)
+    run = c.search_runs([c.get_experiment_by_name("nan").experiment_id])[0]
+    assert run.info.status == "FAILED" and "non-finite" in run.data.tags["error"]
+
+
+@pytest.mark.slow
+def test_sweep_goes_on_past_failed_trials(ray_session, tiny_teacher, glue_dir, tmp_path, capsys, monkeypatch):
+    from raydistill import sweep
+
+    monkeypatch.chdir(tmp_path)
+    sweep.main(["kd_glue", "--task", "sst2", "--data-dir", glue_dir, "--teacher", tiny_teacher("classification", 2),
+                "--num-samples", "2", "--set", "student.size=2L-32-64-2", "--epochs", "1", "--max-steps", "2",
+                "--batch-size", "16", "--max-length", "32", "--eval-limit", "16", "--name", "nan-sweep",
+                "--tracking-uri", f"sqlite:///{tmp_path / 'm.db'}", "--inject-fault", "nan:epoch=1"])
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out["trials"] == 2 and out["errors"] == 2 and out["best"] is None
+    rows = json.load(open(tmp_path / "raydistill-results" / "sweeps" / "nan-sweep" / "summary.json"))
+    assert all(r["status"] == "ERROR" and "non-finite" in r["error"] for r in rows), rows
+
+
+def test_mlflow_server_unreachable_fails_fast_before_training(tiny_teacher, glue_dir, tmp_path):
+    t0 = time.time()
+    p = subprocess.run([sys.executable, "-m", "raydistill.distill", "--method", "kd", "--task", "sst2", "--teacher",
+                        tiny_teacher("classification", 2), "--data-dir", glue_dir, *TINY_STUDENT,
+                        "--tracking-uri", "http://127.0.0.1:9", "--output", str(tmp_path / "s")],
+                       capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert p.returncode == 2, p.stderr
+    assert "tracking_uri" in p.stderr and "unreachable" in p.stderr and "Traceback" not in p.stderr
+    assert time.time() - t0 < 60 and not (tmp_path / "s").exists()
+
+
+def test_metrics_are_spooled_not_dropped_when_mlflow_goes_down(tmp_path, monkeypatch):
+    from raydistill import track
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(track.time, "sleep", lambda s: None)
+    good = f"sqlite:///{tmp_path / 'ok.db'}"
+    run_id = track.start_run(good, "spool", "r", {"a": 1})
+    track.log_metrics("http://127.0.0.1:9", run_id, {"eval_accuracy": 0.5}, step=1)  # server down: spooled
+    rows = [json.loads(x) for x in open(track._spool_path())]
+    assert rows and rows[0]["metrics"] == {"eval_accuracy": 0.5}
+    rows[0]["uri"] = good  # the server is back (here: the same store under its reachable URI)
+    with open(track._spool_path(), "w") as f:
+        f.write(json.dumps(rows[0]) + "\n")
+    assert track.replay_spool() == 1
+    assert track.client(good).get_metric_history(run_id, "eval_accuracy")[0].value == 0.5
+
+
+def test_half_written_checkpoint_is_never_taken_as_valid(tiny_teacher, tmp_path):
+    import torch
+
+    from raydistill.loop import save_checkpoint
+
+    class Boom:
+        def save_pretrained(self, path):
+            os.makedirs(path)
+            open(os.path.join(path, "partial"), "w").write("x")
+            raise OSError(28, "No space left on device")
+
+    target = tmp_path / "checkpoint"
+    lin = torch.nn.Linear(2, 2)
+    opt = torch.optim.SGD(lin.parameters(), lr=0.1)
+    with pytest.raises(OSError):
+        save_checkpoint(str(target), Boom(), None, lin, opt, torch.optim.lr_scheduler.StepLR(opt, 1), {})
+    assert not target.exists() and os.listdir(tmp_path) == []
+
+
+def test_same_config_and_seed_reproduce_the_dev_metric(tiny_teacher, glue_dir):
+    from raydistill.loop import Context, run
+    from tests.test_loop import cfg_for
+
+    cfg = cfg_for("sst2", tiny_teacher("classification", 2), glue_dir, "pkd", epochs=1, alpha=0.5, beta=10.0,
+                  mapping="skip", temperature=2.0)
+    a, b = (run(cfg, Context()) for _ in range(2))
+    assert abs(a["eval_accuracy"] - b["eval_accuracy"]) <= 1e-4
+    assert a["train_loss"] == pytest.approx(b["train_loss"], abs=1e-4)
