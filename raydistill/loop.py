@@ -228,6 +228,7 @@ def run(cfg: RunConfig, ctx: Context) -> dict:
     autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" and cfg.train.bf16 \
         else torch.autocast("cpu", enabled=False)
     per_rank = cfg.train.batch_size // ctx.world_size
+    cache = _teacher_cache(cfg, objective, teacher, data, device, ctx)
     fault = Fault(cfg.fault)
     metrics = {}
     for epoch in range(start_epoch, cfg.train.epochs):
@@ -244,8 +245,11 @@ def run(cfg: RunConfig, ctx: Context) -> dict:
             with autocast:
                 t_out = None
                 if teacher is not None and needs.teacher:
-                    with torch.no_grad():
-                        t_out = forward(teacher, batch, needs.hidden, objective.teacher_capture(stage))
+                    if cache is not None and not needs.teacher_full:
+                        t_out = cache.outputs(idx, batch)
+                    else:
+                        with torch.no_grad():
+                            t_out = forward(teacher, batch, needs.hidden, objective.teacher_capture(stage))
                 losses = model(batch, t_out, stage)
             if fault.nan_epoch == epoch + 1:
                 losses["loss"] = losses["loss"] * float("nan")
@@ -281,6 +285,20 @@ def run(cfg: RunConfig, ctx: Context) -> dict:
         if ckpt_dir:
             shutil.rmtree(os.path.dirname(ckpt_dir), ignore_errors=True)
     return metrics
+
+
+def _teacher_cache(cfg, objective, teacher, data, device, ctx):
+    """The shared teacher-output cache when it is on and can serve at least one stage of this method."""
+    kind = data.task.kind
+    method = objective.method
+    if not cfg.teacher_cache or teacher is None or kind not in ("classification", "regression", "token", "qa"):
+        return None
+    if all(method.needs(st).teacher_full or not method.needs(st).teacher for st in method.active_stages()):
+        return None
+    from .cache import TeacherCache, cache_key
+
+    return TeacherCache(cfg.teacher_cache, cache_key(cfg, kind), kind).ensure(
+        teacher, data.train, collate, data.pad_id, device, ctx.log)
 
 
 class Fault:

@@ -47,6 +47,8 @@ def parser():
     p.add_argument("--multi-objective", action="store_true", help="optimise dev score and student parameters")
     p.add_argument("--placement-strategy", default="PACK", help="PACK or SPREAD DDP workers over nodes")
     p.add_argument("--max-failures", type=int, default=1, help="worker failures each trial recovers from")
+    p.add_argument("--teacher-cache", help="teacher-output cache folder (default ./raydistill-results/teacher-cache)")
+    p.add_argument("--no-teacher-cache", action="store_true", help="run the live teacher every step of every trial")
     p.add_argument("--inject-fault", default="", help=argparse.SUPPRESS)  # test hook, see RunConfig.fault
     return p
 
@@ -148,6 +150,7 @@ def summarize(results, metric: str, mode: str, epochs: int) -> list[dict]:
 def main(argv=None) -> dict:
     a = parser().parse_args(argv)
     from . import space as sp
+    from .distill.__main__ import teacher_cache_dir
     from .distill.data import data_fingerprint, train_and_eval_examples
     from .preflight import preflight, teacher_config
     from .tasks import get_task
@@ -175,7 +178,8 @@ def main(argv=None) -> dict:
     check(n_samples >= 1, "num_samples", "must be >= 1")
     base = RunConfig(task=task.name, teacher=teacher, data_dir=os.path.abspath(a.data_dir) if a.data_dir else spec.data_dir,
                      train=train, tracking_uri=resolve_tracking_uri(a.tracking_uri), experiment=a.experiment or spec.name,
-                     output=os.path.join(storage_root, "students", name, "student"), fault=a.inject_fault)
+                     output=os.path.join(storage_root, "students", name, "student"), fault=a.inject_fault,
+                     teacher_cache=teacher_cache_dir(a))
     # fail fast, before Ray or any training: teacher readable, data present, first sample buildable
     tcfg = teacher_config(teacher)
     train_and_eval_examples(base, task)

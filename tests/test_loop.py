@@ -92,3 +92,27 @@ def test_resume_continues_from_checkpoint(tiny_teacher, glue_dir, tmp_path):
     assert [r["epoch"] for r in reports] == [2]
     assert reports[0]["train_loss"] == pytest.approx(full[1]["train_loss"], rel=1e-5)
     assert reports[0]["eval_accuracy"] == pytest.approx(full[1]["eval_accuracy"])
+
+
+@pytest.mark.parametrize("task,kind,method,extra", [
+    ("sst2", "classification", "pkd", {"alpha": 0.5, "beta": 100.0, "mapping": "skip"}),
+    ("stsb", "regression", "kd", {"alpha": 0.5}),
+    ("klue_ner", "token", "kd", {"alpha": 0.7, "temperature": 2.0}),
+    ("korquad", "qa", "two_stage", {"stage": "pred"}),
+])
+def test_teacher_cache_gives_the_same_losses(task, kind, method, extra, tiny_teacher, glue_dir, korean_dir, tmp_path):
+    """A run served from the teacher cache matches the live-teacher run within fp16 rounding."""
+    import os
+
+    n = {"classification": 2, "regression": 1, "token": len(KO_LABELS), "qa": 2}[kind]
+    teacher = tiny_teacher(kind, n, dropout=0.0, **({"label_names": KO_LABELS} if kind == "token" else {}))
+    cfg = cfg_for(task, teacher, korean_dir if kind in ("token", "qa") else glue_dir, method, epochs=2, **extra)
+    live, _ = run_local(cfg)
+    cached_cfg = cfg.replace(teacher_cache=str(tmp_path / "cache"))
+    cached, _ = run_local(cached_cfg)
+    again, _ = run_local(cached_cfg)  # second run reads the cache built by the first
+    assert len(os.listdir(tmp_path / "cache")) == 2  # one cache folder + its lock file
+    for k in live:
+        if k.startswith("train_") and k != "train_examples_per_s":
+            assert cached[k] == pytest.approx(live[k], rel=2e-3, abs=1e-4), k
+            assert again[k] == pytest.approx(cached[k], rel=1e-6, abs=1e-7), k

@@ -61,6 +61,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--output", default="outputs/student")
     p.add_argument("--storage-path", default=None, help="Ray results folder (default ./raydistill-results/ray)")
     p.add_argument("--run-name", default=None)
+    p.add_argument("--teacher-cache", default=None, help="teacher-output cache folder (default ./raydistill-results/teacher-cache)")
+    p.add_argument("--no-teacher-cache", action="store_true", help="run the live teacher every step")
     p.add_argument("--placement-strategy", default="PACK", help="PACK or SPREAD the DDP workers over nodes")
     p.add_argument("--inject-fault", default="", help=argparse.SUPPRESS)  # test hook, see RunConfig.fault
     return p
@@ -73,6 +75,12 @@ def local_abspath(path: str | None) -> str | None:
     return os.path.abspath(path) if path and is_local(path) else path
 
 
+def teacher_cache_dir(a) -> str | None:
+    from ..track import RESULTS_DIR
+
+    return None if a.no_teacher_cache else os.path.abspath(a.teacher_cache or os.path.join(RESULTS_DIR, "teacher-cache"))
+
+
 def config_from_args(a) -> RunConfig:
     return RunConfig(
         task=a.task, teacher=local_abspath(a.teacher), data_dir=local_abspath(a.data_dir), output=os.path.abspath(a.output),
@@ -81,7 +89,7 @@ def config_from_args(a) -> RunConfig:
                               a.alpha_mlm, a.intermediate_epochs),
         train=train_config(a, num_workers=a.num_workers, use_gpu=a.use_gpu),
         tracking_uri=a.tracking_uri, experiment=a.experiment, run_name=a.run_name,
-        augment_dir=local_abspath(a.augment_dir), fault=a.inject_fault, unlabeled_text=os.path.abspath(a.unlabeled_text) if a.unlabeled_text else None,
+        augment_dir=local_abspath(a.augment_dir), fault=a.inject_fault, teacher_cache=teacher_cache_dir(a), unlabeled_text=os.path.abspath(a.unlabeled_text) if a.unlabeled_text else None,
     )
 
 

@@ -58,6 +58,7 @@ class Needs:
     hidden: bool = False
     teacher_att: frozenset = frozenset()  # 0-based teacher layers whose attention scores are captured
     student_att: frozenset = frozenset()
+    teacher_full: bool = False  # needs full-sequence teacher states/scores (the teacher cache holds [CLS] only)
 
 
 # ------------------------------------------------------------------ task-aware prediction losses
@@ -160,7 +161,7 @@ class DistilBERT(HintonKD):
     """Sanh et al. 2019: α·KD + (1−α)·hard + α_cos·cosine(last hidden states) [+ α_mlm·MLM when pre-training]."""
 
     def needs(self, stage):
-        return Needs(hidden=self.d.alpha_cos > 0)
+        return Needs(hidden=self.d.alpha_cos > 0, teacher_full=self.d.alpha_cos > 0 or self.kind == "mlm")
 
     def losses(self, stage, s, t, batch, obj):
         out = super().losses(stage, s, t, batch, obj) if self.kind != "mlm" else self._mlm(s, t, batch)
@@ -188,7 +189,7 @@ class _Intermediate(Method):
         if stage != "intermediate":
             return Needs()
         return Needs(hidden=True, teacher_att=frozenset(t - 1 for _, t in self.pairs),
-                     student_att=frozenset(s - 1 for s, _ in self.pairs))
+                     student_att=frozenset(s - 1 for s, _ in self.pairs), teacher_full=True)
 
     def transformer_losses(self, s, t, batch, obj) -> dict:
         mask = batch["attention_mask"]
