@@ -113,9 +113,9 @@ def main(argv=None) -> dict:
     p.add_argument("--register", help="register the best student in the MLflow model registry under this name")
     a = p.parse_args(argv)
     check(not a.onnx or bool(a.export), "onnx", "--onnx needs --export DIR")
-    for flag in ("experiment", "sweep"):
-        check("'" not in (getattr(a, flag) or "") and "`" not in (getattr(a, flag) or ""), flag,
-              f"{getattr(a, flag)!r} contains a quote; pass the name as MLflow shows it")
+    for flag in ("experiment", "sweep"):  # both end up quoted inside an MLflow search filter
+        value = getattr(a, flag) or ""
+        check("'" not in value and "`" not in value, flag, f"{value!r} contains a quote; pass the name as MLflow shows it")
     from .track import resolve_tracking_uri
 
     uri = resolve_tracking_uri(a.tracking_uri)

@@ -12,26 +12,36 @@ from .hub import hub_reachable, is_local
 COPY_INITS = ("first_k", "every_other", "uniform")
 ROBERTA_TYPES = ("roberta", "xlm-roberta", "camembert")  # position ids start after the padding index
 SIZE_FIELDS = ("num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size")
+HEADS = {"classification": "ForSequenceClassification", "regression": "ForSequenceClassification",
+         "token": "ForTokenClassification", "qa": "ForQuestionAnswering"}
 
 
-def check_writable(path: str, field: str) -> None:
-    """``path`` (a folder the command will create or replace) can be written: it is not a file and its nearest
-    existing ancestor accepts a new file. Remote URIs (s3://, gs://) are left to their own client."""
-    if not path or "://" in path:
-        return
-    flag = "--" + field.replace("_", "-")
+def unwritable(path: str) -> str | None:
+    """Why the folder ``path`` cannot be created or written, or None when it can (a probe file is created and
+    removed in its nearest existing ancestor: permission bits alone mislead when running as root)."""
     p = os.path.abspath(os.path.expanduser(path))
-    check(not os.path.exists(p) or os.path.isdir(p), field, f"{p} is a file; pass a directory path ({flag} DIR)")
+    if os.path.exists(p) and not os.path.isdir(p):
+        return f"{p} is a file"
     q = p
     while not os.path.exists(q):
         q = os.path.dirname(q)
-    check(os.path.isdir(q), field, f"cannot create {p}: {q} is a file; pass a directory path ({flag} DIR)")
+    if not os.path.isdir(q):
+        return f"cannot create {p}: {q} is a file"
     try:
         tempfile.TemporaryFile(dir=q).close()
     except OSError as e:
-        what = f"cannot write to {p}" if q == p else f"cannot create {p}: {q} is not writable"
-        raise UserError(field, f"{what} ({e.strerror or type(e).__name__}); pass a directory you can write to "
-                        f"({flag} DIR)") from None
+        why = e.strerror or type(e).__name__
+        return f"cannot write to {p} ({why})" if q == p else f"cannot create {p}: {q} is not writable ({why})"
+    return None
+
+
+def check_writable(path: str, field: str) -> None:
+    """``path`` (a folder the command will create or replace) can be written. Remote URIs (s3://, gs://) are left
+    to their own client."""
+    if not path or "://" in path:
+        return
+    why = unwritable(path)
+    check(why is None, field, f"{why}; pass a directory you can write to (--{field.replace('_', '-')} DIR)")
 
 
 def check_tracking_uri_path(uri: str | None) -> None:
@@ -39,17 +49,13 @@ def check_tracking_uri_path(uri: str | None) -> None:
     if not uri or not uri.startswith("sqlite:///"):
         return
     path = os.path.abspath(uri[len("sqlite:///"):])
-    check(not os.path.isdir(path), "tracking_uri", f"{path} is a directory; use sqlite:////abs/path/mlflow.db")
+    fix = "pass --tracking-uri sqlite:////writable/path/mlflow.db"
+    check(not os.path.isdir(path), "tracking_uri", f"{path} is a directory, not a database file; {fix}")
     if os.path.isfile(path):
-        check(os.access(path, os.W_OK), "tracking_uri", f"{path} is read-only; pass a writable MLflow database")
+        check(os.access(path, os.W_OK), "tracking_uri", f"{path} is read-only; {fix}")
         return
-    try:
-        check_writable(os.path.dirname(path), "tracking_uri")
-    except UserError as e:
-        raise UserError("tracking_uri", f"cannot create the MLflow database {path}: "
-                        f"{e.message.split('; pass')[0]}; pass --tracking-uri sqlite:////writable/path/mlflow.db") from None
-HEADS = {"classification": "ForSequenceClassification", "regression": "ForSequenceClassification",
-         "token": "ForTokenClassification", "qa": "ForQuestionAnswering"}
+    why = unwritable(os.path.dirname(path))
+    check(why is None, "tracking_uri", f"cannot create the MLflow database {path} ({why}); {fix}")
 
 
 PLACEMENT_STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
@@ -86,7 +92,7 @@ def teacher_config(name_or_dir: str, field: str = "teacher", trust_remote_code: 
               f"{name_or_dir} has no config.json; it is not a Hugging Face model directory")
     elif not hub_reachable():
         raise UserError(field, f"{name_or_dir!r} is not a local directory and the Hugging Face hub is unreachable; "
-                        "run offline with a local model and data: --teacher DIR --data-dir DIR (see README, Offline)")
+                        f"run offline with a local model and data: --{field} DIR --data-dir DIR (see README, Offline)")
     try:
         from huggingface_hub.errors import StrictDataclassError  # transformers 5: typed config fields
     except ImportError:  # pragma: no cover - older huggingface_hub

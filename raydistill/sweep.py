@@ -99,6 +99,10 @@ def _trial(config: dict, base: dict, parent_run_id: str, storage: str, sweep_nam
     cfg = trial_config(base, config).validate()
     cfg = cfg.replace(output=os.path.join(os.path.dirname(base["output"]), trial_id), run_name=run_name(cfg, trial_id))
     existing = track.find_run(cfg.tracking_uri, cfg.experiment, "raydistill.trial_id", trial_id)
+    if existing and track.client(cfg.tracking_uri).get_run(existing).info.status == "FINISHED":
+        # finished before the sweep driver died: report what it logged instead of training again
+        ray.tune.report(dict(track.client(cfg.tracking_uri).get_run(existing).data.metrics))
+        return
     execute(cfg, storage_path=storage, name=f"{sweep_name}-{trial_id}", parent_run_id=parent_run_id,
             callbacks=[TuneReportCallback()], max_failures=opts["max_failures"],
             placement_strategy=opts["placement"], resume_run_id=existing,
@@ -127,14 +131,16 @@ def prepare_teacher(cfg: RunConfig, storage_root: str, parent_run_id: str | None
     return out
 
 
-def summarize(results, metric: str, mode: str, epochs: int) -> list[dict]:
-    """One row per trial: DONE (all epochs), STOPPED (by ASHA) or ERROR (with the reason)."""
+def summarize(results, metric: str, mode: str, epochs: int, logged: dict | None = None) -> list[dict]:
+    """One row per trial: DONE (all epochs), STOPPED (by ASHA) or ERROR (with the reason). ``logged`` (trial id →
+    the MLflow child run's metrics) wins over Tune's last result, which is stale for a trial resumed after its end."""
     from .run import failure_reason
 
     rows = []
     for r in results:
-        cfg, m = r.config or {}, r.metrics or {}
-        status = "ERROR" if r.error else "DONE" if m.get("training_iteration", 0) >= epochs else "STOPPED"
+        cfg, m = r.config or {}, dict(r.metrics or {})
+        m.update((logged or {}).get(m.get("trial_id"), {}))
+        status = "ERROR" if r.error else "DONE" if (m.get("epoch") or 0) >= epochs else "STOPPED"
         rows.append({"trial": m.get("trial_id") or os.path.basename(r.path or "")[-8:], "status": status,
                      metric: m.get(metric), "epoch": m.get("epoch"), "student_params": m.get("student_params"),
                      "latency_ms_b1": m.get("latency_ms_b1"), "latency_ms_b32": m.get("latency_ms_b32"),
@@ -152,7 +158,7 @@ def main(argv=None) -> dict:
     from . import space as sp
     from .distill.__main__ import teacher_cache_dir
     from .distill.data import data_fingerprint, train_and_eval_examples
-    from .preflight import preflight, teacher_config
+    from .preflight import check_ray_options, preflight, teacher_config
     from .tasks import get_task
     from .track import RESULTS_DIR, resolve_tracking_uri
 
@@ -174,16 +180,18 @@ def main(argv=None) -> dict:
         storage = os.path.abspath(storage)
     name = a.name or f"{spec.name}-{task.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     check(a.max_concurrent >= 1, "max_concurrent", "must be >= 1")
-    n_samples = a.num_samples or spec.num_samples
+    n_samples = a.num_samples if a.num_samples is not None else spec.num_samples
     check(n_samples >= 1, "num_samples", "must be >= 1")
     base = RunConfig(task=task.name, teacher=teacher, data_dir=os.path.abspath(a.data_dir) if a.data_dir else spec.data_dir,
                      train=train, tracking_uri=resolve_tracking_uri(a.tracking_uri), experiment=a.experiment or spec.name,
                      output=os.path.join(storage_root, "students", name, "student"), fault=a.inject_fault,
                      teacher_cache=teacher_cache_dir(a))
     # fail fast, before Ray or any training: teacher readable, data present, first sample buildable
+    check_ray_options(a.placement_strategy, a.max_failures, a.cpus_per_worker, a.gpus_per_worker if a.use_gpu else None)
     tcfg = teacher_config(teacher)
     train_and_eval_examples(base, task)
-    trial_config(dataclasses.asdict(base), sp.sample(spec, None, tcfg.num_hidden_layers))  # types and bounds
+    preflight(trial_config(dataclasses.asdict(base), sp.sample(spec, None, tcfg.num_hidden_layers)),
+              load_data=False, require_head=False)  # types, bounds, sizes, mapping: before any run is logged
 
     from . import track
     from .run import init_ray
@@ -209,7 +217,7 @@ def main(argv=None) -> dict:
     t0 = time.time()
     results = _tune(a, spec, base, metric, mode, n_samples, storage, name, parent, teacher_layers=tcfg.num_hidden_layers)
     wall = time.time() - t0
-    rows = summarize(results, metric, mode, base.train.epochs)
+    rows = summarize(results, metric, mode, base.train.epochs, track.child_metrics(base.tracking_uri, base.experiment, parent))
     return finish(rows, metric, mode, base, parent, storage, name, wall, n_samples, log)
 
 

@@ -117,3 +117,56 @@ def test_same_config_and_seed_reproduce_the_dev_metric(tiny_teacher, glue_dir):
     a, b = (run(cfg, Context()) for _ in range(2))
     assert abs(a["eval_accuracy"] - b["eval_accuracy"]) <= 1e-4
     assert a["train_loss"] == pytest.approx(b["train_loss"], abs=1e-4)
+
+
+@pytest.mark.slow
+def test_killed_sweep_driver_resumes_without_rerunning_finished_trials(tiny_teacher, glue_dir, tmp_path):
+    """SIGKILL the sweep driver after its first trial finished; --resume finishes the rest, re-runs nothing
+    finished, duplicates no MLflow run, and the Optuna study continues."""
+    import signal
+    import sqlite3
+
+    import optuna
+    from mlflow.tracking import MlflowClient
+
+    db = tmp_path / "m.db"
+    cmd = [sys.executable, "-m", "raydistill.sweep", "pkd_glue", "--task", "sst2", "--data-dir", glue_dir,
+           "--teacher", tiny_teacher("classification", 2), "--num-samples", "3", "--set", "student.hidden=32",
+           "--set", "student.intermediate=64", "--set", "student.heads=2", "--set", "student.layers=2",
+           "--epochs", "2", "--max-steps", "4", "--batch-size", "16", "--max-length", "32", "--eval-limit", "16",
+           "--tracking-uri", f"sqlite:///{db}", "--name", "resumable", "--experiment", "resume"]
+    env = {**os.environ, "RAY_ADDRESS": ""}
+    first = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             start_new_session=True)  # its own process group: the kill takes its local Ray too
+    finished_sql = ("select count(*) from runs r join tags t on r.run_uuid = t.run_uuid "
+                    "where t.key = 'raydistill.trial_id' and r.status = 'FINISHED'")
+    deadline = time.time() + 600
+    while time.time() < deadline:
+        time.sleep(2)
+        try:
+            if sqlite3.connect(db).execute(finished_sql).fetchone()[0] >= 1:
+                break
+        except sqlite3.Error:
+            pass
+    os.killpg(first.pid, signal.SIGKILL)
+    first.wait()
+    c = MlflowClient(f"sqlite:///{db}")
+    exp = c.get_experiment_by_name("resume")
+    done_before = {r.data.tags["raydistill.trial_id"]: r.info.end_time
+                   for r in c.search_runs([exp.experiment_id], "attributes.status = 'FINISHED'")
+                   if "raydistill.trial_id" in r.data.tags}
+    assert len(done_before) >= 1
+
+    second = subprocess.run(cmd + ["--resume"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    assert second.returncode == 0, second.stderr[-3000:]
+    out = json.loads(second.stdout.strip().splitlines()[-1])
+    assert out["trials"] == 3 and out["errors"] == 0
+    runs = [r for r in c.search_runs([exp.experiment_id]) if "raydistill.trial_id" in r.data.tags]
+    assert len(runs) == 3 and len({r.data.tags["raydistill.trial_id"] for r in runs}) == 3  # no duplicates
+    for r in runs:
+        assert r.info.status == "FINISHED"
+        assert sorted(m.step for m in c.get_metric_history(r.info.run_id, "eval_accuracy")) == [1, 2]
+    assert len([r for r in c.search_runs([exp.experiment_id]) if r.data.tags.get("raydistill.role") == "sweep"]) == 1
+    study = optuna.load_study(study_name="resumable", storage=f"sqlite:///{tmp_path / 'raydistill-results' / 'optuna.db'}"
+                              if not (tmp_path / "optuna.db").exists() else f"sqlite:///{tmp_path / 'optuna.db'}")
+    assert len(study.trials) >= 3

@@ -1,0 +1,53 @@
+"""The benchmark scripts run end to end on tiny models (``--smoke``) and print their ratio line.
+
+The numbers of a smoke run mean nothing (tiny models, one step); BENCHMARKS.md has the full-size runs.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NUM = r"([0-9.]+|nan|inf)"
+
+
+def run_script(name: str, tmp_path, *args) -> tuple[str, dict]:
+    out_json = tmp_path / f"{name}.json"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / f"{name}.py"), "--smoke", "--json", str(out_json),
+                           *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
+    return lines[-1], json.loads(out_json.read_text())
+
+
+def test_step_speed_smoke(tmp_path):
+    has_tb = True
+    try:
+        import textbrewer  # noqa: F401
+    except ImportError:
+        has_tb = False
+    last, res = run_script("step_speed", tmp_path)
+    m = re.fullmatch(rf"RATIO ours/naive={NUM} ours/textbrewer={NUM} loss_rel_diff={NUM}", last)
+    assert m, last
+    assert float(m[1]) > 0 and float(m[3]) < 0.01
+    assert (float(m[2]) > 0) == has_tb
+    # the three implementations compute the same embedding and hidden losses from the same starting weights
+    assert all(v < 1e-4 for v in res["summary"]["emb_hidden_rel_diff_vs_ours_fp32"].values())
+    assert set(res["results"]) == {"ours", "ours_fp32", "naive"} | ({"textbrewer"} if has_tb else set())
+
+
+def test_latency_smoke(tmp_path):
+    pytest.importorskip("onnxruntime")
+    last, res = run_script("latency", tmp_path)
+    m = re.fullmatch(rf"RATIO b1 teacher/student={NUM} teacher/student_ort={NUM} "
+                     rf"b4 teacher/student={NUM} teacher/student_ort={NUM}", last)
+    assert m, last
+    assert all(float(x) > 0 for x in m.groups())
+    assert res["onnx_max_abs_diff"] < 1e-4
