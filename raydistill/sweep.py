@@ -13,6 +13,7 @@ import os
 import sys
 import time
 
+from optuna.exceptions import UpdateFinishedTrialError
 from ray.tune.schedulers import ASHAScheduler
 from ray.tune.search.optuna import OptunaSearch
 
@@ -269,10 +270,19 @@ class PrunedAwareOptunaSearch(OptunaSearch):
         super().__init__(*args, **kw)
         self.max_epochs = max_epochs
 
+    def on_trial_result(self, trial_id, result):
+        try:
+            return super().on_trial_result(trial_id, result)
+        except UpdateFinishedTrialError:
+            pass  # resumed sweep: the RDB study already holds this trial's final value
+
     def on_trial_complete(self, trial_id, result=None, error=False):
         if result and not error and result.get("training_iteration", self.max_epochs) < self.max_epochs:
             result = None  # no value and no error → Optuna records the trial as PRUNED
-        return super().on_trial_complete(trial_id, result, error)
+        try:
+            return super().on_trial_complete(trial_id, result, error)
+        except UpdateFinishedTrialError:
+            self._completed_trials.add(trial_id)
 
 
 class FinishingASHA(ASHAScheduler):
