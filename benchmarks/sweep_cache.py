@@ -1,0 +1,75 @@
+"""Benchmark (a): a 3-trial sweep with and without the shared teacher-output cache, side by side in one run.
+
+12L-768 teacher → 4L-312 student, 512 SST-2 examples at length 64, 3 trials × 2 epochs (issue target ≥ 2.5×).
+    python benchmarks/sweep_cache.py --data-dir ../shared/data/glue          # full size
+    python benchmarks/sweep_cache.py --smoke                                  # tiny models, seconds
+Prints `RATIO sweep_no_cache/sweep_cache=X.XX` as its last line.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+
+def sst2_folder(data_dir: str | None, root: str, n: int) -> str:
+    """SST-2 in the GLUE layout: the real files when given, else a small synthetic set."""
+    if data_dir:
+        return os.path.abspath(data_dir)
+    import random
+
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
+    from conftest import sentence
+
+    rng = random.Random(0)
+    os.makedirs(f"{root}/SST-2", exist_ok=True)
+    for split, m in (("train", n), ("dev", 64)):
+        rows = ["sentence\tlabel"] + [f"{sentence(rng, y)}\t{y}" for y in (rng.randint(0, 1) for _ in range(m))]
+        open(f"{root}/SST-2/{split}.tsv", "w").write("\n".join(rows) + "\n")
+    return root
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--data-dir", help="GLUE folder with SST-2 (default: synthetic)")
+    p.add_argument("--smoke", action="store_true", help="tiny teacher and student")
+    p.add_argument("--examples", type=int, default=512)
+    a = p.parse_args()
+    os.environ.setdefault("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.5")
+    from raydistill import sweep
+    from raydistill.run import init_ray
+    from raydistill.tasks import get_task
+    from raydistill.testing import make_tiny_model
+
+    work = tempfile.mkdtemp(prefix="bench-cache-")
+    os.chdir(work)
+    data = sst2_folder(a.data_dir, os.path.join(work, "glue"), a.examples)
+    task = get_task("sst2")
+    texts = [e["text"] for e in task.loader(task, data, "train")[: a.examples]]
+    if a.smoke:
+        teacher = make_tiny_model(f"{work}/teacher", layers=4, hidden=32, heads=2, intermediate=64, texts=texts)
+        size, examples, length = "2L-32-64-2", 64, 32
+    else:
+        teacher = make_tiny_model(f"{work}/teacher", layers=12, hidden=768, heads=12, intermediate=3072, texts=texts)
+        size, examples, length = "4L-312-1200-12", a.examples, 64
+    init_ray()
+    common = ["kd_glue", "--task", "sst2", "--data-dir", data, "--teacher", teacher, "--num-samples", "3",
+              "--set", f"student.size={size}", "--epochs", "2", "--train-limit", str(examples), "--eval-limit", "64",
+              "--max-length", str(length), "--batch-size", "32", "--tracking-uri", f"sqlite:///{work}/m.db",
+              "--teacher-cache", f"{work}/cache"]
+    times = {}
+    for label, extra in (("no_cache", ["--no-teacher-cache"]), ("cache", [])):
+        shutil.rmtree(f"{work}/cache", ignore_errors=True)  # cold cache: building it is part of the timed sweep
+        t0 = time.perf_counter()
+        sweep.main(common + extra + ["--name", f"bench-{label}"])
+        times[label] = time.perf_counter() - t0
+        print(f"sweep {label}: {times[label]:.1f} s", file=sys.stderr, flush=True)
+    print(f"sweep wall time: no_cache={times['no_cache']:.1f}s cache={times['cache']:.1f}s")
+    print(f"RATIO sweep_no_cache/sweep_cache={times['no_cache'] / times['cache']:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,19 @@
+"""Benchmark (a) runs end to end in smoke mode (tiny models): both sweeps finish and a ratio is printed."""
+from __future__ import annotations
+
+import os
+import runpy
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+def test_sweep_cache_benchmark_smoke(ray_session, monkeypatch, capsys, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    script = os.path.join(os.path.dirname(__file__), "..", "benchmarks", "sweep_cache.py")
+    monkeypatch.setattr(sys, "argv", [script, "--smoke"])
+    runpy.run_path(script, run_name="__main__")
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.startswith("RATIO sweep_no_cache/sweep_cache=") and float(last.split("=")[1]) > 0
