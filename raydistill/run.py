@@ -33,12 +33,38 @@ def cfg_from_dict(d: dict) -> RunConfig:
 
 def init_ray(num_cpus: int | None = None) -> None:
     """Join the cluster in RAY_ADDRESS (no resource arguments allowed then), else start a local Ray
-    with its dashboard bound to 127.0.0.1."""
+    with its dashboard bound to 127.0.0.1.
+
+    A cluster with token authentication admits this driver only with ``RAY_AUTH_MODE=token`` and the
+    cluster's token (``RAY_AUTH_TOKEN``, ``RAY_AUTH_TOKEN_PATH`` or ``~/.ray/auth_token``) in its
+    environment; a job started by ``ray job submit`` inherits both from the cluster. A refused token, or
+    a dashboard URL in RAY_ADDRESS, is a one-line UserError saying what to set instead of a Ray traceback.
+    """
     if ray.is_initialized():
         return
     os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")
-    if os.environ.get("RAY_ADDRESS"):
-        ray.init(address=os.environ["RAY_ADDRESS"], log_to_driver=True)
+    address = os.environ.get("RAY_ADDRESS")
+    if address:
+        from .errors import UserError
+
+        if address.startswith(("http://", "https://")):
+            raise UserError("RAY_ADDRESS", f"{address} is a dashboard / job API address: submit the command with "
+                            f"`ray job submit --address {address} -- python -m ...`, or set RAY_ADDRESS to the "
+                            "cluster's GCS address (HOST:6379)")
+        try:
+            ray.init(address=address, log_to_driver=True)
+        except Exception as e:
+            chain, c = [], e
+            while c is not None and len(chain) < 10:
+                chain.append(f"{type(c).__name__}: {c}")
+                c = c.__cause__ or c.__context__
+            if any("InvalidAuthToken" in t or "AuthenticationError" in t for t in chain):
+                mode = os.environ.get("RAY_AUTH_MODE", "unset")
+                raise UserError("RAY_ADDRESS", f"the cluster at {address} refused this client's token "
+                                f"(RAY_AUTH_MODE is {mode}): export RAY_AUTH_MODE=token and the cluster's token "
+                                "as RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token "
+                                "(docs/CLUSTER.md, section 2)") from None
+            raise
     else:
         # the dashboard (bound to loopback) hosts the state API Ray Train uses to clean up placement groups
         ray.init(num_cpus=num_cpus, include_dashboard=True, dashboard_host="127.0.0.1",

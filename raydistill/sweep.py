@@ -198,6 +198,7 @@ def main(argv=None) -> dict:
     from .run import init_ray
 
     state_path = os.path.join(storage_root, "sweeps", name, STATE) if "://" in storage else os.path.join(storage, name, STATE)
+    init_ray()  # before any MLflow run: a refused cluster connection must not leave a parent run open
     state = {}
     if a.resume:
         check(bool(a.name), "name", "--resume needs the --name of the sweep to continue")
@@ -214,7 +215,6 @@ def main(argv=None) -> dict:
     json.dump({"parent_run_id": parent, "teacher": base.teacher, "argv": sys.argv[1:]}, open(state_path, "w"))
     track.log_artifact(base.tracking_uri, parent, sp.resolve_path(a.space), "space")
 
-    init_ray()
     t0 = time.time()
     results = _tune(a, spec, base, metric, mode, n_samples, storage, name, parent, teacher_layers=tcfg.num_hidden_layers)
     wall = time.time() - t0

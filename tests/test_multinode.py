@@ -112,7 +112,7 @@ def _stop(procs, marker: str) -> None:
         except subprocess.TimeoutExpired:
             p.kill()
     deadline = time.time() + 10
-    while (left := _marked_pids(marker)) and time.time() < deadline:
+    while _marked_pids(marker) and time.time() < deadline:
         time.sleep(0.5)
     for pid in _marked_pids(marker):
         try:
@@ -131,6 +131,7 @@ def cluster():
             if k not in ("RAY_ADDRESS", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH", "RAY_AUTH_MODE")}
     base.update({MARKER: marker, "RAY_USAGE_STATS_ENABLED": "0", "TOKENIZERS_PARALLELISM": "false",
                  "HF_HUB_OFFLINE": "1", "RAY_TRAIN_V2_ENABLED": "1",
+                 "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0",  # SIGTERM stops a node at once, no 30 s drain
                  "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))})
 
     # the cluster's own token, made the documented way, in the temp dir instead of the user's ~/.ray
@@ -146,8 +147,9 @@ def cluster():
               "--object-store-memory", str(150 * 1024 ** 2), "--disable-usage-stats"]
 
     def node_args(name):  # a temp dir per node: nodes sharing one would share (and delete) runtime_env files
-        return ["--temp-dir", os.path.join(temp_dir, name), "--node-manager-port", str(free_port()), "--object-manager-port", str(free_port()),
-                "--dashboard-agent-listen-port", str(free_port()), "--dashboard-agent-grpc-port", str(free_port()),
+        return ["--temp-dir", os.path.join(temp_dir, name), "--node-manager-port", str(free_port()),
+                "--object-manager-port", str(free_port()), "--dashboard-agent-listen-port", str(free_port()),
+                "--dashboard-agent-grpc-port", str(free_port()),
                 "--runtime-env-agent-port", str(free_port()), "--metrics-export-port", str(free_port())]
 
     head = [*ray_cli(), "start", "--head", "--port", str(port), "--include-dashboard", "true",
@@ -168,7 +170,8 @@ def cluster():
                                           stdin=subprocess.DEVNULL, cwd=temp_dir))
             if i == 0:
                 _wait_for(lambda: _port_open(dash), 120, procs, temp_dir, "head dashboard")
-        _wait_for(lambda: len((c.state(check=False) or {"nodes": ()})["nodes"]) == 2, 120, procs, temp_dir, "2 alive nodes")
+        _wait_for(lambda: len((c.state(check=False) or {"nodes": ()})["nodes"]) == 2, 120, procs, temp_dir,
+                  "2 alive nodes")
         yield c
     finally:
         _stop(procs, marker)
@@ -242,6 +245,23 @@ def test_ddp_across_two_nodes_matches_one_node(cluster, tiny_teacher, glue_dir, 
     assert evals and evals == sorted(k for k in pack if k.startswith("eval_"))
     for k in evals:
         assert spread[k] == pytest.approx(pack[k], rel=1e-4, abs=1e-5), k
+
+
+def test_driver_without_the_token_is_refused_in_one_line(cluster, tiny_teacher, glue_dir, tmp_path):
+    """A driver joining from RAY_ADDRESS without RAY_AUTH_MODE=token (or with the dashboard URL as
+    RAY_ADDRESS) exits 2 with one line naming the fix, before any MLflow run or training."""
+    argv = [sys.executable, "-m", "raydistill.distill", "--method", "kd", "--task", "sst2", "--teacher",
+            tiny_teacher("classification", 2), "--data-dir", glue_dir, *TINY_STUDENT, "--max-steps", "1",
+            "--output", str(tmp_path / "s"), "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}",
+            "--storage-path", str(tmp_path / "ray")]
+    no_mode = {k: v for k, v in cluster.env.items() if k != "RAY_AUTH_MODE"}
+    for env, expect in ((no_mode, "RAY_AUTH_MODE=token"), ({**cluster.env, "RAY_ADDRESS": cluster.dashboard},
+                                                             "ray job submit")):
+        p = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+        errors = [ln for ln in p.stderr.splitlines() if ln.startswith("error: ")]
+        assert p.returncode == 2 and len(errors) == 1 and "Traceback" not in p.stderr, p.stderr[-3000:]
+        assert errors[0].startswith("error: RAY_ADDRESS: ") and expect in errors[0], errors
+    assert not (tmp_path / "s").exists()
 
 
 def test_job_submit_runs_sweep_on_cluster(cluster, tiny_teacher, glue_dir, tmp_path):
