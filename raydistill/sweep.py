@@ -198,12 +198,12 @@ def main(argv=None) -> dict:
     from .run import init_ray
 
     state_path = os.path.join(storage_root, "sweeps", name, STATE) if "://" in storage else os.path.join(storage, name, STATE)
-    init_ray()  # before any MLflow run: a refused cluster connection must not leave a parent run open
     state = {}
     if a.resume:
         check(bool(a.name), "name", "--resume needs the --name of the sweep to continue")
         check(os.path.isfile(state_path), "resume", f"no sweep {name!r} under {storage}; check --name and --storage-path")
         state = json.load(open(state_path))
+    init_ray()  # before any MLflow run: a refused cluster connection must not leave a parent run open
     parent = state.get("parent_run_id") or track.start_run(
         base.tracking_uri, base.experiment, name,
         {"space": spec.name, "task": task.name, "teacher": teacher, "metric": metric, "num_samples": n_samples,
