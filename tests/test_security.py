@@ -235,9 +235,9 @@ def test_no_credentials_in_committed_files():
 
 def test_secret_patterns_catch_what_they_should():
     fake_key = "AKIA" + "ABCDEFGHIJKLMNOP"
-    samples = {"AWS access key id": f"key = {fake_key}", "token value": "auth_token: 3f9a8c7b6d5e4f3a2b1c0d9e8f7a6b5c",
+    samples = {"AWS access key id": f"key = {fake_key}", "token value": "auth_token: " + "3f9a8c7b6d5e4f3a2b1c0d9e8f7a6b5c",
                "private key block": "-----BEGIN " + "RSA PRIVATE KEY-----",
-               "credentials in a URL": "postgresql://mlflow:s3cret@db:5432/mlflow"}
+               "credentials in a URL": "postgresql://mlflow:" + "s3cret@db:5432/mlflow"}
     for what, text in samples.items():
         assert SECRETS[what].search(text), what
     for harmless in ("token: see section 2", 'export RAY_AUTH_TOKEN="$(kubectl get secret)"',
