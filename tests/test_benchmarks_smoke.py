@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-NUM = r"([0-9.]+|nan|inf)"
+NUM = r"([0-9.]+(?:e[-+][0-9]+)?|nan|inf)"
 
 
 def run_script(name: str, tmp_path, *args) -> tuple[str, dict]:

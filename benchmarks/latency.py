@@ -1,0 +1,294 @@
+#!/usr/bin/env python
+"""Inference latency: exported 4L-312 student vs its 12L-768 teacher, PyTorch and ONNX Runtime, CPU.
+
+    python benchmarks/latency.py            # batch 1 and 32, length 128
+    python benchmarks/latency.py --smoke    # tiny models, a few seconds (what the tests run)
+
+The teacher is a randomly initialised BERT classifier (``raydistill.testing.make_tiny_model``; latency does not
+depend on the weights), the student a 4L-312-1200-12 ``build_student`` of it, saved with ``save_pretrained``
+(what ``python -m raydistill.best --export`` writes) and loaded back with the package's ``load_model`` (sdpa), then
+exported with ``raydistill.best.export_onnx`` (which checks ONNX Runtime against PyTorch within 1e-4).
+
+For each batch size every variant runs once per round, in alternating order (A, B, C, then C, B, A, ...), in one
+process; the report gives medians (ms) and ratios of medians:
+
+  teacher        PyTorch fp32
+  student        PyTorch fp32
+  student_ort    ONNX Runtime, CPU provider, intra-op threads = torch threads
+  teacher_bf16 / student_bf16   (extra column) PyTorch under torch.autocast("cpu", bfloat16), on CPUs with
+                 AVX512-BF16/AMX; outputs are compared with fp32 and the max abs logit difference is printed
+  student_ort_fused   (extra) ONNX Runtime's BERT fusions (``onnxruntime.transformers.optimizer``) on that file
+  teacher_ort    (``--onnx-teacher``) the teacher exported the same way
+
+ORT runs with ``session.intra_op.allow_spinning=0`` (like ``OMP_WAIT_POLICY=PASSIVE`` for torch) unless
+``--omp-active``. Wall-clock and process-CPU-time medians are both reported.
+
+Last line: ``RATIO b1 teacher/student=… teacher/student_ort=… b32 teacher/student=… teacher/student_ort=…``.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+# see benchmarks/step_speed.py: without it a 2-thread forward on a shared, oversubscribed CPU measures the scheduler
+if "--omp-active" not in sys.argv:
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# benchmark the checkout this file is in, not whatever raydistill is installed
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import argparse  # noqa: E402
+import contextlib  # noqa: E402
+import json  # noqa: E402
+import platform  # noqa: E402
+import statistics  # noqa: E402
+import subprocess  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+
+import torch  # noqa: E402
+
+TEXTS = ["the movie was good and the acting was great", "a boring film with a terrible plot",
+         "what a fun story , i love it", "the company said it had a bad year"]
+
+
+def cpu_bf16() -> bool:
+    """True when the CPU has native bf16 matmul (AVX512-BF16 or AMX)."""
+    try:
+        return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
+    except AttributeError:
+        try:
+            flags = open("/proc/cpuinfo").read()
+        except OSError:
+            return False
+        return " avx512_bf16" in flags or " amx_bf16" in flags
+
+
+def _loadavg() -> str:
+    try:
+        return " ".join(open("/proc/loadavg").read().split()[:3])
+    except OSError:
+        return "?"
+
+
+def machine() -> dict:
+    model = platform.processor() or "?"
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
+        model = next((ln.split(":", 1)[1].strip() for ln in out.splitlines() if ln.startswith("Model name")), model)
+    except (OSError, subprocess.SubprocessError):
+        pass
+    import onnxruntime
+
+    return {"cpu": model, "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+            "torch": torch.__version__, "onnxruntime": onnxruntime.__version__,
+            "capability": torch.backends.cpu.get_cpu_capability(), "bf16_native": cpu_bf16(),
+            "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "(default)"), "loadavg": _loadavg()}
+
+
+def sizes(smoke: bool) -> dict:
+    if smoke:
+        return dict(t_layers=4, t_hidden=64, t_heads=4, t_inter=128, s_layers=2, s_hidden=32, s_inter=64, s_heads=4,
+                    length=32, batches=(1, 4))
+    return dict(t_layers=12, t_hidden=768, t_heads=12, t_inter=3072, s_layers=4, s_hidden=312, s_inter=1200,
+                s_heads=12, length=128, batches=(1, 32))
+
+
+def build(root: str, sz: dict) -> tuple[str, str]:
+    """Teacher folder and exported student folder."""
+    from raydistill.config import StudentConfig
+    from raydistill.models.student import build_student
+    from raydistill.models.teacher import load_model
+    from raydistill.testing import make_tiny_model
+
+    t_dir = make_tiny_model(os.path.join(root, "teacher"), kind="classification", layers=sz["t_layers"],
+                            hidden=sz["t_hidden"], heads=sz["t_heads"], intermediate=sz["t_inter"], texts=TEXTS)
+    teacher = load_model(t_dir, "classification")
+    torch.manual_seed(0)
+    student = build_student(teacher, StudentConfig(layers=sz["s_layers"], hidden=sz["s_hidden"],
+                                                   intermediate=sz["s_inter"], heads=sz["s_heads"], init="random"))
+    s_dir = os.path.join(root, "student")
+    student.save_pretrained(s_dir)
+    from transformers import AutoTokenizer
+
+    AutoTokenizer.from_pretrained(t_dir).save_pretrained(s_dir)
+    return t_dir, s_dir
+
+
+def ort_session(path: str, threads: int, spin: bool):
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    # ORT's own pool spins like OpenMP's ACTIVE policy; on a shared CPU that doubles batch-1 latency
+    so.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
+    return ort.InferenceSession(path, sess_options=so, providers=["CPUExecutionProvider"])
+
+
+def fused_onnx(path: str, config, threads: int, spin: bool, ids, mask, ref):
+    """ONNX Runtime's BERT graph fusions (fused attention, LayerNorm, GELU: ``onnxruntime.transformers.optimizer``)
+    on top of ``export_onnx``'s file; returns (session, max |logits - PyTorch|) or (None, reason)."""
+    try:
+        from onnxruntime.transformers.optimizer import optimize_model
+
+        opt = optimize_model(path, model_type="bert", num_heads=config.num_attention_heads,
+                             hidden_size=config.hidden_size, opt_level=1, use_gpu=False)
+        out = path.replace(".onnx", ".fused.onnx")
+        opt.save_model_to_file(out)
+        sess = ort_session(out, threads, spin)
+        got = sess.run(None, {"input_ids": ids.numpy(), "attention_mask": mask.numpy()})[0]
+        return sess, float(abs(got - ref).max())
+    except Exception as e:  # noqa: BLE001 — an extra column; report why it is missing
+        return None, f"{type(e).__name__}: {e}"
+
+
+def main(argv=None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--smoke", action="store_true", help="tiny models, few repeats (seconds)")
+    p.add_argument("--repeats-b1", type=int, default=None, help="timed rounds at batch 1 (default 30; smoke 3)")
+    p.add_argument("--repeats", type=int, default=None, help="timed rounds at the large batch (default 5; smoke 2)")
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--threads", type=int, default=0, help="torch and ORT intra-op threads (default: torch's own)")
+    p.add_argument("--no-bf16", action="store_true", help="skip the bf16-autocast extra columns")
+    p.add_argument("--onnx-teacher", action="store_true", help="also export and time the teacher in ONNX Runtime")
+    p.add_argument("--omp-active", action="store_true", help="leave OMP_WAIT_POLICY unset (see step_speed.py)")
+    p.add_argument("--json", help="also write the results here")
+    a = p.parse_args(argv)
+    if a.threads:
+        torch.set_num_threads(a.threads)
+    threads = torch.get_num_threads()
+    sz = sizes(a.smoke)
+    rep1 = a.repeats_b1 if a.repeats_b1 is not None else (3 if a.smoke else 30)
+    repn = a.repeats if a.repeats is not None else (2 if a.smoke else 5)
+    info = machine()
+    print("machine: " + json.dumps(info), flush=True)
+    print("sizes: " + json.dumps(sz), flush=True)
+    bf16 = info["bf16_native"] and not a.no_bf16
+
+    from raydistill.best import export_onnx
+    from raydistill.loop import quiet_hf
+    from raydistill.models.student import count_params
+    from raydistill.models.teacher import load_model
+
+    quiet_hf()
+    with tempfile.TemporaryDirectory(prefix="raydistill-latency-") as root:
+        t_dir, s_dir = build(root, sz)
+        teacher = load_model(t_dir, "classification").eval()
+        student = load_model(s_dir, "classification").eval()
+        params = {"teacher": count_params(teacher), "student": count_params(student)}
+        t0 = time.perf_counter()
+        exp = export_onnx(s_dir, "classification", length=sz["length"])
+        print(f"export_onnx(student): {time.perf_counter() - t0:.1f} s, max |ORT - torch| = "
+              f"{exp['onnx_max_abs_diff']:.2e}", flush=True)
+        spin = a.omp_active
+        sessions = {"student_ort": ort_session(exp["onnx_path"], threads, spin)}
+        g = torch.Generator().manual_seed(1)
+        ids = torch.randint(5, teacher.config.vocab_size, (2, sz["length"]), generator=g)
+        with torch.inference_mode():
+            ref = student(input_ids=ids, attention_mask=torch.ones_like(ids)).logits.numpy()
+        fused, why = fused_onnx(exp["onnx_path"], student.config, threads, spin, ids, torch.ones_like(ids), ref)
+        notes = {}
+        if fused is not None and why < 1e-4:
+            sessions["student_ort_fused"] = fused
+            print(f"student_ort_fused: max |ORT - torch| = {why:.2e}", flush=True)
+        else:
+            notes["student_ort_fused"] = f"left out: {why if fused is None else f'max diff {why:.2e} > 1e-4'}"
+            print(f"note: student_ort_fused {notes['student_ort_fused']}", flush=True)
+        if a.onnx_teacher:
+            t_exp = export_onnx(t_dir, "classification", length=sz["length"])
+            print(f"export_onnx(teacher): max |ORT - torch| = {t_exp['onnx_max_abs_diff']:.2e}", flush=True)
+            sessions["teacher_ort"] = ort_session(t_exp["onnx_path"], threads, spin)
+
+        def torch_fn(model, amp: bool):
+            ctx = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if amp else contextlib.nullcontext
+
+            def f(ids, mask):
+                with torch.inference_mode(), ctx():
+                    return model(input_ids=ids, attention_mask=mask).logits
+
+            return f
+
+        def ort_fn(sess):
+            def f(ids, mask):
+                return sess.run(None, {"input_ids": ids.numpy(), "attention_mask": mask.numpy()})[0]
+
+            return f
+
+        variants = {"teacher": torch_fn(teacher, False), "student": torch_fn(student, False)}
+        variants.update({k: ort_fn(s) for k, s in sessions.items()})
+        if bf16:
+            variants["teacher_bf16"] = torch_fn(teacher, True)
+            variants["student_bf16"] = torch_fn(student, True)
+
+        g = torch.Generator().manual_seed(0)
+        results, cpu_results, bf16_diff = {}, {}, {}
+        for b in sz["batches"]:
+            ids = torch.randint(5, teacher.config.vocab_size, (b, sz["length"]), generator=g)
+            mask = torch.ones_like(ids)
+            if bf16:
+                for who, m in (("teacher", teacher), ("student", student)):
+                    ref = variants[who](ids, mask).float()
+                    got = variants[f"{who}_bf16"](ids, mask).float()
+                    bf16_diff[f"{who}_b{b}"] = float((ref - got).abs().max())
+            reps = rep1 if b == 1 else repn
+            names = list(variants)
+            times = {n: [] for n in names}
+            cpu_times = {n: [] for n in names}
+            for r in range(a.warmup + reps):
+                for n in (names if r % 2 == 0 else names[::-1]):
+                    c0, t0 = time.process_time(), time.perf_counter()
+                    variants[n](ids, mask)
+                    ms, cpu_ms = (time.perf_counter() - t0) * 1000, (time.process_time() - c0) * 1000
+                    if r >= a.warmup:
+                        times[n].append(ms)
+                        cpu_times[n].append(cpu_ms)
+            results[b] = {n: statistics.median(v) for n, v in times.items()}
+            cpu_results[b] = {n: statistics.median(v) for n, v in cpu_times.items()}
+            print(f"batch {b} wall: " + "  ".join(f"{n}={v:.2f} ms" for n, v in results[b].items()), flush=True)
+            print(f"batch {b} cpu:  " + "  ".join(f"{n}={v:.2f} ms" for n, v in cpu_results[b].items()), flush=True)
+    info["loadavg_end"] = _loadavg()
+
+    def ratios(b, table):
+        r = table[b]
+        out = {"teacher/student": r["teacher"] / r["student"], "teacher/student_ort": r["teacher"] / r["student_ort"],
+               "student/student_ort": r["student"] / r["student_ort"]}
+        if "student_ort_fused" in r:
+            out["teacher/student_ort_fused"] = r["teacher"] / r["student_ort_fused"]
+            out["student/student_ort_fused"] = r["student"] / r["student_ort_fused"]
+        if "teacher_ort" in r:
+            out["teacher_ort/student_ort"] = r["teacher_ort"] / r["student_ort"]
+        if "student_bf16" in r:
+            out["teacher/student_bf16"] = r["teacher"] / r["student_bf16"]
+            out["teacher_bf16/student_bf16"] = r["teacher_bf16"] / r["student_bf16"]
+            out["student/student_bf16"] = r["student"] / r["student_bf16"]
+        return out
+
+    summary = {f"b{b}": ratios(b, results) for b in sz["batches"]}
+    cpu_summary = {f"b{b}": ratios(b, cpu_results) for b in sz["batches"]}
+    print(f"params: {json.dumps(params)}  (teacher/student = {params['teacher'] / params['student']:.1f}x)")
+    print("ratios (wall): " + json.dumps(summary), flush=True)
+    print("ratios (cpu time): " + json.dumps(cpu_summary), flush=True)
+    if bf16_diff:
+        print("bf16 max |logit diff| vs fp32: " + json.dumps(bf16_diff), flush=True)
+    out = {"machine": info, "sizes": {k: list(v) if isinstance(v, tuple) else v for k, v in sz.items()},
+           "params": params, "latency_ms": {f"b{b}": r for b, r in results.items()},
+           "cpu_ms": {f"b{b}": r for b, r in cpu_results.items()}, "summary": summary, "cpu_summary": cpu_summary,
+           "notes": notes,
+           "bf16_max_abs_logit_diff": bf16_diff, "onnx_max_abs_diff": exp["onnx_max_abs_diff"],
+           "repeats": {"b1": rep1, "large": repn, "warmup": a.warmup}}
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(out, f, indent=1)
+    b1, bn = sz["batches"]
+    s1, sn = summary[f"b{b1}"], summary[f"b{bn}"]
+    print(f"RATIO b{b1} teacher/student={s1['teacher/student']:.2f} "
+          f"teacher/student_ort={s1['teacher/student_ort']:.2f} "
+          f"b{bn} teacher/student={sn['teacher/student']:.2f} teacher/student_ort={sn['teacher/student_ort']:.2f}",
+          flush=True)
+    return out
+
+
+if __name__ == "__main__":
+    main()
