@@ -79,7 +79,8 @@ class TrainConfig:
         check(self.num_workers >= 1, "num_workers", f"must be >= 1, got {self.num_workers}")
         check(self.batch_size % self.num_workers == 0, "batch_size",
               f"{self.batch_size} is not divisible by num_workers={self.num_workers}")
-        check(self.train_limit >= 0 and self.eval_limit >= 0, "train_limit", "limits must be >= 0")
+        check(self.train_limit >= 0, "train_limit", f"must be >= 0 (0 = all), got {self.train_limit}")
+        check(self.eval_limit >= 0, "eval_limit", f"must be >= 0 (0 = all), got {self.eval_limit}")
 
 
 @dataclass(frozen=True)
