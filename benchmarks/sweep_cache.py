@@ -57,7 +57,7 @@ def main() -> None:
         size, examples, length = "4L-312-1200-12", a.examples, 64
     init_ray()
     common = ["kd_glue", "--task", "sst2", "--data-dir", data, "--teacher", teacher, "--num-samples", "3",
-              "--set", f"student.size={size}", "--epochs", "2", "--train-limit", str(examples), "--eval-limit", "64",
+              "--set", f"student.size={size}", "--set", "search.asha=false", "--epochs", "2", "--train-limit", str(examples), "--eval-limit", "64",
               "--max-length", str(length), "--batch-size", "32", "--tracking-uri", f"sqlite:///{work}/m.db",
               "--teacher-cache", f"{work}/cache"]
     times = {}

@@ -133,6 +133,7 @@ def test_killed_sweep_driver_resumes_without_rerunning_finished_trials(tiny_teac
     cmd = [sys.executable, "-m", "raydistill.sweep", "pkd_glue", "--task", "sst2", "--data-dir", glue_dir,
            "--teacher", tiny_teacher("classification", 2), "--num-samples", "3", "--set", "student.hidden=32",
            "--set", "student.intermediate=64", "--set", "student.heads=2", "--set", "student.layers=2",
+           "--set", "search.asha=false",  # this test is about resume; ASHA stops are covered in test_sweep
            "--epochs", "2", "--max-steps", "4", "--batch-size", "16", "--max-length", "32", "--eval-limit", "16",
            "--tracking-uri", f"sqlite:///{db}", "--name", "resumable", "--experiment", "resume"]
     env = {**os.environ, "RAY_ADDRESS": ""}
