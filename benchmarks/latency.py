@@ -41,50 +41,19 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import argparse  # noqa: E402
 import contextlib  # noqa: E402
 import json  # noqa: E402
-import platform  # noqa: E402
 import statistics  # noqa: E402
-import subprocess  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 
 import torch  # noqa: E402
 
-TEXTS = ["the movie was good and the acting was great", "a boring film with a terrible plot",
-         "what a fun story , i love it", "the company said it had a bad year"]
-
-
-def cpu_bf16() -> bool:
-    """True when the CPU has native bf16 matmul (AVX512-BF16 or AMX)."""
-    try:
-        return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
-    except AttributeError:
-        try:
-            flags = open("/proc/cpuinfo").read()
-        except OSError:
-            return False
-        return " avx512_bf16" in flags or " amx_bf16" in flags
-
-
-def _loadavg() -> str:
-    try:
-        return " ".join(open("/proc/loadavg").read().split()[:3])
-    except OSError:
-        return "?"
+from common import TEXTS, loadavg, machine as _machine  # noqa: E402
 
 
 def machine() -> dict:
-    model = platform.processor() or "?"
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
-        model = next((ln.split(":", 1)[1].strip() for ln in out.splitlines() if ln.startswith("Model name")), model)
-    except (OSError, subprocess.SubprocessError):
-        pass
     import onnxruntime
 
-    return {"cpu": model, "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(),
-            "torch": torch.__version__, "onnxruntime": onnxruntime.__version__,
-            "capability": torch.backends.cpu.get_cpu_capability(), "bf16_native": cpu_bf16(),
-            "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "(default)"), "loadavg": _loadavg()}
+    return {**_machine(), "onnxruntime": onnxruntime.__version__}
 
 
 def sizes(smoke: bool) -> dict:
@@ -248,7 +217,7 @@ def main(argv=None) -> dict:
             cpu_results[b] = {n: statistics.median(v) for n, v in cpu_times.items()}
             print(f"batch {b} wall: " + "  ".join(f"{n}={v:.2f} ms" for n, v in results[b].items()), flush=True)
             print(f"batch {b} cpu:  " + "  ".join(f"{n}={v:.2f} ms" for n, v in cpu_results[b].items()), flush=True)
-    info["loadavg_end"] = _loadavg()
+    info["loadavg_end"] = loadavg()
 
     def ratios(b, table):
         r = table[b]
