@@ -45,17 +45,24 @@ MAPPINGS: dict[str, Callable[[int, int], list[int]]] = {
     "uniform": _uniform, "skip": _skip, "last": _last, "top": _top, "bottom": _bottom}
 
 
-def _explicit(spec: str | Sequence[int], m: int, n: int) -> list[int]:
+def parse_layer_list(spec: str | Sequence[int], m: int, n: int, field: str, label: str, bad_syntax: str) -> list[int]:
+    """An explicit list of 1-based teacher layers, one per student layer, strictly increasing within 1..n.
+    Shared by ``--mapping 3,6,9,12`` and ``--init layers:1,3,5``."""
     try:
         layers = [int(x) for x in (spec.split(",") if isinstance(spec, str) else spec) if str(x).strip()]
     except ValueError:
-        raise UserError("mapping", f"unknown mapping {spec!r}; use one of {', '.join(MAPPINGS)} or a comma-separated "
-                                   "list of teacher layers such as 3,6,9,12") from None
-    check(len(layers) == m, "mapping", f"{spec!r} names {len(layers)} teacher layers but the student has {m}; "
-                                       "give one teacher layer per student layer")
-    check(all(1 <= x <= n for x in layers) and all(a < b for a, b in zip(layers, layers[1:])), "mapping",
-          f"{spec!r} must be strictly increasing 1-based teacher layers within 1..{n}")
+        raise UserError(field, bad_syntax) from None
+    check(len(layers) == m, field, f"{label} names {len(layers)} teacher layers but the student has {m}; "
+                                   "give one teacher layer per student layer")
+    check(all(1 <= x <= n for x in layers) and all(a < b for a, b in zip(layers, layers[1:])), field,
+          f"{label} must be strictly increasing 1-based teacher layers within 1..{n}")
     return layers
+
+
+def _explicit(spec: str | Sequence[int], m: int, n: int) -> list[int]:
+    return parse_layer_list(spec, m, n, "mapping", repr(spec),
+                            f"unknown mapping {spec!r}; use one of {', '.join(MAPPINGS)} or a comma-separated "
+                            "list of teacher layers such as 3,6,9,12")
 
 
 def layer_pairs(name_or_list: str | Sequence[int], student_layers: int, teacher_layers: int) -> list[tuple[int, int]]:

@@ -47,16 +47,10 @@ def _uniform(m: int, n: int, arg: str | None) -> list[int]:
 
 
 def _explicit(m: int, n: int, arg: str | None) -> list[int]:
-    try:
-        layers = [int(x) for x in (arg or "").split(",") if x.strip()]
-    except ValueError:
-        raise UserError("student.init", f"layers:{arg} is not a comma-separated list of teacher layers, "
-                                        "e.g. layers:1,3,5") from None
-    check(len(layers) == m, "student.init", f"layers:{arg} names {len(layers)} teacher layers but student.layers={m}; "
-                                            "give exactly one teacher layer per student layer")
-    check(all(1 <= x <= n for x in layers) and all(a < b for a, b in zip(layers, layers[1:])), "student.init",
-          f"layers:{arg} must be strictly increasing 1-based teacher layers within 1..{n}")
-    return layers
+    from ..distill.mapping import parse_layer_list
+
+    return parse_layer_list(arg or "", m, n, "student.init", f"layers:{arg}",
+                            f"layers:{arg} is not a comma-separated list of teacher layers, e.g. layers:1,3,5")
 
 
 LAYER_SELECTORS = {"first_k": _first_k, "every_other": _every_other, "uniform": _uniform, "layers": _explicit}
