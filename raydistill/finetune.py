@@ -21,14 +21,12 @@ DONE = "raydistill_finetune.json"
 
 def fingerprint(cfg: RunConfig) -> str:
     """Hash of everything that decides the result: config, teacher weights/config, data examples."""
-    from .distill.data import train_and_eval_examples
+    from .distill.data import data_fingerprint
     from .models.teacher import fingerprint as model_fp
-    from .tasks import get_task
 
-    train, dev = train_and_eval_examples(cfg, get_task(cfg.task))
     h = hashlib.sha256(json.dumps(cfg.to_params(), sort_keys=True).encode())
     h.update(model_fp(cfg.teacher).encode() if os.path.isdir(cfg.teacher) else cfg.teacher.encode())
-    h.update(json.dumps([train, dev], sort_keys=True, ensure_ascii=False, default=str).encode())
+    h.update(data_fingerprint(cfg).encode())
     return h.hexdigest()[:24]
 
 

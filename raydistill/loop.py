@@ -21,7 +21,7 @@ import torch
 import torch.distributed as dist
 
 from .config import RunConfig
-from .distill.methods import Outputs, get_method
+from .distill.methods import Outputs
 from .tasks import get_task
 from .tasks.encode import MODEL_INPUTS, collate, encode, score
 
@@ -275,7 +275,7 @@ def run(cfg: RunConfig, ctx: Context) -> dict:
         ckpt_dir = None
         if ctx.rank == 0:
             metrics.update(evaluate(student, data, max(per_rank, 32), device))
-            metrics.update(_speed(student, device))
+            metrics.update(_speed(student, device, cfg))
             history.append(metrics)
             ckpt_dir = os.path.join(tempfile.mkdtemp(prefix="raydistill-ckpt-"), "checkpoint")
             save_checkpoint(ckpt_dir, student, tokenizer, objective, opt, sched,
@@ -320,12 +320,14 @@ class Fault:
         os._exit(1)  # a hard crash: no exception handling, no cleanup, like an OOM kill
 
 
-def _speed(student, device) -> dict:
-    """Parameter count and latency (memoised per architecture, so measured once per sweep and size)."""
+def _speed(student, device, cfg) -> dict:
+    """Parameter count and latency (memoised per architecture, so measured once per sweep and size). The memo
+    sits beside the teacher cache: an absolute path, where Ray's per-trial working directories are not."""
     from .latency import student_speed
 
     length = min(128, student.config.max_position_embeddings - 2)
-    out = student_speed(student, length=length)
+    memo = os.path.dirname(cfg.teacher_cache) if cfg.teacher_cache else None
+    out = student_speed(student, length=length, cache_dir=memo)
     student.to(device).train()
     return out
 

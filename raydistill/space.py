@@ -156,7 +156,7 @@ def _suggest(trial, name: str, v):
 
 def sample(spec: SweepSpec, trial, teacher_layers: int | None = None) -> dict:
     """Draw one trial's values (Optuna define-by-run); returns a flat dict of MLflow-style param names."""
-    from .distill.mapping import MAPPINGS, layer_pairs
+    from .distill.mapping import layer_pairs
     from .distill.methods import get_method
 
     out = {"method": _suggest(trial, "method", spec.method)}

@@ -18,7 +18,7 @@ from ray.tune.schedulers import ASHAScheduler
 from ray.tune.search.optuna import OptunaSearch
 
 from .config import RunConfig, StudentConfig, TrainConfig, build
-from .errors import UserError, check, cli
+from .errors import check, cli
 
 STATE = "raydistill_sweep.json"
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from ..errors import UserError, check
+from ..errors import check
 from ..models.features import AttentionCapture
 from ..models.student import build_student
 from ..models.teacher import load_model
