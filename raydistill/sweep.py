@@ -19,6 +19,7 @@ from ray.tune.search.optuna import OptunaSearch
 
 from .config import RunConfig, StudentConfig, TrainConfig, build
 from .errors import check, cli
+from .track import RESULTS_DIR
 
 STATE = "raydistill_sweep.json"
 
@@ -161,7 +162,7 @@ def main(argv=None) -> dict:
     from .distill.data import data_fingerprint, train_and_eval_examples
     from .preflight import check_ray_options, preflight, teacher_config
     from .tasks import get_task
-    from .track import RESULTS_DIR, resolve_tracking_uri
+    from .track import resolve_tracking_uri
 
     log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
     spec = sp.load(a.space, a.set)
@@ -233,7 +234,7 @@ def _tune(a, spec, base, metric, mode, n_samples, storage, name, parent, teacher
     modes = [mode, "min"] if a.multi_objective else mode
     seed = spec.search.get("seed", base.train.seed)
     db = base.tracking_uri[len("sqlite:///"):] if base.tracking_uri.startswith("sqlite:///") else os.path.join(
-        os.path.abspath("raydistill-results"), "mlflow.db")
+        os.path.abspath(RESULTS_DIR), "mlflow.db")
     storage_url = "sqlite:///" + os.path.join(os.path.dirname(db), "optuna.db")
     searcher = PrunedAwareOptunaSearch(
         space=SpaceFn(spec, teacher_layers), metric=metrics, mode=modes,
@@ -311,7 +312,7 @@ def finish(rows, metric, mode, base, parent, storage, name, wall, n_samples, log
     from . import track
     from .report import SHOW, pareto_plot, table
 
-    out_dir = os.path.join(os.path.abspath("raydistill-results"), "sweeps", name)
+    out_dir = os.path.join(os.path.abspath(RESULTS_DIR), "sweeps", name)
     os.makedirs(out_dir, exist_ok=True)
     cols = ["trial", "status", metric, "epoch", "student_params", "latency_ms_b1"] + \
         [k for k in SHOW if any(r.get(k) is not None for r in rows)] + ["error"]
