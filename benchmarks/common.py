@@ -7,20 +7,10 @@ import subprocess
 
 import torch
 
+from raydistill.precision import cpu_bf16  # noqa: F401  (re-exported for the scripts)
+
 TEXTS = ["the movie was good and the acting was great", "a boring film with a terrible plot",
          "what a fun story , i love it", "the company said it had a bad year"]
-
-
-def cpu_bf16() -> bool:
-    """True when the CPU has native bf16 matmul (AVX512-BF16 or AMX)."""
-    try:
-        return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
-    except AttributeError:
-        try:
-            flags = open("/proc/cpuinfo").read()
-        except OSError:
-            return False
-        return " avx512_bf16" in flags or " amx_bf16" in flags
 
 
 def loadavg() -> str:

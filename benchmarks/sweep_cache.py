@@ -37,6 +37,7 @@ def main() -> None:
     p.add_argument("--data-dir", help="GLUE folder with SST-2 (default: synthetic)")
     p.add_argument("--smoke", action="store_true", help="tiny teacher and student")
     p.add_argument("--examples", type=int, default=512)
+    p.add_argument("--fp32-teacher", action="store_true", help="fp32 teacher forward even on CPUs with native bf16")
     a = p.parse_args()
     os.environ.setdefault("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.5")
     from raydistill import sweep
@@ -44,6 +45,7 @@ def main() -> None:
     from raydistill.tasks import get_task
     from raydistill.testing import make_tiny_model
 
+    a.data_dir = a.data_dir and os.path.abspath(a.data_dir)  # before the chdir below
     work = tempfile.mkdtemp(prefix="bench-cache-")
     os.chdir(work)
     data = sst2_folder(a.data_dir, os.path.join(work, "glue"), a.examples)
@@ -59,7 +61,7 @@ def main() -> None:
     common = ["kd_glue", "--task", "sst2", "--data-dir", data, "--teacher", teacher, "--num-samples", "3",
               "--set", f"student.size={size}", "--set", "search.asha=false", "--epochs", "2", "--train-limit", str(examples), "--eval-limit", "64",
               "--max-length", str(length), "--batch-size", "32", "--tracking-uri", f"sqlite:///{work}/m.db",
-              "--teacher-cache", f"{work}/cache"]
+              "--teacher-cache", f"{work}/cache"] + (["--fp32-teacher"] if a.fp32_teacher else [])
     times = {}
     for label, extra in (("no_cache", ["--no-teacher-cache"]), ("cache", [])):
         shutil.rmtree(f"{work}/cache", ignore_errors=True)  # cold cache: building it is part of the timed sweep

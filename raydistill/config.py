@@ -68,7 +68,8 @@ class TrainConfig:
     seed: int = 42
     num_workers: int = 1
     use_gpu: bool = False
-    bf16: bool = True  # autocast on GPU only
+    bf16: bool = True  # bf16 autocast of the whole step, on GPU
+    teacher_bf16: bool = True  # frozen teacher forward under bf16 autocast where native (GPU; CPU AVX512-BF16/AMX)
 
     def validate(self) -> None:
         check(self.epochs >= 1, "epochs", f"must be >= 1, got {self.epochs}")
@@ -99,6 +100,7 @@ class RunConfig:
     augment_dir: str | None = None  # folder of augmented training data (TinyBERT)
     unlabeled_text: str | None = None  # general distillation corpus (one text per line)
     teacher_cache: str | None = None  # folder of cached teacher outputs
+    teacher_cache_gb: float = 4.0  # size budget for full-sequence teacher states/scores in that folder
     # Test hook for fault-injection tests, never set in normal use: "nan:epoch=1" makes that epoch's loss NaN;
     # "kill:rank=1,epoch=2,step=1,once=PATH" hard-kills that worker once (PATH marks that it happened).
     fault: str = ""
@@ -107,6 +109,7 @@ class RunConfig:
         self.student.validate()
         self.distill.validate()
         self.train.validate()
+        check(self.teacher_cache_gb >= 0, "teacher_cache_gb", f"must be >= 0 GiB, got {self.teacher_cache_gb}")
         return self
 
     def replace(self, **kw) -> "RunConfig":

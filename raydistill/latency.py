@@ -4,17 +4,31 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import platform
 import time
 
 import torch
 
-from .track import RESULTS_DIR
+
+def memo_dir() -> str:
+    """Per-user, per-machine memo folder (``RAYDISTILL_CACHE_DIR`` or ~/.cache/raydistill): shared by every trial,
+    run and sweep on this machine, whether or not the teacher cache is on."""
+    return os.environ.get("RAYDISTILL_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "raydistill")
+
+
+def cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), platform.machine())
+    except OSError:
+        return platform.processor() or platform.machine()
 
 
 def arch_key(config, device: str, length: int) -> str:
     keys = ("model_type", "num_hidden_layers", "hidden_size", "intermediate_size", "num_attention_heads", "vocab_size")
-    desc = {k: getattr(config, k, None) for k in keys} | {"device": device, "length": length,
-                                                          "threads": torch.get_num_threads()}
+    desc = {k: getattr(config, k, None) for k in keys} | {
+        "device": device, "length": length, "threads": torch.get_num_threads(), "torch": torch.__version__,
+        "hardware": torch.cuda.get_device_name() if device == "cuda" else cpu_name()}
     return hashlib.sha256(json.dumps(desc, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -45,7 +59,7 @@ def student_speed(model, length: int = 128, cache_dir: str | None = None) -> dic
     """Params and latency of ``model``, memoised in a JSON file keyed by architecture and device."""
     device = "cuda" if torch.cuda.is_available() else "cpu"
     key = arch_key(model.config, device, length)
-    path = os.path.abspath(os.path.join(cache_dir or RESULTS_DIR, "latency-cache.json"))
+    path = os.path.abspath(os.path.join(cache_dir or memo_dir(), "latency-cache.json"))
     cache = json.load(open(path)) if os.path.exists(path) else {}
     if key not in cache:
         cache[key] = measure_latency(model, length=length, device=device)

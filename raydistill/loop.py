@@ -22,6 +22,7 @@ import torch.distributed as dist
 
 from .config import RunConfig
 from .distill.methods import Outputs
+from .precision import autocast, step_dtype, teacher_dtype
 from .tasks import get_task
 from .tasks.encode import MODEL_INPUTS, collate, encode, score
 
@@ -225,10 +226,11 @@ def run(cfg: RunConfig, ctx: Context) -> dict:
         start_epoch, history = state["epoch"], state["history"]
         ctx.log(f"resumed from {ctx.resume_dir} at epoch {start_epoch}")
 
-    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" and cfg.train.bf16 \
-        else torch.autocast("cpu", enabled=False)
+    step_amp, t_dtype = step_dtype(cfg.train, device), teacher_dtype(cfg.train, device)
+    if teacher is not None:
+        ctx.log(f"teacher forward in {t_dtype}" + (" (bf16 autocast)" if t_dtype == "bf16" else ""))
     per_rank = cfg.train.batch_size // ctx.world_size
-    cache = _teacher_cache(cfg, objective, teacher, data, device, ctx)
+    cache = _teacher_cache(cfg, objective, teacher, data, device, ctx, t_dtype)
     fault = Fault(cfg.fault)
     metrics = {}
     for epoch in range(start_epoch, cfg.train.epochs):
@@ -242,14 +244,14 @@ def run(cfg: RunConfig, ctx: Context) -> dict:
                 break
             fault.step(ctx.rank, epoch + 1, step + 1)
             batch = to_device(collate([data.train[i] for i in idx], data.pad_id), device)
-            with autocast:
-                t_out = None
-                if teacher is not None and needs.teacher:
-                    if cache is not None and not needs.teacher_full:
-                        t_out = cache.outputs(idx, batch)
-                    else:
-                        with torch.no_grad():
-                            t_out = forward(teacher, batch, needs.hidden, objective.teacher_capture(stage))
+            t_out = None
+            if teacher is not None and needs.teacher:
+                if cache is not None and cache.serves(needs):
+                    t_out = cache.outputs(idx, batch, needs)
+                else:
+                    with torch.no_grad(), autocast(device, t_dtype):
+                        t_out = forward(teacher, batch, needs.hidden, objective.teacher_capture(stage))
+            with autocast(device, step_amp):  # the losses cast to float32 themselves
                 losses = model(batch, t_out, stage)
             if fault.nan_epoch == epoch + 1:
                 losses["loss"] = losses["loss"] * float("nan")
@@ -287,18 +289,21 @@ def run(cfg: RunConfig, ctx: Context) -> dict:
     return metrics
 
 
-def _teacher_cache(cfg, objective, teacher, data, device, ctx):
+def _teacher_cache(cfg, objective, teacher, data, device, ctx, t_dtype: str):
     """The shared teacher-output cache when it is on and can serve at least one stage of this method."""
     kind = data.task.kind
     method = objective.method
-    if not cfg.teacher_cache or teacher is None or kind not in ("classification", "regression", "token", "qa"):
-        return None
-    if all(method.needs(st).teacher_full or not method.needs(st).teacher for st in method.active_stages()):
+    needs = [method.needs(st) for st in method.active_stages()]
+    if not cfg.teacher_cache or teacher is None or kind not in ("classification", "regression", "token", "qa") \
+            or not any(n.teacher for n in needs):
         return None
     from .cache import TeacherCache, cache_key
 
-    return TeacherCache(cfg.teacher_cache, cache_key(cfg, kind), kind).ensure(
-        teacher, data.train, collate, data.pad_id, device, ctx.log)
+    full = [n for n in needs if n.teacher and n.teacher_full]
+    hidden = set().union(*(n.teacher_hidden for n in full))
+    att = set().union(*(n.teacher_att for n in full))
+    return TeacherCache(cfg.teacher_cache, cache_key(cfg, kind, t_dtype), kind).ensure(
+        teacher, data.train, collate, data.pad_id, device, ctx.log, t_dtype, hidden, att, cfg.teacher_cache_gb)
 
 
 class Fault:
@@ -321,13 +326,11 @@ class Fault:
 
 
 def _speed(student, device, cfg) -> dict:
-    """Parameter count and latency (memoised per architecture, so measured once per sweep and size). The memo
-    sits beside the teacher cache: an absolute path, where Ray's per-trial working directories are not."""
+    """Parameter count and latency (memoised per architecture and machine, so measured once per student size)."""
     from .latency import student_speed
 
     length = min(128, student.config.max_position_embeddings - 2)
-    memo = os.path.dirname(cfg.teacher_cache) if cfg.teacher_cache else None
-    out = student_speed(student, length=length, cache_dir=memo)
+    out = student_speed(student, length=length)
     student.to(device).train()
     return out
 

@@ -51,6 +51,10 @@ def parser():
     p.add_argument("--max-failures", type=int, default=1, help="worker failures each trial recovers from")
     p.add_argument("--teacher-cache", help="teacher-output cache folder (default ./raydistill-results/teacher-cache)")
     p.add_argument("--no-teacher-cache", action="store_true", help="run the live teacher every step of every trial")
+    p.add_argument("--teacher-cache-gb", type=float, default=4.0,
+                   help="size budget for full-sequence teacher states/attention scores in the cache (GiB)")
+    p.add_argument("--fp32-teacher", action="store_true",
+                   help="run the teacher in fp32 even where the hardware has native bf16 (default: bf16 autocast there)")
     p.add_argument("--inject-fault", default="", help=argparse.SUPPRESS)  # test hook, see RunConfig.fault
     return p
 
@@ -175,6 +179,8 @@ def main(argv=None) -> dict:
     fixed_train = {k: v for k, v in spec.train.items() if not isinstance(v, dict)}
     cli_train = {k: getattr(a, k) for k in ("epochs", "max_steps", "train_limit", "eval_limit", "max_length",
                                             "batch_size", "seed", "lr") if getattr(a, k) is not None}
+    if a.fp32_teacher:
+        cli_train["teacher_bf16"] = False
     train = build(TrainConfig, {**fixed_train, **cli_train, "num_workers": a.num_workers, "use_gpu": a.use_gpu}, "train.")
     storage_root = os.path.abspath(RESULTS_DIR)
     storage = a.storage_path or os.path.join(storage_root, "ray")
@@ -187,7 +193,7 @@ def main(argv=None) -> dict:
     base = RunConfig(task=task.name, teacher=teacher, data_dir=os.path.abspath(a.data_dir) if a.data_dir else spec.data_dir,
                      train=train, tracking_uri=resolve_tracking_uri(a.tracking_uri), experiment=a.experiment or spec.name,
                      output=os.path.join(storage_root, "students", name, "student"), fault=a.inject_fault,
-                     teacher_cache=teacher_cache_dir(a))
+                     teacher_cache=teacher_cache_dir(a), teacher_cache_gb=a.teacher_cache_gb)
     # fail fast, before Ray or any training: teacher readable, data present, first sample buildable
     check_ray_options(a.placement_strategy, a.max_failures, a.cpus_per_worker, a.gpus_per_worker if a.use_gpu else None)
     tcfg = teacher_config(teacher)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import random
+import tempfile
 
 import pytest
 
@@ -10,6 +11,7 @@ os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")
 os.environ.setdefault("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.2")  # report() waits on it; tiny runs want it short
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("RAYDISTILL_CACHE_DIR", tempfile.mkdtemp(prefix="raydistill-test-cache-"))  # latency memo
 
 POS = "good great fun love best nice happy".split()
 NEG = "bad boring hate worst terrible sad awful".split()

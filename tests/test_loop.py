@@ -1,6 +1,7 @@
 """Every method on every task kind, in-process (no Ray): the plain-PyTorch loop trains and evaluates."""
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -99,6 +100,10 @@ def test_resume_continues_from_checkpoint(tiny_teacher, glue_dir, tmp_path):
     ("stsb", "regression", "kd", {"alpha": 0.5}),
     ("klue_ner", "token", "kd", {"alpha": 0.7, "temperature": 2.0}),
     ("korquad", "qa", "two_stage", {"stage": "pred"}),
+    ("sst2", "classification", "tinybert", {"mapping": "uniform"}),  # full hidden states + attention scores
+    ("klue_ner", "token", "two_stage", {"mapping": "skip"}),
+    ("korquad", "qa", "two_stage", {"mapping": "last", "stage": "intermediate"}),
+    ("mrpc", "classification", "distilbert", {"alpha": 0.5, "alpha_cos": 1.0}),  # full last hidden state
 ])
 def test_teacher_cache_gives_the_same_losses(task, kind, method, extra, tiny_teacher, glue_dir, korean_dir, tmp_path):
     """A run served from the teacher cache matches the live-teacher run within fp16 rounding."""
@@ -116,3 +121,78 @@ def test_teacher_cache_gives_the_same_losses(task, kind, method, extra, tiny_tea
         if k.startswith("train_") and k != "train_examples_per_s":
             assert cached[k] == pytest.approx(live[k], rel=2e-3, abs=1e-4), k
             assert again[k] == pytest.approx(cached[k], rel=1e-6, abs=1e-7), k
+
+
+def test_teacher_dtype_follows_config_and_hardware(monkeypatch):
+    import torch
+
+    from raydistill import precision
+
+    cpu = torch.device("cpu")
+    monkeypatch.setattr(precision, "cpu_bf16", lambda: True)
+    assert precision.teacher_dtype(TrainConfig(), cpu) == "bf16"
+    assert precision.teacher_dtype(TrainConfig(teacher_bf16=False), cpu) == "fp32"
+    assert precision.step_dtype(TrainConfig(), cpu) == "fp32"  # the student step stays fp32 on CPU
+    monkeypatch.setattr(precision, "cpu_bf16", lambda: False)  # no native bf16: the exact fp32 teacher
+    assert precision.teacher_dtype(TrainConfig(), cpu) == "fp32"
+
+
+@pytest.mark.parametrize("method,extra", [("kd", {"alpha": 0.5, "temperature": 2.0}),
+                                          ("tinybert", {"mapping": "uniform", "stage": "intermediate"})])
+def test_bf16_teacher_losses_within_one_percent_of_fp32(method, extra, tiny_teacher, glue_dir, monkeypatch, tmp_path):
+    """The bf16-autocast teacher (default where native) moves every training loss by < 1% (the issue's bound);
+    the cache built under it is keyed apart from the fp32 one."""
+    import os
+
+    from raydistill import precision
+
+    monkeypatch.setattr(precision, "cpu_bf16", lambda: True)  # autocast works on any CPU, natively or not
+    teacher = tiny_teacher("classification", 2, dropout=0.0)
+    cfg = cfg_for("sst2", teacher, glue_dir, method, epochs=2, **extra)
+    fp32_train = dataclasses.replace(cfg.train, teacher_bf16=False)
+    fp32, _ = run_local(cfg.replace(train=fp32_train))
+    bf16, _ = run_local(cfg)
+    for k in fp32:
+        if k.startswith("train_") and k != "train_examples_per_s":
+            assert bf16[k] == pytest.approx(fp32[k], rel=1e-2, abs=1e-5), k
+    if method == "kd":
+        cache = str(tmp_path / "cache")
+        run_local(cfg.replace(teacher_cache=cache))
+        run_local(cfg.replace(teacher_cache=cache, train=fp32_train))
+        assert len([d for d in os.listdir(cache) if not d.endswith(".lock")]) == 2  # bf16 and fp32 outputs apart
+
+
+def test_full_sequence_cache_budget(tiny_teacher, glue_dir, tmp_path):
+    """Within budget one teacher pass caches every layer, so other mappings reuse it; over budget the stage falls
+    back to the live teacher (same losses either way) and only logits + [CLS] are stored."""
+    import json
+    import os
+
+    teacher = tiny_teacher("classification", 2, dropout=0.0)
+    cfg = cfg_for("sst2", teacher, glue_dir, "tinybert", epochs=1, mapping="uniform", stage="intermediate")
+    logs = []
+
+    def run_logged(c):
+        logs.clear()
+        return run(c, Context(log=logs.append))
+
+    live = run_logged(cfg)
+    cached = run_logged(cfg.replace(teacher_cache=str(tmp_path / "big")))
+    assert any("full states of" in m for m in logs)
+    (key,) = [d for d in os.listdir(tmp_path / "big") if not d.endswith(".lock")]
+    meta = json.load(open(tmp_path / "big" / key / "meta.json"))
+    assert meta["hidden"] == list(range(5)) and meta["att"] == list(range(4))  # tiny teacher: 4 layers, all cached
+    other = cfg.replace(teacher_cache=str(tmp_path / "big"),
+                        distill=dataclasses.replace(cfg.distill, mapping="last"))
+    run_logged(other)
+    assert not any("computing" in m for m in logs)  # a different mapping is served by the same pass
+    for k in ("train_emb", "train_att", "train_hidden", "train_loss"):
+        assert cached[k] == pytest.approx(live[k], rel=2e-3, abs=1e-4), k
+
+    small = run_logged(cfg.replace(teacher_cache=str(tmp_path / "small"), teacher_cache_gb=1e-9))
+    assert any("over the 1e-09 GiB budget: the live teacher serves that stage" in m for m in logs)
+    (key,) = [d for d in os.listdir(tmp_path / "small") if not d.endswith(".lock")]
+    meta = json.load(open(tmp_path / "small" / key / "meta.json"))
+    assert meta["hidden"] == [] and meta["att"] == [] and set(meta["arrays"]) == {"cls", "pred", "offsets"}
+    for k in ("train_emb", "train_att", "train_hidden", "train_loss"):
+        assert small[k] == pytest.approx(live[k], rel=1e-5), k

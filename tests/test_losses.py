@@ -99,12 +99,17 @@ def test_hidden_mse_with_projection_and_mask():
         L.hidden_mse(hs, ht)  # 2 vs 3 wide without a projection
 
 
-def test_attention_mse_zeroes_padding_keys():
+def test_attention_mse_over_real_query_key_pairs():
     s = t([[[[1.0, 2.0], [3.0, 4.0]]]])   # [B=1, A=1, 2, 2]
     te = torch.zeros(1, 1, 2, 2)
-    # key 1 is padding -> column 1 zeroed in both: squares 1, 0, 9, 0 over 4 elements (padded query row still counts)
-    assert L.attention_mse(s, te, t([[1, 0]])).item() == approx(2.5)
+    # token 1 is padding: only the (query 0, key 0) score counts -> 1² / 1
+    assert L.attention_mse(s, te, t([[1, 0]])).item() == approx(1.0)
     assert L.attention_mse(s, te, t([[1, 1]])).item() == approx((1 + 4 + 9 + 16) / 4)
+    assert L.attention_mse(s, te).item() == approx((1 + 4 + 9 + 16) / 4)
+    # two examples, two heads: the padded example adds 2 heads × 1 pair, the full one 2 heads × 4 pairs
+    s2 = torch.stack([torch.cat([s[0], 2 * s[0]]), torch.cat([s[0], s[0]])])  # [2, 2, 2, 2]
+    got = L.attention_mse(s2, torch.zeros_like(s2), t([[1, 1], [1, 0]])).item()
+    assert got == approx(((1 + 4 + 9 + 16) + 4 * (1 + 4 + 9 + 16) + 1 + 1) / (8 + 2))
     with pytest.raises(UserError) as e:
         L.attention_mse(torch.zeros(1, 2, 2, 2), torch.zeros(1, 4, 2, 2), t([[1, 1]]))
     assert e.value.field == "student.heads"

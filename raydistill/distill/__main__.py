@@ -63,6 +63,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--run-name", default=None)
     p.add_argument("--teacher-cache", default=None, help="teacher-output cache folder (default ./raydistill-results/teacher-cache)")
     p.add_argument("--no-teacher-cache", action="store_true", help="run the live teacher every step")
+    p.add_argument("--teacher-cache-gb", type=float, default=4.0,
+                   help="size budget for full-sequence teacher states/attention scores in the cache (GiB)")
+    p.add_argument("--fp32-teacher", action="store_true",
+                   help="run the teacher in fp32 even where the hardware has native bf16 (default: bf16 autocast there)")
     p.add_argument("--placement-strategy", default="PACK", help="PACK or SPREAD the DDP workers over nodes")
     p.add_argument("--inject-fault", default="", help=argparse.SUPPRESS)  # test hook, see RunConfig.fault
     return p
@@ -87,9 +91,11 @@ def config_from_args(a) -> RunConfig:
         student=StudentConfig(a.student_layers, a.student_hidden, a.student_intermediate, a.student_heads, a.init),
         distill=DistillConfig(a.method, a.temperature, a.alpha, a.beta, a.mapping, a.stage, a.alpha_cos,
                               a.alpha_mlm, a.intermediate_epochs),
-        train=train_config(a, num_workers=a.num_workers, use_gpu=a.use_gpu),
+        train=train_config(a, num_workers=a.num_workers, use_gpu=a.use_gpu, teacher_bf16=not a.fp32_teacher),
         tracking_uri=a.tracking_uri, experiment=a.experiment, run_name=a.run_name,
-        augment_dir=local_abspath(a.augment_dir), fault=a.inject_fault, teacher_cache=teacher_cache_dir(a), unlabeled_text=os.path.abspath(a.unlabeled_text) if a.unlabeled_text else None,
+        augment_dir=local_abspath(a.augment_dir), fault=a.inject_fault,
+        teacher_cache=teacher_cache_dir(a), teacher_cache_gb=a.teacher_cache_gb,
+        unlabeled_text=os.path.abspath(a.unlabeled_text) if a.unlabeled_text else None,
     )
 
 

@@ -117,17 +117,20 @@ embedding_mse = hidden_mse  # same formula on the embedding outputs (hidden_stat
 
 @register("attention_mse")
 def attention_mse(s_scores, t_scores, attention_mask=None):
-    """TinyBERT: mean over all B·A·T·T elements of (S_s − S_t)², S = pre-softmax scores [B, A, T, T], with the
-    columns of padding KEYS set to 0 in both (TinyBERT adds the −10000 mask, then zeroes entries ≤ −100).
-    Needs equal head counts; the run config refuses student.heads ≠ teacher heads before training."""
+    """TinyBERT: mean of (S_s − S_t)² over the pre-softmax scores S [B, A, T, T] of every head, over (real query,
+    real key) pairs when ``attention_mask`` [B, T] is given, else over all elements. (TinyBERT zeroes padding-key
+    columns — it adds the −10000 mask, then zeroes entries ≤ −100 — but keeps padded query rows, which with dynamic
+    padding would make an example's loss depend on its batch.) Needs equal head counts; the run config refuses
+    student.heads ≠ teacher heads before training."""
     check(s_scores.shape == t_scores.shape, "student.heads",
           f"student scores {tuple(s_scores.shape)} vs teacher {tuple(t_scores.shape)}: TinyBERT's attention loss needs "
           "the teacher's number of heads")
-    s, t = s_scores.float(), t_scores.float()
-    if attention_mask is not None:
-        keep = attention_mask[:, None, None, :].bool()
-        s, t = s.masked_fill(~keep, 0.0), t.masked_fill(~keep, 0.0)
-    return F.mse_loss(s, t)
+    sq = (s_scores.float() - t_scores.float()) ** 2
+    if attention_mask is None:
+        return sq.mean()
+    m = attention_mask.bool()
+    keep = (m[:, None, :, None] & m[:, None, None, :]).expand_as(sq)  # real query × real key
+    return sq.masked_fill(~keep, 0.0).sum() / keep.sum().clamp_min(1)
 
 
 @register("cosine_hidden")

@@ -58,7 +58,8 @@ class Needs:
     hidden: bool = False
     teacher_att: frozenset = frozenset()  # 0-based teacher layers whose attention scores are captured
     student_att: frozenset = frozenset()
-    teacher_full: bool = False  # needs full-sequence teacher states/scores (the teacher cache holds [CLS] only)
+    teacher_full: bool = False  # needs full-sequence teacher states/scores, not only logits and [CLS]
+    teacher_hidden: frozenset = frozenset()  # teacher layers (0 = embeddings, −1 = last) needed full-sequence
 
 
 # ------------------------------------------------------------------ task-aware prediction losses
@@ -161,7 +162,8 @@ class DistilBERT(HintonKD):
     """Sanh et al. 2019: α·KD + (1−α)·hard + α_cos·cosine(last hidden states) [+ α_mlm·MLM when pre-training]."""
 
     def needs(self, stage):
-        return Needs(hidden=self.d.alpha_cos > 0, teacher_full=self.d.alpha_cos > 0 or self.kind == "mlm")
+        cos = self.d.alpha_cos > 0
+        return Needs(hidden=cos, teacher_full=cos or self.kind == "mlm", teacher_hidden=frozenset({-1} if cos else ()))
 
     def losses(self, stage, s, t, batch, obj):
         out = super().losses(stage, s, t, batch, obj) if self.kind != "mlm" else self._mlm(s, t, batch)
@@ -189,13 +191,16 @@ class _Intermediate(Method):
         if stage != "intermediate":
             return Needs()
         return Needs(hidden=True, teacher_att=frozenset(t - 1 for _, t in self.pairs),
-                     student_att=frozenset(s - 1 for s, _ in self.pairs), teacher_full=True)
+                     student_att=frozenset(s - 1 for s, _ in self.pairs), teacher_full=True,
+                     teacher_hidden=frozenset({0} | {t for _, t in self.pairs}))
 
     def transformer_losses(self, s, t, batch, obj) -> dict:
+        # Means over real tokens only: TinyBERT pads every batch to 128 and averages over the padding too; with
+        # dynamic padding that would make an example's loss depend on which examples share its batch.
         mask = batch["attention_mask"]
-        emb = L.embedding_mse(s.hidden[0], t.hidden[0], proj=obj.proj(0), mask=None)
+        emb = L.embedding_mse(s.hidden[0], t.hidden[0], proj=obj.proj(0), mask=mask)
         att = sum(L.attention_mse(s.scores[i - 1], t.scores[j - 1], mask) for i, j in self.pairs)
-        hid = sum(L.hidden_mse(s.hidden[i], t.hidden[j], proj=obj.proj(i)) for i, j in self.pairs)
+        hid = sum(L.hidden_mse(s.hidden[i], t.hidden[j], proj=obj.proj(i), mask=mask) for i, j in self.pairs)
         return {"emb": emb, "att": att, "hidden": hid, "loss": emb + att + hid}
 
 
