@@ -9,7 +9,7 @@ learned projection, uniform mapping 3,6,9,12) with AdamW, linear warmup and grad
 
   ours       the package's pieces (``build_objective``, ``loop.forward``, ``loop.Distiller``, ``loop._optimizer``),
              teacher forward under ``torch.autocast("cpu", bfloat16)`` when the CPU has AVX512-BF16/AMX
-  ours_fp32  the same with an fp32 teacher (what ``loop.run`` does on CPU without the bf16-teacher change)
+  ours_fp32  the same with an fp32 teacher (``loop.run`` with ``--fp32-teacher``, or on CPUs without native bf16)
   naive      teacher and student with ``attn_implementation="eager"``, ``output_hidden_states=True,
              output_attentions=True``; attention MSE on the returned post-softmax probabilities; fp32
   textbrewer ``textbrewer.GeneralDistiller`` with the same matches (hidden_mse with linear proj, attention_mse)

@@ -3,7 +3,8 @@
 12L-768 teacher → 4L-312 student, 512 SST-2 examples at length 64, 3 trials × 2 epochs (issue target ≥ 2.5×).
     python benchmarks/sweep_cache.py --data-dir ../shared/data/glue          # full size
     python benchmarks/sweep_cache.py --smoke                                  # tiny models, seconds
-Prints `RATIO sweep_no_cache/sweep_cache=X.XX` as its last line.
+    python benchmarks/sweep_cache.py --data-dir ../shared/data/glue --teacher both   # bf16 and fp32 teacher
+Prints `RATIO sweep_no_cache/sweep_cache=X.XX` as its last line (the package's default teacher precision).
 """
 from __future__ import annotations
 
@@ -37,7 +38,9 @@ def main() -> None:
     p.add_argument("--data-dir", help="GLUE folder with SST-2 (default: synthetic)")
     p.add_argument("--smoke", action="store_true", help="tiny teacher and student")
     p.add_argument("--examples", type=int, default=512)
-    p.add_argument("--fp32-teacher", action="store_true", help="fp32 teacher forward even on CPUs with native bf16")
+    p.add_argument("--teacher", default="default", choices=("default", "fp32", "both"),
+                   help="teacher precision: the package default (bf16 autocast on CPUs with native bf16), fp32, or "
+                        "both side by side (4 sweeps)")
     a = p.parse_args()
     os.environ.setdefault("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.5")
     from raydistill import sweep
@@ -57,20 +60,30 @@ def main() -> None:
     else:
         teacher = make_tiny_model(f"{work}/teacher", layers=12, hidden=768, heads=12, intermediate=3072, texts=texts)
         size, examples, length = "4L-312-1200-12", a.examples, 64
+    os.environ["RAYDISTILL_CACHE_DIR"] = f"{work}/memo"  # latency memo; set before Ray starts so trials inherit it
     init_ray()
     common = ["kd_glue", "--task", "sst2", "--data-dir", data, "--teacher", teacher, "--num-samples", "3",
-              "--set", f"student.size={size}", "--set", "search.asha=false", "--epochs", "2", "--train-limit", str(examples), "--eval-limit", "64",
+              "--set", f"student.size={size}", "--set", "search.asha=false", "--epochs", "2",
+              "--train-limit", str(examples), "--eval-limit", "64",
               "--max-length", str(length), "--batch-size", "32", "--tracking-uri", f"sqlite:///{work}/m.db",
-              "--teacher-cache", f"{work}/cache"] + (["--fp32-teacher"] if a.fp32_teacher else [])
+              "--teacher-cache", f"{work}/cache"]
+    precisions = {"default": [""], "fp32": ["_fp32"], "both": ["", "_fp32"]}[a.teacher]
+    runs = [(f"{label}{prec}", extra + (["--fp32-teacher"] if prec else []))
+            for prec in precisions for label, extra in (("no_cache", ["--no-teacher-cache"]), ("cache", []))]
     times = {}
-    for label, extra in (("no_cache", ["--no-teacher-cache"]), ("cache", [])):
+    for label, extra in runs:
         shutil.rmtree(f"{work}/cache", ignore_errors=True)  # cold cache: building it is part of the timed sweep
+        shutil.rmtree(f"{work}/memo", ignore_errors=True)  # each sweep measures the student's latency once
         t0 = time.perf_counter()
-        sweep.main(common + extra + ["--name", f"bench-{label}"])
+        sweep.main(common + extra + ["--name", f"bench-{label.replace('_', '-')}"])
         times[label] = time.perf_counter() - t0
         print(f"sweep {label}: {times[label]:.1f} s", file=sys.stderr, flush=True)
-    print(f"sweep wall time: no_cache={times['no_cache']:.1f}s cache={times['cache']:.1f}s")
-    print(f"RATIO sweep_no_cache/sweep_cache={times['no_cache'] / times['cache']:.2f}")
+    print("sweep wall time: " + " ".join(f"{k}={v:.1f}s" for k, v in times.items()))
+    if "no_cache_fp32" in times and "cache" in times:
+        print(f"RATIO sweep_no_cache_fp32/sweep_cache={times['no_cache_fp32'] / times['cache']:.2f}  "
+              "(fp32 teacher, no cache vs the package default)")
+    for prec in precisions[::-1]:  # the default precision's ratio last
+        print(f"RATIO sweep_no_cache{prec}/sweep_cache{prec}={times['no_cache' + prec] / times['cache' + prec]:.2f}")
 
 
 if __name__ == "__main__":

@@ -61,7 +61,7 @@ class TeacherCache:
         self.arrays: dict[str, np.ndarray] = {}
         self.hidden_layers: frozenset = frozenset()  # full-sequence hidden states cached (0 = embeddings)
         self.att_layers: frozenset = frozenset()  # attention scores cached (0-based layers)
-        self.heads = 0
+        self.heads = self.layers = 0
 
     def _meta(self) -> dict | None:
         path = os.path.join(self.dir, "meta.json")
@@ -78,17 +78,18 @@ class TeacherCache:
         ``hidden_layers`` (0..L, −1 = last) and ``att_layers`` (0-based) are the full-sequence features this run's
         stages ask for; empty when only logits and [CLS] are needed.
         """
-        cfg = teacher.config
-        n_layers = cfg.num_hidden_layers
-        want_h = {n_layers if j < 0 else j for j in hidden_layers}
-        want_a = set(att_layers)
         os.makedirs(os.path.dirname(self.dir), exist_ok=True)
         with open(self.dir + ".lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             meta = self._meta()
             have_h, have_a = (set(meta["hidden"]), set(meta["att"])) if meta else (set(), set())
+            last = meta["layers"] if meta else teacher.config.num_hidden_layers  # no teacher needed on a hit
+            want_h = {last if j < 0 else j for j in hidden_layers}
+            want_a = set(att_layers)
             add_h, add_a = set(), set()
             if want_h - have_h or want_a - have_a:
+                cfg = teacher.config
+                n_layers = cfg.num_hidden_layers
                 lengths = [len(f["input_ids"]) for f in features]
                 h_bytes = sum(lengths) * cfg.hidden_size * 2
                 a_bytes = sum(n * n for n in lengths) * cfg.num_attention_heads * 2
@@ -114,16 +115,15 @@ class TeacherCache:
         meta = self._meta()
         self.arrays = {k: np.load(os.path.join(self.dir, f"{k}.npy"), mmap_mode="r") for k in meta["arrays"]}
         self.hidden_layers, self.att_layers = frozenset(meta["hidden"]), frozenset(meta["att"])
-        self.heads = meta["heads"]
+        self.heads, self.layers = meta["heads"], meta["layers"]
         return self
 
     def serves(self, needs) -> bool:
         """True when this cache holds every teacher feature a stage with ``needs`` reads."""
         if not needs.teacher_full:
             return True
-        n = len(self.arrays["cls"][0]) - 1
         return bool(needs.teacher_hidden or needs.teacher_att) and needs.teacher_att <= self.att_layers \
-            and {n if j < 0 else j for j in needs.teacher_hidden} <= self.hidden_layers
+            and {self.layers if j < 0 else j for j in needs.teacher_hidden} <= self.hidden_layers
 
     @torch.no_grad()
     def _build(self, teacher, features, collate, pad_id, device, base: bool, add_h: set, add_a: set,
@@ -185,7 +185,8 @@ class TeacherCache:
             old = self._meta() or {"arrays": [], "hidden": [], "att": []}
             names = set(old["arrays"]) | set(arrays) | {"offsets"} | ({"att_offsets"} if add_a else set())
             meta = {"arrays": sorted(names), "hidden": sorted(set(old["hidden"]) | add_h),
-                    "att": sorted(set(old["att"]) | add_a), "kind": self.kind, "n": len(features), "heads": heads}
+                    "att": sorted(set(old["att"]) | add_a), "kind": self.kind, "n": len(features), "heads": heads,
+                    "layers": n_layers}
             with open(os.path.join(out_dir, "meta.json.tmp"), "w") as f:
                 json.dump(meta, f)
             os.replace(os.path.join(out_dir, "meta.json.tmp"), os.path.join(out_dir, "meta.json"))
@@ -215,8 +216,7 @@ class TeacherCache:
         hidden = [cls[:, j:j + 1] for j in range(cls.shape[1])]
         scores = {}
         if needs is not None and needs.teacher_full:
-            n = len(hidden) - 1
-            for j in {n if j < 0 else j for j in needs.teacher_hidden}:
+            for j in {self.layers if j < 0 else j for j in needs.teacher_hidden}:
                 hidden[j] = self._tokens(f"hidden_{j}", idx, batch)
             lengths = batch["attention_mask"].sum(-1).tolist()
             for j in needs.teacher_att:

@@ -12,6 +12,7 @@ pytestmark = pytest.mark.slow
 
 def test_sweep_cache_benchmark_smoke(ray_session, monkeypatch, capsys, tmp_path):
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("RAYDISTILL_CACHE_DIR", os.environ.get("RAYDISTILL_CACHE_DIR", str(tmp_path)))  # restored after
     script = os.path.join(os.path.dirname(__file__), "..", "benchmarks", "sweep_cache.py")
     monkeypatch.setattr(sys, "argv", [script, "--smoke"])
     runpy.run_path(script, run_name="__main__")

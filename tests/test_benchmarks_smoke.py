@@ -51,3 +51,26 @@ def test_latency_smoke(tmp_path):
     assert m, last
     assert all(float(x) > 0 for x in m.groups())
     assert res["onnx_max_abs_diff"] < 1e-4
+
+
+def test_gpu_benchmark_smoke(tmp_path):
+    """Benchmark (d) runs every code path on CPU with tiny models: the MFU step for both TinyBERT stages, and packed
+    trials whose teacher logits come from one shared cache."""
+    last, res = run_script("gpu", tmp_path)
+    m = re.fullmatch(rf"RESULT mfu_intermediate={NUM} mfu_pred={NUM} pack_1={NUM} pack_2={NUM}", last)
+    assert m, last
+    assert all(float(x) > 0 for x in m.groups())
+    assert res["packing"]["2"]["trials"] == 2 and res["mfu_pred"]["step_dtype"] == "fp32"  # bf16 step on GPU only
+
+
+def test_flop_count_matches_hand_count():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from gpu import encoder_flops_per_token, step_flops_per_token
+
+    # BERT-base at length 128: 12 · (2 · (4·768² + 2·768·3072) + 4·128·768) = 174,587,904 FLOPs per token
+    assert encoder_flops_per_token(12, 768, 3072, 128) == 12 * (2 * (4 * 768 ** 2 + 2 * 768 * 3072) + 4 * 128 * 768)
+    assert encoder_flops_per_token(12, 768, 3072, 128) == 174_587_904
+    sz = dict(t_layers=12, t_hidden=768, t_inter=3072, s_layers=4, s_hidden=312, s_inter=1200, length=128)
+    student = 4 * (2 * (4 * 312 ** 2 + 2 * 312 * 1200) + 4 * 128 * 312)
+    assert step_flops_per_token(sz, "pred", 5) == 174_587_904 + 3 * student
+    assert step_flops_per_token(sz, "intermediate", 5) == 174_587_904 + 3 * (student + 5 * 2 * 312 * 768)

@@ -1,0 +1,283 @@
+#!/usr/bin/env python
+"""Benchmark (d), GPU: examples/s and model-FLOPs utilisation (MFU) of BERT-base → TinyBERT-4 task distillation,
+and small-student trials packed on one GPU vs total throughput.
+
+    python benchmarks/gpu.py                   # on a CUDA machine (default peak: H200/H100 bf16 dense, 989 TFLOP/s)
+    python benchmarks/gpu.py --smoke           # tiny models on CPU: runs every code path (what the tests run)
+
+Part 1, MFU: the package's step (``build_objective``, ``loop.forward``, ``loop.Distiller``, ``loop._optimizer``, as
+``loop.run`` runs it on GPU: teacher and student step under bf16 autocast, fp32 master weights, AdamW, clipping)
+for TinyBERT task distillation, stage ``intermediate`` (embedding + attention-score + hidden MSE, mapping 3,6,9,12)
+and stage ``pred`` (T²-scaled KL on logits). Teacher 12L-768-3072-12 (BERT-base shape, random weights), student
+4L-312-1200-12, length 128, full-length batches. Counted FLOPs per token (matmuls only, the usual MFU convention):
+teacher forward 2·(4H² + 2HI)·L + 4·T·H·L, student 3× its forward (forward + backward), plus the learned
+projections; MFU = counted FLOP/s ÷ ``--peak-tflops``.
+
+Part 2, packing: K processes on one GPU (K in ``--pack``, default 1,2,4,8), each a pred-stage trial that trains its
+own 4L-312 student with teacher logits from one shared ``TeacherCache`` (built once, memory-mapped by every
+process: no teacher on the GPU). All start together after a barrier; total examples/s = Σ examples ÷ slowest
+wall time. In a sweep the same packing is ``--use-gpu --gpus-per-worker 1/K``.
+
+Last line: ``RESULT mfu_intermediate=… mfu_pred=… pack_K=<total ex/s ÷ K=1 ex/s> …``.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # this checkout's raydistill
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+
+import torch  # noqa: E402
+
+from common import TEXTS  # noqa: E402
+
+SIZES = {
+    "full": dict(t_layers=12, t_hidden=768, t_heads=12, t_inter=3072, s_layers=4, s_hidden=312, s_inter=1200,
+                 length=128, batch=256, pack_batch=64),
+    "smoke": dict(t_layers=4, t_hidden=64, t_heads=4, t_inter=128, s_layers=2, s_hidden=32, s_inter=64,
+                  length=32, batch=8, pack_batch=8),
+}
+
+
+def encoder_flops_per_token(layers: int, hidden: int, inter: int, length: int) -> float:
+    """Forward matmul FLOPs per token of a BERT encoder: QKV + output projections (4H²), FFN (2HI), ×2 for
+    multiply-add, plus attention scores and context (2·T·H each, ×2)."""
+    return layers * (2 * (4 * hidden * hidden + 2 * hidden * inter) + 4 * length * hidden)
+
+
+def step_flops_per_token(sz: dict, stage: str, n_proj: int) -> float:
+    teacher = encoder_flops_per_token(sz["t_layers"], sz["t_hidden"], sz["t_inter"], sz["length"])
+    student = encoder_flops_per_token(sz["s_layers"], sz["s_hidden"], sz["s_inter"], sz["length"])
+    proj = 2 * sz["s_hidden"] * sz["t_hidden"] * (n_proj if stage == "intermediate" else 0)
+    return teacher + 3 * (student + proj)
+
+
+def make_teacher(root: str, sz: dict) -> str:
+    from raydistill.testing import make_tiny_model
+
+    return make_tiny_model(os.path.join(root, "teacher"), kind="classification", layers=sz["t_layers"],
+                           hidden=sz["t_hidden"], heads=sz["t_heads"], intermediate=sz["t_inter"], texts=TEXTS)
+
+
+def run_config(teacher_dir: str, sz: dict, stage: str, batch: int, use_gpu: bool, cache: str | None = None):
+    from raydistill.config import DistillConfig, RunConfig, StudentConfig, TrainConfig
+
+    return RunConfig(task="sst2", teacher=teacher_dir, teacher_cache=cache,
+                     student=StudentConfig(layers=sz["s_layers"], hidden=sz["s_hidden"], intermediate=sz["s_inter"],
+                                           heads=sz["t_heads"], init="random"),
+                     distill=DistillConfig(method="tinybert", stage=stage, mapping="uniform", alpha=1.0),
+                     train=TrainConfig(batch_size=batch, max_length=sz["length"], epochs=1, max_steps=10 ** 6,
+                                       use_gpu=use_gpu)).validate()
+
+
+def batches(n: int, vocab: int, batch: int, length: int, device, seed: int = 0) -> list[dict]:
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for _ in range(n):
+        ids = torch.randint(5, vocab, (batch, length), generator=g)
+        out.append({k: v.to(device) for k, v in {
+            "input_ids": ids, "attention_mask": torch.ones_like(ids), "token_type_ids": torch.zeros_like(ids),
+            "labels": torch.randint(0, 2, (batch,), generator=g)}.items()})
+    return out
+
+
+def sync(device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+class Step:
+    """The body of ``loop.run``'s inner loop on ``device`` (teacher live, or from ``cache`` when given)."""
+
+    def __init__(self, cfg, device, cache=None):
+        from raydistill.distill.objective import build_objective
+        from raydistill.loop import Distiller, _optimizer, quiet_hf
+        from raydistill.precision import step_dtype, teacher_dtype
+
+        quiet_hf()
+        torch.manual_seed(0)
+        self.objective, self.student, self.teacher, _ = build_objective(cfg)
+        self.student.to(device).train()
+        self.objective.to(device)
+        if cache is None:
+            self.teacher.to(device)
+        else:
+            self.teacher = None  # served from the cache: never on the device
+        self.model = Distiller(self.student, self.objective)
+        self.opt, self.sched = _optimizer(cfg, list(self.student.parameters()) + list(self.objective.parameters()),
+                                          10 ** 6)
+        self.stage = self.objective.method.stage_for(0, 1)
+        self.needs = self.objective.method.needs(self.stage)
+        self.device, self.cache = device, cache
+        self.t_dtype, self.s_dtype = teacher_dtype(cfg.train, device), step_dtype(cfg.train, device)
+        self.n_proj = len(self.objective.projections)
+
+    def __call__(self, batch, idx=None):
+        from raydistill.loop import forward
+        from raydistill.precision import autocast
+
+        if self.cache is not None:
+            t_out = self.cache.outputs(idx, batch, self.needs)
+        else:
+            with torch.no_grad(), autocast(self.device, self.t_dtype):
+                t_out = forward(self.teacher, batch, self.needs.hidden, self.objective.teacher_capture(self.stage))
+        with autocast(self.device, self.s_dtype):
+            losses = self.model(batch, t_out, self.stage)
+        losses["loss"].backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+        self.opt.step()
+        self.sched.step()
+        self.opt.zero_grad(set_to_none=True)
+        return losses["loss"].detach()
+
+
+def mfu(teacher_dir: str, sz: dict, device, stage: str, steps: int, warmup: int, peak_tflops: float) -> dict:
+    step = Step(run_config(teacher_dir, sz, stage, sz["batch"], device.type == "cuda"), device)
+    data = batches(warmup + steps, step.student.config.vocab_size, sz["batch"], sz["length"], device)
+    for b in data[:warmup]:
+        step(b)
+    sync(device)
+    t0 = time.perf_counter()
+    for b in data[warmup:]:
+        step(b)
+    sync(device)
+    dt = (time.perf_counter() - t0) / steps
+    tokens = sz["batch"] * sz["length"]
+    flops = step_flops_per_token(sz, stage, step.n_proj) * tokens
+    out = {"stage": stage, "s_per_step": dt, "examples_per_s": sz["batch"] / dt, "tflops_per_s": flops / dt / 1e12,
+           "mfu": flops / dt / (peak_tflops * 1e12), "teacher_dtype": step.t_dtype, "step_dtype": step.s_dtype}
+    del step
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    return out
+
+
+def _pack_worker(rank: int, teacher_dir: str, cache_root: str, sz: dict, device_name: str, steps: int, warmup: int,
+                 barrier, results) -> None:
+    """One packed trial: its own student, teacher logits from the shared cache."""
+    from raydistill.cache import TeacherCache
+    from raydistill.tasks.encode import collate
+
+    device = torch.device(device_name)
+    if device.type == "cpu":
+        torch.set_num_threads(1)  # K trials share the cores
+    cfg = run_config(teacher_dir, sz, "pred", sz["pack_batch"], device.type == "cuda", cache_root)
+    key, feats = _cache_inputs(cfg, sz)
+    cache = TeacherCache(cache_root, key, "classification").ensure(None, feats, collate, 0, device)  # a hit
+    step = Step(cfg, device, cache)
+    n, B = len(feats), sz["pack_batch"]
+    order = [list(range(s, s + B)) for s in range(0, n - B + 1, B)]
+    data = [(collate([feats[i] for i in idx], 0), idx) for idx in order]
+    data = [({k: v.to(device) for k, v in b.items()}, idx) for b, idx in data]
+    for i in range(warmup):
+        step(*data[i % len(data)])
+    sync(device)
+    barrier.wait()
+    t0 = time.perf_counter()
+    for i in range(steps):
+        step(*data[i % len(data)])
+    sync(device)
+    results[rank] = (steps * B, time.perf_counter() - t0)
+
+
+def _cache_inputs(cfg, sz: dict, n: int = 1024):
+    """Synthetic full-length training features (seeded, so every process builds the same list) and the cache key."""
+    import hashlib
+
+    from raydistill.models.teacher import fingerprint
+    from raydistill.precision import teacher_dtype
+
+    from transformers import AutoConfig
+
+    g = torch.Generator().manual_seed(1)
+    vocab = AutoConfig.from_pretrained(cfg.teacher).vocab_size
+    feats = [{"input_ids": [2] + torch.randint(5, vocab, (sz["length"] - 2,), generator=g).tolist() + [3],
+              "attention_mask": [1] * sz["length"], "token_type_ids": [0] * sz["length"], "labels": i % 2}
+             for i in range(n)]
+    device = torch.device("cuda" if cfg.train.use_gpu else "cpu")
+    desc = f"{fingerprint(cfg.teacher)}-{teacher_dtype(cfg.train, device)}-bench-{n}x{sz['length']}"
+    return hashlib.sha256(desc.encode()).hexdigest()[:20], feats  # the data is synthetic: keyed by its recipe
+
+
+def packing(teacher_dir: str, sz: dict, device, ks: list[int], steps: int, warmup: int, root: str) -> dict:
+    import torch.multiprocessing as mp
+
+    from raydistill.cache import TeacherCache
+    from raydistill.distill.objective import build_objective
+    from raydistill.precision import teacher_dtype
+    from raydistill.tasks.encode import collate
+
+    cache_root = os.path.join(root, "cache")
+    cfg = run_config(teacher_dir, sz, "pred", sz["pack_batch"], device.type == "cuda", cache_root)
+    key, feats = _cache_inputs(cfg, sz)
+    _, _, teacher, _ = build_objective(cfg)
+    TeacherCache(cache_root, key, "classification").ensure(teacher.to(device), feats, collate, 0, device,
+                                                           dtype=teacher_dtype(cfg.train, device))
+    del teacher
+    ctx = mp.get_context("spawn")
+    out = {}
+    for k in ks:
+        barrier, results = ctx.Barrier(k), ctx.Manager().dict()
+        procs = [ctx.Process(target=_pack_worker, args=(r, teacher_dir, cache_root, sz, str(device), steps, warmup,
+                                                        barrier, results)) for r in range(k)]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join()
+        if any(p.exitcode for p in procs) or len(results) != k:
+            raise RuntimeError(f"a packed trial failed (K={k}): exit codes {[p.exitcode for p in procs]}")
+        ex = sum(e for e, _ in results.values())
+        wall = max(t for _, t in results.values())
+        out[k] = {"trials": k, "examples_per_s": ex / wall, "per_trial_examples_per_s": ex / wall / k}
+        print(f"packing K={k}: total {ex / wall:.1f} examples/s ({ex / wall / k:.1f} per trial)", flush=True)
+    base = out[ks[0]]["examples_per_s"]
+    for k in ks:
+        out[k]["vs_first"] = out[k]["examples_per_s"] / base
+    return out
+
+
+def main(argv=None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--smoke", action="store_true", help="tiny models on CPU, 1 step each (seconds)")
+    p.add_argument("--steps", type=int, default=None, help="timed steps (default 20; smoke 1)")
+    p.add_argument("--warmup", type=int, default=None, help="untimed steps first (default 5; smoke 1)")
+    p.add_argument("--pack", default=None, help="comma list of trials per GPU (default 1,2,4,8; smoke 1,2)")
+    p.add_argument("--peak-tflops", type=float, default=989.4, help="bf16 dense peak of the GPU (H100/H200: 989.4)")
+    p.add_argument("--json", help="also write the results here")
+    a = p.parse_args(argv)
+    sz = SIZES["smoke" if a.smoke else "full"]
+    if not a.smoke and not torch.cuda.is_available():
+        print("error: no CUDA device; this benchmark measures a GPU (use --smoke to check it on CPU)", file=sys.stderr)
+        raise SystemExit(2)
+    device = torch.device("cuda" if torch.cuda.is_available() and not a.smoke else "cpu")
+    steps, warmup = a.steps or (1 if a.smoke else 20), a.warmup if a.warmup is not None else (1 if a.smoke else 5)
+    ks = [int(k) for k in (a.pack or ("1,2" if a.smoke else "1,2,4,8")).split(",")]
+    info = {"device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu", "torch": torch.__version__,
+            "peak_tflops": a.peak_tflops, "sizes": sz}
+    print("machine: " + json.dumps(info), flush=True)
+    res = {"machine": info}
+    with tempfile.TemporaryDirectory(prefix="raydistill-gpu-bench-") as root:
+        teacher_dir = make_teacher(root, sz)
+        for stage in ("intermediate", "pred"):
+            r = mfu(teacher_dir, sz, device, stage, steps, warmup, a.peak_tflops)
+            res[f"mfu_{stage}"] = r
+            print(f"{stage}: {r['examples_per_s']:.1f} examples/s, {r['tflops_per_s']:.1f} TFLOP/s, "
+                  f"MFU {100 * r['mfu']:.1f}% (teacher {r['teacher_dtype']}, step {r['step_dtype']})", flush=True)
+        res["packing"] = packing(teacher_dir, sz, device, ks, steps, warmup, root)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(res, f, indent=1)
+    print("RESULT " + " ".join([f"mfu_{s}={res[f'mfu_{s}']['mfu']:.3g}" for s in ("intermediate", "pred")]
+                               + [f"pack_{k}={v['vs_first']:.2f}" for k, v in res["packing"].items()]))
+    return res
+
+
+if __name__ == "__main__":
+    main()
