@@ -197,14 +197,14 @@ class TeacherCache:
                 shutil.rmtree(out_dir, ignore_errors=True)
             raise
 
-    def _tokens(self, name: str, idx: list[int], batch: dict) -> torch.Tensor:
-        """Rows of a token-level array for ``idx``, laid out on the batch's (right-)padded grid, zeros on padding."""
-        off, mask = self.arrays["offsets"], batch["attention_mask"]
+    def _tokens(self, name: str, idx: list[int], lengths: np.ndarray, L: int, device) -> torch.Tensor:
+        """Rows of a token-level array for ``idx``, laid out on the batch's (right-)padded [B, L] grid, zeros on
+        padding. Lengths come from the cache's offsets, not the device mask: no device→host sync per step."""
+        off, src = self.arrays["offsets"], self.arrays[name]
         rows = np.concatenate([np.arange(off[i], off[i + 1]) for i in idx])
-        src = self.arrays[name]
-        out = torch.zeros(mask.shape + src.shape[1:], dtype=torch.float32)
-        out[mask.cpu().bool()] = torch.from_numpy(np.asarray(src[rows], dtype=np.float32))
-        return out.to(mask.device)
+        out = torch.zeros((len(idx), L) + src.shape[1:], dtype=torch.float16)
+        out[torch.arange(L)[None, :] < torch.from_numpy(lengths)[:, None]] = torch.from_numpy(np.asarray(src[rows]))
+        return out.to(device, non_blocking=True).float()  # fp16 over the bus, fp32 for the losses
 
     def outputs(self, idx: list[int], batch: dict, needs=None):
         """Teacher ``Outputs`` for the examples ``idx`` of this batch, padded to the batch's length. Hidden states
@@ -212,25 +212,26 @@ class TeacherCache:
         from .distill.methods import Outputs
 
         device, L = batch["input_ids"].device, batch["input_ids"].shape[1]
-        cls = torch.from_numpy(np.asarray(self.arrays["cls"][idx], dtype=np.float32)).to(device)
+        off = self.arrays["offsets"]
+        lengths = np.array([off[i + 1] - off[i] for i in idx], dtype=np.int64)
+        cls = torch.from_numpy(np.asarray(self.arrays["cls"][idx])).to(device, non_blocking=True).float()
         hidden = [cls[:, j:j + 1] for j in range(cls.shape[1])]
         scores = {}
         if needs is not None and needs.teacher_full:
             for j in {self.layers if j < 0 else j for j in needs.teacher_hidden}:
-                hidden[j] = self._tokens(f"hidden_{j}", idx, batch)
-            lengths = batch["attention_mask"].sum(-1).tolist()
+                hidden[j] = self._tokens(f"hidden_{j}", idx, lengths, L, device)
             for j in needs.teacher_att:
-                src, off = self.arrays[f"att_{j}"], self.arrays["att_offsets"]
-                out = torch.zeros(len(idx), self.heads, L, L)
-                for r, (i, n_tok) in enumerate(zip(idx, lengths)):
-                    out[r, :, :n_tok, :n_tok] = torch.from_numpy(
-                        np.asarray(src[off[i]:off[i + 1]], dtype=np.float32).reshape(self.heads, n_tok, n_tok))
-                scores[j] = out.to(device)
+                src, a_off = self.arrays[f"att_{j}"], self.arrays["att_offsets"]
+                out = torch.zeros(len(idx), self.heads, L, L, dtype=torch.float16)
+                for r, (i, n) in enumerate(zip(idx, lengths)):
+                    block = np.asarray(src[a_off[i]:a_off[i + 1]]).reshape(self.heads, n, n)
+                    out[r, :, :n, :n] = torch.from_numpy(block)
+                scores[j] = out.to(device, non_blocking=True).float()
         hidden = tuple(hidden)
         if self.kind in ("token", "qa"):
-            pred = self._tokens("pred", idx, batch)
+            pred = self._tokens("pred", idx, lengths, L, device)
             if self.kind == "qa":
                 return Outputs(start=pred[..., 0], end=pred[..., 1], hidden=hidden, scores=scores)
             return Outputs(logits=pred, hidden=hidden, scores=scores)
-        logits = torch.from_numpy(np.asarray(self.arrays["pred"][idx], dtype=np.float32)).to(device)
+        logits = torch.from_numpy(np.asarray(self.arrays["pred"][idx])).to(device, non_blocking=True).float()
         return Outputs(logits=logits, hidden=hidden, scores=scores)
