@@ -130,7 +130,7 @@ class TeacherCache:
                batch_size: int = 64) -> None:
         from .models.features import AttentionCapture
 
-        teacher.eval()
+        teacher.to(device).eval()
         cfg = teacher.config
         n_layers, heads = cfg.num_hidden_layers, cfg.num_attention_heads
         lengths = np.array([len(f["input_ids"]) for f in features], dtype=np.int64)
@@ -224,7 +224,7 @@ class TeacherCache:
                 src, a_off = self.arrays[f"att_{j}"], self.arrays["att_offsets"]
                 out = torch.zeros(len(idx), self.heads, L, L, dtype=torch.float16)
                 for r, (i, n) in enumerate(zip(idx, lengths)):
-                    block = np.asarray(src[a_off[i]:a_off[i + 1]]).reshape(self.heads, n, n)
+                    block = np.array(src[a_off[i]:a_off[i + 1]]).reshape(self.heads, n, n)  # a copy: the map is read-only
                     out[r, :, :n, :n] = torch.from_numpy(block)
                 scores[j] = out.to(device, non_blocking=True).float()
         hidden = tuple(hidden)

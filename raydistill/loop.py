@@ -202,8 +202,6 @@ def run(cfg: RunConfig, ctx: Context) -> dict:
                         "examples; lower --batch-size or raise --train-limit")
     student.to(device)
     objective.to(device)
-    if teacher is not None:
-        teacher.to(device)
     model = Distiller(student, objective)
     if distributed:
         ddp_kw = {"find_unused_parameters": len(objective.method.stages) > 1}
@@ -230,7 +228,14 @@ def run(cfg: RunConfig, ctx: Context) -> dict:
     if teacher is not None:
         ctx.log(f"teacher forward in {t_dtype}" + (" (bf16 autocast)" if t_dtype == "bf16" else ""))
     per_rank = cfg.train.batch_size // ctx.world_size
-    cache = _teacher_cache(cfg, objective, teacher, data, device, ctx, t_dtype)
+    cache = _teacher_cache(cfg, objective, teacher, data, device, ctx, t_dtype)  # built on `device` when cold
+    if teacher is not None:
+        teacher_needs = [objective.method.needs(st) for st in objective.method.active_stages()]
+        if cache is not None and all(cache.serves(n) for n in teacher_needs if n.teacher):
+            teacher.to("cpu")  # every stage reads the cache: no teacher on the device (packed GPU trials)
+            ctx.log("teacher outputs come from the cache for every stage; the teacher stays off the device")
+        else:
+            teacher.to(device)
     fault = Fault(cfg.fault)
     metrics = {}
     for epoch in range(start_epoch, cfg.train.epochs):

@@ -189,8 +189,10 @@ def test_full_sequence_cache_budget(tiny_teacher, glue_dir, tmp_path):
     for k in ("train_emb", "train_att", "train_hidden", "train_loss"):
         assert cached[k] == pytest.approx(live[k], rel=2e-3, abs=1e-4), k
 
+    assert any("the teacher stays off the device" in m for m in logs)
     small = run_logged(cfg.replace(teacher_cache=str(tmp_path / "small"), teacher_cache_gb=1e-9))
     assert any("over the 1e-09 GiB budget: the live teacher serves that stage" in m for m in logs)
+    assert not any("the teacher stays off the device" in m for m in logs)
     (key,) = [d for d in os.listdir(tmp_path / "small") if not d.endswith(".lock")]
     meta = json.load(open(tmp_path / "small" / key / "meta.json"))
     assert meta["hidden"] == [] and meta["att"] == [] and set(meta["arrays"]) == {"cls", "pred", "offsets"}
