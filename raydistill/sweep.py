@@ -193,7 +193,7 @@ def main(argv=None) -> dict:
     base = RunConfig(task=task.name, teacher=teacher, data_dir=os.path.abspath(a.data_dir) if a.data_dir else spec.data_dir,
                      train=train, tracking_uri=resolve_tracking_uri(a.tracking_uri), experiment=a.experiment or spec.name,
                      output=os.path.join(storage_root, "students", name, "student"), fault=a.inject_fault,
-                     teacher_cache=teacher_cache_dir(a), teacher_cache_gb=a.teacher_cache_gb)
+                     teacher_cache=teacher_cache_dir(a), teacher_cache_gb=a.teacher_cache_gb).validate()
     # fail fast, before Ray or any training: teacher readable, data present, first sample buildable
     check_ray_options(a.placement_strategy, a.max_failures, a.cpus_per_worker, a.gpus_per_worker if a.use_gpu else None)
     tcfg = teacher_config(teacher)

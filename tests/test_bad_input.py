@@ -149,6 +149,8 @@ CASES = [
     Case("distill-alpha-above-1", "distill", lambda E: distill(E, "--alpha", "1.5"), "alpha"),
     Case("distill-alpha-negative", "distill", lambda E: distill(E, "--alpha", "-0.1"), "alpha"),
     Case("distill-beta-negative", "distill", lambda E: distill(E, "--beta", "-1"), "beta"),
+    Case("distill-cache-budget-negative", "distill", lambda E: distill(E, "--teacher-cache-gb", "-1"),
+         "teacher_cache_gb"),
     Case("distill-workers-0", "distill", lambda E: distill(E, "--num-workers", "0"), "num_workers"),
     Case("distill-workers-not-an-int", "distill", lambda E: distill(E, "--num-workers", "two"), "--num-workers"),
     Case("distill-batch-not-divisible", "distill", lambda E: distill(E, "--batch-size", "10", "--num-workers", "4"),
@@ -207,6 +209,7 @@ CASES = [
     Case("distill-unknown-flag", "distill", lambda E: distill(E, "--temprature", "2"), "--temprature"),
     # ---------------------------------------------------------------- sweep
     Case("sweep-unknown-space", "sweep", lambda E: sweep(E, space="pkd_glu"), "space"),
+    Case("sweep-cache-budget-negative", "sweep", lambda E: sweep(E, "--teacher-cache-gb", "-2"), "teacher_cache_gb"),
     Case("sweep-malformed-yaml", "sweep", lambda E: sweep(E, space=E.bad_yaml), "space"),
     Case("sweep-yaml-not-a-mapping", "sweep", lambda E: sweep(E, space=E.list_yaml), "space"),
     Case("sweep-unknown-key", "sweep", lambda E: sweep(E, space=E.unknown_key), "epochz"),
