@@ -271,11 +271,29 @@ def _tune(a, spec, base, metric, mode, n_samples, storage, name, parent, teacher
 
 
 class PrunedAwareOptunaSearch(OptunaSearch):
-    """Trials ASHA stopped before the last epoch are told to Optuna as PRUNED, not as finished."""
+    """Trials ASHA stopped before the last epoch are told to Optuna as PRUNED, not as finished. A proposal identical
+    to a finished trial (TPE repeats itself in small categorical spaces) is not trained again: Optuna is told that
+    trial's value and asked for another, up to ``max_resample`` times (a small space can be exhausted)."""
+
+    max_resample = 20
 
     def __init__(self, *args, max_epochs: int = 1, **kw):
         super().__init__(*args, **kw)
         self.max_epochs = max_epochs
+
+    def suggest(self, trial_id):
+        from optuna.trial import TrialState
+
+        for _ in range(self.max_resample):
+            config = super().suggest(trial_id)
+            ot = self._ot_trials.get(trial_id)
+            same = ot is not None and next((t for t in self._ot_study.get_trials(deepcopy=False, states=(
+                TrialState.COMPLETE,)) if t.params == ot.params), None)
+            if not same:
+                return config
+            self._ot_study.tell(ot, same.values)  # what TPE would learn from training it again, for free
+            del self._ot_trials[trial_id]
+        return config
 
     def on_trial_result(self, trial_id, result):
         try:

@@ -94,3 +94,24 @@ def test_malformed_yaml_and_unknown_space(tmp_path):
     with pytest.raises(UserError) as e:
         sp.load("pkd_glue", ["student.layers"])
     assert e.value.field == "set"
+
+
+def test_searcher_does_not_train_a_finished_configuration_again():
+    """Two points in the space: after one finished, the next proposal is the other one; once both finished, a repeat
+    is allowed (the space is exhausted). Repeats are told to Optuna with the finished trial's value."""
+    from raydistill.sweep import PrunedAwareOptunaSearch
+
+    def space(trial):
+        trial.suggest_categorical("x", [1, 2])
+
+    for seed_trial in range(3):  # TPE's random start repeats itself often; the searcher must not
+        s = PrunedAwareOptunaSearch(space=space, metric="m", mode="max",
+                                    sampler=optuna.samplers.TPESampler(seed=seed_trial))
+        first = s.suggest("a")
+        s.on_trial_complete("a", {"m": 0.5, "training_iteration": 1})
+        second = s.suggest("b")
+        assert second != first
+        s.on_trial_complete("b", {"m": 0.7, "training_iteration": 1})
+        assert s.suggest("c") in ({"x": 1}, {"x": 2})  # exhausted: a repeat after max_resample tries
+        values = {tuple(t.params.items()): t.value for t in s._ot_study.get_trials() if t.value is not None}
+        assert values == {(("x", first["x"]),): 0.5, (("x", second["x"]),): 0.7}  # repeats told the same value
