@@ -13,6 +13,7 @@ stage. Layers added later are written beside the existing arrays; nothing alread
 """
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import json
@@ -158,7 +159,7 @@ class TeacherCache:
                 if base:
                     pred = torch.stack([out.start_logits, out.end_logits], -1) if self.kind == "qa" else out.logits
                     pred = pred.float()
-                    if not arrays:
+                    if "cls" not in arrays:
                         new("cls", (len(features), n_layers + 1, cfg.hidden_size))
                         new("pred", ((offsets[-1],) if token_level else (len(features),)) + tuple(pred.shape[2 if
                             token_level else 1:]))
@@ -195,6 +196,9 @@ class TeacherCache:
         except BaseException:
             if base:
                 shutil.rmtree(out_dir, ignore_errors=True)
+            for name in arrays:  # layers being added to an existing cache: drop the partial files
+                with contextlib.suppress(OSError):
+                    os.remove(os.path.join(out_dir, f"{name}.tmp.npy"))
             raise
 
     def _tokens(self, name: str, idx: list[int], lengths: np.ndarray, L: int, device) -> torch.Tensor:

@@ -198,3 +198,35 @@ def test_full_sequence_cache_budget(tiny_teacher, glue_dir, tmp_path):
     assert meta["hidden"] == [] and meta["att"] == [] and set(meta["arrays"]) == {"cls", "pred", "offsets"}
     for k in ("train_emb", "train_att", "train_hidden", "train_loss"):
         assert small[k] == pytest.approx(live[k], rel=1e-5), k
+
+
+def test_cache_adds_missing_layers_later(tiny_teacher, glue_dir, tmp_path):
+    """A budget that fits this run's layers but not all of them caches just those; a later run with another mapping
+    adds its missing layers beside them (nothing rewritten) and gets the live teacher's losses."""
+    import json
+    import os
+
+    teacher = tiny_teacher("classification", 2, dropout=0.0)
+    cfg = cfg_for("sst2", teacher, glue_dir, "tinybert", epochs=1, mapping="uniform", stage="intermediate")
+    run_local(cfg.replace(teacher_cache=str(tmp_path / "all")))  # every layer: measures the array sizes
+    (key,) = [d for d in os.listdir(tmp_path / "all") if not d.endswith(".lock")]
+    size = {f.split(".")[0]: os.path.getsize(tmp_path / "all" / key / f) for f in os.listdir(tmp_path / "all" / key)}
+    base = size["cls"] + size["pred"] + size["offsets"] + size["meta"]
+    h, a = size["hidden_0"], size["att_0"]
+    # 2-layer student on the 4-layer teacher: uniform needs hidden 0,2,4 + scores of layers 2,4 (0-based 1,3);
+    # bottom needs hidden 0,1,2 + scores 0,1, i.e. one more hidden and one more score array
+    budget = base + 3 * h + 2 * a + size["att_offsets"] + (h + a) + 4096
+    assert 5 * h + 4 * a + size["att_offsets"] + base > budget  # not everything fits
+    c = cfg.replace(teacher_cache=str(tmp_path / "part"), teacher_cache_gb=budget / 2 ** 30)
+    run_local(c)
+    meta = json.load(open(tmp_path / "part" / key / "meta.json"))
+    assert meta["hidden"] == [0, 2, 4] and meta["att"] == [1, 3]
+    first = os.stat(tmp_path / "part" / key / "hidden_2.npy").st_ino
+    bottom = dataclasses.replace(cfg.distill, mapping="bottom")
+    live, _ = run_local(cfg.replace(distill=bottom))
+    cached, _ = run_local(c.replace(distill=bottom))
+    meta = json.load(open(tmp_path / "part" / key / "meta.json"))
+    assert meta["hidden"] == [0, 1, 2, 4] and meta["att"] == [0, 1, 3]
+    assert os.stat(tmp_path / "part" / key / "hidden_2.npy").st_ino == first  # not rewritten
+    for k in ("train_emb", "train_att", "train_hidden", "train_loss"):
+        assert cached[k] == pytest.approx(live[k], rel=2e-3, abs=1e-4), k
