@@ -107,34 +107,24 @@ class Step:
         self.student.to(device).train()
         self.objective.to(device)
         if cache is None:
-            self.teacher.to(device)
-        else:
-            self.teacher = None  # served from the cache: never on the device
+            self.teacher.to(device)  # else served from the cache: the teacher stays on the CPU, as in loop.run
         self.model = Distiller(self.student, self.objective)
         self.opt, self.sched = _optimizer(cfg, list(self.student.parameters()) + list(self.objective.parameters()),
                                           10 ** 6)
         self.stage = self.objective.method.stage_for(0, 1)
-        self.needs = self.objective.method.needs(self.stage)
         self.device, self.cache = device, cache
         self.t_dtype, self.s_dtype = teacher_dtype(cfg.train, device), step_dtype(cfg.train, device)
         self.n_proj = len(self.objective.projections)
 
     def __call__(self, batch, idx=None):
-        from raydistill.loop import forward
+        from raydistill.loop import optimizer_step, teacher_outputs
         from raydistill.precision import autocast
 
-        if self.cache is not None:
-            t_out = self.cache.outputs(idx, batch, self.needs)
-        else:
-            with torch.no_grad(), autocast(self.device, self.t_dtype):
-                t_out = forward(self.teacher, batch, self.needs.hidden, self.objective.teacher_capture(self.stage))
+        t_out = teacher_outputs(self.teacher, self.cache, self.objective, batch, idx, self.stage, self.device,
+                                self.t_dtype)
         with autocast(self.device, self.s_dtype):
             losses = self.model(batch, t_out, self.stage)
-        losses["loss"].backward()
-        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
-        self.opt.step()
-        self.sched.step()
-        self.opt.zero_grad(set_to_none=True)
+        optimizer_step(self.model, losses["loss"], self.opt, self.sched)
         return losses["loss"].detach()
 
 

@@ -39,7 +39,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import argparse  # noqa: E402
-import contextlib  # noqa: E402
 import copy  # noqa: E402
 import json  # noqa: E402
 import statistics  # noqa: E402
@@ -99,6 +98,9 @@ def adamw(cfg, params, total_steps: int):
 
 
 # ------------------------------------------------------------------------------------------------ implementations
+CPU = torch.device("cpu")
+
+
 class Ours:
     """One step of ``raydistill.loop.run`` (the body of its inner loop), optionally with a bf16-autocast teacher."""
 
@@ -112,32 +114,29 @@ class Ours:
         self.model = Distiller(self.student, self.objective)
         self.model.train()
         self.stage = self.objective.method.stage_for(0, cfg.train.epochs)
-        self.needs = self.objective.method.needs(self.stage)
         self.opt, self.sched = adamw(cfg, list(self.student.parameters()) + list(self.objective.parameters()),
                                      total_steps)
         self.teacher_bf16, self.student_bf16 = teacher_bf16, student_bf16
         self.sums: dict = {}
 
     def _teacher(self, batch):
-        from raydistill.loop import forward
+        from raydistill.loop import teacher_outputs
 
-        amp = torch.autocast("cpu", dtype=torch.bfloat16) if self.teacher_bf16 else contextlib.nullcontext()
-        with torch.no_grad(), amp:
-            return forward(self.teacher, batch, self.needs.hidden, self.objective.teacher_capture(self.stage))
+        return teacher_outputs(self.teacher, None, self.objective, batch, None, self.stage, CPU,
+                               "bf16" if self.teacher_bf16 else "fp32")
 
     def losses(self, batch) -> dict:
+        from raydistill.precision import autocast
+
         t_out = self._teacher(batch)
-        amp = torch.autocast("cpu", dtype=torch.bfloat16) if self.student_bf16 else contextlib.nullcontext()
-        with amp:  # the losses cast to float32 themselves
+        with autocast(CPU, "bf16" if self.student_bf16 else "fp32"):  # the losses cast to float32 themselves
             return self.model(batch, t_out, self.stage)
 
     def step(self, batch) -> None:
+        from raydistill.loop import optimizer_step
+
         losses = self.losses(batch)
-        losses["loss"].backward()
-        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
-        self.opt.step()
-        self.sched.step()
-        self.opt.zero_grad(set_to_none=True)
+        optimizer_step(self.model, losses["loss"], self.opt, self.sched)
         for k, v in losses.items():  # as loop.run: accumulate on device, no host sync per step
             self.sums[k] = self.sums.get(k, 0) + v.detach().float()
 

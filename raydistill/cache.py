@@ -56,6 +56,11 @@ def _save(path: str, arr: np.ndarray) -> None:
     os.replace(tmp, path)
 
 
+def _rows(offsets, idx) -> np.ndarray:
+    """The flat token rows of examples ``idx``, in order (token-level arrays store real tokens only)."""
+    return np.concatenate([np.arange(offsets[i], offsets[i + 1]) for i in idx])
+
+
 class TeacherCache:
     def __init__(self, root: str, key: str, kind: str):
         self.dir, self.kind = os.path.join(root, key), kind
@@ -67,10 +72,6 @@ class TeacherCache:
     def _meta(self) -> dict | None:
         path = os.path.join(self.dir, "meta.json")
         return json.load(open(path)) if os.path.isfile(path) else None
-
-    @property
-    def ready(self) -> bool:
-        return self._meta() is not None
 
     def ensure(self, teacher, features: list, collate, pad_id: int, device, log=print, dtype: str = "fp32",
                hidden_layers=(), att_layers=(), budget_gb: float = 4.0) -> "TeacherCache":
@@ -84,8 +85,8 @@ class TeacherCache:
             fcntl.flock(lock, fcntl.LOCK_EX)
             meta = self._meta()
             have_h, have_a = (set(meta["hidden"]), set(meta["att"])) if meta else (set(), set())
-            last = meta["layers"] if meta else teacher.config.num_hidden_layers  # no teacher needed on a hit
-            want_h = {last if j < 0 else j for j in hidden_layers}
+            self.layers = meta["layers"] if meta else teacher.config.num_hidden_layers  # no teacher needed on a hit
+            want_h = self._hidden(hidden_layers)
             want_a = set(att_layers)
             add_h, add_a = set(), set()
             if want_h - have_h or want_a - have_a:
@@ -116,15 +117,19 @@ class TeacherCache:
         meta = self._meta()
         self.arrays = {k: np.load(os.path.join(self.dir, f"{k}.npy"), mmap_mode="r") for k in meta["arrays"]}
         self.hidden_layers, self.att_layers = frozenset(meta["hidden"]), frozenset(meta["att"])
-        self.heads, self.layers = meta["heads"], meta["layers"]
+        self.heads = meta["heads"]
         return self
+
+    def _hidden(self, layers) -> set:
+        """Hidden-state layer indices with −1 (the last layer) resolved."""
+        return {self.layers if j < 0 else j for j in layers}
 
     def serves(self, needs) -> bool:
         """True when this cache holds every teacher feature a stage with ``needs`` reads."""
         if not needs.teacher_full:
             return True
         return bool(needs.teacher_hidden or needs.teacher_att) and needs.teacher_att <= self.att_layers \
-            and {self.layers if j < 0 else j for j in needs.teacher_hidden} <= self.hidden_layers
+            and self._hidden(needs.teacher_hidden) <= self.hidden_layers
 
     @torch.no_grad()
     def _build(self, teacher, features, collate, pad_id, device, base: bool, add_h: set, add_a: set,
@@ -154,7 +159,7 @@ class TeacherCache:
                 inputs = {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids") if k in batch}
                 with AttentionCapture(teacher, add_a) as cap:
                     out = teacher(**inputs, output_hidden_states=True)
-                rows = torch.cat([torch.arange(offsets[i], offsets[i + 1]) for i in idx]).numpy()
+                rows = _rows(offsets, idx)
                 real = batch["attention_mask"].bool()
                 if base:
                     pred = torch.stack([out.start_logits, out.end_logits], -1) if self.kind == "qa" else out.logits
@@ -204,13 +209,12 @@ class TeacherCache:
     def _tokens(self, name: str, idx: list[int], lengths: np.ndarray, L: int, device) -> torch.Tensor:
         """Rows of a token-level array for ``idx``, laid out on the batch's (right-)padded [B, L] grid, zeros on
         padding. Lengths come from the cache's offsets, not the device mask: no device→host sync per step."""
-        off, src = self.arrays["offsets"], self.arrays[name]
-        rows = np.concatenate([np.arange(off[i], off[i + 1]) for i in idx])
+        src = self.arrays[name]
         out = torch.zeros((len(idx), L) + src.shape[1:], dtype=torch.float16)
-        out[torch.arange(L)[None, :] < torch.from_numpy(lengths)[:, None]] = torch.from_numpy(np.asarray(src[rows]))
+        out[torch.arange(L)[None, :] < torch.from_numpy(lengths)[:, None]] = torch.from_numpy(src[_rows(self.arrays["offsets"], idx)])
         return out.to(device, non_blocking=True).float()  # fp16 over the bus, fp32 for the losses
 
-    def outputs(self, idx: list[int], batch: dict, needs=None):
+    def outputs(self, idx: list[int], batch: dict, needs):
         """Teacher ``Outputs`` for the examples ``idx`` of this batch, padded to the batch's length. Hidden states
         are [CLS]-only ([B, 1, H]) except the full-sequence layers ``needs`` asks for."""
         from .distill.methods import Outputs
@@ -221,8 +225,8 @@ class TeacherCache:
         cls = torch.from_numpy(np.asarray(self.arrays["cls"][idx])).to(device, non_blocking=True).float()
         hidden = [cls[:, j:j + 1] for j in range(cls.shape[1])]
         scores = {}
-        if needs is not None and needs.teacher_full:
-            for j in {self.layers if j < 0 else j for j in needs.teacher_hidden}:
+        if needs.teacher_full:
+            for j in self._hidden(needs.teacher_hidden):
                 hidden[j] = self._tokens(f"hidden_{j}", idx, lengths, L, device)
             for j in needs.teacher_att:
                 src, a_off = self.arrays[f"att_{j}"], self.arrays["att_offsets"]

@@ -127,6 +127,26 @@ class Distiller(torch.nn.Module):
         return self.objective.method.losses(stage, s, teacher_out, batch, self.objective)
 
 
+def teacher_outputs(teacher, cache, objective, batch: dict, idx: list[int], stage: str, device, t_dtype: str):
+    """What the teacher says about ``batch`` (examples ``idx``) in ``stage``: from the cache when it holds every
+    feature the stage reads, else a live forward in ``t_dtype``; None when the stage needs no teacher."""
+    needs = objective.method.needs(stage)
+    if teacher is None or not needs.teacher:
+        return None
+    if cache is not None and cache.serves(needs):
+        return cache.outputs(idx, batch, needs)
+    with torch.no_grad(), autocast(device, t_dtype):
+        return forward(teacher, batch, needs.hidden, objective.teacher_capture(stage))
+
+
+def optimizer_step(model, loss: torch.Tensor, opt, sched) -> None:
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    sched.step()
+    opt.zero_grad(set_to_none=True)
+
+
 # ---------------------------------------------------------------- evaluation
 @torch.no_grad()
 def evaluate(model, data: Data, batch_size: int, device) -> dict:
@@ -228,10 +248,10 @@ def run(cfg: RunConfig, ctx: Context) -> dict:
     if teacher is not None:
         ctx.log(f"teacher forward in {t_dtype}" + (" (bf16 autocast)" if t_dtype == "bf16" else ""))
     per_rank = cfg.train.batch_size // ctx.world_size
-    cache = _teacher_cache(cfg, objective, teacher, data, device, ctx, t_dtype)  # built on `device` when cold
+    stage_needs = [objective.method.needs(st) for st in objective.method.active_stages()]
+    cache = _teacher_cache(cfg, stage_needs, teacher, data, device, ctx, t_dtype)  # built on `device` when cold
     if teacher is not None:
-        teacher_needs = [objective.method.needs(st) for st in objective.method.active_stages()]
-        if cache is not None and all(cache.serves(n) for n in teacher_needs if n.teacher):
+        if cache is not None and all(cache.serves(n) for n in stage_needs if n.teacher):
             teacher.to("cpu")  # every stage reads the cache: no teacher on the device (packed GPU trials)
             ctx.log("teacher outputs come from the cache for every stage; the teacher stays off the device")
         else:
@@ -240,7 +260,6 @@ def run(cfg: RunConfig, ctx: Context) -> dict:
     metrics = {}
     for epoch in range(start_epoch, cfg.train.epochs):
         stage = objective.method.stage_for(epoch, cfg.train.epochs)
-        needs = objective.method.needs(stage)
         sums: dict[str, torch.Tensor] = {}
         t0, n_seen = time.perf_counter(), 0
         for step, idx in enumerate(epoch_batches(len(data.train), cfg.train.batch_size, epoch, cfg.train.seed,
@@ -249,22 +268,12 @@ def run(cfg: RunConfig, ctx: Context) -> dict:
                 break
             fault.step(ctx.rank, epoch + 1, step + 1)
             batch = to_device(collate([data.train[i] for i in idx], data.pad_id), device)
-            t_out = None
-            if teacher is not None and needs.teacher:
-                if cache is not None and cache.serves(needs):
-                    t_out = cache.outputs(idx, batch, needs)
-                else:
-                    with torch.no_grad(), autocast(device, t_dtype):
-                        t_out = forward(teacher, batch, needs.hidden, objective.teacher_capture(stage))
+            t_out = teacher_outputs(teacher, cache, objective, batch, idx, stage, device, t_dtype)
             with autocast(device, step_amp):  # the losses cast to float32 themselves
                 losses = model(batch, t_out, stage)
             if fault.nan_epoch == epoch + 1:
                 losses["loss"] = losses["loss"] * float("nan")
-            losses["loss"].backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            sched.step()
-            opt.zero_grad(set_to_none=True)
+            optimizer_step(model, losses["loss"], opt, sched)
             for k, v in losses.items():  # accumulate on device: no host sync per step
                 sums[k] = sums.get(k, 0) + v.detach().float()
             n_seen += per_rank
@@ -282,7 +291,7 @@ def run(cfg: RunConfig, ctx: Context) -> dict:
         ckpt_dir = None
         if ctx.rank == 0:
             metrics.update(evaluate(student, data, max(per_rank, 32), device))
-            metrics.update(_speed(student, device, cfg))
+            metrics.update(_speed(student, device))
             history.append(metrics)
             ckpt_dir = os.path.join(tempfile.mkdtemp(prefix="raydistill-ckpt-"), "checkpoint")
             save_checkpoint(ckpt_dir, student, tokenizer, objective, opt, sched,
@@ -294,11 +303,9 @@ def run(cfg: RunConfig, ctx: Context) -> dict:
     return metrics
 
 
-def _teacher_cache(cfg, objective, teacher, data, device, ctx, t_dtype: str):
-    """The shared teacher-output cache when it is on and can serve at least one stage of this method."""
+def _teacher_cache(cfg, needs: list, teacher, data, device, ctx, t_dtype: str):
+    """The shared teacher-output cache when it is on and can serve at least one of the stages with ``needs``."""
     kind = data.task.kind
-    method = objective.method
-    needs = [method.needs(st) for st in method.active_stages()]
     if not cfg.teacher_cache or teacher is None or kind not in ("classification", "regression", "token", "qa") \
             or not any(n.teacher for n in needs):
         return None
@@ -330,7 +337,7 @@ class Fault:
         os._exit(1)  # a hard crash: no exception handling, no cleanup, like an OOM kill
 
 
-def _speed(student, device, cfg) -> dict:
+def _speed(student, device) -> dict:
     """Parameter count and latency (memoised per architecture and machine, so measured once per student size)."""
     from .latency import student_speed
 

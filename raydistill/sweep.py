@@ -25,6 +25,8 @@ STATE = "raydistill_sweep.json"
 
 
 def parser():
+    from .distill.__main__ import add_teacher_args
+
     p = argparse.ArgumentParser(prog="python -m raydistill.sweep", description=__doc__)
     p.add_argument("space", help="name of a file in search_spaces/ (pkd_glue, kd_glue, …) or a YAML path")
     p.add_argument("--task", help="task to distil on (default: the space's task)")
@@ -49,12 +51,7 @@ def parser():
     p.add_argument("--multi-objective", action="store_true", help="optimise dev score and student parameters")
     p.add_argument("--placement-strategy", default="PACK", help="PACK or SPREAD DDP workers over nodes")
     p.add_argument("--max-failures", type=int, default=1, help="worker failures each trial recovers from")
-    p.add_argument("--teacher-cache", help="teacher-output cache folder (default ./raydistill-results/teacher-cache)")
-    p.add_argument("--no-teacher-cache", action="store_true", help="run the live teacher every step of every trial")
-    p.add_argument("--teacher-cache-gb", type=float, default=4.0,
-                   help="size budget for full-sequence teacher states/attention scores in the cache (GiB)")
-    p.add_argument("--fp32-teacher", action="store_true",
-                   help="run the teacher in fp32 even where the hardware has native bf16 (default: bf16 autocast there)")
+    add_teacher_args(p)
     p.add_argument("--inject-fault", default="", help=argparse.SUPPRESS)  # test hook, see RunConfig.fault
     return p
 

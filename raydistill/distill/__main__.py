@@ -61,12 +61,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--output", default="outputs/student")
     p.add_argument("--storage-path", default=None, help="Ray results folder (default ./raydistill-results/ray)")
     p.add_argument("--run-name", default=None)
-    p.add_argument("--teacher-cache", default=None, help="teacher-output cache folder (default ./raydistill-results/teacher-cache)")
-    p.add_argument("--no-teacher-cache", action="store_true", help="run the live teacher every step")
-    p.add_argument("--teacher-cache-gb", type=float, default=4.0,
-                   help="size budget for full-sequence teacher states/attention scores in the cache (GiB)")
-    p.add_argument("--fp32-teacher", action="store_true",
-                   help="run the teacher in fp32 even where the hardware has native bf16 (default: bf16 autocast there)")
+    add_teacher_args(p)
     p.add_argument("--placement-strategy", default="PACK", help="PACK or SPREAD the DDP workers over nodes")
     p.add_argument("--inject-fault", default="", help=argparse.SUPPRESS)  # test hook, see RunConfig.fault
     return p
@@ -77,6 +72,17 @@ def local_abspath(path: str | None) -> str | None:
     from ..hub import is_local
 
     return os.path.abspath(path) if path and is_local(path) else path
+
+
+def add_teacher_args(p: argparse.ArgumentParser) -> None:
+    """How the teacher's outputs are produced: the shared cache and the teacher's precision (distill and sweep)."""
+    p.add_argument("--teacher-cache", default=None,
+                   help="teacher-output cache folder (default ./raydistill-results/teacher-cache)")
+    p.add_argument("--no-teacher-cache", action="store_true", help="run the live teacher every step (of every trial)")
+    p.add_argument("--teacher-cache-gb", type=float, default=RunConfig.teacher_cache_gb,
+                   help="size budget for full-sequence teacher states/attention scores in the cache (GiB)")
+    p.add_argument("--fp32-teacher", action="store_true",
+                   help="run the teacher in fp32 even where the hardware has native bf16 (default: bf16 autocast there)")
 
 
 def teacher_cache_dir(a) -> str | None:
