@@ -5,8 +5,9 @@ and small-student trials packed on one GPU vs total throughput.
     python benchmarks/gpu.py                   # on a CUDA machine (default peak: H200/H100 bf16 dense, 989 TFLOP/s)
     python benchmarks/gpu.py --smoke           # tiny models on CPU: runs every code path (what the tests run)
 
-Part 1, MFU: the package's step (``build_objective``, ``loop.forward``, ``loop.Distiller``, ``loop._optimizer``, as
-``loop.run`` runs it on GPU: teacher and student step under bf16 autocast, fp32 master weights, AdamW, clipping)
+Part 1, MFU: the package's step (``build_objective``, ``loop.Distiller``, ``loop._optimizer``,
+``loop.teacher_outputs``, ``loop.optimizer_step``, as ``loop.run`` runs it on GPU: teacher and student step under
+bf16 autocast, fp32 master weights, AdamW, clipping)
 for TinyBERT task distillation, stage ``intermediate`` (embedding + attention-score + hidden MSE, mapping 3,6,9,12)
 and stage ``pred`` (T²-scaled KL on logits). Teacher 12L-768-3072-12 (BERT-base shape, random weights), student
 4L-312-1200-12, length 128, full-length batches. Counted FLOPs per token (matmuls only, the usual MFU convention):

@@ -7,8 +7,9 @@
 Implementations, all doing TinyBERT intermediate distillation (embedding MSE + attention MSE + hidden MSE with a
 learned projection, uniform mapping 3,6,9,12) with AdamW, linear warmup and gradient clipping, fp32 student:
 
-  ours       the package's pieces (``build_objective``, ``loop.forward``, ``loop.Distiller``, ``loop._optimizer``),
-             teacher forward under ``torch.autocast("cpu", bfloat16)`` when the CPU has AVX512-BF16/AMX
+  ours       the package's pieces (``build_objective``, ``loop.Distiller``, ``loop._optimizer``,
+             ``loop.teacher_outputs``, ``loop.optimizer_step``), teacher forward under
+             ``torch.autocast("cpu", bfloat16)`` when the CPU has AVX512-BF16/AMX
   ours_fp32  the same with an fp32 teacher (``loop.run`` with ``--fp32-teacher``, or on CPUs without native bf16)
   naive      teacher and student with ``attn_implementation="eager"``, ``output_hidden_states=True,
              output_attentions=True``; attention MSE on the returned post-softmax probabilities; fp32
