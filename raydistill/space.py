@@ -3,12 +3,15 @@
 A value is either fixed (``temperature: 4``) or searched:
   {choice: [a, b]}   {uniform: [lo, hi]}   {loguniform: [lo, hi]}   {int: [lo, hi]}
 ``student.size`` searches whole architectures at once: {choice: ["4L-312-1200-12", "6L-768-3072-12"]}.
+Student sizes may be relative to the teacher (``layers: {choice: [0.25, 0.5]}``, ``hidden: teacher``; see
+``raydistill.sizes``), resolved once the teacher's config is known.
 Conditional: β is only sampled for methods that use it; a ``mapping`` choice is filtered to the mappings
 valid for the sampled student depth (Optuna params ``mapping_<M>L`` so each depth keeps a fixed choice set).
 """
 from __future__ import annotations
 
 import copy
+import itertools
 import os
 from dataclasses import dataclass, field, fields
 
@@ -16,11 +19,12 @@ import yaml
 
 from .config import DistillConfig, StudentConfig, TrainConfig
 from .errors import UserError, check
+from .sizes import FIELDS, Shape, any_relative, check_value, resolve
 
 SPACES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "search_spaces")
 TOP_KEYS = {"name", "description", "method", "task", "teacher", "data_dir", "metric", "mode", "num_samples",
             "student", "distill", "train", "search", "max_concurrent", "num_workers"}
-SEARCH_KEYS = {"algorithm", "seed", "asha", "objectives", "grace_period", "reduction_factor"}
+SEARCH_KEYS = {"algorithm", "seed", "asha", "objectives", "grace_period", "reduction_factor", "start_from"}
 DOMAINS = ("choice", "uniform", "loguniform", "int")
 # Optuna/MLflow param names for each searchable field
 PARAM = {("student", "layers"): "student_layers", ("student", "hidden"): "student_hidden",
@@ -43,6 +47,7 @@ class SweepSpec:
     train: dict
     search: dict = field(default_factory=dict)
     raw: dict = field(default_factory=dict)
+    overridden: frozenset = frozenset()  # "section.field" keys changed by --set
 
 
 def resolve_path(space: str) -> str:
@@ -67,7 +72,8 @@ def load(space: str, overrides: list[str] = ()) -> SweepSpec:
     check(isinstance(raw, dict), "space", f"{path} must be a YAML mapping of keys (name, method, student, …)")
     for o in overrides:
         apply_override(raw, o)
-    return parse(raw, default_name=os.path.splitext(os.path.basename(path))[0])
+    keys = frozenset(o.split("=", 1)[0].strip() for o in overrides)
+    return parse(raw, default_name=os.path.splitext(os.path.basename(path))[0], overridden=keys)
 
 
 def apply_override(raw: dict, item: str) -> None:
@@ -85,7 +91,7 @@ def apply_override(raw: dict, item: str) -> None:
         raise UserError("set", f"cannot parse the value of {key!r}: {value!r}") from None
 
 
-def parse(raw: dict, default_name: str = "sweep") -> SweepSpec:
+def parse(raw: dict, default_name: str = "sweep", overridden: frozenset = frozenset()) -> SweepSpec:
     raw = copy.deepcopy(raw)
     for k in raw:
         check(k in TOP_KEYS, k, f"unknown key in the search space; known keys: {', '.join(sorted(TOP_KEYS))}")
@@ -111,8 +117,9 @@ def parse(raw: dict, default_name: str = "sweep") -> SweepSpec:
     spec = SweepSpec(name=raw.get("name", default_name), method=method, task=raw.get("task"),
                      teacher=raw.get("teacher"), data_dir=raw.get("data_dir"), metric=raw.get("metric"),
                      mode=mode, num_samples=n, student=sections["student"], distill=sections["distill"],
-                     train=sections["train"], search=search, raw=raw)
+                     train=sections["train"], search=search, raw=raw, overridden=overridden)
     sample_fixed(spec)  # type-check fixed values and domain bounds now, not inside a trial
+    start_points(spec)
     return spec
 
 
@@ -154,8 +161,11 @@ def _suggest(trial, name: str, v):
     return trial.suggest_float(name, arg[0], arg[1], log=kind == "loguniform")
 
 
-def sample(spec: SweepSpec, trial, teacher_layers: int | None = None) -> dict:
-    """Draw one trial's values (Optuna define-by-run); returns a flat dict of MLflow-style param names."""
+def sample(spec: SweepSpec, trial, teacher: Shape | None = None) -> dict:
+    """Draw one trial's values (Optuna define-by-run); returns a flat dict of MLflow-style param names.
+
+    Student sizes may be relative to the teacher (``raydistill.sizes``): Optuna sees the value as written (0.5,
+    ``teacher``), the returned dict holds the resolved numbers, so Tune and MLflow show the student's real sizes."""
     from .distill.mapping import layer_pairs
     from .distill.methods import get_method
 
@@ -164,32 +174,91 @@ def sample(spec: SweepSpec, trial, teacher_layers: int | None = None) -> dict:
     if "size" in st:
         out["student_size"] = _suggest(trial, "student_size", st.pop("size"))
         st.update(parse_size(out["student_size"]))
+    sizes = {}
     for k, v in st.items():
-        out[PARAM[("student", k)]] = _suggest(trial, PARAM[("student", k)], v)
+        val = _suggest(trial, PARAM[("student", k)], v)
+        if k in FIELDS:
+            sizes[k] = val
+        else:
+            out[PARAM[("student", k)]] = val
+    if teacher is not None:
+        if trial is None:
+            check_student_space(spec, teacher)
+        out.update({PARAM[("student", k)]: v for k, v in resolve(sizes, teacher).items()})
+    elif not any_relative(sizes):
+        out.update({PARAM[("student", k)]: v for k, v in sizes.items()})
+    teacher_layers = teacher.layers if teacher is not None else None
     m = get_method(out["method"])
-    if trial is None and teacher_layers:  # validation pass: no searched depth may exceed the teacher's
-        depths = [parse_size(c)["layers"] for c in _values(spec.student["size"])] if "size" in spec.student \
-            else _values(spec.student.get("layers", StudentConfig().layers))
-        deepest = max((d for d in depths if isinstance(d, (int, float))), default=0)
-        check(deepest <= teacher_layers, "student.layers", f"{deepest} layers is more than the teacher's {teacher_layers}; "
-              "a student must be smaller: lower student.layers (or student.size)")
     for k, v in spec.distill.items():
         if k == "beta" and not m.uses_beta:
             continue  # conditional: β only where the method uses it
         if k == "mapping" and isinstance(v, dict) and "choice" in v and teacher_layers:
-            layers = out.get("student_layers", StudentConfig().layers)
+            layers = out["student_layers"]
             valid = [c for c in v["choice"] if _valid_mapping(layer_pairs, c, layers, teacher_layers)]
             check(bool(valid), "distill.mapping", f"none of {v['choice']} is valid for a {layers}-layer student "
                   f"of a {teacher_layers}-layer teacher")
             out["mapping"] = _suggest(trial, f"mapping_{layers}L", {"choice": valid})
             continue
         if k == "mapping" and not isinstance(v, dict) and teacher_layers and (m.intermediate or m.name == "pkd"):
-            layer_pairs(v, out.get("student_layers", StudentConfig().layers), teacher_layers)  # a fixed mapping
+            layer_pairs(v, out["student_layers"], teacher_layers)  # a fixed mapping
         out[k] = _suggest(trial, k, v)
     for k, v in spec.train.items():
         if isinstance(v, dict):  # fixed train values live in the base config, where CLI flags override them
             out[k] = _suggest(trial, k, v)
     return out
+
+
+def start_points(spec: SweepSpec, teacher: Shape | None = None) -> list[dict]:
+    """``search.start_from`` (published recipes, tried first) as Optuna params to enqueue. A key names a field
+    of the space (``layers``, ``temperature``, ``lr``, …); its value must lie in that field's domain. A field the
+    space (or ``--set``) fixes keeps its fixed value: the recipe's is ignored."""
+    from .distill.mapping import layer_pairs
+
+    points = spec.search.get("start_from") or []
+    check(isinstance(points, list) and all(isinstance(p, dict) for p in points), "search.start_from",
+          "must be a list of mappings, e.g. [{temperature: 20, alpha: 0.7, lr: 1.0e-4}]")
+    domains, where = {"method": ("method", spec.method)}, {"method": "method"}
+    for sec in ("student", "distill", "train"):
+        for k, v in getattr(spec, sec).items():
+            domains[k], where[k] = (PARAM.get((sec, k), k), v), f"{sec}.{k}"
+    known = set(domains) | {f.name for c in (StudentConfig, DistillConfig, TrainConfig) for f in fields(c)} | {"size"}
+    out = []
+    for i, point in enumerate(points):
+        params = {}
+        for k, v in point.items():
+            field_ = f"search.start_from[{i}].{k}"
+            check(k in known, field_, f"unknown field; use a field of the space: {', '.join(sorted(domains))}")
+            name, dom = domains.get(k, (k, None))
+            if not isinstance(dom, dict):
+                continue  # fixed in the space or by --set: that value wins
+            kind, arg = next(iter(dom.items()))
+            inside = v in arg if kind == "choice" else isinstance(v, (int, float)) and arg[0] <= v <= arg[1]
+            if not inside and where[k] in spec.overridden:
+                continue  # --set changed this field's domain: the user's domain wins over the recipe
+            check(inside, field_,
+                  f"{v!r} is outside the space's {kind} {arg}; change the recipe or widen the space")
+            if k != "mapping":
+                params[name] = v
+            elif teacher is not None:  # the mapping is drawn per student depth (mapping_<M>L): fix it where valid
+                params.update({f"mapping_{m}L": v for m in range(1, teacher.layers + 1)
+                               if _valid_mapping(layer_pairs, v, m, teacher.layers)})
+        out.append(params)
+    return out
+
+
+def check_student_space(spec: SweepSpec, teacher: Shape) -> None:
+    """Every student the space can draw resolves to valid sizes no deeper than the teacher (before Ray starts)."""
+    st = dict(spec.student)
+    combos = [parse_size(c) for c in _values(st.pop("size"))] if "size" in st else [{}]
+    fields_ = [k for k in FIELDS if k in st]
+    for base in combos:
+        for vals in itertools.product(*(_values(st[k]) for k in fields_)):
+            sizes = resolve({**base, **dict(zip(fields_, vals))}, teacher)
+            check(sizes["layers"] <= teacher.layers, "student.layers",
+                  f"{sizes['layers']} layers is more than the teacher's {teacher.layers}; a student must be smaller: "
+                  "lower student.layers (or student.size), or write it as a fraction of the teacher's depth")
+            check(sizes["hidden"] <= teacher.hidden, "student.hidden",
+                  f"{sizes['hidden']} is wider than the teacher's {teacher.hidden}; write hidden: teacher or a fraction")
 
 
 def _values(v) -> list:
@@ -212,9 +281,17 @@ def sample_fixed(spec: SweepSpec) -> dict:
     """Type-check by building the configs from the first value of every domain."""
     from .config import build
 
+    for k in FIELDS:
+        for v in _values(spec.student.get(k, [])) if k in spec.student else ():
+            check_value(k, v)
     vals = sample(spec, None)
     student = {k: vals[p] for (sec, k), p in PARAM.items() if sec == "student" and p in vals and k != "size"}
-    build(StudentConfig, student, "student.").validate()
+    if all(PARAM[("student", k)] in vals for k in FIELDS):  # relative sizes are checked once the teacher is known
+        build(StudentConfig, student, "student.").validate()
+    else:  # what can be checked without the teacher: two absolute sizes that cannot go together
+        h, n = (_values(spec.student.get(k))[0] for k in ("hidden", "heads"))
+        if isinstance(h, int) and isinstance(n, int) and n > 0:
+            check(h % n == 0, "student.hidden", f"{h} is not divisible by student.heads={n}; pick hidden = k·heads")
     distill = {k: vals[k] for k in spec.distill if k in vals}
     build(DistillConfig, {"method": vals["method"], **distill}, "distill.").validate()
     build(TrainConfig, {k: vals.get(k, v) for k, v in spec.train.items()}, "train.")

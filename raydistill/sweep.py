@@ -19,6 +19,7 @@ from ray.tune.search.optuna import OptunaSearch
 
 from .config import RunConfig, StudentConfig, TrainConfig, build
 from .errors import check, cli
+from .sizes import Shape
 from .track import RESULTS_DIR
 
 STATE = "raydistill_sweep.json"
@@ -193,9 +194,9 @@ def main(argv=None) -> dict:
                      teacher_cache=teacher_cache_dir(a), teacher_cache_gb=a.teacher_cache_gb).validate()
     # fail fast, before Ray or any training: teacher readable, data present, first sample buildable
     check_ray_options(a.placement_strategy, a.max_failures, a.cpus_per_worker, a.gpus_per_worker if a.use_gpu else None)
-    tcfg = teacher_config(teacher)
+    tshape = Shape.of(teacher_config(teacher))
     train_and_eval_examples(base, task)
-    preflight(trial_config(dataclasses.asdict(base), sp.sample(spec, None, tcfg.num_hidden_layers)),
+    preflight(trial_config(dataclasses.asdict(base), sp.sample(spec, None, tshape)),
               load_data=False, require_head=False)  # types, bounds, sizes, mapping: before any run is logged
 
     from . import track
@@ -214,23 +215,24 @@ def main(argv=None) -> dict:
          "data_fingerprint": data_fingerprint(base), "search": json.dumps(spec.search)},
         tags={"raydistill.role": "sweep"})
     base = base.replace(teacher=state.get("teacher") or prepare_teacher(base, storage_root, parent, log))
-    preflight(trial_config(dataclasses.asdict(base), sp.sample(spec, None, tcfg.num_hidden_layers)), load_data=False)
+    preflight(trial_config(dataclasses.asdict(base), sp.sample(spec, None, tshape)), load_data=False)
     os.makedirs(os.path.dirname(state_path), exist_ok=True)
     json.dump({"parent_run_id": parent, "teacher": base.teacher, "argv": sys.argv[1:]}, open(state_path, "w"))
     track.log_artifact(base.tracking_uri, parent, sp.resolve_path(a.space), "space")
 
     t0 = time.time()
-    results = _tune(a, spec, base, metric, mode, n_samples, storage, name, parent, teacher_layers=tcfg.num_hidden_layers)
+    results = _tune(a, spec, base, metric, mode, n_samples, storage, name, parent, teacher=tshape)
     wall = time.time() - t0
     rows = summarize(results, metric, mode, base.train.epochs, track.child_metrics(base.tracking_uri, base.experiment, parent))
     return finish(rows, metric, mode, base, parent, storage, name, wall, n_samples, log)
 
 
-def _tune(a, spec, base, metric, mode, n_samples, storage, name, parent, teacher_layers):
+def _tune(a, spec, base, metric, mode, n_samples, storage, name, parent, teacher):
     import optuna
     from ray import tune
     from ray.tune.search import ConcurrencyLimiter
 
+    from . import space as sp
     from .report import live_callback
 
     metrics = [metric, "student_params"] if a.multi_objective else metric
@@ -240,15 +242,17 @@ def _tune(a, spec, base, metric, mode, n_samples, storage, name, parent, teacher
         os.path.abspath(RESULTS_DIR), "mlflow.db")
     storage_url = "sqlite:///" + os.path.join(os.path.dirname(db), "optuna.db")
     searcher = PrunedAwareOptunaSearch(
-        space=SpaceFn(spec, teacher_layers), metric=metrics, mode=modes,
+        space=SpaceFn(spec, teacher), metric=metrics, mode=modes,
         sampler=optuna.samplers.TPESampler(seed=seed), study_name=name,
+        points_to_evaluate=sp.start_points(spec, teacher) or None,
         storage=optuna.storages.RDBStorage(storage_url), max_epochs=base.train.epochs)
     searcher = ConcurrencyLimiter(searcher, max_concurrent=a.max_concurrent)
     scheduler = None
     if not a.multi_objective and spec.search.get("asha", True) is not False and base.train.epochs > 1:
         asha = spec.search.get("asha") if isinstance(spec.search.get("asha"), dict) else {}
         scheduler = FinishingASHA(time_attr="training_iteration", max_t=base.train.epochs,
-                                  grace_period=asha.get("grace_period", 1),
+                                  grace_period=min(asha.get("grace_period", max(1, base.train.epochs // 2)),
+                                                   base.train.epochs),
                                   reduction_factor=asha.get("reduction_factor", 2))
     opts = {"max_failures": a.max_failures, "placement": a.placement_strategy, "cpus": a.cpus_per_worker,
             "gpus": a.gpus_per_worker if a.use_gpu else None}
@@ -320,13 +324,13 @@ class FinishingASHA(ASHAScheduler):
 class SpaceFn:
     """Optuna define-by-run space (a picklable callable: Tune checkpoints the searcher)."""
 
-    def __init__(self, spec, teacher_layers: int):
-        self.spec, self.teacher_layers = spec, teacher_layers
+    def __init__(self, spec, teacher):
+        self.spec, self.teacher = spec, teacher
 
     def __call__(self, trial):
         from . import space as sp
 
-        return sp.sample(self.spec, trial, self.teacher_layers)
+        return sp.sample(self.spec, trial, self.teacher)
 
 
 def finish(rows, metric, mode, base, parent, storage, name, wall, n_samples, log) -> dict:

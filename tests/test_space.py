@@ -8,6 +8,9 @@ import pytest
 
 from raydistill import space as sp
 from raydistill.errors import UserError
+from raydistill.sizes import Shape
+
+BERT_BASE = Shape(12, 768, 3072, 12)
 
 SHIPPED = sorted(f[:-5] for f in os.listdir(sp.SPACES_DIR) if f.endswith(".yaml"))
 
@@ -21,37 +24,55 @@ def test_all_named_sweeps_ship():
 def test_shipped_space_parses_and_samples(name):
     spec = sp.load(name)
     study = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=0))
-    vals = sp.sample(spec, study.ask(), teacher_layers=12)
+    vals = sp.sample(spec, study.ask(), BERT_BASE)
     assert vals["method"] == spec.method
 
 
-def test_pkd_glue_grid_matches_the_paper():
+def test_pkd_glue_covers_the_paper_and_starts_from_its_best():
+    """PKD's grid (T 5–20, α 0.2–0.7, β 10–1000, 3 and 6 of 12 layers) lies inside the searched ranges, and the
+    reported best (T=20, α=0.7, β=100, PKD-Skip) is the first trial at half the teacher's depth."""
     spec = sp.load("pkd_glue")
-    assert spec.distill["temperature"] == {"choice": [5, 10, 20]}
-    assert spec.distill["alpha"] == {"choice": [0.2, 0.5, 0.7]}
-    assert spec.distill["beta"] == {"choice": [10, 100, 500, 1000]}
-    assert spec.distill["mapping"] == {"choice": ["skip", "last"]}
-    assert spec.student["layers"] == {"choice": [3, 6]} and spec.student["init"] == "first_k"
+    assert spec.distill["temperature"] == {"loguniform": [1, 20]} and spec.distill["alpha"] == {"uniform": [0.0, 1.0]}
+    assert spec.distill["beta"]["loguniform"][0] <= 10 and spec.distill["beta"]["loguniform"][1] >= 1000
+    assert spec.train["lr"] == {"loguniform": [1.0e-5, 3.0e-4]}
+    assert spec.distill["mapping"] == {"choice": ["skip", "last"]} and spec.student["init"] == "first_k"
+    assert spec.student["hidden"] == "teacher"
+    depths = {sp.sample(sp.load("pkd_glue", [f"student.layers={f}"]), None, BERT_BASE)["student_layers"]
+              for f in spec.student["layers"]["choice"]}
+    assert depths == {3, 6}
+    first = sp.start_points(spec, BERT_BASE)[0]
+    assert first["temperature"] == 20 and first["alpha"] == 0.7 and first["beta"] == 100
+    assert first["mapping_6L"] == "skip" and "mapping_5L" not in first  # skip needs N divisible by M
+    study = optuna.create_study()
+    study.enqueue_trial(first)
+    vals = sp.sample(spec, study.ask(), BERT_BASE)
+    assert (vals["student_layers"], vals["temperature"], vals["alpha"], vals["beta"], vals["mapping"]) == \
+        (6, 20, 0.7, 100, "skip")
+
+
+def test_asha_grace_period_leaves_the_warm_up_epoch_alone():
+    assert sp.load("pkd_glue").search["asha"]["grace_period"] >= 2
 
 
 def test_tinybert_sizes_and_mappings():
     spec = sp.load("tinybert_glue")
-    assert set(spec.student["size"]["choice"]) == {"4L-312-1200-12", "6L-768-3072-12"}
     assert spec.distill["mapping"]["choice"] == ["uniform", "top", "bottom"]
+    first = sp.start_points(spec, BERT_BASE)[0]
+    assert first["temperature"] == 1 and first["mapping_6L"] == "uniform"  # TinyBERT's T=1 and g(m)=m·N/M
     assert sp.parse_size("4L-312-1200-12") == {"layers": 4, "hidden": 312, "intermediate": 1200, "heads": 12}
 
 
 def test_set_override_fixes_a_searched_value():
     spec = sp.load("pkd_glue", ["student.layers=4", "distill.temperature=7.5"])
-    vals = sp.sample(spec, optuna.create_study().ask(), teacher_layers=12)
+    vals = sp.sample(spec, optuna.create_study().ask(), BERT_BASE)
     assert vals["student_layers"] == 4 and vals["temperature"] == 7.5
 
 
 def test_beta_only_where_the_method_uses_it():
     kd = sp.parse({"method": "kd", "distill": {"beta": {"choice": [1, 2]}, "temperature": 2}})
-    assert "beta" not in sp.sample(kd, optuna.create_study().ask(), 12)
+    assert "beta" not in sp.sample(kd, optuna.create_study().ask(), BERT_BASE)
     pkd = sp.parse({"method": "pkd", "distill": {"beta": {"choice": [1, 2]}}})
-    assert "beta" in sp.sample(pkd, optuna.create_study().ask(), 12)
+    assert "beta" in sp.sample(pkd, optuna.create_study().ask(), BERT_BASE)
 
 
 def test_mapping_choices_follow_student_depth():
@@ -60,7 +81,7 @@ def test_mapping_choices_follow_student_depth():
     study = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=0))
     for _ in range(5):
         t = study.ask()
-        assert sp.sample(spec, t, 12)["mapping"] == "last"
+        assert sp.sample(spec, t, BERT_BASE)["mapping"] == "last"
         assert "mapping_5L" in t.params
 
 
