@@ -4,6 +4,12 @@ Loss-weight convention (written once, logged with every run as ``loss_convention
   soft loss  = T² · KL(softmax(z_t/T) ‖ softmax(z_s/T))   (Hinton; T² keeps gradient scale independent of T)
   α          weighs the soft (teacher-prediction) loss, (1 − α) the hard (gold-label) loss
   β          weighs the intermediate loss (PKD patient loss; TinyBERT/two-stage transformer losses)
+General distillation (task "general") has no hard loss: α weighs the soft loss next to α_mlm and α_cos, and may
+exceed 1 (DistilBERT: 5·soft + 2·MLM + 1·cos).
+
+Unset fields (``StudentConfig.init`` "", ``DistillConfig`` temperature / alpha / alpha_mlm None) mean "the method's
+default" (``Method.default_init``, ``Method.defaults``); ``RunConfig`` fills them in when it is made, so a run's
+params, checkpoints and losses always hold the values it used.
 """
 from __future__ import annotations
 
@@ -21,8 +27,8 @@ class StudentConfig:
     hidden: int = 312
     intermediate: int = 1200
     heads: int = 12
-    # random | first_k | every_other | uniform | layers:1,3,5 | checkpoint:DIR
-    init: str = "random"
+    # random | first_k | every_other | uniform | layers:1,3,5 | checkpoint:DIR | pretrained; "" = the method's default
+    init: str = ""
 
     def validate(self) -> None:
         for name in ("layers", "hidden", "intermediate", "heads"):
@@ -35,21 +41,25 @@ class StudentConfig:
 @dataclass(frozen=True)
 class DistillConfig:
     method: str = "kd"
-    temperature: float = 4.0
-    alpha: float = 0.5
+    temperature: float | None = None  # None = the method's default (see Method.defaults)
+    alpha: float | None = None
     beta: float = 0.0
     mapping: str = "uniform"  # uniform | skip | last | top | bottom | explicit list "2,4,6"
     stage: str = "all"  # tinybert / two_stage: all | intermediate | pred
     alpha_cos: float = 1.0  # DistilBERT cosine weight
-    alpha_mlm: float = 0.0  # DistilBERT MLM weight (general distillation)
+    alpha_mlm: float | None = None  # DistilBERT MLM weight (general distillation; default 2 there)
     intermediate_epochs: int = 0  # tinybert/two_stage with stage=all: epochs of stage 1 (0 = half)
 
-    def validate(self) -> None:
-        check(self.temperature > 0, "temperature", f"must be > 0, got {self.temperature}")
-        check(0.0 <= self.alpha <= 1.0, "alpha", f"must be in [0, 1], got {self.alpha}")
+    def validate(self, task: str | None = None) -> None:
+        """None fields are unset (the method's default) and pass; ``task`` "general" lets α exceed 1."""
+        check(self.temperature is None or self.temperature > 0, "temperature", f"must be > 0, got {self.temperature}")
+        if task == "general":  # no hard loss: α is the soft loss's weight beside α_mlm and α_cos
+            check(self.alpha is None or self.alpha >= 0, "alpha", f"must be >= 0, got {self.alpha}")
+        else:
+            check(self.alpha is None or 0.0 <= self.alpha <= 1.0, "alpha", f"must be in [0, 1], got {self.alpha}")
         check(self.beta >= 0, "beta", f"must be >= 0, got {self.beta}")
         check(self.alpha_cos >= 0, "alpha_cos", f"must be >= 0, got {self.alpha_cos}")
-        check(self.alpha_mlm >= 0, "alpha_mlm", f"must be >= 0, got {self.alpha_mlm}")
+        check(self.alpha_mlm is None or self.alpha_mlm >= 0, "alpha_mlm", f"must be >= 0, got {self.alpha_mlm}")
         check(self.stage in ("all", "intermediate", "pred"), "stage",
               f"must be one of all, intermediate, pred; got {self.stage!r}")
 
@@ -105,9 +115,26 @@ class RunConfig:
     # "kill:rank=1,epoch=2,step=1,once=PATH" hard-kills that worker once (PATH marks that it happened).
     fault: str = ""
 
+    def __post_init__(self):
+        # Fill the unset fields from the method, once: every reader then sees numbers and a concrete init.
+        from .distill.methods import METHODS
+
+        m = METHODS.get(self.distill.method)
+        if m is None:  # validate() names the unknown method
+            return
+        defaults = m.defaults | (m.general_defaults if self.task == "general" else {})
+        unset = {k: v for k, v in defaults.items() if getattr(self.distill, k) is None}
+        if unset:
+            object.__setattr__(self, "distill", dataclasses.replace(self.distill, **unset))
+        if not self.student.init:
+            object.__setattr__(self, "student", dataclasses.replace(self.student, init=m.default_init))
+
     def validate(self) -> "RunConfig":
+        from .distill.methods import get_method
+
+        get_method(self.distill.method)
         self.student.validate()
-        self.distill.validate()
+        self.distill.validate(self.task)
         self.train.validate()
         check(self.teacher_cache_gb >= 0, "teacher_cache_gb", f"must be >= 0 GiB, got {self.teacher_cache_gb}")
         return self
@@ -140,17 +167,20 @@ def build(section_cls, values: dict, prefix: str):
     for k, v in values.items():
         if k not in known:
             raise UserError(f"{prefix}{k}", f"unknown key; known keys: {', '.join(sorted(known))}")
-        want = type(getattr(section_cls(), k)) if k in known and _has_default(section_cls) else None
-        kw[k] = _coerce(v, want, f"{prefix}{k}")
+        kw[k] = _coerce(v, _field_type(section_cls, known[k]), f"{prefix}{k}")
     return section_cls(**kw)
 
 
-def _has_default(cls) -> bool:
+def _field_type(cls, f):
+    """The type a value for field ``f`` is coerced to: its default's, or for an unset-able field (default None) the
+    first type of its annotation ("float | None" → float); None when ``cls`` has no defaults."""
     try:
-        cls()
-        return True
+        default = getattr(cls(), f.name)
     except TypeError:
-        return False
+        return None
+    if default is not None:
+        return type(default)
+    return {"float": float, "int": int, "str": str, "bool": bool}.get(str(f.type).split("|")[0].strip())
 
 
 def _coerce(v, want, name):

@@ -40,7 +40,7 @@ def assert_same(a, b):
 
 
 @pytest.mark.parametrize("init,expected", [
-    ("first_k", [1, 2]), ("every_other", [1, 3]), ("uniform", [2, 4]), ("layers:1,4", [1, 4])])
+    ("first_k", [1, 2]), ("every_other", [1, 4]), ("uniform", [2, 4]), ("layers:1,4", [1, 4])])
 def test_layer_copy_inits_copy_chosen_layers_embeddings_and_head(bert, init, expected):
     s = build_student(bert, StudentConfig(layers=2, init=init, **SIZES))
     assert init_layers(init, 2, 4) == expected
@@ -53,7 +53,7 @@ def test_layer_copy_inits_copy_chosen_layers_embeddings_and_head(bert, init, exp
 
 
 def test_paper_layer_choices():
-    assert init_layers("every_other", 6, 12) == [1, 3, 5, 7, 9, 11]   # DistilBERT
+    assert init_layers("every_other", 6, 12) == [1, 3, 5, 8, 10, 12]  # DistilBERT (top layer kept)
     assert init_layers("first_k", 3, 12) == [1, 2, 3]                 # PKD
     assert init_layers("uniform", 4, 12) == [3, 6, 9, 12]
     assert init_layers("uniform", 8, 12) == [2, 3, 5, 6, 8, 9, 11, 12]  # round half up
@@ -81,7 +81,7 @@ def test_roberta_teacher_gives_roberta_student(dirs):
     s = build_student(t, StudentConfig(layers=2, init="every_other", **SIZES))
     assert family(s) == "roberta" and type(s).__name__ == "RobertaForSequenceClassification"
     assert_same(s.roberta.embeddings, t.roberta.embeddings)
-    assert_same(s.roberta.encoder.layer[1], t.roberta.encoder.layer[2])
+    assert_same(s.roberta.encoder.layer[1], t.roberta.encoder.layer[3])  # every_other keeps the top layer
     assert_same(s.classifier, t.classifier)  # dense + out_proj
 
 

@@ -40,16 +40,23 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--method", required=True, help="kd | distilbert | tinybert | pkd | two_stage | finetune")
     p.add_argument("--teacher", required=True, help="fine-tuned teacher directory (or hub name)")
     add_train_args(p)
-    p.add_argument("--student-layers", type=int, default=s.layers)
-    p.add_argument("--student-hidden", type=int, default=s.hidden)
-    p.add_argument("--student-intermediate", type=int, default=s.intermediate)
-    p.add_argument("--student-heads", type=int, default=s.heads)
-    p.add_argument("--init", default=s.init, help="random | first_k | every_other | uniform | layers:1,3,5 | checkpoint:DIR")
-    p.add_argument("--temperature", type=float, default=d.temperature)
-    p.add_argument("--alpha", type=float, default=d.alpha, help="weight of the soft loss; 1-alpha weighs the hard loss")
+    sizes = "a number, a fraction of the teacher's (0.5) or 'teacher'"
+    p.add_argument("--student-layers", default=None, help=f"{sizes} (default: half the teacher's depth)")
+    p.add_argument("--student-hidden", default=None, help=f"{sizes} (default: the teacher's width)")
+    p.add_argument("--student-intermediate", default=None, help="a number, 'teacher' or 'auto' (default: auto, "
+                   "the teacher's intermediate/hidden ratio × hidden)")
+    p.add_argument("--student-heads", default=None, help="a number, 'teacher' or 'auto' (default: auto, the "
+                   "teacher's head count when it divides hidden)")
+    p.add_argument("--init", default=s.init, help="random | first_k | every_other | uniform | layers:1,3,5 | "
+                   "checkpoint:DIR (default: the method's: pkd first_k, distilbert every_other, others random)")
+    p.add_argument("--temperature", type=float, default=d.temperature,
+                   help="default: the method's (tinybert 1; distilbert on --task general 2; others 4)")
+    p.add_argument("--alpha", type=float, default=d.alpha, help="weight of the soft loss; 1-alpha weighs the hard "
+                   "loss (default: the method's: tinybert 1, others 0.5; distilbert on --task general 5, no hard loss)")
     p.add_argument("--beta", type=float, default=d.beta, help="weight of the intermediate (patient) loss")
     p.add_argument("--alpha-cos", type=float, default=d.alpha_cos)
-    p.add_argument("--alpha-mlm", type=float, default=d.alpha_mlm)
+    p.add_argument("--alpha-mlm", type=float, default=d.alpha_mlm,
+                   help="MLM weight of distilbert general distillation (default 2, the paper's 5/2/1 with --alpha 5)")
     p.add_argument("--mapping", default=d.mapping, help="uniform | skip | last | top | bottom | 3,6,9,12")
     p.add_argument("--stage", default=d.stage, help="all | intermediate | pred (tinybert, two_stage)")
     p.add_argument("--intermediate-epochs", type=int, default=0)
@@ -91,10 +98,24 @@ def teacher_cache_dir(a) -> str | None:
     return None if a.no_teacher_cache else os.path.abspath(a.teacher_cache or os.path.join(RESULTS_DIR, "teacher-cache"))
 
 
+def student_sizes(a) -> dict:
+    """The student's sizes in numbers: relative ones (and the defaults) resolved against the teacher's config."""
+    from ..preflight import teacher_config
+    from ..sizes import Shape, resolve
+
+    raw = {k: getattr(a, f"student_{k}") for k in ("layers", "hidden", "intermediate", "heads")}
+    for k, v in raw.items():
+        if v is not None and str(v).strip().isdigit():
+            raw[k] = int(v)
+    if a.init and a.init.startswith("checkpoint:") or all(isinstance(v, int) for v in raw.values()):
+        return {k: v if isinstance(v, int) else getattr(StudentConfig(), k) for k, v in raw.items()}
+    return resolve(raw, Shape.of(teacher_config(local_abspath(a.teacher))))
+
+
 def config_from_args(a) -> RunConfig:
     return RunConfig(
         task=a.task, teacher=local_abspath(a.teacher), data_dir=local_abspath(a.data_dir), output=os.path.abspath(a.output),
-        student=StudentConfig(a.student_layers, a.student_hidden, a.student_intermediate, a.student_heads, a.init),
+        student=StudentConfig(**student_sizes(a), init=a.init),
         distill=DistillConfig(a.method, a.temperature, a.alpha, a.beta, a.mapping, a.stage, a.alpha_cos,
                               a.alpha_mlm, a.intermediate_epochs),
         train=train_config(a, num_workers=a.num_workers, use_gpu=a.use_gpu, teacher_bf16=not a.fp32_teacher),

@@ -18,6 +18,10 @@ single-piece word, batched across sentences); the ``n`` copies then only sample.
 ``text`` and ``text_pair`` independently and copy ``i`` of an example always pairs copy ``i`` of its own
 ``text`` with copy ``i`` of its own ``text_pair``; every other field (the label) is copied unchanged.
 
+The command line augments only the rows a run trains on: a task whose dev set is held out of train (NSMC, see
+``raydistill.distill.data.split_train``) has those rows left out, and every row written carries ``source_index``
+(its original's index in the train split), by which runs drop anything made from a held-out row.
+
 Paper defaults: ``p=0.4, k=15, n=20``.
 """
 from __future__ import annotations
@@ -255,8 +259,11 @@ def main(argv=None):
 
     from ..tasks import get_task  # lazy: task loading lives elsewhere
 
+    from .data import SOURCE, split_train
+
     task = get_task(args.task)
-    examples = task.loader(task, args.data_dir, "train")
+    rows, held = split_train(task, args.data_dir)  # augment after the hold-out: dev rows never get copies
+    examples = [{**ex, SOURCE: i} for i, ex in enumerate(rows) if i not in held]
     if args.limit is not None:
         examples = examples[: args.limit]
     out = Path(args.output)
@@ -266,7 +273,7 @@ def main(argv=None):
     with (out / "train.jsonl").open("w", encoding="utf-8") as f:
         f.writelines(json.dumps(ex, ensure_ascii=False) + "\n" for ex in result)
     knobs = {"task": args.task, "mlm": args.mlm, "p": args.p, "k": args.k, "n": args.n, "seed": args.seed,
-             "limit": args.limit, "max_length": args.max_length}
+             "limit": args.limit, "max_length": args.max_length, "held_out_rows": len(held)}
     (out / "augment.json").write_text(json.dumps(knobs, indent=1))  # recorded with every run that trains on it
     print(f"{len(examples)} examples -> {len(result)} (with {args.n} augmented copies each): {out / 'train.jsonl'}")
 

@@ -8,32 +8,46 @@ import random
 from ..errors import UserError
 
 HOLDOUT = 0.1  # share of train held out as validation when a task has no separate dev split
+# The task hold-out is a property of the data, not of the run: a fixed seed gives every run, whatever its --seed,
+# the same dev set, and lets an augmented set (built before any run) leave out exactly the rows runs hold out.
+HOLDOUT_SEED = 42
+SOURCE = "source_index"  # on augmented rows: index, in the task's train split, of the row they were made from
+
+
+def holdout_indices(n: int, seed: int, frac: float = HOLDOUT) -> set[int]:
+    idx = list(range(n))
+    random.Random(seed).shuffle(idx)
+    return set(idx[: max(1, int(n * frac))])
 
 
 def holdout_split(examples: list, seed: int, frac: float = HOLDOUT) -> tuple[list, list]:
-    idx = list(range(len(examples)))
-    random.Random(seed).shuffle(idx)
-    n_val = max(1, int(len(examples) * frac))
-    val = set(idx[:n_val])
+    val = holdout_indices(len(examples), seed, frac)
     return [e for i, e in enumerate(examples) if i not in val], [examples[i] for i in sorted(val)]
 
 
-def train_and_eval_examples(cfg, task) -> tuple[list, list]:
-    """Train and dev examples for one run.
+def split_train(task, data_dir) -> tuple[list, set[int]]:
+    """Every row of the task's train split, and the indices held out of it as the dev set.
 
-    two_stage holds out 10% of train as validation when the task has no dev split of its own (NSMC: its
-    labelled test set stays untouched for the final number). ``augment_dir`` swaps the training examples
-    for the augmented set written by ``raydistill.distill.augment`` (originals included).
+    One rule for every method: a task whose dev set would be its labelled test split (NSMC) holds out 10% of train
+    (seed ``HOLDOUT_SEED``) as dev, so no run picks epochs or hyper-parameters on the test set, which stays for a
+    final number (``raydistill.evaluate``). Other tasks hold out nothing.
+    """
+    rows = task.loader(task, data_dir, "train")
+    return rows, holdout_indices(len(rows), HOLDOUT_SEED) if task.eval_split == "test" else set()
+
+
+def train_and_eval_examples(cfg, task) -> tuple[list, list]:
+    """Train and dev examples for one run (see ``split_train``). ``augment_dir`` swaps the training examples for
+    the augmented set written by ``raydistill.distill.augment`` (originals included), less every row made from a
+    held-out one.
     """
     if task.kind == "mlm":
         return general_examples(cfg)
-    train = task.loader(task, cfg.data_dir, "train")
-    if cfg.distill.method == "two_stage" and task.eval_split == "test":
-        train, dev = holdout_split(train, cfg.train.seed)
-    else:
-        dev = task.loader(task, cfg.data_dir, task.eval_split)
+    rows, held = split_train(task, cfg.data_dir)
+    train = [ex for i, ex in enumerate(rows) if i not in held]
+    dev = [rows[i] for i in sorted(held)] if held else task.loader(task, cfg.data_dir, task.eval_split)
     if cfg.augment_dir:
-        train = read_jsonl(os.path.join(cfg.augment_dir, "train.jsonl"), "augment_dir")
+        train = augmented_train(os.path.join(cfg.augment_dir, "train.jsonl"), held)
     if cfg.train.train_limit:
         train = train[: cfg.train.train_limit]
     if cfg.train.eval_limit:
@@ -59,6 +73,18 @@ def general_examples(cfg) -> tuple[list, list]:
     if cfg.train.eval_limit:
         dev = dev[: cfg.train.eval_limit]
     return train, dev
+
+
+def augmented_train(path: str, held: set[int]) -> list:
+    """The augmented training rows at ``path``, less the originals and augmentations of held-out rows."""
+    rows = read_jsonl(path, "augment_dir")
+    if not held:
+        return rows
+    if not all(SOURCE in r for r in rows):
+        raise UserError("augment_dir", f"{path} does not say which training row each example was made from, so the "
+                        "rows held out as dev could leak into training; rebuild it with python -m "
+                        "raydistill.distill.augment")
+    return [r for r in rows if r[SOURCE] not in held]
 
 
 def read_jsonl(path: str, field: str) -> list:

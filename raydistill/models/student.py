@@ -4,7 +4,8 @@ Initialisation strategies live in the string-keyed registry ``INITS`` (``Student
 ``name:arg``). With N teacher layers and M student layers, the layer-copy inits pick these teacher layers (1-based):
 
   first_k       1, 2, …, M                                  (Patient-KD: the bottom k layers)
-  every_other   1, 1+s, 1+2s, …  with s = N // M           (DistilBERT: 12→6 takes 1,3,5,7,9,11)
+  every_other   s = N // M; the lower ⌈M/2⌉ take 1, 1+s, 1+2s, …, the upper ⌊M/2⌋ end on the top layer:
+                …, N−2s, N−s, N                             (DistilBERT: 12→6 takes 1,3,5,8,10,12; 6→3 takes 1,3,6)
   uniform       round_half_up(i·N/M) for i = 1..M          (evenly spaced, ends on the top layer: 12→4 takes 3,6,9,12)
   layers:1,3,5  exactly these, strictly increasing, M of them
 
@@ -12,6 +13,8 @@ They copy the embeddings (word, position, token type, LayerNorm), the chosen enc
 head (same head class, so the shapes match), which requires the teacher's hidden, intermediate and heads.
 ``random`` initialises everything fresh; ``checkpoint:DIR`` loads a saved student (e.g. from general distillation)
 whose architecture then wins over the size fields, with a fresh task head when the checkpoint has none or another.
+An empty init means the method's default (``Method.default_init``: pkd first_k, distilbert every_other, else random),
+which ``RunConfig`` fills in; a bare ``StudentConfig`` outside a run has no method, so empty means ``random`` here.
 """
 from __future__ import annotations
 
@@ -38,8 +41,11 @@ def _first_k(m: int, n: int, arg: str | None) -> list[int]:
 
 
 def _every_other(m: int, n: int, arg: str | None) -> list[int]:
-    step = n // m
-    return [1 + i * step for i in range(m)]
+    # DistilBERT's extraction keeps the teacher's top layer (the pooler and head copied on top were trained on it):
+    # every s-th layer from the bottom for the lower half, every s-th layer down from the top for the upper half.
+    s, upper = n // m, m // 2
+    lower = [i * s for i in range(m - upper)]
+    return [1 + t for t in lower + [n - 1 - (upper - 1 - j) * s for j in range(upper)]]
 
 
 def _uniform(m: int, n: int, arg: str | None) -> list[int]:
@@ -160,7 +166,7 @@ def build_student(teacher, spec: StudentConfig):
     """A float32, sdpa-attention student of the teacher's family, head class and label config, initialised by
     ``spec.init`` (see module docstring)."""
     spec.validate()
-    name, _, arg = spec.init.partition(":")
+    name, _, arg = (spec.init or "random").partition(":")
     check(name in INITS, "student.init", f"unknown init {spec.init!r}; use one of random, first_k, every_other, "
                                          "uniform, layers:1,3,5, checkpoint:DIR")
     check(bool(arg) == (name in ("layers", "checkpoint")), "student.init",
