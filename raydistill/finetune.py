@@ -1,5 +1,7 @@
 """python -m raydistill.finetune: fine-tune a BERT/RoBERTa checkpoint on a task to serve as a teacher.
 
+The teacher written is the best epoch by the task's main dev metric (``best_epoch``, ``best_eval_*`` in the JSON).
+
 Runs in this process (the same plain-PyTorch loop the distillation workers use), writes a directory that
 ``AutoModelFor….from_pretrained`` and ``AutoTokenizer.from_pretrained`` load, and prints the dev metrics as
 one JSON object on the last line. A finished result with identical inputs is reused, not trained again.
@@ -52,10 +54,10 @@ def finetune(cfg: RunConfig, output: str, log=print, parent_run_id: str | None =
     def report(metrics, ckpt_dir):
         track.log_epoch(uri, run_id, metrics)
         saved["metrics"], saved["student"] = metrics, None
-        if ckpt_dir:  # keep only the latest epoch's model, staged beside the output
+        if ckpt_dir:  # keep only the best epoch's model so far (the loop's pick), staged beside the output
             staging = output.rstrip("/") + ".staging"
             shutil.rmtree(staging, ignore_errors=True)
-            shutil.copytree(os.path.join(ckpt_dir, "student"), staging)
+            shutil.copytree(os.path.join(ckpt_dir, "best_student"), staging)
             saved["student"] = staging
 
     try:

@@ -2,8 +2,12 @@
 
 ``run(cfg, ctx)`` builds teacher, student and objective from a RunConfig, trains with DDP when
 ``torch.distributed`` is initialised (Ray Train does that; so can torchrun), evaluates on rank 0 every
-epoch and hands ``ctx.report(metrics, checkpoint_dir)`` one call per epoch. Resuming from
-``ctx.resume_dir`` restores student, objective, optimizer, scheduler and the epoch counter.
+epoch and hands ``ctx.report(metrics, checkpoint_dir)`` one call per epoch. Each stage of a two-stage method
+gets its own AdamW and warm-up + linear-decay schedule. Every report carries that epoch's ``eval_*`` and, as
+``best_epoch`` / ``best_eval_*``, those of the best epoch so far by the task's main metric; the checkpoint holds
+the latest student (``student``, for resume) and that best one (``best_student``, the run's result). Resuming
+from ``ctx.resume_dir`` restores student, best student, objective, the stage's optimizer and scheduler, and the
+epoch counter.
 """
 from __future__ import annotations
 
@@ -21,6 +25,8 @@ import torch
 import torch.distributed as dist
 
 from .config import RunConfig
+from .distill.general import DynamicMasking
+from .distill.losses import global_means
 from .distill.methods import Outputs
 from .precision import autocast, step_dtype, teacher_dtype
 from .tasks import get_task
@@ -179,12 +185,29 @@ def evaluate(model, data: Data, batch_size: int, device) -> dict:
 
 
 # ---------------------------------------------------------------- checkpoints
-def save_checkpoint(path: str, student, tokenizer, objective, opt, sched, state: dict) -> None:
-    """Write to a temporary folder, then rename: a half-written checkpoint is never taken as valid."""
+def _link(src: str, dst: str) -> None:
+    """Hard-link rather than copy (saved files are never rewritten in place); copy across file systems."""
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+def _copy_dir(src: str, dst: str) -> None:
+    shutil.rmtree(dst, ignore_errors=True)
+    shutil.copytree(src, dst, copy_function=_link)
+
+
+def save_checkpoint(path: str, student, tokenizer, objective, opt, sched, state: dict, best: str | None = None) -> None:
+    """Write to a temporary folder, then rename: a half-written checkpoint is never taken as valid.
+
+    ``student`` is the latest student (what a resumed run continues); ``best_student`` a copy of the folder
+    ``best``, or of this student when ``best`` is None (it is the best so far)."""
     tmp = tempfile.mkdtemp(prefix=".tmp-", dir=os.path.dirname(os.path.abspath(path)) or ".")
     try:
         student.save_pretrained(os.path.join(tmp, "student"))
         tokenizer.save_pretrained(os.path.join(tmp, "student"))
+        _copy_dir(best or os.path.join(tmp, "student"), os.path.join(tmp, "best_student"))
         torch.save({"objective": objective.state_dict(), "optimizer": opt.state_dict(),
                     "scheduler": sched.state_dict()}, os.path.join(tmp, "train_state.pt"))
         with open(os.path.join(tmp, "state.json"), "w") as f:
@@ -220,7 +243,7 @@ def run(cfg: RunConfig, ctx: Context) -> dict:
 
         raise UserError("batch_size", f"{cfg.train.batch_size} is larger than the {len(data.train)} training "
                         "examples; lower --batch-size or raise --train-limit")
-    student.to(device)
+    student.to(device).train()  # from_pretrained (resume, pretrained init) returns it in eval mode: no dropout
     objective.to(device)
     model = Distiller(student, objective)
     if distributed:
@@ -232,17 +255,16 @@ def run(cfg: RunConfig, ctx: Context) -> dict:
     steps_per_epoch = len(data.train) // cfg.train.batch_size
     if cfg.train.max_steps:
         steps_per_epoch = min(steps_per_epoch, math.ceil(cfg.train.max_steps / cfg.train.epochs))
-    total_steps = steps_per_epoch * cfg.train.epochs
-    opt, sched = _optimizer(cfg, list(student.parameters()) + list(objective.parameters()), total_steps)
+    stages = [objective.method.stage_for(e, cfg.train.epochs) for e in range(cfg.train.epochs)]
+    params = list(student.parameters()) + list(objective.parameters())
 
-    start_epoch, history = 0, []
+    start_epoch, history, blobs = 0, [], None
     if ctx.resume_dir:
         state, blobs = load_state(ctx.resume_dir)
         objective.load_state_dict(blobs["objective"])
-        opt.load_state_dict(blobs["optimizer"])
-        sched.load_state_dict(blobs["scheduler"])
         start_epoch, history = state["epoch"], state["history"]
         ctx.log(f"resumed from {ctx.resume_dir} at epoch {start_epoch}")
+    main = f"eval_{data.task.main_metric}"  # picks the best epoch (higher is better)
 
     step_amp, t_dtype = step_dtype(cfg.train, device), teacher_dtype(cfg.train, device)
     if teacher is not None:
@@ -257,50 +279,83 @@ def run(cfg: RunConfig, ctx: Context) -> dict:
         else:
             teacher.to(device)
     fault = Fault(cfg.fault)
+    masker = DynamicMasking(tokenizer, cfg.train.seed) if data.task.kind == "mlm" else None  # a fresh mask per epoch
     metrics = {}
-    for epoch in range(start_epoch, cfg.train.epochs):
-        stage = objective.method.stage_for(epoch, cfg.train.epochs)
-        sums: dict[str, torch.Tensor] = {}
-        t0, n_seen = time.perf_counter(), 0
-        for step, idx in enumerate(epoch_batches(len(data.train), cfg.train.batch_size, epoch, cfg.train.seed,
-                                                 ctx.rank, ctx.world_size)):
-            if step >= steps_per_epoch:
-                break
-            fault.step(ctx.rank, epoch + 1, step + 1)
-            batch = to_device(collate([data.train[i] for i in idx], data.pad_id), device)
-            t_out = teacher_outputs(teacher, cache, objective, batch, idx, stage, device, t_dtype)
-            with autocast(device, step_amp):  # the losses cast to float32 themselves
-                losses = model(batch, t_out, stage)
-            if fault.nan_epoch == epoch + 1:
-                losses["loss"] = losses["loss"] * float("nan")
-            optimizer_step(model, losses["loss"], opt, sched)
-            for k, v in losses.items():  # accumulate on device: no host sync per step
-                sums[k] = sums.get(k, 0) + v.detach().float()
-            n_seen += per_rank
-        n_steps = min(steps_per_epoch, step + 1)
-        keys = sorted(sums)
-        vec = torch.stack([sums[k] for k in keys]) / max(n_steps, 1)
-        if distributed:
-            dist.all_reduce(vec)
-            vec /= ctx.world_size
-        train = {f"train_{k}": float(v) for k, v in zip(keys, vec.tolist())}
-        if not all(math.isfinite(v) for v in train.values()):
-            raise NonFiniteLoss(f"non-finite training loss at epoch {epoch + 1}: {train}")
-        metrics = {"epoch": epoch + 1, "stage": stage, **train,
-                   "train_examples_per_s": n_seen * ctx.world_size / (time.perf_counter() - t0)}
-        ckpt_dir = None
-        if ctx.rank == 0:
-            metrics.update(evaluate(student, data, max(per_rank, 32), device))
-            metrics.update(_speed(student, device))
-            history.append(metrics)
-            ckpt_dir = os.path.join(tempfile.mkdtemp(prefix="raydistill-ckpt-"), "checkpoint")
-            save_checkpoint(ckpt_dir, student, tokenizer, objective, opt, sched,
-                            {"epoch": epoch + 1, "history": history, "config": cfg.to_params()})
-        ctx.log(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in metrics.items()))
-        ctx.report(metrics, ckpt_dir)
-        if ckpt_dir:
-            shutil.rmtree(os.path.dirname(ckpt_dir), ignore_errors=True)
+    opt = sched = None
+    best_dir = tempfile.mkdtemp(prefix="raydistill-best-") if ctx.rank == 0 else None  # outlives each checkpoint
+    try:
+        if best_dir and ctx.resume_dir:
+            _copy_dir(os.path.join(ctx.resume_dir, "best_student"), best_dir)
+        for epoch in range(start_epoch, cfg.train.epochs):
+            stage = stages[epoch]
+            if epoch == start_epoch or stage != stages[epoch - 1]:
+                # each stage its own AdamW and warm-up + linear decay over that stage's steps
+                opt, sched = _optimizer(cfg, params, steps_per_epoch * stages.count(stage))
+                if epoch == start_epoch and blobs is not None and stages[epoch - 1] == stage:  # resumed mid-stage
+                    opt.load_state_dict(blobs["optimizer"])
+                    sched.load_state_dict(blobs["scheduler"])
+            # Each rank its own dropout masks (one seed gave every rank the same ones), re-seeded per epoch so a
+            # resumed run draws what the uninterrupted one drew, and off the stream `seed` that built the weights
+            # (identical on every rank; DDP broadcasts rank 0's anyway). The batch order has its own generator.
+            torch.manual_seed((cfg.train.seed * 1_000_003 + epoch) * 1_000 + ctx.rank + 1)
+            sums: dict[str, torch.Tensor] = {}
+            t0, n_seen = time.perf_counter(), 0
+            for step, idx in enumerate(epoch_batches(len(data.train), cfg.train.batch_size, epoch, cfg.train.seed,
+                                                     ctx.rank, ctx.world_size)):
+                if step >= steps_per_epoch:
+                    break
+                fault.step(ctx.rank, epoch + 1, step + 1)
+                feats = [data.train[i] for i in idx]
+                batch = to_device(collate(masker(feats, idx, epoch) if masker else feats, data.pad_id), device)
+                t_out = teacher_outputs(teacher, cache, objective, batch, idx, stage, device, t_dtype)
+                # the losses cast to float32 themselves; token means are over every rank's tokens
+                with autocast(device, step_amp), global_means(ctx.world_size if distributed else 1):
+                    losses = model(batch, t_out, stage)
+                if fault.nan_epoch == epoch + 1:
+                    losses["loss"] = losses["loss"] * float("nan")
+                optimizer_step(model, losses["loss"], opt, sched)
+                for k, v in losses.items():  # accumulate on device: no host sync per step
+                    sums[k] = sums.get(k, 0) + v.detach().float()
+                n_seen += per_rank
+            n_steps = min(steps_per_epoch, step + 1)
+            keys = sorted(sums)
+            vec = torch.stack([sums[k] for k in keys]) / max(n_steps, 1)
+            if distributed:
+                dist.all_reduce(vec)
+                vec /= ctx.world_size
+            train = {f"train_{k}": float(v) for k, v in zip(keys, vec.tolist())}
+            if not all(math.isfinite(v) for v in train.values()):
+                raise NonFiniteLoss(f"non-finite training loss at epoch {epoch + 1}: {train}")
+            metrics = {"epoch": epoch + 1, "stage": stage, **train,
+                       "train_examples_per_s": n_seen * ctx.world_size / (time.perf_counter() - t0)}
+            ckpt_dir = None
+            if ctx.rank == 0:
+                metrics.update(evaluate(student, data, max(per_rank, 32), device))
+                metrics.update(_speed(student, device))
+                history.append(metrics)
+                best = _best(history, main)
+                metrics.update(best_epoch=best["epoch"],
+                               **{f"best_{k}": v for k, v in best.items() if k.startswith("eval_")})
+                ckpt_dir = os.path.join(tempfile.mkdtemp(prefix="raydistill-ckpt-"), "checkpoint")
+                save_checkpoint(ckpt_dir, student, tokenizer, objective, opt, sched,
+                                {"epoch": epoch + 1, "history": history, "config": cfg.to_params()},
+                                best=None if best is metrics else best_dir)
+                if best is metrics:
+                    _copy_dir(os.path.join(ckpt_dir, "best_student"), best_dir)
+            ctx.log(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in metrics.items()))
+            ctx.report(metrics, ckpt_dir)
+            if ckpt_dir:
+                shutil.rmtree(os.path.dirname(ckpt_dir), ignore_errors=True)
+    finally:
+        if best_dir:
+            shutil.rmtree(best_dir, ignore_errors=True)
     return metrics
+
+
+def _best(history: list[dict], key: str) -> dict:
+    """The epoch with the highest ``key`` (the task's main metric: higher is better), the earliest on ties; a NaN
+    or missing value never wins (a regression student with constant output has NaN correlation)."""
+    return max(history, key=lambda m: m[key] if math.isfinite(m.get(key, math.nan)) else -math.inf)
 
 
 def _teacher_cache(cfg, needs: list, teacher, data, device, ctx, t_dtype: str):

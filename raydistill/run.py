@@ -128,9 +128,9 @@ def make_trainer(cfg: RunConfig, *, name: str, storage_path: str, callbacks=(), 
 
 
 def export_student(checkpoint, output: str) -> str:
-    """Copy the student (HF directory + tokenizer) out of a Ray checkpoint to ``output``."""
+    """Copy the run's best student (HF directory + tokenizer) out of a Ray checkpoint to ``output``."""
     with tempfile.TemporaryDirectory() as tmp:
-        src = os.path.join(checkpoint.to_directory(tmp), "checkpoint", "student")
+        src = os.path.join(checkpoint.to_directory(tmp), "checkpoint", "best_student")
         tmp_out = output.rstrip("/") + ".tmp"
         shutil.rmtree(tmp_out, ignore_errors=True)
         shutil.copytree(src, tmp_out)
@@ -149,6 +149,13 @@ def failure_reason(e: BaseException) -> str:
     return (causes[-1] if causes else lines[0] if lines else type(e).__name__)[:300]  # the innermost cause
 
 
+def final_metrics(last: dict) -> dict:
+    """A run's result from its last report: numbers only, with ``eval_*`` those of the best epoch (the student it
+    exports) rather than of the last; ``epoch`` stays the last epoch and ``best_epoch`` names the best."""
+    out = {k: v for k, v in last.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    return {**out, **{k[len("best_"):]: v for k, v in out.items() if k.startswith("best_eval_")}}
+
+
 def augment_params(cfg: RunConfig) -> dict:
     """The knobs (seed included) of the augmented training set, when the run uses one."""
     import json
@@ -164,8 +171,9 @@ def execute(cfg: RunConfig, *, storage_path: str, name: str, parent_run_id: str 
             resume_run_id: str | None = None, cpus_per_worker: float = 1, gpus_per_worker: float | None = None) -> dict:
     """One distillation run end to end: MLflow run, TorchTrainer.fit, student export, size and latency.
 
-    Returns the final metrics (``eval_*``, ``student_params``, ``latency_ms_b*``) plus ``run_id`` and
-    ``student_dir``. A failed fit marks the MLflow run FAILED with the reason, then re-raises.
+    Returns the final metrics (``eval_*`` of the best epoch, ``best_epoch``, ``student_params``, ``latency_ms_b*``)
+    plus ``run_id`` and ``student_dir`` (the best epoch's student). MLflow keeps the per-epoch curves, ``best_eval_*``
+    and ``best_epoch`` among them. A failed fit marks the MLflow run FAILED with the reason, then re-raises.
     """
     from . import track
 
@@ -186,7 +194,7 @@ def execute(cfg: RunConfig, *, storage_path: str, name: str, parent_run_id: str 
         if result.error:
             raise result.error
         student_dir = export_student(result.checkpoint, cfg.output)
-        final = {k: v for k, v in result.metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        final = final_metrics(result.metrics)
         track.log_artifacts(uri, run_id, student_dir, "student")
         track.end_run(uri, run_id)
     except BaseException as e:

@@ -30,6 +30,7 @@ def test_distill_cli_logs_mlflow_run_and_saves_student(ray_session, tiny_teacher
                    "--output", str(tmp_path / "student"), "--tracking-uri", mlflow_uri, "--experiment", "t",
                    "--storage-path", str(tmp_path / "ray")], capsys)
     assert 0 <= out["eval_accuracy"] <= 1 and out["epoch"] == 2
+    assert out["best_epoch"] in (1, 2) and out["eval_accuracy"] == out["best_eval_accuracy"]  # the best epoch's
     model = AutoModelForSequenceClassification.from_pretrained(tmp_path / "student")
     AutoTokenizer.from_pretrained(tmp_path / "student")
     assert model.config.num_hidden_layers == 2
@@ -40,20 +41,39 @@ def test_distill_cli_logs_mlflow_run_and_saves_student(ray_session, tiny_teacher
     assert p["world_size"] == "1" and p["student_layers"] == "2" and "loss_convention" in p
     hist = c.get_metric_history(run.info.run_id, "eval_accuracy")
     assert sorted(m.step for m in hist) == [1, 2]  # one point per epoch, none logged twice
-    assert {"train_patient", "train_soft", "train_hard", "student_params", "latency_ms_b1"} <= set(run.data.metrics)
+    assert {"train_patient", "train_soft", "train_hard", "student_params", "latency_ms_b1", "best_epoch",
+            "best_eval_accuracy"} <= set(run.data.metrics)
+    assert run.data.metrics["best_eval_accuracy"] == out["eval_accuracy"]
     assert run.info.status == "FINISHED"
     assert any(a.path == "student" for a in c.list_artifacts(run.info.run_id))
 
 
-def test_two_workers_match_one_worker(ray_session, tiny_teacher, glue_dir, mlflow_uri, tmp_path, capsys):
-    """2 DDP workers × 8 reproduce 1 worker × 16: same global batch, same loss curve within float tolerance."""
-    from mlflow.tracking import MlflowClient
+KO_LABELS = ("O", "B-PS", "I-PS", "B-LC", "I-LC", "B-OG", "I-OG", "B-DT", "I-DT", "B-TI", "I-TI", "B-QT", "I-QT")
 
-    teacher = tiny_teacher("classification", 2, dropout=0.0)
+
+@pytest.mark.parametrize("method,task,args", [
+    ("kd", "sst2", ["--alpha", "0.5"]),
+    # padded batches of different lengths per rank: means over every rank's real tokens / query×key pairs
+    ("kd", "klue_ner", ["--alpha", "0.5", "--temperature", "2"]),
+    ("tinybert", "sst2", ["--stage", "intermediate", "--mapping", "uniform", "--student-hidden", "16",
+                          "--student-intermediate", "32"]),
+])
+def test_two_workers_match_one_worker(method, task, args, ray_session, tiny_teacher, glue_dir, korean_dir, mlflow_uri,
+                                      tmp_path, capsys):
+    """2 DDP workers × 8 reproduce 1 worker × 16: same global batch, same loss curve and student within float
+    tolerance, also where each rank pads its batch to another length."""
+    import torch
+    from mlflow.tracking import MlflowClient
+    from safetensors.torch import load_file
+
+    token = task == "klue_ner"
+    teacher = tiny_teacher("token", len(KO_LABELS), label_names=KO_LABELS, dropout=0.0) if token else \
+        tiny_teacher("classification", 2, dropout=0.0)
     curves = []
     for workers in (1, 2):
-        out = distill(["--method", "kd", "--task", "sst2", "--teacher", teacher, "--data-dir", glue_dir, *TINY_STUDENT,
-                       "--alpha", "0.5", "--epochs", "3", "--max-steps", "9", "--batch-size", "16", "--max-length", "32",
+        out = distill(["--method", method, "--task", task, "--teacher", teacher, "--data-dir",
+                       korean_dir if token else glue_dir, *TINY_STUDENT, *args,
+                       "--epochs", "3", "--max-steps", "9", "--batch-size", "16", "--max-length", "32",
                        "--eval-limit", "16", "--num-workers", str(workers), "--output", str(tmp_path / f"s{workers}"),
                        "--tracking-uri", mlflow_uri, "--experiment", "ddp", "--storage-path", str(tmp_path / "ray")],
                       capsys)
@@ -61,7 +81,33 @@ def test_two_workers_match_one_worker(ray_session, tiny_teacher, glue_dir, mlflo
         curves.append([m.value for m in sorted(hist, key=lambda m: m.step)])
         assert MlflowClient(mlflow_uri).get_run(out["run_id"]).data.params["world_size"] == str(workers)
     assert len(curves[0]) == 3
-    assert curves[1] == pytest.approx(curves[0], rel=1e-4, abs=1e-5)
+    assert curves[1] == pytest.approx(curves[0], rel=1e-5, abs=1e-6)  # averaged per-rank token means: ~1e-4 off
+    w1, w2 = (load_file(str(tmp_path / f"s{w}" / "model.safetensors")) for w in (1, 2))
+    assert all(torch.allclose(w1[k], w2[k], rtol=1e-5, atol=1e-6) for k in w1)  # the same (best) student
+
+
+def test_export_and_final_metrics_take_the_best_epoch(tmp_path):
+    """The exported student is the checkpoint's best one, and the run's eval_* are the best epoch's."""
+    import shutil
+
+    from raydistill.run import export_student, final_metrics
+
+    for which in ("student", "best_student"):
+        (tmp_path / "c" / "checkpoint" / which).mkdir(parents=True)
+        (tmp_path / "c" / "checkpoint" / which / "which.txt").write_text(which)
+
+    class Checkpoint:  # the part of ray.train.Checkpoint that export_student uses
+        def to_directory(self, path):
+            shutil.copytree(tmp_path / "c", path, dirs_exist_ok=True)
+            return path
+
+    out = export_student(Checkpoint(), str(tmp_path / "out"))
+    assert open(f"{out}/which.txt").read() == "best_student"
+    last = {"epoch": 3, "stage": "pred", "train_loss": 0.1, "eval_accuracy": 0.6, "eval_f1": 0.5, "best_epoch": 2,
+            "best_eval_accuracy": 0.9, "best_eval_f1": 0.8}
+    expected = {**last, "eval_accuracy": 0.9, "eval_f1": 0.8}
+    del expected["stage"]  # numbers only
+    assert final_metrics(last) == expected
 
 
 def test_bad_input_exits_2_before_ray(tmp_path, capsys, tiny_teacher):

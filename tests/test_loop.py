@@ -230,3 +230,121 @@ def test_cache_adds_missing_layers_later(tiny_teacher, glue_dir, tmp_path):
     assert os.stat(tmp_path / "part" / key / "hidden_2.npy").st_ino == first  # not rewritten
     for k in ("train_emb", "train_att", "train_hidden", "train_loss"):
         assert cached[k] == pytest.approx(live[k], rel=2e-3, abs=1e-4), k
+
+
+@pytest.mark.parametrize("method,extra,layers", [
+    ("pkd", {"mapping": "uniform", "beta": 10.0}, {"1"}),  # the pair of the last layer is left to KD: no projection
+    ("tinybert", {"mapping": "uniform"}, {"0", "1", "2"}),
+    ("distilbert", {"alpha_cos": 1.0}, {"2"}),
+    ("distilbert", {"alpha_cos": 0.0}, set()),
+    ("kd", {}, set()),
+])
+def test_projections_only_for_the_layers_the_losses_read(method, extra, layers, tiny_teacher, glue_dir):
+    from raydistill.distill.objective import build_objective
+
+    cfg = cfg_for("sst2", tiny_teacher("classification", 2), glue_dir, method, **extra)
+    narrow = cfg.replace(student=dataclasses.replace(cfg.student, hidden=16, intermediate=32))
+    assert set(build_objective(narrow)[0].projections) == layers
+    assert not build_objective(cfg)[0].projections  # as wide as the teacher: nothing to project
+
+
+def test_each_stage_gets_its_own_optimizer_and_schedule(tiny_teacher, glue_dir, monkeypatch):
+    """Stage 2 starts from an empty AdamW state with its own warm-up from 0 and linear decay over its own steps."""
+    from raydistill import loop
+
+    seen, step = [], loop.optimizer_step
+
+    def record(model, loss, opt, sched):
+        seen.append((len(opt.state), opt.param_groups[0]["lr"]))
+        step(model, loss, opt, sched)
+
+    monkeypatch.setattr(loop, "optimizer_step", record)
+    cfg = cfg_for("sst2", tiny_teacher("classification", 2), glue_dir, "tinybert", epochs=3, mapping="uniform",
+                  intermediate_epochs=1)
+    run_local(cfg.replace(train=dataclasses.replace(cfg.train, warmup_ratio=0.5)))  # 4 steps per epoch
+    lr = cfg.train.lr
+    assert len(seen) == 12 and seen[0][0] == 0 and seen[3][0] > 0
+    assert seen[4][0] == 0 and seen[5][0] > 0  # stage 2 starts from an empty AdamW state
+    assert [x for _, x in seen[:4]] == pytest.approx([0, lr / 2, lr, lr / 2])  # stage 1: 2 warm-up steps of 4
+    assert [x for _, x in seen[4:]] == pytest.approx([0, lr / 4, lr / 2, 3 * lr / 4, lr, 3 * lr / 4, lr / 2, lr / 4])
+
+
+def test_two_stage_resumes_between_and_inside_stages(tiny_teacher, glue_dir, tmp_path):
+    """Resumed after stage 1 or in the middle of stage 2, the run finishes as the uninterrupted one: the right
+    stage's optimizer comes back, and (re-seeded per epoch) the same dropout masks are drawn."""
+    import shutil
+
+    cfg = cfg_for("sst2", tiny_teacher("classification", 2), glue_dir, "tinybert", epochs=3, mapping="uniform",
+                  intermediate_epochs=1)  # student dropout 0.1
+    full = []
+
+    def keep(m, c):
+        full.append(m)
+        shutil.copytree(c, tmp_path / f"epoch{m['epoch']}")
+
+    run(cfg, Context(report=keep))
+    assert [m["stage"] for m in full] == ["intermediate", "pred", "pred"]
+    for after in (1, 2):
+        resumed = []
+        run(cfg, Context(resume_dir=str(tmp_path / f"epoch{after}"), report=lambda m, c: resumed.append(m)))
+        assert [m["epoch"] for m in resumed] == list(range(after + 1, 4))
+        for a, b in zip(resumed, full[after:]):
+            assert a["train_loss"] == pytest.approx(b["train_loss"], rel=1e-5), after
+            assert a["eval_accuracy"] == pytest.approx(b["eval_accuracy"]), after
+
+
+def _fingerprint(model) -> float:
+    return float(sum(p.detach().double().sum() for p in model.parameters()))
+
+
+def test_best_epoch_is_reported_checkpointed_and_kept_on_resume(tiny_teacher, glue_dir, tmp_path, monkeypatch):
+    """Epoch 2 is best by the main metric and epoch 3 worse: every report names the best epoch and its eval
+    metrics, the checkpoint keeps its student beside the latest one, and a resumed run keeps it."""
+    import shutil
+
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    from raydistill import loop
+
+    real, scripted = loop.evaluate, []
+
+    def evaluate(model, data, batch_size, device):  # the real metrics, with a scripted main metric
+        out = real(model, data, batch_size, device)
+        return {**out, "eval_real_accuracy": out["eval_accuracy"], "eval_accuracy": scripted.pop(0),
+                "eval_fingerprint": _fingerprint(model)}
+
+    monkeypatch.setattr(loop, "evaluate", evaluate)
+    cfg = cfg_for("sst2", tiny_teacher("classification", 2), glue_dir, "kd", epochs=3, alpha=0.5)
+    reports = []
+
+    def keep(m, c):
+        reports.append(m)
+        shutil.copytree(c, tmp_path / f"epoch{m['epoch']}")
+
+    scripted[:] = [0.5, 0.9, 0.6]
+    run(cfg, Context(report=keep))
+    assert [m["best_epoch"] for m in reports] == [1, 2, 2]
+    second = reports[1]
+    for k in ("eval_accuracy", "eval_real_accuracy", "eval_fingerprint"):
+        assert reports[2][f"best_{k}"] == second[k]
+    assert reports[2]["eval_accuracy"] == 0.6
+
+    def load(epoch, which):
+        return AutoModelForSequenceClassification.from_pretrained(tmp_path / f"epoch{epoch}" / which)
+
+    assert _fingerprint(load(1, "best_student")) == pytest.approx(reports[0]["eval_fingerprint"], rel=1e-12)
+    assert _fingerprint(load(3, "student")) == pytest.approx(reports[2]["eval_fingerprint"], rel=1e-12)
+    best = load(3, "best_student")
+    assert _fingerprint(best) == pytest.approx(second["eval_fingerprint"], rel=1e-12)
+    assert _fingerprint(best) != pytest.approx(reports[2]["eval_fingerprint"], rel=1e-9)
+    data = loop.load_data(cfg, AutoTokenizer.from_pretrained(cfg.teacher))  # the best student scores as epoch 2
+    assert real(best, data, 32, torch.device("cpu"))["eval_accuracy"] == second["eval_real_accuracy"]
+
+    resumed = []
+    scripted[:] = [0.6]
+    shutil.rmtree(tmp_path / "epoch3")
+    run(cfg, Context(resume_dir=str(tmp_path / "epoch2"),
+                     report=lambda m, c: (resumed.append(m), shutil.copytree(c, tmp_path / "epoch3"))))
+    assert resumed[0]["best_epoch"] == 2 and resumed[0]["best_eval_fingerprint"] == second["eval_fingerprint"]
+    assert _fingerprint(load(3, "best_student")) == pytest.approx(second["eval_fingerprint"], rel=1e-12)

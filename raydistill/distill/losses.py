@@ -10,12 +10,18 @@ Shapes: B batch, T tokens, C classes, H hidden, A attention heads; ``mask``/``at
 real tokens and 0 for padding. Teacher tensors are constants: compute them under ``torch.no_grad()``.
 Intermediate losses are per layer; the caller combines mapped layers (TinyBERT sums them, Patient-KD averages
 inside ``pkd_patient``).
+
+Under DDP (inside ``global_means``) a mean whose count varies per example — real tokens, real query×key pairs,
+labelled tokens — divides this rank's sum by the count over every rank ÷ world size, so the gradient DDP averages
+is that of the mean over the global batch, as one worker would compute it.
 """
 from __future__ import annotations
 
+import contextlib
 from typing import Callable
 
 import torch
+import torch.distributed as dist
 import torch.nn.functional as F
 
 from ..errors import check
@@ -32,12 +38,43 @@ def register(*names):
     return deco
 
 
+_WORLD = 1  # DDP world size inside ``global_means``
+
+
+@contextlib.contextmanager
+def global_means(world_size: int):
+    """Within this block the per-example-count means are global over the DDP ranks (module docstring). Every rank
+    must compute the same losses in the same order: each such mean all-reduces its count once."""
+    global _WORLD
+    old, _WORLD = _WORLD, world_size
+    try:
+        yield
+    finally:
+        _WORLD = old
+
+
+def _mean(total: torch.Tensor, count: torch.Tensor) -> torch.Tensor:
+    """``total / count``; inside ``global_means``, ``count`` is summed over the ranks and divided by their number
+    (per-rank means would weigh a token by 1 / its own rank's count)."""
+    if _WORLD > 1:
+        count = count.detach().clone()
+        dist.all_reduce(count)
+        return total / (count.clamp_min(1) / _WORLD)
+    return total / count.clamp_min(1)
+
+
 def _masked_mean(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     """Mean of ``x`` [B, T, …] over the positions where ``mask`` [B, T] is 1 (all elements when mask is None)."""
     if mask is None:
         return x.mean()
     m = mask.to(x.dtype).reshape(*mask.shape, *([1] * (x.dim() - mask.dim()))).expand_as(x)
-    return (x * m).sum() / m.sum().clamp_min(1)
+    return _mean((x * m).sum(), m.sum())
+
+
+def _ce(logits: torch.Tensor, labels: torch.Tensor, ignore_index: int = -100) -> torch.Tensor:
+    """Cross-entropy averaged over the labels that are not ``ignore_index`` (their number varies per batch)."""
+    total = F.cross_entropy(logits, labels, ignore_index=ignore_index, reduction="sum")
+    return _mean(total, (labels != ignore_index).sum())
 
 
 @register("kd_kl", "soft_ce")
@@ -61,8 +98,7 @@ def hard_loss(kind: str, logits_or_outputs, batch: dict):
         start, end = (out.start_logits, out.end_logits) if hasattr(out, "start_logits") else out
         ignored = start.size(1)
         sp, ep = batch["start_positions"].clamp(0, ignored), batch["end_positions"].clamp(0, ignored)
-        return (F.cross_entropy(start.float(), sp, ignore_index=ignored)
-                + F.cross_entropy(end.float(), ep, ignore_index=ignored)) / 2
+        return (_ce(start.float(), sp, ignored) + _ce(end.float(), ep, ignored)) / 2
     logits = (out.logits if hasattr(out, "logits") else out).float()
     labels = batch["labels"]
     if kind == "classification":
@@ -70,7 +106,7 @@ def hard_loss(kind: str, logits_or_outputs, batch: dict):
     if kind == "regression":
         return F.mse_loss(logits.reshape(-1), labels.float().reshape(-1))
     if kind in ("token", "mlm"):
-        return F.cross_entropy(logits.reshape(-1, logits.size(-1)), labels.reshape(-1), ignore_index=-100)
+        return _ce(logits.reshape(-1, logits.size(-1)), labels.reshape(-1))
     raise ValueError(f"unknown task kind {kind!r}")
 
 
@@ -130,7 +166,7 @@ def attention_mse(s_scores, t_scores, attention_mask=None):
         return sq.mean()
     m = attention_mask.bool()
     keep = (m[:, None, :, None] & m[:, None, None, :]).expand_as(sq)  # real query × real key
-    return sq.masked_fill(~keep, 0.0).sum() / keep.sum().clamp_min(1)
+    return _mean(sq.masked_fill(~keep, 0.0).sum(), keep.sum())
 
 
 @register("cosine_hidden")
@@ -158,4 +194,4 @@ def pkd_patient(student_cls_list, teacher_cls_list):
 @register("mlm")
 def mlm_loss(logits, labels):
     """Masked-LM cross-entropy over positions whose label is not −100; logits [B, T, V], labels [B, T]."""
-    return F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), labels.reshape(-1), ignore_index=-100)
+    return _ce(logits.float().reshape(-1, logits.size(-1)), labels.reshape(-1))

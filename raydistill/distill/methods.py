@@ -107,7 +107,13 @@ class Method:
     stages: tuple[str, ...] = ("pred",)
     uses_beta = False
     uses_teacher = True
-    intermediate = False  # needs layer pairs / projections
+    intermediate = False  # has the TinyBERT-style transformer-loss stage
+    maps_layers = False  # its losses read mapped (student, teacher) layer pairs (--mapping)
+    # What an unset StudentConfig.init / DistillConfig temperature, alpha, alpha_mlm become (RunConfig resolves them
+    # once); ``general_defaults`` override ``defaults`` for general distillation (task "general").
+    default_init = "random"
+    defaults = {"temperature": 4.0, "alpha": 0.5, "alpha_mlm": 0.0}
+    general_defaults: dict = {}
 
     def __init__(self, cfg, kind: str, pairs: list[tuple[int, int]]):
         self.cfg, self.d, self.kind, self.pairs = cfg, cfg.distill, kind, pairs
@@ -126,6 +132,11 @@ class Method:
 
     def needs(self, stage: str) -> Needs:
         return Needs(teacher=self.uses_teacher)
+
+    def projected_layers(self, n_layers: int) -> set[int]:
+        """Student layers (0 = embeddings, ``n_layers`` = last) whose states the losses project to the teacher's
+        width when it differs; only these get a projection, since DDP refuses parameters no loss reads."""
+        return set()
 
     def losses(self, stage, s, t, batch, obj) -> dict:
         raise NotImplementedError
@@ -159,7 +170,14 @@ class HintonKD(Method):
 
 @register("distilbert")
 class DistilBERT(HintonKD):
-    """Sanh et al. 2019: α·KD + (1−α)·hard + α_cos·cosine(last hidden states) [+ α_mlm·MLM when pre-training]."""
+    """Sanh et al. 2019: α·KD + (1−α)·hard + α_cos·cosine(last hidden states) on a task; general distillation
+    (pre-training) is α·KD + α_mlm·MLM + α_cos·cosine with the paper's α=5, α_mlm=2, α_cos=1 at T=2."""
+
+    default_init = "every_other"  # the paper's student: every other teacher layer, top layer kept
+    general_defaults = {"temperature": 2.0, "alpha": 5.0, "alpha_mlm": 2.0}  # DistilBERT's train.py defaults
+
+    def projected_layers(self, n_layers):
+        return {n_layers} if self.d.alpha_cos > 0 else set()
 
     def needs(self, stage):
         cos = self.d.alpha_cos > 0
@@ -186,6 +204,10 @@ class _Intermediate(Method):
 
     stages = ("intermediate", "pred")
     intermediate = True
+    maps_layers = True
+
+    def projected_layers(self, n_layers):
+        return {0} | {i for i, _ in self.pairs}
 
     def needs(self, stage):
         if stage != "intermediate":
@@ -207,7 +229,9 @@ class _Intermediate(Method):
 @register("tinybert")
 class TinyBERT(_Intermediate):
     """Jiao et al. 2020. Stage ``intermediate``: embedding + pre-softmax attention + hidden MSE (learned
-    projection W_h); stage ``pred``: α·T²·KL + (1−α)·hard (the paper uses α=1)."""
+    projection W_h); stage ``pred``: α·T²·KL + (1−α)·hard; by default soft targets only at T=1, the paper's."""
+
+    defaults = Method.defaults | {"temperature": 1.0, "alpha": 1.0}
 
     def losses(self, stage, s, t, batch, obj):
         if stage == "intermediate":
@@ -232,13 +256,21 @@ class PatientKD(HintonKD):
     """Sun et al. 2019: (1−α)·CE + α·T²·KL + β·Σ MSE(normalised [CLS] of mapped layers)."""
 
     uses_beta = True
+    maps_layers = True
+    default_init = "first_k"  # the paper initialises the student from the teacher's bottom k layers
 
     def needs(self, stage):
         return Needs(hidden=True)
 
+    def patient_pairs(self, n_layers: int) -> list[tuple[int, int]]:
+        return [(i, j) for i, j in self.pairs if i < n_layers]  # the last layer is covered by KD
+
+    def projected_layers(self, n_layers):
+        return {i for i, _ in self.patient_pairs(n_layers)}
+
     def losses(self, stage, s, t, batch, obj):
         out = super().losses(stage, s, t, batch, obj)
-        pairs = [(i, j) for i, j in self.pairs if i < len(s.hidden) - 1]  # the last layer is covered by KD
+        pairs = self.patient_pairs(len(s.hidden) - 1)
         if pairs:
             s_cls = [obj.project(i, s.hidden[i][:, 0]) for i, _ in pairs]
             out["patient"] = L.pkd_patient(s_cls, [t.hidden[j][:, 0] for _, j in pairs])

@@ -12,22 +12,16 @@ from .methods import get_method
 
 
 class Objective(torch.nn.Module):
-    """The method plus its learnable parts: one linear projection per student layer whose hidden size
-    differs from the teacher's (TinyBERT's W_h; W_e for the embeddings)."""
+    """The method plus its learnable parts: when the student is narrower than the teacher, one linear projection
+    per student layer the method's losses project (TinyBERT's W_h; W_e for the embeddings), and no other."""
 
     def __init__(self, method, student, teacher):
         super().__init__()
         self.method = method
         s_h, t_h = student.config.hidden_size, teacher.config.hidden_size if teacher is not None else 0
-        layers = set()
-        if method.intermediate:
-            layers = {0} | {i for i, _ in method.pairs}
-        elif method.name == "distilbert" and method.d.alpha_cos > 0:
-            layers = {student.config.num_hidden_layers}
-        elif method.name == "pkd":
-            layers = {i for i, _ in method.pairs}
-        self.projections = torch.nn.ModuleDict(
-            {str(i): torch.nn.Linear(s_h, t_h) for i in sorted(layers)} if teacher is not None and s_h != t_h else {})
+        layers = method.projected_layers(student.config.num_hidden_layers) if teacher is not None and s_h != t_h \
+            else set()
+        self.projections = torch.nn.ModuleDict({str(i): torch.nn.Linear(s_h, t_h) for i in sorted(layers)})
         self._captures = {}
         self._models = {"student": student, "teacher": teacher}
 
@@ -86,7 +80,7 @@ def build_objective(cfg, resume_student: str | None = None):
         student = build_student(teacher, cfg.student)
     tokenizer = AutoTokenizer.from_pretrained(cfg.teacher)
     pairs = []
-    if method_cls.intermediate or method_cls.name == "pkd":
+    if method_cls.maps_layers:
         pairs = layer_pairs(cfg.distill.mapping, student.config.num_hidden_layers, teacher.config.num_hidden_layers)
     if method_cls.intermediate:
         check(student.config.num_attention_heads == teacher.config.num_attention_heads, "student.heads",
