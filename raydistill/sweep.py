@@ -65,7 +65,8 @@ def trial_config(base: dict, sampled: dict) -> RunConfig:
 
     cfg = cfg_from_dict(base)
     s = dict(sampled)
-    student = dataclasses.asdict(cfg.student)
+    # the base config was filled with its own method's defaults; a trial's method fills in its own
+    student = dataclasses.asdict(cfg.student) | {"init": ""}
     if "student_size" in s:
         student.update(parse_size(s.pop("student_size")))
     for k in ("layers", "hidden", "intermediate", "heads"):
@@ -73,7 +74,8 @@ def trial_config(base: dict, sampled: dict) -> RunConfig:
             student[k] = s.pop(f"student_{k}")
     if "init" in s:
         student["init"] = s.pop("init")
-    distill = dataclasses.asdict(cfg.distill) | {k: s.pop(k) for k in list(s) if k in dataclasses.asdict(cfg.distill)}
+    distill = dataclasses.asdict(cfg.distill) | {"temperature": None, "alpha": None, "alpha_mlm": None} | \
+        {k: s.pop(k) for k in list(s) if k in dataclasses.asdict(cfg.distill)}
     train = dataclasses.asdict(cfg.train) | {k: s.pop(k) for k in list(s) if k in dataclasses.asdict(cfg.train)}
     from .config import DistillConfig
 
@@ -172,7 +174,7 @@ def main(argv=None) -> dict:
     check(bool(task_name), "task", "the space names no task; pass --task (e.g. --task rte)")
     task = get_task(task_name)
     teacher = a.teacher or spec.teacher or "bert-base-uncased"
-    metric = spec.metric or f"eval_{task.main_metric}"
+    metric = spec.metric or f"best_eval_{task.main_metric}"  # a trial is worth its best epoch (exported)
     mode = spec.mode
     fixed_train = {k: v for k, v in spec.train.items() if not isinstance(v, dict)}
     cli_train = {k: getattr(a, k) for k in ("epochs", "max_steps", "train_limit", "eval_limit", "max_length",
@@ -258,6 +260,8 @@ def _tune(a, spec, base, metric, mode, n_samples, storage, name, parent, teacher
             "gpus": a.gpus_per_worker if a.use_gpu else None}
     trainable = tune.with_parameters(_trial, base=dataclasses.asdict(base), parent_run_id=parent,
                                      storage=storage, sweep_name=name, opts=opts)
+    # the trial function only waits for its Ray Train workers: holding a CPU would leave one idle on a small machine
+    trainable = tune.with_resources(trainable, {"cpu": 0, "memory": 1})  # Tune needs a non-empty bundle
     run_cfg = tune.RunConfig(name=name, storage_path=storage, callbacks=[live_callback(metric)], verbose=1,
                              failure_config=tune.FailureConfig(max_failures=0))
     exp_dir = os.path.join(storage, name)

@@ -28,7 +28,7 @@ def test_tiny_sweep_end_to_end(ray_session, tiny_teacher, glue_dir, tmp_path, ca
                 *TINY, "--epochs", "2", "--max-steps", "6", "--batch-size", "16", "--max-length", "32",
                 "--eval-limit", "32", "--tracking-uri", uri, "--name", "tiny", "--experiment", "tiny-sweep"])
     out = last_json(capsys)
-    assert out["trials"] == 3 and out["errors"] == 0 and out["metric"] == "eval_accuracy"
+    assert out["trials"] == 3 and out["errors"] == 0 and out["metric"] == "best_eval_accuracy"
     assert os.path.isfile(out["pareto_png"])
 
     c = MlflowClient(uri)

@@ -1,0 +1,93 @@
+"""Every named space works with any teacher, with no --set (slow): random-weight teachers shaped like MiniLM-L6-H384,
+BERT-base and BERT-large (config only, made here) each run one tiny trial of every space, and a real Ray sweep runs
+pkd_glue on the MiniLM-shaped teacher exactly as the README's command does."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+
+import optuna
+import pytest
+
+from raydistill import space as sp
+from raydistill.config import RunConfig, TrainConfig
+from raydistill.sizes import Shape
+
+pytestmark = pytest.mark.slow
+
+SHAPES = {"6L-384-12h": Shape(6, 384, 1536, 12), "12L-768-12h": Shape(12, 768, 3072, 12),
+          "24L-1024-16h": Shape(24, 1024, 4096, 16)}
+SPACES = ["pkd_glue", "kd_glue", "distilbert_glue", "tinybert_glue", "two_stage_nsmc", "two_stage_korquad",
+          "two_stage_ner"]
+KO_LABELS = ("O", "B-PS", "I-PS", "B-LC", "I-LC", "B-OG", "I-OG", "B-DT", "I-DT", "B-TI", "I-TI", "B-QT", "I-QT")
+# the task each space runs on here: the GLUE spaces on the synthetic SST-2, the Korean ones on their own tasks
+TASK = {"two_stage_nsmc": ("nsmc", "classification"), "two_stage_korquad": ("korquad", "qa"),
+        "two_stage_ner": ("klue_ner", "token")}
+
+
+@pytest.fixture(scope="module")
+def teachers(tiny_teacher):
+    def make(shape: str, kind: str):
+        s = SHAPES[shape]
+        extra = {"num_labels": len(KO_LABELS), "label_names": KO_LABELS} if kind == "token" else {}
+        return tiny_teacher(kind, layers=s.layers, hidden=s.hidden, heads=s.heads, intermediate=s.intermediate,
+                            **extra)
+    return make
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+@pytest.mark.parametrize("name", SPACES)
+def test_named_space_runs_one_trial_with_any_teacher(name, shape, teachers, glue_dir, korean_dir, monkeypatch):
+    """The trial config is built as the sweep builds it (first trial = the space's published recipe), preflighted,
+    and trained for two tiny epochs by the same loop the Ray workers run."""
+    from raydistill import loop
+    from raydistill.preflight import preflight, teacher_config
+    from raydistill.sweep import trial_config
+
+    monkeypatch.setattr(loop, "_speed", lambda student, device: {"student_params": 1})  # latency is not tested here
+    task, kind = TASK.get(name, ("sst2", "classification"))
+    teacher = teachers(shape, kind)
+    spec = sp.load(name)
+    tshape = Shape.of(teacher_config(teacher))
+    assert tshape == SHAPES[shape]
+    base = RunConfig(task=task, teacher=teacher, data_dir=korean_dir if name in TASK else glue_dir,
+                     train=TrainConfig(epochs=2, max_steps=2, batch_size=4, max_length=24, train_limit=8,
+                                       eval_limit=8)).validate()
+    sp.sample(spec, None, tshape)  # the sweep's validation pass
+    study = optuna.create_study()
+    for point in sp.start_points(spec, tshape):
+        study.enqueue_trial(point)
+    cfg = trial_config(dataclasses.asdict(base), sp.sample(spec, study.ask(), tshape))
+    cfg = preflight(cfg, load_data=False)
+    s = cfg.student
+    assert s.layers == round(tshape.layers / 2) and s.hidden == tshape.hidden  # every recipe starts at half depth
+    reports = []
+    out = loop.run(cfg, loop.Context(report=lambda m, c: reports.append(m)))
+    assert len(reports) == 2 and math.isfinite(out["train_loss"])
+    assert any(k.startswith("eval_") for k in out)
+
+
+def test_readme_sweep_runs_on_a_minilm_shaped_teacher_without_set(ray_session, teachers, glue_dir, tmp_path, capsys,
+                                                                   monkeypatch):
+    """`raydistill.sweep pkd_glue --teacher <384-wide teacher>` failed with 'student.hidden: 768 is wider than the
+    teacher's 384'; now it runs, and MLflow shows the resolved sizes."""
+    from mlflow.tracking import MlflowClient
+
+    from raydistill import sweep
+
+    monkeypatch.chdir(tmp_path)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    sweep.main(["pkd_glue", "--task", "sst2", "--data-dir", glue_dir, "--teacher", teachers("6L-384-12h", "classification"),
+                "--num-samples", "1", "--epochs", "2", "--max-steps", "2", "--batch-size", "8", "--max-length", "24",
+                "--train-limit", "16", "--eval-limit", "16", "--tracking-uri", uri, "--name", "any-teacher"])
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out["trials"] == 1 and out["errors"] == 0
+    c = MlflowClient(uri)
+    runs = c.search_runs([c.get_experiment_by_name("pkd_glue").experiment_id],
+                         filter_string="tags.`raydistill.trial_id` != ''")
+    p = runs[0].data.params
+    assert (p["student_layers"], p["student_hidden"], p["student_intermediate"], p["student_heads"]) == \
+        ("3", "384", "1536", "12")
+    assert (float(p["temperature"]), float(p["alpha"]), float(p["beta"]), p["mapping"], p["init"]) == \
+        (20, 0.7, 100, "skip", "first_k")  # the first trial is PKD's reported best
