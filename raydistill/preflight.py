@@ -212,7 +212,7 @@ def preflight(cfg: RunConfig, load_data: bool = True, require_head: bool = True,
                   f"{cfg.teacher} is not fine-tuned for {task.name} (needs a {HEADS[task.kind]} head with "
                   f"{task.num_labels} labels); fine-tune it first: python -m raydistill.finetune --task {task.name} "
                   f"--model {cfg.teacher} --output DIR")
-    if method.intermediate or method.name == "pkd":
+    if method.maps_layers:
         layer_pairs(cfg.distill.mapping, cfg.student.layers, tcfg.num_hidden_layers)
     if method.intermediate:
         check(cfg.student.heads == tcfg.num_attention_heads, "student.heads",

@@ -199,7 +199,7 @@ def sample(spec: SweepSpec, trial, teacher: Shape | None = None) -> dict:
                   f"of a {teacher_layers}-layer teacher")
             out["mapping"] = _suggest(trial, f"mapping_{layers}L", {"choice": valid})
             continue
-        if k == "mapping" and not isinstance(v, dict) and teacher_layers and (m.intermediate or m.name == "pkd"):
+        if k == "mapping" and not isinstance(v, dict) and teacher_layers and m.maps_layers:
             layer_pairs(v, out["student_layers"], teacher_layers)  # a fixed mapping
         out[k] = _suggest(trial, k, v)
     for k, v in spec.train.items():

@@ -84,11 +84,14 @@ def trial_config(base: dict, sampled: dict) -> RunConfig:
 
 
 def run_name(cfg: RunConfig, trial_id: str) -> str:
+    from .distill.methods import get_method
+
     s, d = cfg.student, cfg.distill
     name = f"{trial_id} {d.method} {s.layers}L-{s.hidden} T={d.temperature:g} a={d.alpha:g}"
-    if d.method == "pkd":
+    m = get_method(d.method)
+    if m.uses_beta:
         name += f" b={d.beta:g}"
-    if d.method in ("pkd", "tinybert", "two_stage"):
+    if m.maps_layers:
         name += f" {d.mapping}"
     return name
 
