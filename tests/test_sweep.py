@@ -64,3 +64,28 @@ def test_tiny_sweep_end_to_end(ray_session, tiny_teacher, glue_dir, tmp_path, ca
     assert clf("a good movie")[0]["label"]
     again = evaluate.evaluate_dir(str(tmp_path / "best"), "sst2", glue_dir, max_length=32, eval_limit=32)
     assert again["eval_accuracy"] == pytest.approx(b["value"], abs=1e-9)  # recomputed from the directory alone
+
+
+def test_readme_sweep_runs_on_a_minilm_shaped_teacher_without_set(ray_session, tiny_teacher, glue_dir, tmp_path, capsys,
+                                                                   monkeypatch):
+    """`raydistill.sweep pkd_glue --teacher <384-wide teacher>` failed with 'student.hidden: 768 is wider than the
+    teacher's 384'; now it runs, and MLflow shows the resolved sizes."""
+    from mlflow.tracking import MlflowClient
+
+    from raydistill import sweep
+
+    monkeypatch.chdir(tmp_path)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    sweep.main(["pkd_glue", "--task", "sst2", "--data-dir", glue_dir, "--teacher", tiny_teacher("classification", layers=6, hidden=384, heads=12, intermediate=1536),
+                "--num-samples", "1", "--epochs", "2", "--max-steps", "2", "--batch-size", "8", "--max-length", "24",
+                "--train-limit", "16", "--eval-limit", "16", "--tracking-uri", uri, "--name", "any-teacher"])
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out["trials"] == 1 and out["errors"] == 0
+    c = MlflowClient(uri)
+    runs = c.search_runs([c.get_experiment_by_name("pkd_glue").experiment_id],
+                         filter_string="tags.`raydistill.trial_id` != ''")
+    p = runs[0].data.params
+    assert (p["student_layers"], p["student_hidden"], p["student_intermediate"], p["student_heads"]) == \
+        ("3", "384", "1536", "12")
+    assert (float(p["temperature"]), float(p["alpha"]), float(p["beta"]), p["mapping"], p["init"]) == \
+        (20, 0.7, 100, "skip", "first_k")  # the first trial is PKD's reported best
