@@ -235,9 +235,12 @@ def run(cfg: RunConfig, ctx: Context) -> dict:
     seed_all(cfg.train.seed)
     device = ctx.device
     distributed = dist.is_available() and dist.is_initialized() and ctx.world_size > 1
+    clock = Clock()  # where a run's seconds go besides training steps (the fixed cost of a trial)
 
     objective, student, teacher, tokenizer = build_objective(cfg, resume_student=_resume_student(ctx))
+    clock.lap("models")
     data = load_data(cfg, tokenizer)
+    clock.lap("data")
     if len(data.train) < cfg.train.batch_size:
         from .errors import UserError
 
@@ -278,6 +281,7 @@ def run(cfg: RunConfig, ctx: Context) -> dict:
             ctx.log("teacher outputs come from the cache for every stage; the teacher stays off the device")
         else:
             teacher.to(device)
+    clock.lap("cache")
     fault = Fault(cfg.fault)
     masker = DynamicMasking(tokenizer, cfg.train.seed) if data.task.kind == "mlm" else None  # a fresh mask per epoch
     metrics = {}
@@ -299,6 +303,7 @@ def run(cfg: RunConfig, ctx: Context) -> dict:
             # (identical on every rank; DDP broadcasts rank 0's anyway). The batch order has its own generator.
             torch.manual_seed((cfg.train.seed * 1_000_003 + epoch) * 1_000 + ctx.rank + 1)
             sums: dict[str, torch.Tensor] = {}
+            clock.lap("between")
             t0, n_seen = time.perf_counter(), 0
             for step, idx in enumerate(epoch_batches(len(data.train), cfg.train.batch_size, epoch, cfg.train.seed,
                                                      ctx.rank, ctx.world_size)):
@@ -328,10 +333,13 @@ def run(cfg: RunConfig, ctx: Context) -> dict:
                 raise NonFiniteLoss(f"non-finite training loss at epoch {epoch + 1}: {train}")
             metrics = {"epoch": epoch + 1, "stage": stage, **train,
                        "train_examples_per_s": n_seen * ctx.world_size / (time.perf_counter() - t0)}
+            clock.lap("train")
             ckpt_dir = None
             if ctx.rank == 0:
                 metrics.update(evaluate(student, data, max(per_rank, 32), device))
+                clock.lap("eval")
                 metrics.update(_speed(student, device))
+                clock.lap("latency")
                 history.append(metrics)
                 best = _best(history, main)
                 metrics.update(best_epoch=best["epoch"],
@@ -342,6 +350,8 @@ def run(cfg: RunConfig, ctx: Context) -> dict:
                                 best=None if best is metrics else best_dir)
                 if best is metrics:
                     _copy_dir(os.path.join(ckpt_dir, "best_student"), best_dir)
+                clock.lap("checkpoint")
+                metrics.update(clock.metrics())  # cumulative seconds per phase, so far
             ctx.log(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in metrics.items()))
             ctx.report(metrics, ckpt_dir)
             if ckpt_dir:
@@ -350,6 +360,21 @@ def run(cfg: RunConfig, ctx: Context) -> dict:
         if best_dir:
             shutil.rmtree(best_dir, ignore_errors=True)
     return metrics
+
+
+class Clock:
+    """Cumulative wall seconds per phase of a run (``time_<phase>_s``), lap by lap."""
+
+    def __init__(self):
+        self.t, self.spent = time.perf_counter(), {}
+
+    def lap(self, phase: str) -> None:
+        now = time.perf_counter()
+        self.spent[phase] = self.spent.get(phase, 0.0) + now - self.t
+        self.t = now
+
+    def metrics(self) -> dict:
+        return {f"time_{k}_s": round(v, 3) for k, v in self.spent.items()}
 
 
 def _best(history: list[dict], key: str) -> dict:

@@ -66,9 +66,21 @@ def init_ray(num_cpus: int | None = None) -> None:
                                 "(docs/CLUSTER.md, section 2)") from None
             raise
     else:
-        # the dashboard (bound to loopback) hosts the state API Ray Train uses to clean up placement groups
-        ray.init(num_cpus=num_cpus, include_dashboard=True, dashboard_host="127.0.0.1",
+        # the dashboard (bound to loopback) hosts the state API Ray Train uses to clean up placement groups.
+        # Its actors find that API by RAY_API_SERVER_ADDRESS, inherited from this process by the raylet and every
+        # worker it starts; unset, they look for "the" local Ray and fail when a second command runs its own.
+        port = free_port()
+        os.environ["RAY_API_SERVER_ADDRESS"] = f"http://127.0.0.1:{port}"
+        ray.init(num_cpus=num_cpus, include_dashboard=True, dashboard_host="127.0.0.1", dashboard_port=port,
                  log_to_driver=True, configure_logging=False)
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def _worker(config: dict) -> None:
@@ -76,6 +88,10 @@ def _worker(config: dict) -> None:
     from .loop import Context, run
 
     cfg = cfg_from_dict(config["cfg"])
+    if not cfg.train.use_gpu:  # as many torch threads as CPUs Ray gave this worker, no more (trials share cores)
+        import torch
+
+        torch.set_num_threads(config.get("threads", 1))
     tctx = ray.train.get_context()
     ckpt = ray.train.get_checkpoint()
     resume_dir = None
@@ -112,12 +128,15 @@ def make_trainer(cfg: RunConfig, *, name: str, storage_path: str, callbacks=(), 
                  placement_strategy: str = "PACK", cpus_per_worker: float = 1, gpus_per_worker: float | None = None):
     from ray.train import CheckpointConfig, FailureConfig, RunConfig as TrainRunConfig, ScalingConfig
     from ray.train.torch import TorchConfig, TorchTrainer
+
+    from .resources import threads
+
     resources = {"CPU": cpus_per_worker}
     if cfg.train.use_gpu:
         resources["GPU"] = gpus_per_worker or 1
     return TorchTrainer(
         _worker,
-        train_loop_config={"cfg": cfg_to_dict(cfg)},
+        train_loop_config={"cfg": cfg_to_dict(cfg), "threads": threads(cpus_per_worker)},
         torch_config=TorchConfig(backend="nccl" if cfg.train.use_gpu else "gloo"),
         scaling_config=ScalingConfig(num_workers=cfg.train.num_workers, use_gpu=cfg.train.use_gpu,
                                      resources_per_worker=resources, placement_strategy=placement_strategy),

@@ -19,6 +19,7 @@ from ray.tune.search.optuna import OptunaSearch
 
 from .config import RunConfig, StudentConfig, TrainConfig, build
 from .errors import check, cli
+from .resources import DEFAULT_CPUS_PER_WORKER, Cluster, TrialDemand, concurrency
 from .sizes import Shape
 from .track import RESULTS_DIR
 
@@ -36,10 +37,12 @@ def parser():
                    "(default: the space's teacher, else bert-base-uncased)")
     p.add_argument("--num-samples", type=int, help="trials (default: the space's num_samples)")
     p.add_argument("--num-workers", type=int, default=1, help="DDP workers per trial")
-    p.add_argument("--max-concurrent", type=int, default=1, help="trials running at once")
+    p.add_argument("--max-concurrent", type=int, help="cap on trials running at once (default: as many as the "
+                   "cluster's CPUs and GPUs hold)")
     p.add_argument("--use-gpu", action="store_true")
     p.add_argument("--gpus-per-worker", type=float, default=1.0, help="fractional GPUs pack small trials per GPU")
-    p.add_argument("--cpus-per-worker", type=float, default=1.0)
+    p.add_argument("--cpus-per-worker", type=float, help="CPUs (and torch threads) per worker (default "
+                   f"{DEFAULT_CPUS_PER_WORKER:g}: on a small CPU machine more trials at once beat more threads each)")
     for flag in ("epochs", "max-steps", "train-limit", "eval-limit", "max-length", "batch-size", "seed"):
         p.add_argument(f"--{flag}", type=int)
     p.add_argument("--lr", type=float)
@@ -104,6 +107,7 @@ def _trial(config: dict, base: dict, parent_run_id: str, storage: str, sweep_nam
     from . import track
     from .run import execute
 
+    t_start = time.perf_counter()
     trial_id = ray.tune.get_context().get_trial_id()
     cfg = trial_config(base, config).validate()
     cfg = cfg.replace(output=os.path.join(os.path.dirname(base["output"]), trial_id), run_name=run_name(cfg, trial_id))
@@ -112,11 +116,14 @@ def _trial(config: dict, base: dict, parent_run_id: str, storage: str, sweep_nam
         # finished before the sweep driver died: report what it logged instead of training again
         ray.tune.report(dict(track.client(cfg.tracking_uri).get_run(existing).data.metrics))
         return
-    execute(cfg, storage_path=storage, name=f"{sweep_name}-{trial_id}", parent_run_id=parent_run_id,
-            callbacks=[TuneReportCallback()], max_failures=opts["max_failures"],
-            placement_strategy=opts["placement"], resume_run_id=existing,
-            tags={"raydistill.trial_id": trial_id, "raydistill.sweep": sweep_name},
-            cpus_per_worker=opts["cpus"], gpus_per_worker=opts["gpus"])
+    out = execute(cfg, storage_path=storage, name=f"{sweep_name}-{trial_id}", parent_run_id=parent_run_id,
+                  callbacks=[TuneReportCallback()], max_failures=opts["max_failures"],
+                  placement_strategy=opts["placement"], resume_run_id=existing,
+                  tags={"raydistill.trial_id": trial_id, "raydistill.sweep": sweep_name},
+                  cpus_per_worker=opts["cpus"], gpus_per_worker=opts["gpus"])
+    wall = time.perf_counter() - t_start  # the trial's fixed cost: its seconds outside training steps
+    track.log_metrics(cfg.tracking_uri, out["run_id"], {"trial_wall_s": wall,
+                                                        "fixed_cost_s": wall - out.get("time_train_s", 0.0)})
 
 
 # ------------------------------------------------------------------ preparation
@@ -153,6 +160,7 @@ def summarize(results, metric: str, mode: str, epochs: int, logged: dict | None 
         rows.append({"trial": m.get("trial_id") or os.path.basename(r.path or "")[-8:], "status": status,
                      metric: m.get(metric), "epoch": m.get("epoch"), "student_params": m.get("student_params"),
                      "latency_ms_b1": m.get("latency_ms_b1"), "latency_ms_b32": m.get("latency_ms_b32"),
+                     "trial_wall_s": m.get("trial_wall_s"), "fixed_cost_s": m.get("fixed_cost_s"),
                      **{k: v for k, v in cfg.items()},
                      "error": failure_reason(r.error)[:160] if r.error else ""})
     sign = -1 if mode == "max" else 1
@@ -163,7 +171,19 @@ def summarize(results, metric: str, mode: str, epochs: int, logged: dict | None 
 # ------------------------------------------------------------------ main
 @cli
 def main(argv=None) -> dict:
+    argv = list(sys.argv[1:] if argv is None else argv)
     a = parser().parse_args(argv)
+    state_path, state = None, {}
+    if a.resume:  # the sweep as it was started: same space, flags, resources and concurrency
+        check(bool(a.name), "name", "--resume needs the --name of the sweep to continue")
+        state_path = _state_path(a.storage_path, a.name)
+        check(os.path.isfile(state_path), "resume",
+              f"no sweep {a.name!r} under {os.path.dirname(os.path.dirname(state_path))}; check --name and --storage-path")
+        with open(state_path) as f:
+            state = json.load(f)
+        argv = state["argv"]
+        a = parser().parse_args(argv + ["--resume", "--name", a.name] +
+                                (["--storage-path", a.storage_path] if a.storage_path else []))
     from . import space as sp
     from .distill.__main__ import teacher_cache_dir
     from .distill.data import data_fingerprint, train_and_eval_examples
@@ -190,30 +210,39 @@ def main(argv=None) -> dict:
     if "://" not in storage:
         storage = os.path.abspath(storage)
     name = a.name or f"{spec.name}-{task.name}-{time.strftime('%Y%m%d-%H%M%S')}"
-    check(a.max_concurrent >= 1, "max_concurrent", "must be >= 1")
     n_samples = a.num_samples if a.num_samples is not None else spec.num_samples
     check(n_samples >= 1, "num_samples", "must be >= 1")
+    check(a.max_concurrent is None or a.max_concurrent >= 1, "max_concurrent",
+          f"must be >= 1 (or left out: as many trials as the cluster holds), got {a.max_concurrent}")
+    demand = TrialDemand(a.num_workers, a.cpus_per_worker or DEFAULT_CPUS_PER_WORKER,
+                         a.gpus_per_worker if a.use_gpu else None)
+    check_ray_options(a.placement_strategy, a.max_failures, demand.cpus_per_worker, demand.gpus_per_worker)
     base = RunConfig(task=task.name, teacher=teacher, data_dir=os.path.abspath(a.data_dir) if a.data_dir else spec.data_dir,
                      train=train, tracking_uri=resolve_tracking_uri(a.tracking_uri), experiment=a.experiment or spec.name,
                      output=os.path.join(storage_root, "students", name, "student"), fault=a.inject_fault,
                      teacher_cache=teacher_cache_dir(a), teacher_cache_gb=a.teacher_cache_gb).validate()
+    local = not os.environ.get("RAY_ADDRESS")
+    if local:  # the Ray this command starts has this machine's CPUs and GPUs: a trial that can't fit stops here
+        concurrency(demand, Cluster.local(), a.max_concurrent, n_samples)
     # fail fast, before Ray or any training: teacher readable, data present, first sample buildable
-    check_ray_options(a.placement_strategy, a.max_failures, a.cpus_per_worker, a.gpus_per_worker if a.use_gpu else None)
     tshape = Shape.of(teacher_config(teacher))
     train_and_eval_examples(base, task)
     preflight(trial_config(dataclasses.asdict(base), sp.sample(spec, None, tshape)),
               load_data=False, require_head=False)  # types, bounds, sizes, mapping: before any run is logged
 
+    import ray
+
     from . import track
     from .run import init_ray
 
-    state_path = os.path.join(storage_root, "sweeps", name, STATE) if "://" in storage else os.path.join(storage, name, STATE)
-    state = {}
-    if a.resume:
-        check(bool(a.name), "name", "--resume needs the --name of the sweep to continue")
-        check(os.path.isfile(state_path), "resume", f"no sweep {name!r} under {storage}; check --name and --storage-path")
-        state = json.load(open(state_path))
+    state_path = _state_path(a.storage_path, name)
     init_ray()  # before any MLflow run: a refused cluster connection must not leave a parent run open
+    cluster = Cluster.local() if local else Cluster.of(ray.cluster_resources())
+    n_at_once = concurrency(demand, cluster, a.max_concurrent, n_samples)
+    log(f"{n_at_once} trial(s) at once: the cluster has {cluster.cpus:g} CPUs and {cluster.gpus:g} GPUs, one trial "
+        f"takes {demand.num_workers} worker(s) × {demand.cpus_per_worker:g} CPU"
+        + (f" + {demand.gpus_per_worker:g} GPU" if demand.gpus_per_worker else "")
+        + (f" (--max-concurrent {a.max_concurrent})" if a.max_concurrent else ""))
     parent = state.get("parent_run_id") or track.start_run(
         base.tracking_uri, base.experiment, name,
         {"space": spec.name, "task": task.name, "teacher": teacher, "metric": metric, "num_samples": n_samples,
@@ -221,18 +250,36 @@ def main(argv=None) -> dict:
         tags={"raydistill.role": "sweep"})
     base = base.replace(teacher=state.get("teacher") or prepare_teacher(base, storage_root, parent, log))
     preflight(trial_config(dataclasses.asdict(base), sp.sample(spec, None, tshape)), load_data=False)
-    os.makedirs(os.path.dirname(state_path), exist_ok=True)
-    json.dump({"parent_run_id": parent, "teacher": base.teacher, "argv": sys.argv[1:]}, open(state_path, "w"))
+    _write_json(state_path, {"parent_run_id": parent, "teacher": base.teacher, "argv": argv,
+                             "concurrency": n_at_once})
     track.log_artifact(base.tracking_uri, parent, sp.resolve_path(a.space), "space")
 
     t0 = time.time()
-    results = _tune(a, spec, base, metric, mode, n_samples, storage, name, parent, teacher=tshape)
+    results = _tune(a, spec, base, metric, mode, n_samples, storage, name, parent, teacher=tshape,
+                    demand=demand, n_at_once=state.get("concurrency") or n_at_once)
     wall = time.time() - t0
     rows = summarize(results, metric, mode, base.train.epochs, track.child_metrics(base.tracking_uri, base.experiment, parent))
-    return finish(rows, metric, mode, base, parent, storage, name, wall, n_samples, log)
+    return finish(rows, metric, mode, base, parent, storage, name, wall, n_samples, log,
+                  state.get("concurrency") or n_at_once)
 
 
-def _tune(a, spec, base, metric, mode, n_samples, storage, name, parent, teacher):
+def _state_path(storage_path: str | None, name: str) -> str:
+    """Where a sweep keeps what ``--resume`` needs (beside its Tune experiment, or locally for a remote one)."""
+    storage_root = os.path.abspath(RESULTS_DIR)
+    storage = storage_path or os.path.join(storage_root, "ray")
+    if "://" in storage:
+        return os.path.join(storage_root, "sweeps", name, STATE)
+    return os.path.join(os.path.abspath(storage), name, STATE)
+
+
+def _write_json(path: str, obj) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path + ".tmp", "w") as f:
+        json.dump(obj, f)
+    os.replace(path + ".tmp", path)  # a driver killed mid-write leaves the old state, not half a file
+
+
+def _tune(a, spec, base, metric, mode, n_samples, storage, name, parent, teacher, demand, n_at_once):
     import optuna
     from ray import tune
     from ray.tune.search import ConcurrencyLimiter
@@ -248,10 +295,11 @@ def _tune(a, spec, base, metric, mode, n_samples, storage, name, parent, teacher
     storage_url = "sqlite:///" + os.path.join(os.path.dirname(db), "optuna.db")
     searcher = PrunedAwareOptunaSearch(
         space=SpaceFn(spec, teacher), metric=metrics, mode=modes,
-        sampler=optuna.samplers.TPESampler(seed=seed), study_name=name,
+        # constant liar: trials running at once count as bad guesses, so concurrent proposals spread out
+        sampler=optuna.samplers.TPESampler(seed=seed, constant_liar=True), study_name=name,
         points_to_evaluate=sp.start_points(spec, teacher) or None,
         storage=optuna.storages.RDBStorage(storage_url), max_epochs=base.train.epochs)
-    searcher = ConcurrencyLimiter(searcher, max_concurrent=a.max_concurrent)
+    searcher = ConcurrencyLimiter(searcher, max_concurrent=n_at_once)
     scheduler = None
     if not a.multi_objective and spec.search.get("asha", True) is not False and base.train.epochs > 1:
         asha = spec.search.get("asha") if isinstance(spec.search.get("asha"), dict) else {}
@@ -259,8 +307,8 @@ def _tune(a, spec, base, metric, mode, n_samples, storage, name, parent, teacher
                                   grace_period=min(asha.get("grace_period", max(1, base.train.epochs // 2)),
                                                    base.train.epochs),
                                   reduction_factor=asha.get("reduction_factor", 2))
-    opts = {"max_failures": a.max_failures, "placement": a.placement_strategy, "cpus": a.cpus_per_worker,
-            "gpus": a.gpus_per_worker if a.use_gpu else None}
+    opts = {"max_failures": a.max_failures, "placement": a.placement_strategy, "cpus": demand.cpus_per_worker,
+            "gpus": demand.gpus_per_worker}
     trainable = tune.with_parameters(_trial, base=dataclasses.asdict(base), parent_run_id=parent,
                                      storage=storage, sweep_name=name, opts=opts)
     # the trial function only waits for its Ray Train workers: holding a CPU would leave one idle on a small machine
@@ -340,7 +388,12 @@ class SpaceFn:
         return sp.sample(self.spec, trial, self.teacher)
 
 
-def finish(rows, metric, mode, base, parent, storage, name, wall, n_samples, log) -> dict:
+def _mean(values) -> float | None:
+    vs = [v for v in values if v is not None]
+    return round(sum(vs) / len(vs), 2) if vs else None
+
+
+def finish(rows, metric, mode, base, parent, storage, name, wall, n_samples, log, n_at_once=1) -> dict:
     from . import track
     from .report import SHOW, pareto_plot, table
 
@@ -362,6 +415,7 @@ def finish(rows, metric, mode, base, parent, storage, name, wall, n_samples, log
     best = done[0] if done else None
     summary = {"sweep": name, "trials": len(rows), "errors": sum(r["status"] == "ERROR" for r in rows),
                "wall_s": round(wall, 1), "per_trial_s": round(wall / max(len(rows), 1), 1), "metric": metric,
+               "fixed_cost_s": _mean(r.get("fixed_cost_s") for r in rows), "concurrency": n_at_once,
                "best": {k: best.get(k) for k in ["trial", metric, "student_params", "latency_ms_b1", *SHOW] if k in best}
                if best else None, "parent_run_id": parent, "tracking_uri": base.tracking_uri, "pareto_png": png}
     track.log_metrics(base.tracking_uri, parent, {"wall_s": wall, "trials": len(rows), f"best_{metric}": best[metric]}

@@ -236,6 +236,9 @@ CASES = [
     Case("sweep-resume-without-name", "sweep", lambda E: sweep(E, "--resume"), "name"),
     Case("sweep-resume-unknown-name", "sweep", lambda E: sweep(E, "--resume", "--name", "never-ran"), "resume"),
     Case("sweep-max-concurrent-0", "sweep", lambda E: sweep(E, "--max-concurrent", "0"), "max_concurrent"),
+    Case("sweep-trial-larger-than-cluster", "sweep", lambda E: sweep(E, "--cpus-per-worker", "4096"), "cpus_per_worker"),
+    Case("sweep-gpus-more-than-cluster", "sweep", lambda E: sweep(E, "--use-gpu", "--gpus-per-worker", "64"),
+         "gpus_per_worker"),
     Case("sweep-teacher-missing", "sweep", lambda E: sweep(E, "--teacher", E.tmp + "/nope"), "teacher"),
     Case("sweep-data-missing", "sweep", lambda E: sweep(E, "--data-dir", E.no_sst2), "data_dir"),
     Case("sweep-storage-unwritable", "sweep", lambda E: sweep(E, "--storage-path", UNWRITABLE), "storage_path"),
@@ -286,7 +289,7 @@ assert len(BY_ID) == len(CASES), "case ids must be unique"
 SUBPROCESS = ["data-unknown-task", "finetune-model-missing", "distill-temperature-0",
               "distill-temperature-not-a-number", "distill-tinybert-other-heads", "distill-teacher-broken-json",
               "distill-output-unwritable", "sweep-malformed-yaml", "sweep-set-not-key-value", "best-no-database",
-              "evaluate-model-without-task-head", "augment-p-above-1"]
+              "evaluate-model-without-task-head", "augment-p-above-1", "sweep-trial-larger-than-cluster"]
 
 
 # ------------------------------------------------------------------ helpers

@@ -121,8 +121,9 @@ def test_same_config_and_seed_reproduce_the_dev_metric(tiny_teacher, glue_dir):
 
 @pytest.mark.slow
 def test_killed_sweep_driver_resumes_without_rerunning_finished_trials(tiny_teacher, glue_dir, tmp_path):
-    """SIGKILL the sweep driver after its first trial finished; --resume finishes the rest, re-runs nothing
-    finished, duplicates no MLflow run, and the Optuna study continues."""
+    """SIGKILL the sweep driver after its first trial finished (on 2 CPUs another is mid-trial then); --resume
+    finishes the rest with the same concurrency, re-runs nothing finished, duplicates no MLflow run, and the Optuna
+    study continues."""
     import signal
     import sqlite3
 
@@ -158,10 +159,13 @@ def test_killed_sweep_driver_resumes_without_rerunning_finished_trials(tiny_teac
                    if "raydistill.trial_id" in r.data.tags}
     assert len(done_before) >= 1
 
-    second = subprocess.run(cmd + ["--resume"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    # only --name: the resumed sweep takes its space, flags, resources and concurrency from what it was started with
+    second = subprocess.run([sys.executable, "-m", "raydistill.sweep", "pkd_glue", "--name", "resumable", "--resume"],
+                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
     assert second.returncode == 0, second.stderr[-3000:]
     out = json.loads(second.stdout.strip().splitlines()[-1])
     assert out["trials"] == 3 and out["errors"] == 0
+    assert out["concurrency"] == min(len(os.sched_getaffinity(0)), 3)  # as started: 2 at once on 2 CPUs
     runs = [r for r in c.search_runs([exp.experiment_id]) if "raydistill.trial_id" in r.data.tags]
     assert len(runs) == 3 and len({r.data.tags["raydistill.trial_id"] for r in runs}) == 3  # no duplicates
     for r in runs:

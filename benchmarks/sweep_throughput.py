@@ -1,0 +1,111 @@
+"""Benchmark: trials per hour of the same sweep with the package's defaults vs one trial at a time on one CPU.
+
+Each sweep is its own `python -m raydistill.sweep` command (its own local Ray), side by side in one run, the teacher
+cache warm (a first, untimed sweep builds it), ASHA off so every trial runs every epoch:
+  * baseline      --max-concurrent 1 --cpus-per-worker 1   (the old defaults: one core idle on 2 cores)
+  * default       no flags: as many trials at once as the CPUs hold, 1 CPU (and torch thread) each
+  * 1x{N}threads  --cpus-per-worker N (N = every CPU): one trial at a time on every thread
+12L-768 teacher (random weights) → 4L-312 student, SST-2 train examples at length 64, 2 epochs per trial.
+
+    python benchmarks/sweep_throughput.py --data-dir ../shared/data/glue
+    python benchmarks/sweep_throughput.py --smoke            # tiny models and data: the plumbing
+Prints per sweep: wall (command and tuning), trials/hour, mean per-trial fixed cost (trial wall minus its training
+steps, from MLflow) with its phases; then `RATIO` lines, the issue's target `default/baseline` last.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+from common import loadavg, machine  # noqa: E402
+from sweep_cache import sst2_folder  # noqa: E402
+
+PHASES = ("time_models_s", "time_data_s", "time_cache_s", "time_eval_s", "time_latency_s", "time_checkpoint_s",
+          "time_between_s", "time_train_s")
+
+
+def run_sweep(work: str, common: list[str], label: str, extra: list[str]) -> dict:
+    cmd = [sys.executable, "-m", "raydistill.sweep", *common, *extra, "--name", f"tp-{label}"]
+    print("$ " + " ".join(cmd[1:]), file=sys.stderr, flush=True)
+    t0 = time.perf_counter()
+    p = subprocess.run(cmd, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                       env={**os.environ, "RAY_ADDRESS": ""})
+    wall = time.perf_counter() - t0
+    if p.returncode:
+        sys.exit(f"sweep {label} failed ({p.returncode}):\n{p.stderr[-4000:]}")
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    return {"label": label, "command_s": wall, **out}
+
+
+def trial_phases(uri: str, parent: str) -> dict:
+    """Mean seconds per phase over the sweep's trials (their MLflow child runs' last values)."""
+    from raydistill import track
+
+    c = track.client(uri)
+    run = c.get_run(parent)
+    kids = c.search_runs([run.info.experiment_id], f"tags.mlflow.parentRunId = '{parent}'")
+    keys = ("trial_wall_s", "fixed_cost_s", *PHASES)
+    return {k: sum(r.data.metrics.get(k, 0.0) for r in kids) / max(len(kids), 1) for k in keys}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data-dir", help="GLUE folder with SST-2 (default: synthetic)")
+    p.add_argument("--smoke", action="store_true", help="tiny teacher, student and data")
+    p.add_argument("--trials", type=int, default=4)
+    p.add_argument("--examples", type=int, default=512)
+    p.add_argument("--epochs", type=int, default=2)
+    p.add_argument("--json", help="write the results here")
+    a = p.parse_args()
+    from raydistill.resources import Cluster
+    from raydistill.tasks import get_task
+    from raydistill.testing import make_tiny_model
+
+    work = tempfile.mkdtemp(prefix="bench-throughput-")
+    data = sst2_folder(a.data_dir and os.path.abspath(a.data_dir), os.path.join(work, "glue"), a.examples)
+    task = get_task("sst2")
+    texts = [e["text"] for e in task.loader(task, data, "train")[: a.examples]]
+    if a.smoke:
+        teacher = make_tiny_model(f"{work}/teacher", layers=4, hidden=32, heads=2, intermediate=64, texts=texts)
+        size, examples, length = "2L-32-64-2", 64, 32
+    else:
+        teacher = make_tiny_model(f"{work}/teacher", layers=12, hidden=768, heads=12, intermediate=3072, texts=texts)
+        size, examples, length = "4L-312-1200-12", a.examples, 64
+    os.environ["RAYDISTILL_CACHE_DIR"] = f"{work}/memo"  # latency memo shared by the sweeps, like a user's
+    uri = f"sqlite:///{work}/m.db"
+    common = ["kd_glue", "--task", "sst2", "--data-dir", data, "--teacher", teacher, "--set", f"student.size={size}",
+              "--set", "search.asha=false", "--epochs", str(a.epochs), "--train-limit", str(examples),
+              "--eval-limit", "64", "--max-length", str(length), "--batch-size", "32", "--tracking-uri", uri,
+              "--teacher-cache", f"{work}/cache", "--storage-path", f"{work}/ray"]
+    cpus = int(Cluster.local().cpus)
+    run_sweep(work, common + ["--num-samples", "1"], "warm-up", ["--max-concurrent", "1"])  # cache + memo, untimed
+    sweeps = [("baseline", ["--max-concurrent", "1", "--cpus-per-worker", "1"]), ("default", []),
+              (f"1x{cpus}threads", ["--cpus-per-worker", str(cpus)])]
+    rows = []
+    for label, extra in sweeps:
+        r = run_sweep(work, common + ["--num-samples", str(a.trials)], label, extra)
+        r.update(trial_phases(uri, r["parent_run_id"]))
+        r["trials_per_hour"] = r["trials"] / r["wall_s"] * 3600
+        rows.append(r)
+        print(f"{label}: {r['trials']} trials, {r.get('concurrency')} at once, tuning {r['wall_s']:.1f} s "
+              f"(command {r['command_s']:.1f} s), {r['trials_per_hour']:.0f} trials/h, per trial {r['trial_wall_s']:.1f} s "
+              f"of which training {r['time_train_s']:.1f} s, fixed cost {r['fixed_cost_s']:.1f} s "
+              f"({', '.join(f'{k[5:-2]} {r[k]:.2f}' for k in PHASES[:-1])}); load {loadavg()}", flush=True)
+    by = {r["label"]: r for r in rows}
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"machine": machine(), "rows": rows}, f, indent=1, default=str)
+    print(f"RATIO default/1x{cpus}threads={by['default']['trials_per_hour'] / by[f'1x{cpus}threads']['trials_per_hour']:.2f}"
+          "  (trials per hour: N trials x 1 CPU vs 1 trial x N threads)")
+    print(f"RATIO default/baseline={by['default']['trials_per_hour'] / by['baseline']['trials_per_hour']:.2f}"
+          "  (trials per hour, the issue's target >= 1.8)")
+
+
+if __name__ == "__main__":
+    main()
