@@ -6,6 +6,7 @@ import dataclasses
 import logging
 import os
 import shutil
+import sys
 import tempfile
 
 import ray
@@ -31,7 +32,7 @@ def cfg_from_dict(d: dict) -> RunConfig:
     return RunConfig(**d)
 
 
-def init_ray(num_cpus: int | None = None) -> None:
+def init_ray(num_cpus: int | None = None, log_to_driver: bool = True) -> None:
     """Join the cluster in RAY_ADDRESS (no resource arguments allowed then), else start a local Ray
     with its dashboard bound to 127.0.0.1.
 
@@ -71,8 +72,16 @@ def init_ray(num_cpus: int | None = None) -> None:
         # worker it starts; unset, they look for "the" local Ray and fail when a second command runs its own.
         port = free_port()
         os.environ["RAY_API_SERVER_ADDRESS"] = f"http://127.0.0.1:{port}"
+        for k, v in LOCAL_TRAIN_ENV.items():
+            os.environ.setdefault(k, v)
         ray.init(num_cpus=num_cpus, include_dashboard=True, dashboard_host="127.0.0.1", dashboard_port=port,
-                 log_to_driver=True, configure_logging=False)
+                 log_to_driver=log_to_driver, configure_logging=False)
+
+
+# A trial's fixed cost on one machine (benchmarks/sweep_throughput.py, BENCHMARKS.md): Ray Train's controller polls its
+# workers every 2 s by default and starts a preemption-watcher actor (a process) per run, for spot nodes a local machine
+# does not have. Set in the environment to override.
+LOCAL_TRAIN_ENV = {"RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.5", "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER": "0"}
 
 
 def free_port() -> int:
@@ -103,8 +112,10 @@ def _worker(config: dict) -> None:
         c = ray.train.Checkpoint.from_directory(os.path.dirname(ckpt_dir)) if ckpt_dir else None
         ray.train.report(metrics, checkpoint=c)
 
+    # to the process's real stderr: Ray forwards it to the driver's stderr (stdout's last line is the command's
+    # JSON), and Ray Train's print patch would log a sys.stderr print twice
     ctx = Context(rank=rank, world_size=tctx.get_world_size(), device=ray.train.torch.get_device(),
-                  resume_dir=resume_dir, report=report, log=(lambda m: print(f"[rank0] {m}", flush=True))
+                  resume_dir=resume_dir, report=report, log=(lambda m: print(f"[rank0] {m}", file=sys.__stderr__, flush=True))
                   if rank == 0 else (lambda m: None))
     try:
         run(cfg, ctx)
@@ -199,6 +210,9 @@ def execute(cfg: RunConfig, *, storage_path: str, name: str, parent_run_id: str 
     from .distill.data import data_fingerprint
     from .models.teacher import fingerprint
 
+    import time
+
+    t0 = time.perf_counter()
     uri = cfg.tracking_uri
     params = {**cfg.to_params(), "world_size": cfg.train.num_workers, "data_fingerprint": data_fingerprint(cfg),
               "teacher_fingerprint": fingerprint(cfg.teacher), **augment_params(cfg)}
@@ -209,12 +223,19 @@ def execute(cfg: RunConfig, *, storage_path: str, name: str, parent_run_id: str 
                                placement_strategy=placement_strategy, cpus_per_worker=cpus_per_worker,
                                gpus_per_worker=gpus_per_worker,
                                callbacks=[MlflowEpochCallback(uri, run_id), *callbacks])
+        t1 = time.perf_counter()
         result = trainer.fit()
         if result.error:
             raise result.error
+        t2 = time.perf_counter()
         student_dir = export_student(result.checkpoint, cfg.output)
         final = final_metrics(result.metrics)
         track.log_artifacts(uri, run_id, student_dir, "student")
+        t3 = time.perf_counter()
+        # where the run's seconds went outside the workers' loop (Ray Train start and stop, MLflow, export)
+        timing = {"time_run_start_s": t1 - t0, "time_fit_s": t2 - t1, "time_export_s": t3 - t2}
+        track.log_metrics(uri, run_id, timing)
+        final.update(timing)
         track.end_run(uri, run_id)
     except BaseException as e:
         track.set_tags(uri, run_id, {"error": f"{type(e).__name__}: {e}"[:4000]})

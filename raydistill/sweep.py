@@ -36,7 +36,7 @@ def parser():
     p.add_argument("--teacher", help="fine-tuned teacher dir, or a pretrained encoder to fine-tune first "
                    "(default: the space's teacher, else bert-base-uncased)")
     p.add_argument("--num-samples", type=int, help="trials (default: the space's num_samples)")
-    p.add_argument("--num-workers", type=int, default=1, help="DDP workers per trial")
+    p.add_argument("--num-workers", type=int, help="DDP workers per trial (default: the space's num_workers, else 1)")
     p.add_argument("--max-concurrent", type=int, help="cap on trials running at once (default: as many as the "
                    "cluster's CPUs and GPUs hold)")
     p.add_argument("--use-gpu", action="store_true")
@@ -116,13 +116,14 @@ def _trial(config: dict, base: dict, parent_run_id: str, storage: str, sweep_nam
         # finished before the sweep driver died: report what it logged instead of training again
         ray.tune.report(dict(track.client(cfg.tracking_uri).get_run(existing).data.metrics))
         return
+    t_run = time.perf_counter()
     out = execute(cfg, storage_path=storage, name=f"{sweep_name}-{trial_id}", parent_run_id=parent_run_id,
                   callbacks=[TuneReportCallback()], max_failures=opts["max_failures"],
                   placement_strategy=opts["placement"], resume_run_id=existing,
                   tags={"raydistill.trial_id": trial_id, "raydistill.sweep": sweep_name},
                   cpus_per_worker=opts["cpus"], gpus_per_worker=opts["gpus"])
     wall = time.perf_counter() - t_start  # the trial's fixed cost: its seconds outside training steps
-    track.log_metrics(cfg.tracking_uri, out["run_id"], {"trial_wall_s": wall,
+    track.log_metrics(cfg.tracking_uri, out["run_id"], {"trial_wall_s": wall, "time_trial_start_s": t_run - t_start,
                                                         "fixed_cost_s": wall - out.get("time_train_s", 0.0)})
 
 
@@ -193,6 +194,9 @@ def main(argv=None) -> dict:
 
     log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
     spec = sp.load(a.space, a.set)
+    # the space's own defaults for the two scheduling keys it may carry; flags win
+    a.num_workers = a.num_workers if a.num_workers is not None else spec.raw.get("num_workers", 1)
+    a.max_concurrent = a.max_concurrent if a.max_concurrent is not None else spec.raw.get("max_concurrent")
     task_name = a.task or spec.task
     check(bool(task_name), "task", "the space names no task; pass --task (e.g. --task rte)")
     task = get_task(task_name)

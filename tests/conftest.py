@@ -88,9 +88,10 @@ def tiny_teacher(tmp_path_factory):
 def ray_session():
     """One local Ray for the whole test session (each start costs seconds)."""
     ray = pytest.importorskip("ray")
-    if not ray.is_initialized():
-        ray.init(num_cpus=4, include_dashboard=True, dashboard_host="127.0.0.1", log_to_driver=False,
-                 configure_logging=False)
+    from raydistill.run import init_ray
+
+    if not ray.is_initialized():  # the product's own start: its actors talk to this Ray even beside another one
+        init_ray(num_cpus=4, log_to_driver=False)
     yield ray
     ray.shutdown()
 
