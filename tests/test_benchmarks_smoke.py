@@ -74,3 +74,19 @@ def test_flop_count_matches_hand_count():
     student = 4 * (2 * (4 * 312 ** 2 + 2 * 312 * 1200) + 4 * 128 * 312)
     assert step_flops_per_token(sz, "pred", 5) == 174_587_904 + 3 * student
     assert step_flops_per_token(sz, "intermediate", 5) == 174_587_904 + 3 * (student + 5 * 2 * 312 * 768)
+
+
+@pytest.mark.slow
+def test_sweep_throughput_smoke(tmp_path):
+    """Four real sweep commands (warm-up, baseline, default, one trial on every thread) on tiny models."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    out_json = tmp_path / "tp.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "sweep_throughput.py"), "--smoke", "--trials", "2",
+                           "--json", str(out_json)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    last = [ln for ln in proc.stdout.splitlines() if ln.strip()][-1]
+    m = re.match(rf"RATIO default/baseline={NUM}", last)
+    assert m and float(m[1]) > 0, last
+    rows = {r["label"]: r for r in json.loads(out_json.read_text())["rows"]}
+    assert rows["baseline"]["concurrency"] == 1 and rows["default"]["trials"] == 2
+    assert all(r["fixed_cost_s"] > 0 and r["time_train_s"] > 0 for r in rows.values())

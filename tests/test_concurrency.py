@@ -61,7 +61,7 @@ def test_two_sweeps_at_once_on_one_host_both_finish(tiny_teacher, glue_dir, tmp_
     for name in ("left", "right"):
         d = tmp_path / name
         d.mkdir()
-        cmd = sweep_cmd(teacher, glue_dir, d / "m.db", name, "--num-samples", "4", "--epochs", "3",
+        cmd = sweep_cmd(teacher, glue_dir, d / "m.db", name, "--num-samples", "3", "--epochs", "3",
                         "--set", "search.asha={grace_period: 1, reduction_factor: 2}")
         procs.append((d, subprocess.Popen(cmd, cwd=d, env={**os.environ, "RAY_ADDRESS": ""}, text=True,
                                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)))
@@ -70,5 +70,5 @@ def test_two_sweeps_at_once_on_one_host_both_finish(tiny_teacher, glue_dir, tmp_
         assert p.returncode == 0, err[-3000:]
         assert "multiple active Ray instances" not in err and "Failed to query Ray Train Controller" not in err
         summary = json.loads(out.strip().splitlines()[-1])
-        assert summary["trials"] == 4 and summary["errors"] == 0
-        assert len(runs_of(d / "m.db", d.name)) == 4
+        assert summary["trials"] == 3 and summary["errors"] == 0
+        assert len(runs_of(d / "m.db", d.name)) == 3
