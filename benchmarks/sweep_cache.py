@@ -63,7 +63,8 @@ def main() -> None:
     os.environ["RAYDISTILL_CACHE_DIR"] = f"{work}/memo"  # latency memo; set before Ray starts so trials inherit it
     init_ray()
     common = ["kd_glue", "--task", "sst2", "--data-dir", data, "--teacher", teacher, "--num-samples", "3",
-              "--set", f"student.size={size}", "--set", "search.asha=false", "--epochs", "2",
+              "--set", f"student.size={size}", "--set", "student.init=random", "--set", "search.asha=false",
+              "--epochs", "2", "--max-concurrent", "1",  # one trial at a time, as measured: the cache is the variable
               "--train-limit", str(examples), "--eval-limit", "64",
               "--max-length", str(length), "--batch-size", "32", "--tracking-uri", f"sqlite:///{work}/m.db",
               "--teacher-cache", f"{work}/cache"]
