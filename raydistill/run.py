@@ -2,6 +2,7 @@
 MLflow logging from the Train controller. The only module (with sweep.py) that imports Ray."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -70,12 +71,26 @@ def init_ray(num_cpus: int | None = None, log_to_driver: bool = True) -> None:
         # the dashboard (bound to loopback) hosts the state API Ray Train uses to clean up placement groups.
         # Its actors find that API by RAY_API_SERVER_ADDRESS, inherited from this process by the raylet and every
         # worker it starts; unset, they look for "the" local Ray and fail when a second command runs its own.
+        # Set only while Ray starts: this process's children (a `ray job submit` to a cluster) must not inherit it.
         port = free_port()
-        os.environ["RAY_API_SERVER_ADDRESS"] = f"http://127.0.0.1:{port}"
-        for k, v in LOCAL_TRAIN_ENV.items():
-            os.environ.setdefault(k, v)
-        ray.init(num_cpus=num_cpus, include_dashboard=True, dashboard_host="127.0.0.1", dashboard_port=port,
-                 log_to_driver=log_to_driver, configure_logging=False)
+        env = {k: os.environ.get(k, v) for k, v in LOCAL_TRAIN_ENV.items()}
+        with _environ({**env, "RAY_API_SERVER_ADDRESS": f"http://127.0.0.1:{port}"}):
+            ray.init(num_cpus=num_cpus, include_dashboard=True, dashboard_host="127.0.0.1", dashboard_port=port,
+                     log_to_driver=log_to_driver, configure_logging=False)
+
+
+@contextlib.contextmanager
+def _environ(values: dict):
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 # A trial's fixed cost on one machine (benchmarks/sweep_throughput.py, BENCHMARKS.md): Ray Train's controller polls its

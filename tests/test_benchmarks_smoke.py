@@ -78,7 +78,7 @@ def test_flop_count_matches_hand_count():
 
 @pytest.mark.slow
 def test_sweep_throughput_smoke(tmp_path):
-    """Four real sweep commands (warm-up, baseline, default, one trial on every thread) on tiny models."""
+    """Two real sweep commands (the old defaults, the new ones) on tiny models."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     out_json = tmp_path / "tp.json"
     proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "sweep_throughput.py"), "--smoke", "--trials", "2",

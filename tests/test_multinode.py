@@ -128,7 +128,7 @@ def cluster():
     temp_dir = tempfile.mkdtemp(prefix="rdmn-", dir="/tmp")  # short: unix socket paths live under it
     marker = secrets.token_hex(8)
     base = {k: v for k, v in os.environ.items()
-            if k not in ("RAY_ADDRESS", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH", "RAY_AUTH_MODE")}
+            if k not in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH", "RAY_AUTH_MODE")}
     base.update({MARKER: marker, "RAY_USAGE_STATS_ENABLED": "0", "TOKENIZERS_PARALLELISM": "false",
                  "HF_HUB_OFFLINE": "1", "RAY_TRAIN_V2_ENABLED": "1",
                  "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0",  # SIGTERM stops a node at once, no 30 s drain
