@@ -74,10 +74,11 @@ def concurrency(demand: TrialDemand, cluster: Cluster, max_concurrent: int | Non
                         f"{demand.cpus_per_worker:g} CPU = {demand.cpus:g} CPUs, but the cluster has {cluster.cpus:g}; "
                         "lower --num-workers or --cpus-per-worker")
     if demand.gpus > cluster.gpus + 1e-9:
+        fix = ("lower --num-workers or --gpus-per-worker (a fraction such as 0.25 packs trials per GPU)"
+               if cluster.gpus else "drop --use-gpu, or run on a cluster with GPUs")
         raise UserError("gpus_per_worker", f"one trial asks for {demand.num_workers} worker(s) × "
                         f"{demand.gpus_per_worker:g} GPU = {demand.gpus:g} GPUs, but the cluster has {cluster.gpus:g}; "
-                        "lower --num-workers or --gpus-per-worker (a fraction such as 0.25 packs trials per GPU)"
-                        if cluster.gpus else "drop --use-gpu, or run on a cluster with GPUs")
+                        + fix)
     fits = [math.floor(cluster.cpus / demand.cpus + 1e-9)]
     if demand.gpus:
         fits.append(math.floor(cluster.gpus / demand.gpus + 1e-9))

@@ -225,9 +225,9 @@ def main(argv=None) -> dict:
                      train=train, tracking_uri=resolve_tracking_uri(a.tracking_uri), experiment=a.experiment or spec.name,
                      output=os.path.join(storage_root, "students", name, "student"), fault=a.inject_fault,
                      teacher_cache=teacher_cache_dir(a), teacher_cache_gb=a.teacher_cache_gb).validate()
-    local = not os.environ.get("RAY_ADDRESS")
-    if local:  # the Ray this command starts has this machine's CPUs and GPUs: a trial that can't fit stops here
-        concurrency(demand, Cluster.local(), a.max_concurrent, n_samples)
+    machine = None if os.environ.get("RAY_ADDRESS") else Cluster.local()
+    if machine:  # the Ray this command starts has this machine's CPUs and GPUs: a trial that can't fit stops here
+        concurrency(demand, machine, a.max_concurrent, n_samples)
     # fail fast, before Ray or any training: teacher readable, data present, first sample buildable
     tshape = Shape.of(teacher_config(teacher))
     train_and_eval_examples(base, task)
@@ -241,7 +241,7 @@ def main(argv=None) -> dict:
 
     state_path = _state_path(a.storage_path, name)
     init_ray()  # before any MLflow run: a refused cluster connection must not leave a parent run open
-    cluster = Cluster.local() if local else Cluster.of(ray.cluster_resources())
+    cluster = machine or Cluster.of(ray.cluster_resources())
     n_at_once = concurrency(demand, cluster, a.max_concurrent, n_samples)
     log(f"{n_at_once} trial(s) at once: the cluster has {cluster.cpus:g} CPUs and {cluster.gpus:g} GPUs, one trial "
         f"takes {demand.num_workers} worker(s) × {demand.cpus_per_worker:g} CPU"
