@@ -33,6 +33,22 @@ def sst2_folder(data_dir: str | None, root: str, n: int) -> str:
     return root
 
 
+def sweep_setup(data_dir: str | None, work: str, n: int, smoke: bool):
+    """SST-2 data and a random-weight teacher under ``work``: (data dir, teacher dir, student size, examples,
+    max length). Full size: 12L-768 → 4L-312 at length 64; smoke: 4L-32 → 2L-32 at length 32."""
+    from raydistill.tasks import get_task
+    from raydistill.testing import make_tiny_model
+
+    data = sst2_folder(data_dir, os.path.join(work, "glue"), n)
+    task = get_task("sst2")
+    texts = [e["text"] for e in task.loader(task, data, "train")[:n]]
+    if smoke:
+        teacher = make_tiny_model(f"{work}/teacher", layers=4, hidden=32, heads=2, intermediate=64, texts=texts)
+        return data, teacher, "2L-32-64-2", 64, 32
+    teacher = make_tiny_model(f"{work}/teacher", layers=12, hidden=768, heads=12, intermediate=3072, texts=texts)
+    return data, teacher, "4L-312-1200-12", n, 64
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--data-dir", help="GLUE folder with SST-2 (default: synthetic)")
@@ -45,21 +61,11 @@ def main() -> None:
     os.environ.setdefault("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.5")
     from raydistill import sweep
     from raydistill.run import init_ray
-    from raydistill.tasks import get_task
-    from raydistill.testing import make_tiny_model
 
     a.data_dir = a.data_dir and os.path.abspath(a.data_dir)  # before the chdir below
     work = tempfile.mkdtemp(prefix="bench-cache-")
     os.chdir(work)
-    data = sst2_folder(a.data_dir, os.path.join(work, "glue"), a.examples)
-    task = get_task("sst2")
-    texts = [e["text"] for e in task.loader(task, data, "train")[: a.examples]]
-    if a.smoke:
-        teacher = make_tiny_model(f"{work}/teacher", layers=4, hidden=32, heads=2, intermediate=64, texts=texts)
-        size, examples, length = "2L-32-64-2", 64, 32
-    else:
-        teacher = make_tiny_model(f"{work}/teacher", layers=12, hidden=768, heads=12, intermediate=3072, texts=texts)
-        size, examples, length = "4L-312-1200-12", a.examples, 64
+    data, teacher, size, examples, length = sweep_setup(a.data_dir, work, a.examples, a.smoke)
     os.environ["RAYDISTILL_CACHE_DIR"] = f"{work}/memo"  # latency memo; set before Ray starts so trials inherit it
     init_ray()
     common = ["kd_glue", "--task", "sst2", "--data-dir", data, "--teacher", teacher, "--num-samples", "3",

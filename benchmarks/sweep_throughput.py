@@ -24,7 +24,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 from common import loadavg, machine  # noqa: E402
-from sweep_cache import sst2_folder  # noqa: E402
+from sweep_cache import sweep_setup  # noqa: E402
 
 PHASES = ("time_models_s", "time_data_s", "time_cache_s", "time_eval_s", "time_latency_s", "time_checkpoint_s",
           "time_between_s", "time_train_s")
@@ -64,19 +64,10 @@ def main() -> None:
     p.add_argument("--json", help="write the results here")
     a = p.parse_args()
     from raydistill.resources import Cluster
-    from raydistill.tasks import get_task
-    from raydistill.testing import make_tiny_model
 
     work = tempfile.mkdtemp(prefix="bench-throughput-")
-    data = sst2_folder(a.data_dir and os.path.abspath(a.data_dir), os.path.join(work, "glue"), a.examples)
-    task = get_task("sst2")
-    texts = [e["text"] for e in task.loader(task, data, "train")[: a.examples]]
-    if a.smoke:
-        teacher = make_tiny_model(f"{work}/teacher", layers=4, hidden=32, heads=2, intermediate=64, texts=texts)
-        size, examples, length = "2L-32-64-2", 64, 32
-    else:
-        teacher = make_tiny_model(f"{work}/teacher", layers=12, hidden=768, heads=12, intermediate=3072, texts=texts)
-        size, examples, length = "4L-312-1200-12", a.examples, 64
+    data, teacher, size, examples, length = sweep_setup(a.data_dir and os.path.abspath(a.data_dir), work, a.examples,
+                                                        a.smoke)
     os.environ["RAYDISTILL_CACHE_DIR"] = f"{work}/memo"  # latency memo shared by the sweeps, like a user's
     uri = f"sqlite:///{work}/m.db"
     common = ["kd_glue", "--task", "sst2", "--data-dir", data, "--teacher", teacher, "--set", f"student.size={size}",
