@@ -11,6 +11,8 @@ learned projection, uniform mapping 3,6,9,12) with AdamW, linear warmup and grad
              ``loop.teacher_outputs``, ``loop.optimizer_step``), teacher forward under
              ``torch.autocast("cpu", bfloat16)`` when the CPU has AVX512-BF16/AMX
   ours_fp32  the same with an fp32 teacher (``loop.run`` with ``--fp32-teacher``, or on CPUs without native bf16)
+  ours_amp   extra: the student forward under bf16 autocast too
+  ours_compile extra: ours_amp with the student step (forward + losses) under ``torch.compile`` (inductor)
   naive      teacher and student with ``attn_implementation="eager"``, ``output_hidden_states=True,
              output_attentions=True``; attention MSE on the returned post-softmax probabilities; fp32
   textbrewer ``textbrewer.GeneralDistiller`` with the same matches (hidden_mse with linear proj, attention_mse)
@@ -105,7 +107,8 @@ CPU = torch.device("cpu")
 class Ours:
     """One step of ``raydistill.loop.run`` (the body of its inner loop), optionally with a bf16-autocast teacher."""
 
-    def __init__(self, cfg, total_steps: int, teacher_bf16: bool, seed: int = 0, student_bf16: bool = False):
+    def __init__(self, cfg, total_steps: int, teacher_bf16: bool, seed: int = 0, student_bf16: bool = False,
+                 compile: bool = False):
         from raydistill.distill.objective import build_objective
         from raydistill.loop import Distiller, quiet_hf, seed_all
 
@@ -114,6 +117,8 @@ class Ours:
         self.objective, self.student, self.teacher, _ = build_objective(cfg)
         self.model = Distiller(self.student, self.objective)
         self.model.train()
+        if compile:  # the module's parameters stay the student's and projections': one optimizer either way
+            self.model = torch.compile(self.model)
         self.stage = self.objective.method.stage_for(0, cfg.train.epochs)
         self.opt, self.sched = adamw(cfg, list(self.student.parameters()) + list(self.objective.parameters()),
                                      total_steps)
@@ -266,7 +271,7 @@ class TextBrewer:
 
 
 # ------------------------------------------------------------------------------------------------ checks and timing
-OURS = ("ours", "ours_fp32", "ours_amp")
+OURS = ("ours", "ours_fp32", "ours_amp", "ours_compile")
 
 
 def loss_check(impls: dict, batch: dict) -> dict:
@@ -285,7 +290,7 @@ def loss_check(impls: dict, batch: dict) -> dict:
         impl.student.train()
         for p in impl.trainable():
             p.grad = None
-    for name in ("ours", "ours_amp"):
+    for name in ("ours", "ours_amp", "ours_compile"):
         if name in grads and "ours_fp32" in grads:
             out[f"grad_cos_{name}_vs_fp32"] = float(F.cosine_similarity(grads[name], grads["ours_fp32"], dim=0))
     return out
@@ -354,7 +359,8 @@ def main(argv=None) -> dict:
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's own, = cores)")
     p.add_argument("--impls", default="ours,ours_fp32,naive,textbrewer",
-                   help="comma list of ours, ours_fp32, ours_amp (student under bf16 autocast too), naive, textbrewer")
+                   help="comma list of ours, ours_fp32, ours_amp (student under bf16 autocast too), ours_compile "
+                        "(ours_amp + torch.compile of the student step), naive, textbrewer")
     p.add_argument("--profile", action="store_true", help="after timing: where our step's time goes")
     p.add_argument("--omp-active", action="store_true", help="leave OMP_WAIT_POLICY unset (see the top of the file)")
     p.add_argument("--json", help="also write the results here")
@@ -387,6 +393,8 @@ def main(argv=None) -> dict:
             impls["ours_fp32"] = Ours(cfg, total, teacher_bf16=False)
         if "ours_amp" in wanted:
             impls["ours_amp"] = Ours(cfg, total, teacher_bf16=bf16, student_bf16=bf16)
+        if "ours_compile" in wanted:
+            impls["ours_compile"] = Ours(cfg, total, teacher_bf16=bf16, student_bf16=bf16, compile=True)
         if "naive" in wanted:
             impls["naive"] = Naive(cfg, total, teacher_dir, ref, pairs)
         skipped = {}
@@ -444,13 +452,15 @@ def main(argv=None) -> dict:
         "emb_hidden_rel_diff_vs_ours_fp32": {n: max(rel(check[n][k], check[base][k]) for k in ("emb", "hidden"))
                                              for n in ("naive", "textbrewer") if n in check},
     }
-    if "ours_amp" in res:
-        amp_lrd, amp_comp = loss_diff("ours_amp")
-        summary.update({"ours_amp/naive": ratio("ours_amp", "naive"),
-                        "ours_amp/textbrewer": ratio("ours_amp", "textbrewer"),
-                        "cpu_time ours_amp/naive": ratio("ours_amp", "naive", "examples_per_cpu_s"),
-                        "ours_amp loss_rel_diff": amp_lrd, "ours_amp loss_rel_diff_components": amp_comp,
-                        "grad_cos_ours_amp_vs_fp32": check.get("grad_cos_ours_amp_vs_fp32")})
+    for extra in ("ours_amp", "ours_compile"):
+        if extra in res:
+            x_lrd, x_comp = loss_diff(extra)
+            summary.update({f"{extra}/naive": ratio(extra, "naive"),
+                            f"{extra}/textbrewer": ratio(extra, "textbrewer"),
+                            f"cpu_time {extra}/naive": ratio(extra, "naive", "examples_per_cpu_s"),
+                            f"cpu_time {extra}/textbrewer": ratio(extra, "textbrewer", "examples_per_cpu_s"),
+                            f"{extra} loss_rel_diff": x_lrd, f"{extra} loss_rel_diff_components": x_comp,
+                            f"grad_cos_{extra}_vs_fp32": check.get(f"grad_cos_{extra}_vs_fp32")})
     print("summary: " + json.dumps(summary), flush=True)
     out = {"machine": info, "sizes": sz, "steps": steps, "warmup": a.warmup, "results": res, "losses": check,
            "summary": summary, "profile_cpu_s": parts, "skipped": skipped}
