@@ -12,7 +12,8 @@ import os
 import shutil
 import tempfile
 
-from .errors import check, cli
+from .cli import cli
+from .errors import check
 
 
 def find_best(uri: str, experiment: str, metric: str | None, mode: str, sweep: str | None = None):

@@ -52,15 +52,15 @@ class DistillConfig:
 
     def validate(self, task: str | None = None) -> None:
         """None fields are unset (the method's default) and pass; ``task`` "general" lets α exceed 1."""
-        check(self.temperature is None or self.temperature > 0, "temperature", f"must be > 0, got {self.temperature}")
+        check(self.temperature is None or self.temperature > 0, "distill.temperature", f"must be > 0, got {self.temperature}")
         if task == "general":  # no hard loss: α is the soft loss's weight beside α_mlm and α_cos
-            check(self.alpha is None or self.alpha >= 0, "alpha", f"must be >= 0, got {self.alpha}")
+            check(self.alpha is None or self.alpha >= 0, "distill.alpha", f"must be >= 0, got {self.alpha}")
         else:
-            check(self.alpha is None or 0.0 <= self.alpha <= 1.0, "alpha", f"must be in [0, 1], got {self.alpha}")
-        check(self.beta >= 0, "beta", f"must be >= 0, got {self.beta}")
-        check(self.alpha_cos >= 0, "alpha_cos", f"must be >= 0, got {self.alpha_cos}")
-        check(self.alpha_mlm is None or self.alpha_mlm >= 0, "alpha_mlm", f"must be >= 0, got {self.alpha_mlm}")
-        check(self.stage in ("all", "intermediate", "pred"), "stage",
+            check(self.alpha is None or 0.0 <= self.alpha <= 1.0, "distill.alpha", f"must be in [0, 1], got {self.alpha}")
+        check(self.beta >= 0, "distill.beta", f"must be >= 0, got {self.beta}")
+        check(self.alpha_cos >= 0, "distill.alpha_cos", f"must be >= 0, got {self.alpha_cos}")
+        check(self.alpha_mlm is None or self.alpha_mlm >= 0, "distill.alpha_mlm", f"must be >= 0, got {self.alpha_mlm}")
+        check(self.stage in ("all", "intermediate", "pred"), "distill.stage",
               f"must be one of all, intermediate, pred; got {self.stage!r}")
 
 
@@ -82,16 +82,16 @@ class TrainConfig:
     teacher_bf16: bool = True  # frozen teacher forward under bf16 autocast where native (GPU; CPU AVX512-BF16/AMX)
 
     def validate(self) -> None:
-        check(self.epochs >= 1, "epochs", f"must be >= 1, got {self.epochs}")
-        check(self.max_steps >= 0, "max_steps", f"must be >= 0, got {self.max_steps}")
-        check(self.batch_size >= 1, "batch_size", f"must be >= 1, got {self.batch_size}")
-        check(self.lr > 0, "lr", f"must be > 0, got {self.lr}")
-        check(self.max_length >= 8, "max_length", f"must be >= 8, got {self.max_length}")
-        check(self.num_workers >= 1, "num_workers", f"must be >= 1, got {self.num_workers}")
-        check(self.batch_size % self.num_workers == 0, "batch_size",
+        check(self.epochs >= 1, "train.epochs", f"must be >= 1, got {self.epochs}")
+        check(self.max_steps >= 0, "train.max_steps", f"must be >= 0, got {self.max_steps}")
+        check(self.batch_size >= 1, "train.batch_size", f"must be >= 1, got {self.batch_size}")
+        check(self.lr > 0, "train.lr", f"must be > 0, got {self.lr}")
+        check(self.max_length >= 8, "train.max_length", f"must be >= 8, got {self.max_length}")
+        check(self.num_workers >= 1, "train.num_workers", f"must be >= 1, got {self.num_workers}")
+        check(self.batch_size % self.num_workers == 0, "train.batch_size",
               f"{self.batch_size} is not divisible by num_workers={self.num_workers}")
-        check(self.train_limit >= 0, "train_limit", f"must be >= 0 (0 = all), got {self.train_limit}")
-        check(self.eval_limit >= 0, "eval_limit", f"must be >= 0 (0 = all), got {self.eval_limit}")
+        check(self.train_limit >= 0, "train.train_limit", f"must be >= 0 (0 = all), got {self.train_limit}")
+        check(self.eval_limit >= 0, "train.eval_limit", f"must be >= 0 (0 = all), got {self.eval_limit}")
 
 
 @dataclass(frozen=True)
@@ -129,6 +129,31 @@ class RunConfig:
         if not self.student.init:
             object.__setattr__(self, "student", dataclasses.replace(self.student, init=m.default_init))
 
+    @classmethod
+    def from_dict(cls, d: dict) -> "RunConfig":
+        """The one way from a dict (YAML, CLI flags, a sampled trial, a checkpoint) to a config: unknown keys are
+        refused and values coerced to their field's type, errors naming the field as ``section.field``; a section
+        may be a dict or a section object; the method's defaults fill unset fields; validated."""
+        known = {f.name for f in fields(cls)}
+        for k in d:
+            check(k in known, k, f"unknown key; known keys: {', '.join(sorted(known))}")
+        for k in ("task", "teacher"):
+            check(bool(d.get(k)), k, f"is required (--{k})")
+        kw = dict(d)
+        for sec, sec_cls in SECTIONS.items():
+            v = kw.get(sec) or {}
+            if isinstance(v, sec_cls):
+                v = dataclasses.asdict(v)
+            check(isinstance(v, dict), sec, f"must be a mapping of {sec} fields, got {v!r}")
+            kw[sec] = build(sec_cls, v, f"{sec}.")
+        if "teacher_cache_gb" in kw:
+            kw["teacher_cache_gb"] = _coerce(kw["teacher_cache_gb"], float, "teacher_cache_gb")
+        return cls(**kw).validate()
+
+    def to_dict(self) -> dict:
+        """Plain values, nested by section: what ``from_dict`` reads back (Tune configs, checkpoints)."""
+        return dataclasses.asdict(self)
+
     def validate(self) -> "RunConfig":
         from .distill.methods import get_method
 
@@ -158,6 +183,9 @@ class RunConfig:
             p[key] = getattr(self.train, f.name)
         p["augment_dir"] = self.augment_dir or ""
         return {k: str(v) for k, v in p.items()}
+
+
+SECTIONS = {"student": StudentConfig, "distill": DistillConfig, "train": TrainConfig}
 
 
 def build(section_cls, values: dict, prefix: str):

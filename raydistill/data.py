@@ -11,7 +11,8 @@ import argparse
 import json
 from collections import Counter
 
-from .errors import UserError, cli
+from .cli import cli
+from .errors import UserError
 from .tasks import SPLITS, get_task, load_split
 from .tasks.glue import MissingData
 

@@ -1,15 +1,8 @@
-"""User-facing errors: one line naming the field and the fix, exit status 2, no traceback."""
+"""User-facing errors: ``UserError(field, message)`` names the field and the fix; ``raydistill.cli`` prints it as one
+line and exits 2."""
 from __future__ import annotations
 
-import argparse
-import contextlib
-import functools
 import re
-import sys
-
-EXIT_USAGE = 2
-# arguments that name a place the command writes to: checked writable right after parsing (see ``cli``)
-WRITABLE_ARGS = ("output", "storage_path", "export")
 
 
 class UserError(ValueError):
@@ -28,60 +21,8 @@ def check(cond: bool, field: str, message: str) -> None:
         raise UserError(field, message)
 
 
-def _argparse_error(parser: argparse.ArgumentParser, message: str):
-    """argparse's own errors (wrong type, bad choice, missing or unknown flag) as a one-line UserError
-    instead of the usage block argparse prints."""
-    message = " ".join(str(message).split())
-    m = re.match(r"argument ([^\s:]+)(?:/\S+)?: (.*)", message)
-    if m:  # "argument --temperature: invalid float value: 'hot'"
-        field, msg = m.group(1), m.group(2)
-    elif m := re.match(r"the following arguments are required: ([^\s,]+)", message):
-        field, msg = m.group(1), message
-    elif m := re.match(r"unrecognized arguments: (\S+)", message):
-        field, msg = m.group(1), message
-    else:
-        field, msg = "arguments", message
-    raise UserError(field, f"{msg} (see {parser.prog} --help)")
-
-
-@contextlib.contextmanager
-def _one_line_argparse():
-    """While a ``cli`` entry point runs: argparse errors become UserErrors, and every parsed argument in
-    ``WRITABLE_ARGS`` (``--output``, ``--storage-path``, ``--export``) is checked writable before any work."""
-    cls = argparse.ArgumentParser
-    orig_error, orig_parse = cls.error, cls.parse_args
-
-    def parse_args(self, args=None, namespace=None):
-        cls.parse_args = orig_parse  # only the entry point's own parse is checked
-        ns = orig_parse(self, args, namespace)
-        from .preflight import check_tracking_uri_path, check_writable
-
-        for dest in WRITABLE_ARGS:
-            value = getattr(ns, dest, None)
-            if isinstance(value, str) and value:
-                check_writable(value, dest)
-        if isinstance(getattr(ns, "tracking_uri", None), str):
-            check_tracking_uri_path(ns.tracking_uri)
-        return ns
-
-    cls.error, cls.parse_args = _argparse_error, parse_args
-    try:
-        yield
-    finally:
-        cls.error, cls.parse_args = orig_error, orig_parse
-
-
-def cli(main):
-    """Decorator for ``main(argv)`` entry points: a UserError (argparse's own errors included) becomes one
-    stderr line ``error: FIELD: how to fix it`` and exit status 2; paths the command writes to are checked first."""
-
-    @functools.wraps(main)
-    def wrapper(argv=None):
-        try:
-            with _one_line_argparse():
-                return main(argv)
-        except UserError as e:
-            print(f"error: {e}", file=sys.stderr, flush=True)
-            raise SystemExit(EXIT_USAGE) from None
-
-    return wrapper
+def failure_reason(e: BaseException) -> str:
+    """The root cause of a failed run in one line (e.g. the NonFiniteLoss a Ray Train worker raised)."""
+    lines = str(e).splitlines()
+    causes = [ln.strip() for ln in lines if re.match(r"\s*[\w.]+(Error|Exception|Loss|Interrupt): ", ln)]
+    return (causes[-1] if causes else lines[0] if lines else type(e).__name__)[:300]  # the innermost cause

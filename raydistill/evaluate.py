@@ -7,7 +7,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from .errors import UserError, check, cli
+from .cli import cli
+from .errors import UserError, check
 
 
 def evaluate_dir(model_dir: str, task_name: str, data_dir: str | None = None, max_length: int = 128,

@@ -9,14 +9,15 @@ one JSON object on the last line. A finished result with identical inputs is reu
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import os
 import shutil
 import sys
 
-from .config import DistillConfig, RunConfig, StudentConfig
-from .errors import cli
+from .config import RunConfig, StudentConfig
+from .cli import cli
 
 DONE = "raydistill_finetune.json"
 
@@ -90,9 +91,10 @@ def parser():
 def config(a) -> RunConfig:
     from .distill.__main__ import local_abspath, train_config
 
-    return RunConfig(task=a.task, teacher=local_abspath(a.model), data_dir=local_abspath(a.data_dir), output=os.path.abspath(a.output),
-                     student=StudentConfig(init="pretrained"), distill=DistillConfig(method="finetune"),
-                     train=train_config(a), tracking_uri=a.tracking_uri, experiment=a.experiment)
+    return RunConfig.from_dict(dict(
+        task=a.task, teacher=local_abspath(a.model), data_dir=local_abspath(a.data_dir), output=os.path.abspath(a.output),
+        student={"init": "pretrained"}, distill={"method": "finetune"}, train=train_config(a),
+        tracking_uri=a.tracking_uri, experiment=a.experiment))
 
 
 @cli
@@ -105,6 +107,25 @@ def main(argv=None) -> dict:
     metrics = finetune(cfg, cfg.output, log=log)
     print(json.dumps(metrics), flush=True)
     return metrics
+
+
+def prepare_teacher(cfg: RunConfig, storage_root: str, parent_run_id: str | None, log) -> str:
+    """A teacher already fine-tuned for the task is used as is; a pretrained encoder is fine-tuned first
+    (cached by fingerprint, its own MLflow run), as the Patient-KD recipe does."""
+    from .preflight import has_task_head, teacher_config
+    from .tasks import get_task
+
+    task = get_task(cfg.task)
+    if has_task_head(teacher_config(cfg.teacher), task):
+        return cfg.teacher
+    slug = cfg.teacher.rstrip("/").replace("/", "_").replace(".", "_")
+    out = os.path.join(storage_root, "teachers", f"{slug}-{task.name}")
+    log(f"teacher {cfg.teacher} has no {task.name} head: fine-tuning it first into {out}")
+    ft = cfg.replace(student=StudentConfig(init="pretrained"), distill=dataclasses.replace(cfg.distill, method="finetune"),
+                     train=dataclasses.replace(cfg.train, lr=2e-5, num_workers=1))
+    metrics = finetune(ft, out, log=log, parent_run_id=parent_run_id)
+    log(f"teacher dev metrics: {json.dumps(metrics)}")
+    return out
 
 
 if __name__ == "__main__":

@@ -244,7 +244,7 @@ def run(cfg: RunConfig, ctx: Context) -> dict:
     if len(data.train) < cfg.train.batch_size:
         from .errors import UserError
 
-        raise UserError("batch_size", f"{cfg.train.batch_size} is larger than the {len(data.train)} training "
+        raise UserError("train.batch_size", f"{cfg.train.batch_size} is larger than the {len(data.train)} training "
                         "examples; lower --batch-size or raise --train-limit")
     student.to(device).train()  # from_pretrained (resume, pretrained init) returns it in eval mode: no dropout
     objective.to(device)

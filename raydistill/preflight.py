@@ -3,59 +3,18 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 
 from .config import RunConfig
 from .errors import UserError, check
 from .hub import hub_reachable, is_local
+from .paths import check_tracking_uri_path, check_writable
+from .sizes import Shape, check_fits
 
 COPY_INITS = ("first_k", "every_other", "uniform")
 ROBERTA_TYPES = ("roberta", "xlm-roberta", "camembert")  # position ids start after the padding index
 SIZE_FIELDS = ("num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size")
 HEADS = {"classification": "ForSequenceClassification", "regression": "ForSequenceClassification",
          "token": "ForTokenClassification", "qa": "ForQuestionAnswering"}
-
-
-def unwritable(path: str) -> str | None:
-    """Why the folder ``path`` cannot be created or written, or None when it can (a probe file is created and
-    removed in its nearest existing ancestor: permission bits alone mislead when running as root)."""
-    p = os.path.abspath(os.path.expanduser(path))
-    if os.path.exists(p) and not os.path.isdir(p):
-        return f"{p} is a file"
-    q = p
-    while not os.path.exists(q):
-        q = os.path.dirname(q)
-    if not os.path.isdir(q):
-        return f"cannot create {p}: {q} is a file"
-    try:
-        tempfile.TemporaryFile(dir=q).close()
-    except OSError as e:
-        why = e.strerror or type(e).__name__
-        return f"cannot write to {p} ({why})" if q == p else f"cannot create {p}: {q} is not writable ({why})"
-    return None
-
-
-def check_writable(path: str, field: str) -> None:
-    """``path`` (a folder the command will create or replace) can be written. Remote URIs (s3://, gs://) are left
-    to their own client."""
-    if not path or "://" in path:
-        return
-    why = unwritable(path)
-    check(why is None, field, f"{why}; pass a directory you can write to (--{field.replace('_', '-')} DIR)")
-
-
-def check_tracking_uri_path(uri: str | None) -> None:
-    """A ``sqlite:///PATH`` tracking URI whose database cannot be created or written is refused up front."""
-    if not uri or not uri.startswith("sqlite:///"):
-        return
-    path = os.path.abspath(uri[len("sqlite:///"):])
-    fix = "pass --tracking-uri sqlite:////writable/path/mlflow.db"
-    check(not os.path.isdir(path), "tracking_uri", f"{path} is a directory, not a database file; {fix}")
-    if os.path.isfile(path):
-        check(os.access(path, os.W_OK), "tracking_uri", f"{path} is read-only; {fix}")
-        return
-    why = unwritable(os.path.dirname(path))
-    check(why is None, "tracking_uri", f"cannot create the MLflow database {path} ({why}); {fix}")
 
 
 PLACEMENT_STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
@@ -124,9 +83,7 @@ def max_positions(tcfg) -> int | None:
 def check_student(cfg: RunConfig, tcfg) -> None:
     s, init = cfg.student, cfg.student.init
     n = tcfg.num_hidden_layers
-    check(s.layers <= n, "student.layers", f"{s.layers} is more than the teacher's {n} layers; a student must be smaller")
-    check(s.hidden <= tcfg.hidden_size, "student.hidden",
-          f"{s.hidden} is wider than the teacher's {tcfg.hidden_size}; a student must be smaller")
+    check_fits({"layers": s.layers, "hidden": s.hidden}, Shape.of(tcfg))
     if init in COPY_INITS or init.startswith("layers:"):
         if init.startswith("layers:"):
             from .models.student import init_layers
@@ -139,7 +96,7 @@ def check_student(cfg: RunConfig, tcfg) -> None:
                   f"{getattr(s, name)}; use --init random or set --student-{name} {want}")
     elif init.startswith("checkpoint:"):
         path = init.split(":", 1)[1]
-        check(os.path.isfile(os.path.join(path, "config.json")), "init", f"checkpoint {path} has no config.json")
+        check(os.path.isfile(os.path.join(path, "config.json")), "student.init", f"checkpoint {path} has no config.json")
         from .models.teacher import KNOWN_FAMILIES
 
         ccfg = teacher_config(path, field="init")
@@ -149,19 +106,19 @@ def check_student(cfg: RunConfig, tcfg) -> None:
               f"but the teacher is {tcfg.model_type} with vocab {getattr(tcfg, 'vocab_size', '?')}; distil from a "
               "checkpoint of the teacher's family and tokenizer")
     else:
-        check(init in ("random", "pretrained"), "init", f"unknown init {init!r}; use random, first_k, every_other, "
+        check(init in ("random", "pretrained"), "student.init", f"unknown init {init!r}; use random, first_k, every_other, "
               "uniform, layers:1,3,5 or checkpoint:DIR")
 
 
 def check_method(cfg: RunConfig, method) -> None:
     """The stage exists for the method; a two-stage schedule leaves at least one epoch for the second stage."""
     d, stages = cfg.distill, getattr(method, "stages", ("pred",))
-    check(d.stage == "all" or d.stage in stages, "stage",
+    check(d.stage == "all" or d.stage in stages, "distill.stage",
           f"method {method.name} has stages {', '.join(stages)}, not {d.stage!r}; pass --stage all"
           + (f" or one of {', '.join(stages)}" if len(stages) > 1 else ""))
-    check(d.intermediate_epochs >= 0, "intermediate_epochs", f"must be >= 0, got {d.intermediate_epochs}")
+    check(d.intermediate_epochs >= 0, "distill.intermediate_epochs", f"must be >= 0, got {d.intermediate_epochs}")
     if len(stages) > 1 and d.stage == "all" and d.intermediate_epochs:
-        check(d.intermediate_epochs < cfg.train.epochs, "intermediate_epochs",
+        check(d.intermediate_epochs < cfg.train.epochs, "distill.intermediate_epochs",
               f"{d.intermediate_epochs} leaves no epoch of the {cfg.train.epochs} for stage {stages[-1]}; "
               f"pass --intermediate-epochs {max(cfg.train.epochs - 1, 0)} or less, or more --epochs")
 
@@ -179,9 +136,9 @@ def preflight(cfg: RunConfig, load_data: bool = True, require_head: bool = True,
 
     # fields whose generic check would name another field
     t = cfg.train
-    check(t.eval_limit >= 0, "eval_limit", f"must be >= 0 (0 = all), got {t.eval_limit}")
+    check(t.eval_limit >= 0, "train.eval_limit", f"must be >= 0 (0 = all), got {t.eval_limit}")
     if t.num_workers >= 1 and t.batch_size >= 1:
-        check(t.batch_size % t.num_workers == 0, "batch_size",
+        check(t.batch_size % t.num_workers == 0, "train.batch_size",
               f"the global batch {t.batch_size} does not split evenly over num_workers={t.num_workers}; pass "
               f"--batch-size {max(t.num_workers, t.batch_size // t.num_workers * t.num_workers)}")
     cfg.validate()
@@ -197,7 +154,7 @@ def preflight(cfg: RunConfig, load_data: bool = True, require_head: bool = True,
     check(getattr(tcfg, "model_type", "") in ("bert", "roberta", "xlm-roberta", "camembert", "electra"), teacher_field,
           f"{cfg.teacher} is a {getattr(tcfg, 'model_type', '?')} model; raydistill distils BERT/RoBERTa encoders")
     limit = max_positions(tcfg)
-    check(limit is None or cfg.train.max_length <= limit, "max_length",
+    check(limit is None or cfg.train.max_length <= limit, "train.max_length",
           f"{cfg.train.max_length} is longer than the teacher's {limit} position embeddings; pass --max-length {limit} "
           "or less")
     if cfg.student.init == "pretrained" and cfg.task != "general":  # fine-tuning: a head of another task is wrong

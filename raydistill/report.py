@@ -1,7 +1,6 @@
-"""Human-readable sweep output: live trial table, final summary table, Pareto front plot."""
+"""Human-readable sweep output: tables and the Pareto front plot (the live table is `orchestrate.tuner.live_table`)."""
 from __future__ import annotations
 
-import sys
 
 SHOW = ("method", "student_layers", "student_hidden", "temperature", "alpha", "beta", "mapping")
 
@@ -60,31 +59,3 @@ def pareto_plot(rows: list[dict], metric: str, path: str, maximize: bool = True)
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
-
-
-def live_callback(metric: str):
-    """A Tune callback printing a compact table of every trial whenever one reports (stderr)."""
-    from ray.tune import Callback
-
-    class LiveTable(Callback):
-        def __init__(self):
-            self.rows: dict[str, dict] = {}
-
-        def _update(self, trial, status, result=None):
-            row = self.rows.setdefault(trial.trial_id, {"trial": trial.trial_id, **{k: trial.config.get(k) for k in SHOW}})
-            row["status"] = status
-            if result:
-                row.update({"epoch": result.get("epoch"), metric: result.get(metric)})
-            cols = ["trial", "status", "epoch", metric] + [k for k in SHOW if any(r.get(k) is not None for r in self.rows.values())]
-            print("\n" + table(list(self.rows.values()), cols), file=sys.stderr, flush=True)
-
-        def on_trial_result(self, iteration, trials, trial, result, **info):
-            self._update(trial, "RUNNING", result)
-
-        def on_trial_complete(self, iteration, trials, trial, **info):
-            self._update(trial, "TERMINATED")
-
-        def on_trial_error(self, iteration, trials, trial, **info):
-            self._update(trial, "ERROR")
-
-    return LiveTable()

@@ -117,3 +117,24 @@ def any_relative(values: dict) -> bool:
 def check_value(field: str, v) -> None:
     """Refuse a size value that can never resolve (before the teacher is known): a bad word, a negative number."""
     _parse(field, v)
+
+
+def check_fits(sizes: dict, teacher: Shape) -> None:
+    """A resolved student is no deeper and no wider than its teacher."""
+    check(sizes["layers"] <= teacher.layers, "student.layers",
+          f"{sizes['layers']} layers is more than the teacher's {teacher.layers}; a student must be smaller: "
+          "lower student.layers (or student.size), or write it as a fraction of the teacher's depth")
+    check(sizes["hidden"] <= teacher.hidden, "student.hidden",
+          f"{sizes['hidden']} is wider than the teacher's {teacher.hidden}; a student must be smaller: write "
+          "hidden: teacher or a fraction")
+
+
+def parse_size(s: str) -> dict:
+    """'4L-312-1200-12' → layers 4, hidden 312, intermediate 1200, heads 12 (heads optional: hidden/64)."""
+    try:
+        parts = str(s).upper().replace("L", "").split("-")
+        layers, hidden, inter = int(parts[0]), int(parts[1]), int(parts[2])
+        heads = int(parts[3]) if len(parts) > 3 else max(1, hidden // 64)
+    except (ValueError, IndexError):
+        raise UserError("student.size", f"{s!r} is not LAYERS L-HIDDEN-INTERMEDIATE[-HEADS], e.g. 4L-312-1200-12") from None
+    return {"layers": layers, "hidden": hidden, "intermediate": inter, "heads": heads}

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field, fields
 
 import yaml
 
-from .config import DistillConfig, StudentConfig, TrainConfig
+from .config import DistillConfig, RunConfig, StudentConfig, TrainConfig
 from .errors import UserError, check
-from .sizes import FIELDS, Shape, any_relative, check_value, resolve
+from .sizes import FIELDS, Shape, any_relative, check_fits, check_value, parse_size, resolve
 
 SPACES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "search_spaces")
 TOP_KEYS = {"name", "description", "method", "task", "teacher", "data_dir", "metric", "mode", "num_samples",
@@ -137,17 +137,6 @@ def _check_domain(name: str, v) -> None:
             check(arg[0] > 0, name, "loguniform needs low > 0")
 
 
-def parse_size(s: str) -> dict:
-    """'4L-312-1200-12' → layers 4, hidden 312, intermediate 1200, heads 12 (heads optional: hidden/64)."""
-    try:
-        parts = str(s).upper().replace("L", "").split("-")
-        layers, hidden, inter = int(parts[0]), int(parts[1]), int(parts[2])
-        heads = int(parts[3]) if len(parts) > 3 else max(1, hidden // 64)
-    except (ValueError, IndexError):
-        raise UserError("student.size", f"{s!r} is not LAYERS L-HIDDEN-INTERMEDIATE[-HEADS], e.g. 4L-312-1200-12") from None
-    return {"layers": layers, "hidden": hidden, "intermediate": inter, "heads": heads}
-
-
 def _suggest(trial, name: str, v):
     if not isinstance(v, dict):
         return v
@@ -247,18 +236,13 @@ def start_points(spec: SweepSpec, teacher: Shape | None = None) -> list[dict]:
 
 
 def check_student_space(spec: SweepSpec, teacher: Shape) -> None:
-    """Every student the space can draw resolves to valid sizes no deeper than the teacher (before Ray starts)."""
+    """Every student the space can draw resolves to valid sizes no deeper or wider than the teacher (before Ray)."""
     st = dict(spec.student)
     combos = [parse_size(c) for c in _values(st.pop("size"))] if "size" in st else [{}]
     fields_ = [k for k in FIELDS if k in st]
     for base in combos:
         for vals in itertools.product(*(_values(st[k]) for k in fields_)):
-            sizes = resolve({**base, **dict(zip(fields_, vals))}, teacher)
-            check(sizes["layers"] <= teacher.layers, "student.layers",
-                  f"{sizes['layers']} layers is more than the teacher's {teacher.layers}; a student must be smaller: "
-                  "lower student.layers (or student.size), or write it as a fraction of the teacher's depth")
-            check(sizes["hidden"] <= teacher.hidden, "student.hidden",
-                  f"{sizes['hidden']} is wider than the teacher's {teacher.hidden}; write hidden: teacher or a fraction")
+            check_fits(resolve({**base, **dict(zip(fields_, vals))}, teacher), teacher)
 
 
 def _values(v) -> list:
@@ -296,3 +280,20 @@ def sample_fixed(spec: SweepSpec) -> dict:
     build(DistillConfig, {"method": vals["method"], **distill}, "distill.").validate()
     build(TrainConfig, {k: vals.get(k, v) for k, v in spec.train.items()}, "train.")
     return vals
+
+
+def trial_config(base: RunConfig, sampled: dict) -> RunConfig:
+    """One trial's RunConfig: the sweep's base config with the sampled values (flat param names, as ``sample``
+    returns them) applied. The base was filled with its own method's defaults; the trial's method fills in its own."""
+    d = base.to_dict()
+    d["student"]["init"] = ""
+    d["distill"].update(temperature=None, alpha=None, alpha_mlm=None)
+    s = dict(sampled)
+    if "student_size" in s:
+        d["student"].update(parse_size(s.pop("student_size")))
+    for (sec, k), name in PARAM.items():
+        if sec == "student" and name in s:
+            d["student"][k] = s.pop(name)
+    for sec in ("distill", "train"):
+        d[sec].update({k: s.pop(k) for k in list(s) if k in d[sec]})
+    return RunConfig.from_dict(d)

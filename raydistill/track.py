@@ -73,12 +73,14 @@ def retry(fn, *args, tries: int = 5, delay: float = 1.0, **kw):
 
 def provenance() -> dict[str, str]:
     """Library versions and the git commit, recorded with every run."""
-    import ray
-    import torch
-    import transformers
+    from importlib.metadata import PackageNotFoundError, version
 
-    tags = {"torch_version": torch.__version__, "transformers_version": transformers.__version__,
-            "ray_version": ray.__version__, "python_version": platform.python_version()}
+    tags = {"python_version": platform.python_version()}
+    for pkg in ("torch", "transformers", "ray"):
+        try:
+            tags[f"{pkg}_version"] = version(pkg)
+        except PackageNotFoundError:
+            tags[f"{pkg}_version"] = "absent"
     try:
         here = os.path.dirname(os.path.abspath(__file__))
         tags["git_commit"] = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True,

@@ -88,7 +88,7 @@ def tiny_teacher(tmp_path_factory):
 def ray_session():
     """One local Ray for the whole test session (each start costs seconds)."""
     ray = pytest.importorskip("ray")
-    from raydistill.run import init_ray
+    from raydistill.orchestrate.connect import init_ray
 
     if not ray.is_initialized():  # the product's own start: its actors talk to this Ray even beside another one
         init_ray(num_cpus=4, log_to_driver=False)

@@ -3,7 +3,6 @@ BERT-base and BERT-large (config only, made here) each run one tiny trial of eve
 real Ray sweep on a MiniLM-shaped teacher is in test_sweep.py, which runs after the tests that require Ray to be off)."""
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import optuna
@@ -42,7 +41,6 @@ def test_named_space_runs_one_trial_with_any_teacher(name, shape, teachers, glue
     and trained for two tiny epochs by the same loop the Ray workers run."""
     from raydistill import loop
     from raydistill.preflight import preflight, teacher_config
-    from raydistill.sweep import trial_config
 
     monkeypatch.setattr(loop, "_speed", lambda student, device: {"student_params": 1})  # latency is not tested here
     task, kind = TASK.get(name, ("sst2", "classification"))
@@ -57,7 +55,7 @@ def test_named_space_runs_one_trial_with_any_teacher(name, shape, teachers, glue
     study = optuna.create_study()
     for point in sp.start_points(spec, tshape):
         study.enqueue_trial(point)
-    cfg = trial_config(dataclasses.asdict(base), sp.sample(spec, study.ask(), tshape))
+    cfg = sp.trial_config(base, sp.sample(spec, study.ask(), tshape))
     cfg = preflight(cfg, load_data=False)
     s = cfg.student
     assert s.layers == round(tshape.layers / 2) and s.hidden == tshape.hidden  # every recipe starts at half depth

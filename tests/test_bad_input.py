@@ -135,29 +135,29 @@ CASES = [
     Case("finetune-model-missing", "finetune", lambda E: finetune(E, model=E.tmp + "/nope"), "model"),
     Case("finetune-model-broken-config", "finetune", lambda E: finetune(E, model=E.bad_json), "model"),
     Case("finetune-head-of-other-task", "finetune", lambda E: finetune(E, model=E.teacher, task="mnli"), "model"),
-    Case("finetune-epochs-0", "finetune", lambda E: finetune(E, "--epochs", "0"), "epochs"),
-    Case("finetune-lr-negative", "finetune", lambda E: finetune(E, "--lr", "-1"), "lr"),
-    Case("finetune-max-length-too-small", "finetune", lambda E: finetune(E, "--max-length", "4"), "max_length"),
-    Case("finetune-max-length-past-positions", "finetune", lambda E: finetune(E, "--max-length", "512"), "max_length"),
+    Case("finetune-epochs-0", "finetune", lambda E: finetune(E, "--epochs", "0"), "train.epochs"),
+    Case("finetune-lr-negative", "finetune", lambda E: finetune(E, "--lr", "-1"), "train.lr"),
+    Case("finetune-max-length-too-small", "finetune", lambda E: finetune(E, "--max-length", "4"), "train.max_length"),
+    Case("finetune-max-length-past-positions", "finetune", lambda E: finetune(E, "--max-length", "512"), "train.max_length"),
     Case("finetune-output-unwritable", "finetune", lambda E: finetune(E, "--output", UNWRITABLE), "output"),
     Case("finetune-missing-required", "finetune", lambda E: ["--task", "sst2"], "--model"),
     # ---------------------------------------------------------------- distill
-    Case("distill-unknown-method", "distill", lambda E: distill(E, "--method", "kdd"), "method"),
+    Case("distill-unknown-method", "distill", lambda E: distill(E, "--method", "kdd"), "distill.method"),
     Case("distill-unknown-task", "distill", lambda E: distill(E, task="sst-3"), "task"),
-    Case("distill-temperature-0", "distill", lambda E: distill(E, "--temperature", "0"), "temperature"),
+    Case("distill-temperature-0", "distill", lambda E: distill(E, "--temperature", "0"), "distill.temperature"),
     Case("distill-temperature-not-a-number", "distill", lambda E: distill(E, "--temperature", "hot"), "--temperature"),
-    Case("distill-alpha-above-1", "distill", lambda E: distill(E, "--alpha", "1.5"), "alpha"),
-    Case("distill-alpha-negative", "distill", lambda E: distill(E, "--alpha", "-0.1"), "alpha"),
-    Case("distill-beta-negative", "distill", lambda E: distill(E, "--beta", "-1"), "beta"),
+    Case("distill-alpha-above-1", "distill", lambda E: distill(E, "--alpha", "1.5"), "distill.alpha"),
+    Case("distill-alpha-negative", "distill", lambda E: distill(E, "--alpha", "-0.1"), "distill.alpha"),
+    Case("distill-beta-negative", "distill", lambda E: distill(E, "--beta", "-1"), "distill.beta"),
     Case("distill-cache-budget-negative", "distill", lambda E: distill(E, "--teacher-cache-gb", "-1"),
          "teacher_cache_gb"),
-    Case("distill-workers-0", "distill", lambda E: distill(E, "--num-workers", "0"), "num_workers"),
+    Case("distill-workers-0", "distill", lambda E: distill(E, "--num-workers", "0"), "train.num_workers"),
     Case("distill-workers-not-an-int", "distill", lambda E: distill(E, "--num-workers", "two"), "--num-workers"),
     Case("distill-batch-not-divisible", "distill", lambda E: distill(E, "--batch-size", "10", "--num-workers", "4"),
-         "batch_size"),
-    Case("distill-max-length-too-small", "distill", lambda E: distill(E, "--max-length", "4"), "max_length"),
-    Case("distill-max-length-past-positions", "distill", lambda E: distill(E, "--max-length", "4096"), "max_length"),
-    Case("distill-eval-limit-negative", "distill", lambda E: distill(E, "--eval-limit", "-1"), "eval_limit"),
+         "train.batch_size"),
+    Case("distill-max-length-too-small", "distill", lambda E: distill(E, "--max-length", "4"), "train.max_length"),
+    Case("distill-max-length-past-positions", "distill", lambda E: distill(E, "--max-length", "4096"), "train.max_length"),
+    Case("distill-eval-limit-negative", "distill", lambda E: distill(E, "--eval-limit", "-1"), "train.eval_limit"),
     Case("distill-hidden-not-divisible", "distill",
          lambda E: distill(E, "--student-hidden", "30", "--student-heads", "4"), "student.hidden"),
     Case("distill-student-wider-than-teacher", "distill", lambda E: distill(E, "--student-hidden", "64"),
@@ -169,22 +169,22 @@ CASES = [
     Case("distill-layer-copy-other-width", "distill",
          lambda E: distill(E, "--init", "every_other", "--student-hidden", "16"), "student.hidden"),
     Case("distill-layer-list-past-teacher", "distill", lambda E: distill(E, "--init", "layers:1,9"), "student.init"),
-    Case("distill-unknown-init", "distill", lambda E: distill(E, "--init", "bogus"), "init"),
+    Case("distill-unknown-init", "distill", lambda E: distill(E, "--init", "bogus"), "student.init"),
     Case("distill-init-checkpoint-missing", "distill", lambda E: distill(E, "--init", "checkpoint:" + E.tmp + "/nope"),
-         "init"),
+         "student.init"),
     Case("distill-unknown-mapping", "distill", lambda E: distill(E, "--method", "pkd", "--mapping", "diagonal"),
-         "mapping"),
+         "distill.mapping"),
     Case("distill-impossible-mapping", "distill", lambda E: distill(E, "--method", "pkd", "--mapping", "1,9"),
-         "mapping"),
+         "distill.mapping"),
     Case("distill-skip-not-a-multiple", "distill",
-         lambda E: distill(E, "--method", "pkd", "--mapping", "skip", "--student-layers", "3"), "mapping"),
+         lambda E: distill(E, "--method", "pkd", "--mapping", "skip", "--student-layers", "3"), "distill.mapping"),
     Case("distill-tinybert-other-heads", "distill",
          lambda E: distill(E, "--method", "tinybert", "--student-heads", "4"), "student.heads"),
-    Case("distill-stage-of-another-method", "distill", lambda E: distill(E, "--stage", "intermediate"), "stage"),
-    Case("distill-unknown-stage", "distill", lambda E: distill(E, "--method", "tinybert", "--stage", "final"), "stage"),
+    Case("distill-stage-of-another-method", "distill", lambda E: distill(E, "--stage", "intermediate"), "distill.stage"),
+    Case("distill-unknown-stage", "distill", lambda E: distill(E, "--method", "tinybert", "--stage", "final"), "distill.stage"),
     Case("distill-no-epoch-left-for-stage-2", "distill",
          lambda E: distill(E, "--method", "two_stage", "--epochs", "2", "--intermediate-epochs", "2"),
-         "intermediate_epochs"),
+         "distill.intermediate_epochs"),
     Case("distill-teacher-missing", "distill", lambda E: distill(E, teacher=E.tmp + "/nope"), "teacher"),
     Case("distill-teacher-broken-json", "distill", lambda E: distill(E, teacher=E.bad_json), "teacher"),
     Case("distill-teacher-config-wrong-type", "distill", lambda E: distill(E, teacher=E.bad_type), "teacher"),
@@ -218,11 +218,11 @@ CASES = [
     Case("sweep-set-bad-yaml", "sweep", lambda E: sweep(E, "--set", "student.layers=[2, 4"), "set"),
     Case("sweep-set-wrong-type", "sweep", lambda E: sweep(E, "--set", "distill.temperature=hot"),
          "distill.temperature"),
-    Case("sweep-set-alpha-out-of-range", "sweep", lambda E: sweep(E, "--set", "distill.alpha=2"), "alpha"),
-    Case("sweep-set-temperature-0", "sweep", lambda E: sweep(E, "--set", "distill.temperature=0"), "temperature"),
-    Case("sweep-unknown-method", "sweep", lambda E: sweep(E, "--set", "method=pkdd"), "method"),
+    Case("sweep-set-alpha-out-of-range", "sweep", lambda E: sweep(E, "--set", "distill.alpha=2"), "distill.alpha"),
+    Case("sweep-set-temperature-0", "sweep", lambda E: sweep(E, "--set", "distill.temperature=0"), "distill.temperature"),
+    Case("sweep-unknown-method", "sweep", lambda E: sweep(E, "--set", "method=pkdd"), "distill.method"),
     Case("sweep-unknown-task", "sweep", lambda E: sweep(E, "--task", "sst3"), "task"),
-    Case("sweep-unknown-fixed-mapping", "sweep", lambda E: sweep(E, "--set", "distill.mapping=diagonal"), "mapping"),
+    Case("sweep-unknown-fixed-mapping", "sweep", lambda E: sweep(E, "--set", "distill.mapping=diagonal"), "distill.mapping"),
     Case("sweep-student-deeper-than-teacher", "sweep", lambda E: sweep(E, "--set", "student.layers={choice: [3, 6]}"),
          "student.layers"),
     Case("sweep-relative-layers-zero", "sweep", lambda E: sweep(E, "--set", "student.layers=0.05"), "student.layers"),
@@ -243,9 +243,9 @@ CASES = [
     Case("sweep-data-missing", "sweep", lambda E: sweep(E, "--data-dir", E.no_sst2), "data_dir"),
     Case("sweep-storage-unwritable", "sweep", lambda E: sweep(E, "--storage-path", UNWRITABLE), "storage_path"),
     Case("sweep-num-samples-not-an-int", "sweep", lambda E: sweep(E, "--num-samples", "many"), "--num-samples"),
-    Case("sweep-workers-0", "sweep", lambda E: sweep(E, "--num-workers", "0"), "num_workers"),
+    Case("sweep-workers-0", "sweep", lambda E: sweep(E, "--num-workers", "0"), "train.num_workers"),
     Case("sweep-batch-not-divisible", "sweep", lambda E: sweep(E, "--num-workers", "3", "--batch-size", "16"),
-         "batch_size"),
+         "train.batch_size"),
     Case("sweep-student-wider-than-teacher", "sweep",
          lambda E: sweep(E, "--set", "student.hidden=64", "--set", "student.init=random"), "student.hidden",
          ),
@@ -324,7 +324,8 @@ def trapped(monkeypatch):
     """Starting Ray, training, fine-tuning or logging an MLflow run fails the test at once."""
     import ray
 
-    from raydistill import finetune, run, track
+    from raydistill import finetune, track
+    from raydistill.orchestrate import connect, run
 
     def trap(what):
         def fail(*a, **k):
@@ -332,7 +333,7 @@ def trapped(monkeypatch):
         return fail
 
     monkeypatch.setattr(ray, "init", trap("ray.init"))
-    monkeypatch.setattr(run, "init_ray", trap("init_ray"))
+    monkeypatch.setattr(connect, "init_ray", trap("init_ray"))
     monkeypatch.setattr(run, "execute", trap("run.execute"))
     monkeypatch.setattr(finetune, "finetune", trap("finetune"))
     monkeypatch.setattr(track, "start_run", trap("track.start_run"))
@@ -435,7 +436,8 @@ def test_argparse_is_left_as_it_was():
     """The one-line argparse errors apply only while an entry point runs."""
     import argparse
 
-    from raydistill.errors import UserError, cli
+    from raydistill.cli import cli
+    from raydistill.errors import UserError
 
     before = (argparse.ArgumentParser.error, argparse.ArgumentParser.parse_args)
 

@@ -90,7 +90,7 @@ def test_export_and_final_metrics_take_the_best_epoch(tmp_path):
     """The exported student is the checkpoint's best one, and the run's eval_* are the best epoch's."""
     import shutil
 
-    from raydistill.run import export_student, final_metrics
+    from raydistill.orchestrate.run import export_student, final_metrics
 
     for which in ("student", "best_student"):
         (tmp_path / "c" / "checkpoint" / which).mkdir(parents=True)

@@ -53,9 +53,7 @@ def test_default_init_is_the_methods(method, init):
     cfg = run_cfg(method)
     assert cfg.student.init == init and cfg.to_params()["init"] == init
     # resolved once: a copy through a dict (Ray workers, checkpoints) keeps it
-    from raydistill.run import cfg_from_dict, cfg_to_dict
-
-    assert cfg_from_dict(cfg_to_dict(cfg)) == cfg
+    assert RunConfig.from_dict(cfg.to_dict()) == cfg
 
 
 def test_explicit_init_wins_and_pretrained_still_works():
@@ -138,7 +136,7 @@ def test_distilbert_general_defaults_are_the_papers():
     run_cfg("distilbert", task="general", alpha=5.0).validate()  # α > 1 is fine without a hard loss
     with pytest.raises(UserError) as e:
         run_cfg("distilbert", task="sst2", alpha=5.0).validate()  # on a task α and 1 − α split soft and hard
-    assert e.value.field == "alpha"
+    assert e.value.field == "distill.alpha"
     assert run_cfg("tinybert", task="general").distill.alpha_mlm == 0.0
 
 

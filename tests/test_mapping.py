@@ -47,4 +47,4 @@ def test_top_bottom_explicit():
 def test_impossible_mappings_are_user_errors(name, m, n):
     with pytest.raises(UserError) as e:
         layer_pairs(name, m, n)
-    assert e.value.field == "mapping"
+    assert e.value.field == "distill.mapping"

@@ -8,7 +8,7 @@ import pytest
 
 from raydistill import space as sp
 from raydistill.errors import UserError
-from raydistill.sizes import Shape
+from raydistill.sizes import Shape, parse_size
 
 BERT_BASE = Shape(12, 768, 3072, 12)
 
@@ -59,7 +59,7 @@ def test_tinybert_sizes_and_mappings():
     assert spec.distill["mapping"]["choice"] == ["uniform", "top", "bottom"]
     first = sp.start_points(spec, BERT_BASE)[0]
     assert first["temperature"] == 1 and first["mapping_6L"] == "uniform"  # TinyBERT's T=1 and g(m)=m·N/M
-    assert sp.parse_size("4L-312-1200-12") == {"layers": 4, "hidden": 312, "intermediate": 1200, "heads": 12}
+    assert parse_size("4L-312-1200-12") == {"layers": 4, "hidden": 312, "intermediate": 1200, "heads": 12}
 
 
 def test_set_override_fixes_a_searched_value():
@@ -90,10 +90,10 @@ def test_mapping_choices_follow_student_depth():
     ({"student": {"layer": 3}}, "student.layer"),
     ({"distill": {"temperature": {"chose": [1]}}}, "distill.temperature"),
     ({"distill": {"alpha": {"uniform": [0.9, 0.1]}}}, "distill.alpha"),
-    ({"distill": {"temperature": 0}}, "temperature"),
-    ({"distill": {"alpha": 1.5}}, "alpha"),
+    ({"distill": {"temperature": 0}}, "distill.temperature"),
+    ({"distill": {"alpha": 1.5}}, "distill.alpha"),
     ({"train": {"epochs": "many"}}, "train.epochs"),
-    ({"method": "nope"}, "method"),
+    ({"method": "nope"}, "distill.method"),
     ({"mode": "up"}, "mode"),
     ({"num_samples": 0}, "num_samples"),
     ({"student": {"hidden": 100, "heads": 12}}, "student.hidden"),
@@ -120,7 +120,7 @@ def test_malformed_yaml_and_unknown_space(tmp_path):
 def test_searcher_does_not_train_a_finished_configuration_again():
     """Two points in the space: after one finished, the next proposal is the other one; once both finished, a repeat
     is allowed (the space is exhausted). Repeats are told to Optuna with the finished trial's value."""
-    from raydistill.sweep import PrunedAwareOptunaSearch
+    from raydistill.orchestrate.search import PrunedAwareOptunaSearch
 
     def space(trial):
         trial.suggest_categorical("x", [1, 2])

@@ -11,7 +11,7 @@ import sys
 import time
 
 from ..config import DistillConfig, RunConfig, StudentConfig, TrainConfig
-from ..errors import cli
+from ..cli import cli
 
 
 def add_train_args(p: argparse.ArgumentParser, d: TrainConfig = TrainConfig()) -> None:
@@ -29,9 +29,10 @@ def add_train_args(p: argparse.ArgumentParser, d: TrainConfig = TrainConfig()) -
     p.add_argument("--experiment", default="raydistill")
 
 
-def train_config(a, **extra) -> TrainConfig:
-    return TrainConfig(epochs=a.epochs, max_steps=a.max_steps, train_limit=a.train_limit, eval_limit=a.eval_limit,
-                       max_length=a.max_length, batch_size=a.batch_size, lr=a.lr, seed=a.seed, **extra)
+def train_config(a, **extra) -> dict:
+    """The ``train`` section from the flags every training command shares."""
+    return dict(epochs=a.epochs, max_steps=a.max_steps, train_limit=a.train_limit, eval_limit=a.eval_limit,
+                max_length=a.max_length, batch_size=a.batch_size, lr=a.lr, seed=a.seed, **extra)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -113,17 +114,17 @@ def student_sizes(a) -> dict:
 
 
 def config_from_args(a) -> RunConfig:
-    return RunConfig(
+    distill = {k: getattr(a, k) for k in ("method", "temperature", "alpha", "beta", "mapping", "stage", "alpha_cos",
+                                          "alpha_mlm", "intermediate_epochs")}
+    return RunConfig.from_dict(dict(
         task=a.task, teacher=local_abspath(a.teacher), data_dir=local_abspath(a.data_dir), output=os.path.abspath(a.output),
-        student=StudentConfig(**student_sizes(a), init=a.init),
-        distill=DistillConfig(a.method, a.temperature, a.alpha, a.beta, a.mapping, a.stage, a.alpha_cos,
-                              a.alpha_mlm, a.intermediate_epochs),
+        student={**student_sizes(a), "init": a.init}, distill=distill,
         train=train_config(a, num_workers=a.num_workers, use_gpu=a.use_gpu, teacher_bf16=not a.fp32_teacher),
         tracking_uri=a.tracking_uri, experiment=a.experiment, run_name=a.run_name,
         augment_dir=local_abspath(a.augment_dir), fault=a.inject_fault,
         teacher_cache=teacher_cache_dir(a), teacher_cache_gb=a.teacher_cache_gb,
         unlabeled_text=os.path.abspath(a.unlabeled_text) if a.unlabeled_text else None,
-    )
+    ))
 
 
 @cli
@@ -133,7 +134,8 @@ def main(argv=None) -> dict:
 
     check_ray_options(a.placement_strategy, a.max_failures)
     cfg = preflight(config_from_args(a))
-    from ..run import execute, init_ray
+    from ..orchestrate.connect import init_ray
+    from ..orchestrate.run import execute
     from ..track import RESULTS_DIR
 
     init_ray()
@@ -144,7 +146,7 @@ def main(argv=None) -> dict:
         out = execute(cfg, storage_path=storage, name=name, max_failures=a.max_failures,
                       placement_strategy=a.placement_strategy)
     except Exception as e:  # noqa: BLE001 — the run failed; its MLflow run already records why
-        from ..run import failure_reason
+        from ..errors import failure_reason
 
         print(f"error: training failed: {failure_reason(e)}", file=sys.stderr, flush=True)
         raise SystemExit(1) from None

@@ -34,7 +34,8 @@ import random
 import tempfile
 from pathlib import Path
 
-from ..errors import UserError, check, cli
+from ..cli import cli
+from ..errors import UserError, check
 
 CACHE_VERSION = "augment-v1"
 _MLM_HINT = ("pass a masked-LM checkpoint such as bert-base-uncased or roberta-base "

@@ -184,7 +184,7 @@ def pkd_patient(student_cls_list, teacher_cls_list):
 
     Same as the reference ``F.mse_loss`` on normalised [B, K, H] stacks, i.e. the per-layer mean MSE averaged over
     layers — the scale the paper's β ∈ {10 … 1000} is meant for. Inputs: lists of K tensors [B, H]."""
-    check(len(student_cls_list) == len(teacher_cls_list) > 0, "mapping",
+    check(len(student_cls_list) == len(teacher_cls_list) > 0, "distill.mapping",
           f"{len(student_cls_list)} student vs {len(teacher_cls_list)} teacher layers for the patient loss")
     s = F.normalize(torch.stack([x.float() for x in student_cls_list], 1), p=2, dim=-1)
     t = F.normalize(torch.stack([x.float() for x in teacher_cls_list], 1), p=2, dim=-1)

@@ -24,7 +24,7 @@ def _uniform(m: int, n: int) -> list[int]:
 
 
 def _skip(m: int, n: int) -> list[int]:
-    check(n % m == 0, "mapping", f"skip needs the teacher's {n} layers to be a multiple of the student's {m}; "
+    check(n % m == 0, "distill.mapping", f"skip needs the teacher's {n} layers to be a multiple of the student's {m}; "
                                  "use uniform, last, or an explicit list such as 2,5,8")
     return [i * (n // m) for i in range(1, m)]
 
@@ -60,7 +60,7 @@ def parse_layer_list(spec: str | Sequence[int], m: int, n: int, field: str, labe
 
 
 def _explicit(spec: str | Sequence[int], m: int, n: int) -> list[int]:
-    return parse_layer_list(spec, m, n, "mapping", repr(spec),
+    return parse_layer_list(spec, m, n, "distill.mapping", repr(spec),
                             f"unknown mapping {spec!r}; use one of {', '.join(MAPPINGS)} or a comma-separated "
                             "list of teacher layers such as 3,6,9,12")
 
@@ -68,8 +68,8 @@ def _explicit(spec: str | Sequence[int], m: int, n: int) -> list[int]:
 def layer_pairs(name_or_list: str | Sequence[int], student_layers: int, teacher_layers: int) -> list[tuple[int, int]]:
     """(student_layer, teacher_layer) pairs, both 1-based, for a mapping name or an explicit list (module docstring)."""
     m, n = student_layers, teacher_layers
-    check(m > 0, "mapping", f"the student has {m} layers; it needs at least 1 (set student.layers)")
-    check(m <= n, "mapping", f"the student has more layers ({m}) than the teacher ({n}); lower student.layers")
+    check(m > 0, "distill.mapping", f"the student has {m} layers; it needs at least 1 (set student.layers)")
+    check(m <= n, "distill.mapping", f"the student has more layers ({m}) than the teacher ({n}); lower student.layers")
     if isinstance(name_or_list, str) and name_or_list.strip() in MAPPINGS:
         teachers = MAPPINGS[name_or_list.strip()](m, n)
     else:

@@ -26,7 +26,7 @@ def register(name):
 
 def get_method(name: str) -> type["Method"]:
     if name not in METHODS:
-        raise UserError("method", f"unknown method {name!r}; known: {', '.join(sorted(METHODS))}")
+        raise UserError("distill.method", f"unknown method {name!r}; known: {', '.join(sorted(METHODS))}")
     return METHODS[name]
 
 
@@ -118,7 +118,7 @@ class Method:
     def __init__(self, cfg, kind: str, pairs: list[tuple[int, int]]):
         self.cfg, self.d, self.kind, self.pairs = cfg, cfg.distill, kind, pairs
         if self.d.stage != "all" and self.d.stage not in self.stages:
-            raise UserError("stage", f"method {self.name} has stages {', '.join(self.stages)}, not {self.d.stage!r}")
+            raise UserError("distill.stage", f"method {self.name} has stages {', '.join(self.stages)}, not {self.d.stage!r}")
 
     def active_stages(self) -> tuple[str, ...]:
         return self.stages if self.d.stage == "all" else (self.d.stage,)

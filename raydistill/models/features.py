@@ -67,7 +67,7 @@ class AttentionCapture:
         self.model = getattr(model, "module", model)
         layers = set(layers)
         n = len(encoder_layers(self.model))
-        check(all(isinstance(i, int) and 0 <= i < n for i in layers), "mapping",
+        check(all(isinstance(i, int) and 0 <= i < n for i in layers), "distill.mapping",
               f"attention layers {sorted(layers)} are outside the model's 0..{n - 1}; check the layer mapping")
         self.layers = frozenset(layers)
         self._modules = {id(encoder_layers(self.model)[i].attention.self): i for i in layers}
@@ -78,7 +78,7 @@ class AttentionCapture:
         self.scores = {}
         if not self._modules:
             return self
-        check(not any(k in _ACTIVE for k in self._modules), "mapping", "this model is already inside an "
+        check(not any(k in _ACTIVE for k in self._modules), "distill.mapping", "this model is already inside an "
                                                                        "AttentionCapture; use one capture per model")
         self._prev = self.model.config._attn_implementation
         self.model.set_attn_implementation(CAPTURE_IMPL)

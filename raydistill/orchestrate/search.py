@@ -1,0 +1,105 @@
+"""Optuna TPE and ASHA as Tune drives them, with the two behaviours a sweep needs: a trial ASHA stopped is PRUNED (not
+a finished value), a repeated proposal is answered from the finished trial; ASHA never stops a trial at its last epoch."""
+from __future__ import annotations
+
+import os
+
+from optuna.exceptions import UpdateFinishedTrialError
+from ray.tune.schedulers import ASHAScheduler
+from ray.tune.search.optuna import OptunaSearch
+
+from ..track import RESULTS_DIR
+
+
+def make_searcher(spec, base, *, metric: str, mode: str, name: str, teacher, n_at_once: int, multi_objective: bool):
+    """TPE over the space, its study in an Optuna RDB beside the MLflow store (a resumed sweep continues it), the
+    space's published recipes enqueued first, at most ``n_at_once`` proposals out at a time."""
+    import optuna
+    from ray.tune.search import ConcurrencyLimiter
+
+    from ..space import start_points
+
+    metrics = [metric, "student_params"] if multi_objective else metric
+    modes = [mode, "min"] if multi_objective else mode
+    uri = base.tracking_uri
+    db = uri[len("sqlite:///"):] if uri.startswith("sqlite:///") else os.path.join(os.path.abspath(RESULTS_DIR), "mlflow.db")
+    searcher = PrunedAwareOptunaSearch(
+        space=SpaceFn(spec, teacher), metric=metrics, mode=modes,
+        # constant liar: trials running at once count as bad guesses, so concurrent proposals spread out
+        sampler=optuna.samplers.TPESampler(seed=spec.search.get("seed", base.train.seed), constant_liar=True),
+        study_name=name, points_to_evaluate=start_points(spec, teacher) or None,
+        storage=optuna.storages.RDBStorage("sqlite:///" + os.path.join(os.path.dirname(db), "optuna.db")),
+        max_epochs=base.train.epochs)
+    return ConcurrencyLimiter(searcher, max_concurrent=n_at_once)
+
+
+def make_scheduler(spec, epochs: int, multi_objective: bool):
+    """ASHA over epochs (the space's ``search.asha`` may tune or turn it off); none for one epoch or two objectives."""
+    if multi_objective or spec.search.get("asha", True) is False or epochs <= 1:
+        return None
+    asha = spec.search.get("asha") if isinstance(spec.search.get("asha"), dict) else {}
+    return FinishingASHA(time_attr="training_iteration", max_t=epochs,
+                         grace_period=min(asha.get("grace_period", max(1, epochs // 2)), epochs),
+                         reduction_factor=asha.get("reduction_factor", 2))
+
+
+class PrunedAwareOptunaSearch(OptunaSearch):
+    """Trials ASHA stopped before the last epoch are told to Optuna as PRUNED, not as finished. A proposal identical
+    to a finished trial (TPE repeats itself in small categorical spaces) is not trained again: Optuna is told that
+    trial's value and asked for another, up to ``max_resample`` times (a small space can be exhausted)."""
+
+    max_resample = 20
+
+    def __init__(self, *args, max_epochs: int = 1, **kw):
+        super().__init__(*args, **kw)
+        self.max_epochs = max_epochs
+
+    def suggest(self, trial_id):
+        from optuna.trial import TrialState
+
+        for _ in range(self.max_resample):
+            config = super().suggest(trial_id)
+            ot = self._ot_trials.get(trial_id)
+            same = ot is not None and next((t for t in self._ot_study.get_trials(deepcopy=False, states=(
+                TrialState.COMPLETE,)) if t.params == ot.params), None)
+            if not same:
+                return config
+            self._ot_study.tell(ot, same.values)  # what TPE would learn from training it again, for free
+            del self._ot_trials[trial_id]
+        return config
+
+    def on_trial_result(self, trial_id, result):
+        try:
+            return super().on_trial_result(trial_id, result)
+        except UpdateFinishedTrialError:
+            pass  # resumed sweep: the RDB study already holds this trial's final value
+
+    def on_trial_complete(self, trial_id, result=None, error=False):
+        if result and not error and result.get("training_iteration", self.max_epochs) < self.max_epochs:
+            result = None  # no value and no error → Optuna records the trial as PRUNED
+        try:
+            return super().on_trial_complete(trial_id, result, error)
+        except UpdateFinishedTrialError:
+            self._completed_trials.add(trial_id)
+
+
+class FinishingASHA(ASHAScheduler):
+    """ASHA that never stops a trial at its last epoch: Tune would kill it before its student is exported."""
+
+    def on_trial_result(self, tune_controller, trial, result):
+        action = super().on_trial_result(tune_controller, trial, result)
+        if result.get(self._time_attr, 0) >= self._max_t:
+            return self.CONTINUE
+        return action
+
+
+class SpaceFn:
+    """Optuna define-by-run space (a picklable callable: Tune checkpoints the searcher)."""
+
+    def __init__(self, spec, teacher):
+        self.spec, self.teacher = spec, teacher
+
+    def __call__(self, trial):
+        from .. import space as sp
+
+        return sp.sample(self.spec, trial, self.teacher)

@@ -1,0 +1,50 @@
+"""One Tune trial = one distillation run: the sampled values become a RunConfig, the run is fitted on Ray Train, and
+Tune sees its per-epoch metrics; a trial that finished before its sweep's driver died reports what it logged."""
+from __future__ import annotations
+
+import os
+import time
+
+from ..config import RunConfig
+
+
+def run_name(cfg: RunConfig, trial_id: str) -> str:
+    from ..distill.methods import get_method
+
+    s, d = cfg.student, cfg.distill
+    name = f"{trial_id} {d.method} {s.layers}L-{s.hidden} T={d.temperature:g} a={d.alpha:g}"
+    m = get_method(d.method)
+    if m.uses_beta:
+        name += f" b={d.beta:g}"
+    if m.maps_layers:
+        name += f" {d.mapping}"
+    return name
+
+
+def run_trial(config: dict, base: RunConfig, parent_run_id: str, storage: str, sweep_name: str, opts: dict) -> None:
+    """A Tune trial: fit one distillation run; Tune sees its per-epoch metrics through TuneReportCallback."""
+    import ray.tune
+    from ray.tune.integration.ray_train import TuneReportCallback
+
+    from .. import track
+    from ..space import trial_config
+    from .run import execute
+
+    t_start = time.perf_counter()
+    trial_id = ray.tune.get_context().get_trial_id()
+    cfg = trial_config(base, config)
+    cfg = cfg.replace(output=os.path.join(os.path.dirname(base.output), trial_id), run_name=run_name(cfg, trial_id))
+    existing = track.find_run(cfg.tracking_uri, cfg.experiment, "raydistill.trial_id", trial_id)
+    if existing and track.client(cfg.tracking_uri).get_run(existing).info.status == "FINISHED":
+        # finished before the sweep driver died: report what it logged instead of training again
+        ray.tune.report(dict(track.client(cfg.tracking_uri).get_run(existing).data.metrics))
+        return
+    t_run = time.perf_counter()
+    out = execute(cfg, storage_path=storage, name=f"{sweep_name}-{trial_id}", parent_run_id=parent_run_id,
+                  callbacks=[TuneReportCallback()], max_failures=opts["max_failures"],
+                  placement_strategy=opts["placement"], resume_run_id=existing,
+                  tags={"raydistill.trial_id": trial_id, "raydistill.sweep": sweep_name},
+                  cpus_per_worker=opts["cpus"], gpus_per_worker=opts["gpus"])
+    wall = time.perf_counter() - t_start  # the trial's fixed cost: its seconds outside training steps
+    track.log_metrics(cfg.tracking_uri, out["run_id"], {"trial_wall_s": wall, "time_trial_start_s": t_run - t_start,
+                                                        "fixed_cost_s": wall - out.get("time_train_s", 0.0)})

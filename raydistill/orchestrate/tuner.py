@@ -1,0 +1,66 @@
+"""A sweep on Ray Tune: the Tuner over trials (restored from its experiment folder on --resume), each trial a
+``run_trial`` that holds no CPU itself, and a live table of every trial on stderr."""
+from __future__ import annotations
+
+import os
+import sys
+
+from ray import tune
+from ray.tune import Callback
+
+from ..report import SHOW, table
+from .search import make_scheduler, make_searcher
+from .trial import run_trial
+
+
+def run_sweep(spec, base, *, metric: str, mode: str, n_samples: int, storage: str, name: str, parent: str, teacher,
+              demand, n_at_once: int, multi_objective: bool, max_failures: int, placement: str, resume: bool) -> list:
+    """Every trial's Tune result, once the sweep ends."""
+    opts = {"max_failures": max_failures, "placement": placement, "cpus": demand.cpus_per_worker,
+            "gpus": demand.gpus_per_worker}
+    trainable = tune.with_parameters(run_trial, base=base, parent_run_id=parent, storage=storage, sweep_name=name,
+                                     opts=opts)
+    # the trial function only waits for its Ray Train workers: holding a CPU would leave one idle on a small machine
+    trainable = tune.with_resources(trainable, {"cpu": 0, "memory": 1})  # Tune needs a non-empty bundle
+    exp_dir = os.path.join(storage, name)
+    if resume and tune.Tuner.can_restore(exp_dir):
+        tuner = tune.Tuner.restore(exp_dir, trainable=trainable, resume_unfinished=True, resume_errored=False)
+    else:
+        searcher = make_searcher(spec, base, metric=metric, mode=mode, name=name, teacher=teacher,
+                                 n_at_once=n_at_once, multi_objective=multi_objective)
+        tuner = tune.Tuner(
+            trainable,
+            run_config=tune.RunConfig(name=name, storage_path=storage, callbacks=[live_table(metric)], verbose=1,
+                                      failure_config=tune.FailureConfig(max_failures=0)),
+            tune_config=tune.TuneConfig(search_alg=searcher, scheduler=make_scheduler(spec, base.train.epochs,
+                                                                                      multi_objective),
+                                        num_samples=n_samples, metric=None if multi_objective else metric,
+                                        mode=None if multi_objective else mode))
+    return list(tuner.fit())
+
+
+def live_table(metric: str):
+    """A Tune callback printing a compact table of every trial whenever one reports (stderr)."""
+
+    class LiveTable(Callback):
+        def __init__(self):
+            self.rows: dict[str, dict] = {}
+
+        def _update(self, trial, status, result=None):
+            row = self.rows.setdefault(trial.trial_id, {"trial": trial.trial_id, **{k: trial.config.get(k) for k in SHOW}})
+            row["status"] = status
+            if result:
+                row.update({"epoch": result.get("epoch"), metric: result.get(metric)})
+            cols = ["trial", "status", "epoch", metric] + [k for k in SHOW if any(r.get(k) is not None for r in self.rows.values())]
+            print("\n" + table(list(self.rows.values()), cols), file=sys.stderr, flush=True)
+
+        def on_trial_result(self, iteration, trials, trial, result, **info):
+            self._update(trial, "RUNNING", result)
+
+        def on_trial_complete(self, iteration, trials, trial, **info):
+            self._update(trial, "TERMINATED")
+
+        def on_trial_error(self, iteration, trials, trial, **info):
+            self._update(trial, "ERROR")
+
+    return LiveTable()

@@ -1,0 +1,67 @@
+"""A sweep's end: one row per trial (DONE, STOPPED by ASHA, ERROR with its reason), the summary table, JSON and Pareto
+plot logged to the parent MLflow run, and the one-line JSON result."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from .errors import failure_reason
+from .track import RESULTS_DIR
+
+
+def summarize(results, metric: str, mode: str, epochs: int, logged: dict | None = None) -> list[dict]:
+    """One row per trial: DONE (all epochs), STOPPED (by ASHA) or ERROR (with the reason). ``logged`` (trial id →
+    the MLflow child run's metrics) wins over Tune's last result, which is stale for a trial resumed after its end."""
+    rows = []
+    for r in results:
+        cfg, m = r.config or {}, dict(r.metrics or {})
+        m.update((logged or {}).get(m.get("trial_id"), {}))
+        status = "ERROR" if r.error else "DONE" if (m.get("epoch") or 0) >= epochs else "STOPPED"
+        rows.append({"trial": m.get("trial_id") or os.path.basename(r.path or "")[-8:], "status": status,
+                     metric: m.get(metric), "epoch": m.get("epoch"), "student_params": m.get("student_params"),
+                     "latency_ms_b1": m.get("latency_ms_b1"), "latency_ms_b32": m.get("latency_ms_b32"),
+                     "trial_wall_s": m.get("trial_wall_s"), "fixed_cost_s": m.get("fixed_cost_s"),
+                     **{k: v for k, v in cfg.items()},
+                     "error": failure_reason(r.error)[:160] if r.error else ""})
+    sign = -1 if mode == "max" else 1
+    rows.sort(key=lambda r: (r[metric] is None, sign * (r[metric] or 0)))
+    return rows
+
+
+def _mean(values) -> float | None:
+    vs = [v for v in values if v is not None]
+    return round(sum(vs) / len(vs), 2) if vs else None
+
+
+def finish(rows, metric, mode, base, parent, storage, name, wall, n_samples, log, n_at_once=1) -> dict:
+    from . import track
+    from .report import SHOW, pareto_plot, table
+
+    out_dir = os.path.join(os.path.abspath(RESULTS_DIR), "sweeps", name)
+    os.makedirs(out_dir, exist_ok=True)
+    cols = ["trial", "status", metric, "epoch", "student_params", "latency_ms_b1"] + \
+        [k for k in SHOW if any(r.get(k) is not None for r in rows)] + ["error"]
+    text = table(rows, cols)
+    with open(os.path.join(out_dir, "summary.txt"), "w") as f:
+        f.write(text + "\n")
+    with open(os.path.join(out_dir, "summary.json"), "w") as f:
+        json.dump(rows, f, indent=1, default=str)
+    png = pareto_plot(rows, metric, os.path.join(out_dir, "pareto.png"), maximize=mode == "max")
+    for p in (os.path.join(out_dir, "summary.txt"), os.path.join(out_dir, "summary.json"), png):
+        if p:
+            track.log_artifact(base.tracking_uri, parent, p, "summary")
+    track.close_children(base.tracking_uri, base.experiment, parent)
+    done = [r for r in rows if r.get(metric) is not None]
+    best = done[0] if done else None
+    summary = {"sweep": name, "trials": len(rows), "errors": sum(r["status"] == "ERROR" for r in rows),
+               "wall_s": round(wall, 1), "per_trial_s": round(wall / max(len(rows), 1), 1), "metric": metric,
+               "fixed_cost_s": _mean(r.get("fixed_cost_s") for r in rows), "concurrency": n_at_once,
+               "best": {k: best.get(k) for k in ["trial", metric, "student_params", "latency_ms_b1", *SHOW] if k in best}
+               if best else None, "parent_run_id": parent, "tracking_uri": base.tracking_uri, "pareto_png": png}
+    track.log_metrics(base.tracking_uri, parent, {"wall_s": wall, "trials": len(rows), f"best_{metric}": best[metric]}
+                      if best else {"wall_s": wall, "trials": len(rows)})
+    track.end_run(base.tracking_uri, parent)
+    print("\n" + text, file=sys.stderr, flush=True)
+    print(json.dumps(summary, default=str), flush=True)
+    return summary
