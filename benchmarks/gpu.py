@@ -5,8 +5,8 @@ and small-student trials packed on one GPU vs total throughput.
     python benchmarks/gpu.py                   # on a CUDA machine (default peak: H200/H100 bf16 dense, 989 TFLOP/s)
     python benchmarks/gpu.py --smoke           # tiny models on CPU: runs every code path (what the tests run)
 
-Part 1, MFU: the package's step (``build_objective``, ``loop.Distiller``, ``loop._optimizer``,
-``loop.teacher_outputs``, ``loop.optimizer_step``, as ``loop.run`` runs it on GPU: teacher and student step under
+Part 1, MFU: the package's step (``build_objective``, ``step.Distiller``, ``step.make_optimizer``,
+``step.teacher_outputs``, ``step.train_step``, as ``loop.run`` runs it on GPU: teacher and student step under
 bf16 autocast, fp32 master weights, AdamW, clipping)
 for TinyBERT task distillation, stage ``intermediate`` (embedding + attention-score + hidden MSE, mapping 3,6,9,12)
 and stage ``pred`` (T²-scaled KL on logits). Teacher 12L-768-3072-12 (BERT-base shape, random weights), student
@@ -99,7 +99,8 @@ class Step:
 
     def __init__(self, cfg, device, cache=None):
         from raydistill.distill.objective import build_objective
-        from raydistill.loop import Distiller, _optimizer, quiet_hf
+        from raydistill.loop import quiet_hf
+        from raydistill.step import Distiller, make_optimizer
         from raydistill.precision import step_dtype, teacher_dtype
 
         quiet_hf()
@@ -110,22 +111,20 @@ class Step:
         if cache is None:
             self.teacher.to(device)  # else served from the cache: the teacher stays on the CPU, as in loop.run
         self.model = Distiller(self.student, self.objective)
-        self.opt, self.sched = _optimizer(cfg, list(self.student.parameters()) + list(self.objective.parameters()),
-                                          10 ** 6)
+        self.opt, self.sched = make_optimizer(cfg, list(self.student.parameters()) + list(self.objective.parameters()),
+                                              10 ** 6)
         self.stage = self.objective.method.stage_for(0, 1)
         self.device, self.cache = device, cache
         self.t_dtype, self.s_dtype = teacher_dtype(cfg.train, device), step_dtype(cfg.train, device)
         self.n_proj = len(self.objective.projections)
 
     def __call__(self, batch, idx=None):
-        from raydistill.loop import optimizer_step, teacher_outputs
-        from raydistill.precision import autocast
+        from raydistill.step import teacher_outputs, train_step
 
         t_out = teacher_outputs(self.teacher, self.cache, self.objective, batch, idx, self.stage, self.device,
                                 self.t_dtype)
-        with autocast(self.device, self.s_dtype):
-            losses = self.model(batch, t_out, self.stage)
-        optimizer_step(self.model, losses["loss"], self.opt, self.sched)
+        losses = train_step(self.model, batch, t_out, self.stage, self.opt, self.sched, device=self.device,
+                            amp=self.s_dtype)
         return losses["loss"].detach()
 
 

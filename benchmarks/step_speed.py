@@ -7,8 +7,8 @@
 Implementations, all doing TinyBERT intermediate distillation (embedding MSE + attention MSE + hidden MSE with a
 learned projection, uniform mapping 3,6,9,12) with AdamW, linear warmup and gradient clipping, fp32 student:
 
-  ours       the package's pieces (``build_objective``, ``loop.Distiller``, ``loop._optimizer``,
-             ``loop.teacher_outputs``, ``loop.optimizer_step``), teacher forward under
+  ours       the package's pieces (``build_objective``, ``step.Distiller``, ``step.make_optimizer``,
+             ``step.teacher_outputs``, ``step.train_step``), teacher forward under
              ``torch.autocast("cpu", bfloat16)`` when the CPU has AVX512-BF16/AMX
   ours_fp32  the same with an fp32 teacher (``loop.run`` with ``--fp32-teacher``, or on CPUs without native bf16)
   ours_amp   extra: the student forward under bf16 autocast too
@@ -94,10 +94,10 @@ def run_config(teacher_dir: str, sz: dict, total_steps: int):
 
 
 def adamw(cfg, params, total_steps: int):
-    """The same optimizer and schedule as ``loop._optimizer`` (decay on matrices only, linear warmup)."""
-    from raydistill.loop import _optimizer
+    """The package's optimizer and schedule (decay on matrices only, linear warmup)."""
+    from raydistill.step import make_optimizer
 
-    return _optimizer(cfg, list(params), total_steps)
+    return make_optimizer(cfg, list(params), total_steps)
 
 
 # ------------------------------------------------------------------------------------------------ implementations
@@ -110,7 +110,8 @@ class Ours:
     def __init__(self, cfg, total_steps: int, teacher_bf16: bool, seed: int = 0, student_bf16: bool = False,
                  compile: bool = False):
         from raydistill.distill.objective import build_objective
-        from raydistill.loop import Distiller, quiet_hf, seed_all
+        from raydistill.loop import quiet_hf, seed_all
+        from raydistill.step import Distiller
 
         quiet_hf()
         seed_all(seed)
@@ -126,7 +127,7 @@ class Ours:
         self.sums: dict = {}
 
     def _teacher(self, batch):
-        from raydistill.loop import teacher_outputs
+        from raydistill.step import teacher_outputs
 
         return teacher_outputs(self.teacher, None, self.objective, batch, None, self.stage, CPU,
                                "bf16" if self.teacher_bf16 else "fp32")
@@ -139,12 +140,10 @@ class Ours:
             return self.model(batch, t_out, self.stage)
 
     def step(self, batch) -> None:
-        from raydistill.loop import optimizer_step
+        from raydistill.step import train_step
 
-        losses = self.losses(batch)
-        optimizer_step(self.model, losses["loss"], self.opt, self.sched)
-        for k, v in losses.items():  # as loop.run: accumulate on device, no host sync per step
-            self.sums[k] = self.sums.get(k, 0) + v.detach().float()
+        train_step(self.model, batch, self._teacher(batch), self.stage, self.opt, self.sched, device=CPU,
+                   amp="bf16" if self.student_bf16 else "fp32", sums=self.sums)  # as loop.run runs it
 
     def projections(self) -> dict:
         return {int(k): v for k, v in self.objective.projections.items()}

@@ -11,7 +11,6 @@ epoch counter.
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 import shutil
@@ -25,12 +24,14 @@ import torch
 import torch.distributed as dist
 
 from .config import RunConfig
+from .checkpoint import copy_dir, load_state, resume_student, save_checkpoint
+from .devscore import dev_metrics
 from .distill.general import DynamicMasking
-from .distill.losses import global_means
-from .distill.methods import Outputs
-from .precision import autocast, step_dtype, teacher_dtype
+from .faults import Fault
+from .precision import step_dtype, teacher_dtype
+from .step import Distiller, make_optimizer, teacher_outputs, to_device, train_step
 from .tasks import get_task
-from .tasks.encode import MODEL_INPUTS, collate, encode, score
+from .tasks.encode import collate, encode
 
 
 class NonFiniteLoss(RuntimeError):
@@ -103,130 +104,6 @@ def epoch_batches(n: int, batch_size: int, epoch: int, seed: int, rank: int, wor
         yield perm[start + rank * per_rank: start + (rank + 1) * per_rank]
 
 
-def to_device(batch: dict, device) -> dict:
-    return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
-
-
-# ---------------------------------------------------------------- model forward
-def forward(model, batch: dict, need_hidden: bool, capture=None) -> Outputs:
-    inputs = {k: batch[k] for k in MODEL_INPUTS if k in batch}
-    if capture is not None:
-        with capture:
-            out = model(**inputs, output_hidden_states=need_hidden)
-        scores = dict(capture.scores)
-    else:
-        out = model(**inputs, output_hidden_states=need_hidden)
-        scores = {}
-    return Outputs.from_hf(out, scores)
-
-
-class Distiller(torch.nn.Module):
-    """Student + learnable loss parts (projections) in one module, so one DDP wrapper syncs both."""
-
-    def __init__(self, student, objective):
-        super().__init__()
-        self.student, self.objective = student, objective
-
-    def forward(self, batch, teacher_out, stage):
-        needs = self.objective.method.needs(stage)
-        s = forward(self.student, batch, needs.hidden, self.objective.student_capture(stage))
-        return self.objective.method.losses(stage, s, teacher_out, batch, self.objective)
-
-
-def teacher_outputs(teacher, cache, objective, batch: dict, idx: list[int], stage: str, device, t_dtype: str):
-    """What the teacher says about ``batch`` (examples ``idx``) in ``stage``: from the cache when it holds every
-    feature the stage reads, else a live forward in ``t_dtype``; None when the stage needs no teacher."""
-    needs = objective.method.needs(stage)
-    if teacher is None or not needs.teacher:
-        return None
-    if cache is not None and cache.serves(needs):
-        return cache.outputs(idx, batch, needs)
-    with torch.no_grad(), autocast(device, t_dtype):
-        return forward(teacher, batch, needs.hidden, objective.teacher_capture(stage))
-
-
-def optimizer_step(model, loss: torch.Tensor, opt, sched) -> None:
-    loss.backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-    opt.step()
-    sched.step()
-    opt.zero_grad(set_to_none=True)
-
-
-# ---------------------------------------------------------------- evaluation
-@torch.no_grad()
-def evaluate(model, data: Data, batch_size: int, device) -> dict:
-    model.eval()
-    kind = data.task.kind
-    feats = data.eval_encoded.features
-    outs: dict[str, list] = {}
-    mlm = torch.zeros(3, device=device)  # loss sum, correct, count over masked pieces
-    for start in range(0, len(feats), batch_size):
-        batch = to_device(collate(feats[start:start + batch_size], data.pad_id), device)
-        o = forward(model, batch, need_hidden=False)
-        if kind == "mlm":
-            sel = batch["labels"] != -100
-            logits, gold = o.logits[sel].float(), batch["labels"][sel]
-            mlm += torch.stack([torch.nn.functional.cross_entropy(logits, gold, reduction="sum"),
-                                (logits.argmax(-1) == gold).sum().float(), sel.sum().float()])
-            continue
-        lengths = batch["attention_mask"].sum(-1).tolist()
-        for name, t in o.predictions().items():
-            t = t.float().cpu().numpy()
-            rows = [t[i, : lengths[i]] for i in range(len(t))] if kind in ("token", "qa") else list(t)
-            outs.setdefault(name, []).extend(rows)
-    model.train()
-    if kind == "mlm":
-        loss, correct, n = mlm.tolist()
-        return {"eval_mlm_loss": loss / max(n, 1), "eval_mlm_accuracy": correct / max(n, 1)}
-    if kind not in ("token", "qa"):
-        outs = {k: np.stack(v) for k, v in outs.items()}
-    return {f"eval_{k}": float(v) for k, v in score(data.task, data.eval_examples, data.eval_encoded, outs).items()}
-
-
-# ---------------------------------------------------------------- checkpoints
-def _link(src: str, dst: str) -> None:
-    """Hard-link rather than copy (saved files are never rewritten in place); copy across file systems."""
-    try:
-        os.link(src, dst)
-    except OSError:
-        shutil.copy2(src, dst)
-
-
-def _copy_dir(src: str, dst: str) -> None:
-    shutil.rmtree(dst, ignore_errors=True)
-    shutil.copytree(src, dst, copy_function=_link)
-
-
-def save_checkpoint(path: str, student, tokenizer, objective, opt, sched, state: dict, best: str | None = None) -> None:
-    """Write to a temporary folder, then rename: a half-written checkpoint is never taken as valid.
-
-    ``student`` is the latest student (what a resumed run continues); ``best_student`` a copy of the folder
-    ``best``, or of this student when ``best`` is None (it is the best so far)."""
-    tmp = tempfile.mkdtemp(prefix=".tmp-", dir=os.path.dirname(os.path.abspath(path)) or ".")
-    try:
-        student.save_pretrained(os.path.join(tmp, "student"))
-        tokenizer.save_pretrained(os.path.join(tmp, "student"))
-        _copy_dir(best or os.path.join(tmp, "student"), os.path.join(tmp, "best_student"))
-        torch.save({"objective": objective.state_dict(), "optimizer": opt.state_dict(),
-                    "scheduler": sched.state_dict()}, os.path.join(tmp, "train_state.pt"))
-        with open(os.path.join(tmp, "state.json"), "w") as f:
-            json.dump(state, f)
-        if os.path.exists(path):
-            shutil.rmtree(path)
-        os.replace(tmp, path)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-
-
-def load_state(resume_dir: str):
-    with open(os.path.join(resume_dir, "state.json")) as f:
-        state = json.load(f)
-    blobs = torch.load(os.path.join(resume_dir, "train_state.pt"), map_location="cpu", weights_only=True)
-    return state, blobs
-
-
 # ---------------------------------------------------------------- the loop
 def run(cfg: RunConfig, ctx: Context) -> dict:
     from .distill.objective import build_objective
@@ -237,7 +114,7 @@ def run(cfg: RunConfig, ctx: Context) -> dict:
     distributed = dist.is_available() and dist.is_initialized() and ctx.world_size > 1
     clock = Clock()  # where a run's seconds go besides training steps (the fixed cost of a trial)
 
-    objective, student, teacher, tokenizer = build_objective(cfg, resume_student=_resume_student(ctx))
+    objective, student, teacher, tokenizer = build_objective(cfg, resume_student=resume_student(ctx.resume_dir))
     clock.lap("models")
     data = load_data(cfg, tokenizer)
     clock.lap("data")
@@ -289,12 +166,12 @@ def run(cfg: RunConfig, ctx: Context) -> dict:
     best_dir = tempfile.mkdtemp(prefix="raydistill-best-") if ctx.rank == 0 else None  # outlives each checkpoint
     try:
         if best_dir and ctx.resume_dir:
-            _copy_dir(os.path.join(ctx.resume_dir, "best_student"), best_dir)
+            copy_dir(os.path.join(ctx.resume_dir, "best_student"), best_dir)
         for epoch in range(start_epoch, cfg.train.epochs):
             stage = stages[epoch]
             if epoch == start_epoch or stage != stages[epoch - 1]:
                 # each stage its own AdamW and warm-up + linear decay over that stage's steps
-                opt, sched = _optimizer(cfg, params, steps_per_epoch * stages.count(stage))
+                opt, sched = make_optimizer(cfg, params, steps_per_epoch * stages.count(stage))
                 if epoch == start_epoch and blobs is not None and stages[epoch - 1] == stage:  # resumed mid-stage
                     opt.load_state_dict(blobs["optimizer"])
                     sched.load_state_dict(blobs["scheduler"])
@@ -309,18 +186,12 @@ def run(cfg: RunConfig, ctx: Context) -> dict:
                                                      ctx.rank, ctx.world_size)):
                 if step >= steps_per_epoch:
                     break
-                fault.step(ctx.rank, epoch + 1, step + 1)
+                poison = fault.at(ctx.rank, epoch + 1, step + 1)  # test hook: None in normal use
                 feats = [data.train[i] for i in idx]
                 batch = to_device(collate(masker(feats, idx, epoch) if masker else feats, data.pad_id), device)
                 t_out = teacher_outputs(teacher, cache, objective, batch, idx, stage, device, t_dtype)
-                # the losses cast to float32 themselves; token means are over every rank's tokens
-                with autocast(device, step_amp), global_means(ctx.world_size if distributed else 1):
-                    losses = model(batch, t_out, stage)
-                if fault.nan_epoch == epoch + 1:
-                    losses["loss"] = losses["loss"] * float("nan")
-                optimizer_step(model, losses["loss"], opt, sched)
-                for k, v in losses.items():  # accumulate on device: no host sync per step
-                    sums[k] = sums.get(k, 0) + v.detach().float()
+                train_step(model, batch, t_out, stage, opt, sched, device=device, amp=step_amp,
+                           world=ctx.world_size if distributed else 1, sums=sums, poison=poison)
                 n_seen += per_rank
             n_steps = min(steps_per_epoch, step + 1)
             keys = sorted(sums)
@@ -336,7 +207,7 @@ def run(cfg: RunConfig, ctx: Context) -> dict:
             clock.lap("train")
             ckpt_dir = None
             if ctx.rank == 0:
-                metrics.update(evaluate(student, data, max(per_rank, 32), device))
+                metrics.update(dev_metrics(student, data, max(per_rank, 32), device))
                 clock.lap("eval")
                 metrics.update(_speed(student, device))
                 clock.lap("latency")
@@ -349,7 +220,7 @@ def run(cfg: RunConfig, ctx: Context) -> dict:
                                 {"epoch": epoch + 1, "history": history, "config": cfg.to_params()},
                                 best=None if best is metrics else best_dir)
                 if best is metrics:
-                    _copy_dir(os.path.join(ckpt_dir, "best_student"), best_dir)
+                    copy_dir(os.path.join(ckpt_dir, "best_student"), best_dir)
                 clock.lap("checkpoint")
                 metrics.update(clock.metrics())  # cumulative seconds per phase, so far
             ctx.log(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in metrics.items()))
@@ -398,25 +269,6 @@ def _teacher_cache(cfg, needs: list, teacher, data, device, ctx, t_dtype: str):
         teacher, data.train, collate, data.pad_id, device, ctx.log, t_dtype, hidden, att, cfg.teacher_cache_gb)
 
 
-class Fault:
-    """Parses RunConfig.fault (a test hook; empty in normal use) and injects the fault it names."""
-
-    def __init__(self, spec: str):
-        kind, _, args = (spec or "").partition(":")
-        kv = dict(a.split("=", 1) for a in args.split(",") if "=" in a)
-        self.kind, self.kv = kind, kv
-        self.nan_epoch = int(kv.get("epoch", 0)) if kind == "nan" else 0
-
-    def step(self, rank: int, epoch: int, step: int) -> None:
-        kv = self.kv
-        if self.kind != "kill" or (rank, epoch, step) != (int(kv["rank"]), int(kv["epoch"]), int(kv["step"])):
-            return
-        if os.path.exists(kv["once"]):
-            return
-        open(kv["once"], "w").close()
-        os._exit(1)  # a hard crash: no exception handling, no cleanup, like an OOM kill
-
-
 def _speed(student, device) -> dict:
     """Parameter count and latency (memoised per architecture and machine, so measured once per student size)."""
     from .latency import student_speed
@@ -427,16 +279,3 @@ def _speed(student, device) -> dict:
     return out
 
 
-def _resume_student(ctx: Context) -> str | None:
-    return os.path.join(ctx.resume_dir, "student") if ctx.resume_dir else None
-
-
-def _optimizer(cfg: RunConfig, params, total_steps: int):
-    from transformers import get_linear_schedule_with_warmup
-
-    decay = [p for p in params if p.ndim >= 2]
-    no_decay = [p for p in params if p.ndim < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.train.weight_decay},
-                             {"params": no_decay, "weight_decay": 0.0}], lr=cfg.train.lr)
-    sched = get_linear_schedule_with_warmup(opt, int(cfg.train.warmup_ratio * total_steps), max(total_steps, 1))
-    return opt, sched

@@ -151,10 +151,10 @@ def _loop_worker(rank, world, port, cfg, out):
     every step, and rank 0's checkpoints."""
     if world > 1:
         _init(rank, world, port)
-    from raydistill import loop
+    from raydistill import loop, step as step_mod
 
     seen = {"rng": None, "weights": []}
-    forward, step = loop.Distiller.forward, loop.optimizer_step
+    forward, step = step_mod.Distiller.forward, step_mod.optimizer_step
 
     def probe_forward(self, *a, **kw):
         if seen["rng"] is None:
@@ -171,11 +171,11 @@ def _loop_worker(rank, world, port, cfg, out):
             shutil.copytree(ckpt, os.path.join(out, f"w{world}-epoch{metrics['epoch']}"))
 
     reports = []
-    loop.Distiller.forward, loop.optimizer_step = probe_forward, probe_step
+    step_mod.Distiller.forward, step_mod.optimizer_step = probe_forward, probe_step
     try:
         loop.run(cfg, loop.Context(rank=rank, world_size=world, report=report))
     finally:
-        loop.Distiller.forward, loop.optimizer_step = forward, step
+        step_mod.Distiller.forward, step_mod.optimizer_step = forward, step
     torch.save({"reports": reports, **seen}, os.path.join(out, f"w{world}-rank{rank}.pt"))
     if world > 1:
         dist.destroy_process_group()

@@ -92,7 +92,7 @@ def test_metrics_are_spooled_not_dropped_when_mlflow_goes_down(tmp_path, monkeyp
 def test_half_written_checkpoint_is_never_taken_as_valid(tiny_teacher, tmp_path):
     import torch
 
-    from raydistill.loop import save_checkpoint
+    from raydistill.checkpoint import save_checkpoint
 
     class Boom:
         def save_pretrained(self, path):

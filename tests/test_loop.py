@@ -250,15 +250,15 @@ def test_projections_only_for_the_layers_the_losses_read(method, extra, layers, 
 
 def test_each_stage_gets_its_own_optimizer_and_schedule(tiny_teacher, glue_dir, monkeypatch):
     """Stage 2 starts from an empty AdamW state with its own warm-up from 0 and linear decay over its own steps."""
-    from raydistill import loop
+    from raydistill import step as step_mod
 
-    seen, step = [], loop.optimizer_step
+    seen, step = [], step_mod.optimizer_step
 
     def record(model, loss, opt, sched):
         seen.append((len(opt.state), opt.param_groups[0]["lr"]))
         step(model, loss, opt, sched)
 
-    monkeypatch.setattr(loop, "optimizer_step", record)
+    monkeypatch.setattr(step_mod, "optimizer_step", record)
     cfg = cfg_for("sst2", tiny_teacher("classification", 2), glue_dir, "tinybert", epochs=3, mapping="uniform",
                   intermediate_epochs=1)
     run_local(cfg.replace(train=dataclasses.replace(cfg.train, warmup_ratio=0.5)))  # 4 steps per epoch
@@ -307,14 +307,14 @@ def test_best_epoch_is_reported_checkpointed_and_kept_on_resume(tiny_teacher, gl
 
     from raydistill import loop
 
-    real, scripted = loop.evaluate, []
+    real, scripted = loop.dev_metrics, []
 
     def evaluate(model, data, batch_size, device):  # the real metrics, with a scripted main metric
         out = real(model, data, batch_size, device)
         return {**out, "eval_real_accuracy": out["eval_accuracy"], "eval_accuracy": scripted.pop(0),
                 "eval_fingerprint": _fingerprint(model)}
 
-    monkeypatch.setattr(loop, "evaluate", evaluate)
+    monkeypatch.setattr(loop, "dev_metrics", evaluate)
     cfg = cfg_for("sst2", tiny_teacher("classification", 2), glue_dir, "kd", epochs=3, alpha=0.5)
     reports = []
 

@@ -126,7 +126,7 @@ def test_model_folder_with_custom_code_never_runs_it(tiny_teacher, tmp_path, mod
 # ------------------------------------------------------------------ deserialisation
 def test_torch_load_is_weights_only():
     loads = [(p, c) for p, c in _calls() if _name(c.func) == "torch.load"]
-    assert loads, "the scan should see the checkpoint loader in loop.py"
+    assert loads, "the scan should see the checkpoint loader in checkpoint.py"
     bad = [_where(p, c) for p, c in loads
            if not (isinstance(_kw(c, "weights_only"), ast.Constant) and _kw(c, "weights_only").value is True)]
     assert not bad, "torch.load without weights_only=True:\n" + "\n".join(bad)
