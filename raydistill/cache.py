@@ -41,7 +41,7 @@ def _tokenizer_hash(teacher_dir: str) -> str:
 
 def cache_key(cfg, kind: str, dtype: str = "fp32") -> str:
     """``dtype``: what the teacher forward ran in ('bf16' autocast or 'fp32'); the outputs differ by ~1e-3."""
-    from .distill.data import data_fingerprint
+    from .distill.examples import data_fingerprint
     from .models.teacher import fingerprint
 
     parts = {"v": VERSION, "teacher": fingerprint(cfg.teacher), "tokenizer": _tokenizer_hash(cfg.teacher),
@@ -71,7 +71,10 @@ class TeacherCache:
 
     def _meta(self) -> dict | None:
         path = os.path.join(self.dir, "meta.json")
-        return json.load(open(path)) if os.path.isfile(path) else None
+        if not os.path.isfile(path):
+            return None
+        with open(path) as f:
+            return json.load(f)
 
     def ensure(self, teacher, features: list, collate, pad_id: int, device, log=print, dtype: str = "fp32",
                hidden_layers=(), att_layers=(), budget_gb: float = 4.0) -> "TeacherCache":

@@ -4,7 +4,7 @@ Loss-weight convention (written once, logged with every run as ``loss_convention
   soft loss  = T² · KL(softmax(z_t/T) ‖ softmax(z_s/T))   (Hinton; T² keeps gradient scale independent of T)
   α          weighs the soft (teacher-prediction) loss, (1 − α) the hard (gold-label) loss
   β          weighs the intermediate loss (PKD patient loss; TinyBERT/two-stage transformer losses)
-General distillation (task "general") has no hard loss: α weighs the soft loss next to α_mlm and α_cos, and may
+General distillation (task "general", the one task without labels) has no hard loss: α weighs the soft loss next to α_mlm and α_cos, and may
 exceed 1 (DistilBERT: 5·soft + 2·MLM + 1·cos).
 
 Unset fields (``StudentConfig.init`` "", ``DistillConfig`` temperature / alpha / alpha_mlm None) mean "the method's
@@ -50,10 +50,10 @@ class DistillConfig:
     alpha_mlm: float | None = None  # DistilBERT MLM weight (general distillation; default 2 there)
     intermediate_epochs: int = 0  # tinybert/two_stage with stage=all: epochs of stage 1 (0 = half)
 
-    def validate(self, task: str | None = None) -> None:
-        """None fields are unset (the method's default) and pass; ``task`` "general" lets α exceed 1."""
+    def validate(self, labelled: bool = True) -> None:
+        """None fields are unset (the method's default) and pass; a task without labels lets α exceed 1."""
         check(self.temperature is None or self.temperature > 0, "distill.temperature", f"must be > 0, got {self.temperature}")
-        if task == "general":  # no hard loss: α is the soft loss's weight beside α_mlm and α_cos
+        if not labelled:  # no hard loss: α is the soft loss's weight beside α_mlm and α_cos
             check(self.alpha is None or self.alpha >= 0, "distill.alpha", f"must be >= 0, got {self.alpha}")
         else:
             check(self.alpha is None or 0.0 <= self.alpha <= 1.0, "distill.alpha", f"must be in [0, 1], got {self.alpha}")
@@ -89,7 +89,8 @@ class TrainConfig:
         check(self.max_length >= 8, "train.max_length", f"must be >= 8, got {self.max_length}")
         check(self.num_workers >= 1, "train.num_workers", f"must be >= 1, got {self.num_workers}")
         check(self.batch_size % self.num_workers == 0, "train.batch_size",
-              f"{self.batch_size} is not divisible by num_workers={self.num_workers}")
+              f"the global batch {self.batch_size} does not split evenly over num_workers={self.num_workers}; pass "
+              f"--batch-size {max(self.num_workers, self.batch_size // self.num_workers * self.num_workers)}")
         check(self.train_limit >= 0, "train.train_limit", f"must be >= 0 (0 = all), got {self.train_limit}")
         check(self.eval_limit >= 0, "train.eval_limit", f"must be >= 0 (0 = all), got {self.eval_limit}")
 
@@ -122,7 +123,7 @@ class RunConfig:
         m = METHODS.get(self.distill.method)
         if m is None:  # validate() names the unknown method
             return
-        defaults = m.defaults | (m.general_defaults if self.task == "general" else {})
+        defaults = m.defaults | (m.general_defaults if not _labelled(self.task) else {})
         unset = {k: v for k, v in defaults.items() if getattr(self.distill, k) is None}
         if unset:
             object.__setattr__(self, "distill", dataclasses.replace(self.distill, **unset))
@@ -159,7 +160,7 @@ class RunConfig:
 
         get_method(self.distill.method)
         self.student.validate()
-        self.distill.validate(self.task)
+        self.distill.validate(_labelled(self.task))
         self.train.validate()
         check(self.teacher_cache_gb >= 0, "teacher_cache_gb", f"must be >= 0 GiB, got {self.teacher_cache_gb}")
         return self
@@ -183,6 +184,14 @@ class RunConfig:
             p[key] = getattr(self.train, f.name)
         p["augment_dir"] = self.augment_dir or ""
         return {k: str(v) for k, v in p.items()}
+
+
+def _labelled(task: str) -> bool:
+    """Whether ``task`` has gold labels (an unknown name counts as labelled; preflight names it)."""
+    from .tasks import TASKS
+
+    t = TASKS.get(task)
+    return t is None or t.labelled
 
 
 SECTIONS = {"student": StudentConfig, "distill": DistillConfig, "train": TrainConfig}

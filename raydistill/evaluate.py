@@ -16,7 +16,8 @@ def evaluate_dir(model_dir: str, task_name: str, data_dir: str | None = None, ma
     import torch
     from transformers import AutoTokenizer
 
-    from .loop import Data, evaluate
+    from .devscore import dev_metrics
+    from .loop import Data
     from .models.teacher import load_model
     from .tasks import get_task
     from .tasks.encode import encode
@@ -33,7 +34,7 @@ def evaluate_dir(model_dir: str, task_name: str, data_dir: str | None = None, ma
     if eval_limit:
         examples = examples[:eval_limit]
     data = Data(task, [], examples, encode(task, examples, tok, max_length), tok.pad_token_id or 0)
-    return evaluate(model, data, batch_size, torch.device("cpu"))
+    return dev_metrics(model, data, batch_size, torch.device("cpu"))
 
 
 @cli
@@ -45,7 +46,8 @@ def main(argv=None) -> dict:
     p.add_argument("--max-length", type=int, default=128)
     p.add_argument("--eval-limit", type=int, default=0)
     a = p.parse_args(argv)
-    from .preflight import HEADS, has_task_head, max_positions, teacher_config
+    from .models.heads import SUFFIX as HEADS, has_task_head
+    from .preflight import max_positions, teacher_config
     from .tasks import get_task
 
     task = get_task(a.task)

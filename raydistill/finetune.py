@@ -24,7 +24,7 @@ DONE = "raydistill_finetune.json"
 
 def fingerprint(cfg: RunConfig) -> str:
     """Hash of everything that decides the result: config, teacher weights/config, data examples."""
-    from .distill.data import data_fingerprint
+    from .distill.examples import data_fingerprint
     from .models.teacher import fingerprint as model_fp
 
     h = hashlib.sha256(json.dumps(cfg.to_params(), sort_keys=True).encode())
@@ -112,7 +112,8 @@ def main(argv=None) -> dict:
 def prepare_teacher(cfg: RunConfig, storage_root: str, parent_run_id: str | None, log) -> str:
     """A teacher already fine-tuned for the task is used as is; a pretrained encoder is fine-tuned first
     (cached by fingerprint, its own MLflow run), as the Patient-KD recipe does."""
-    from .preflight import has_task_head, teacher_config
+    from .models.heads import has_task_head
+    from .preflight import teacher_config
     from .tasks import get_task
 
     task = get_task(cfg.task)

@@ -60,7 +60,7 @@ def student_speed(model, length: int = 128, cache_dir: str | None = None) -> dic
     device = "cuda" if torch.cuda.is_available() else "cpu"
     key = arch_key(model.config, device, length)
     path = os.path.abspath(os.path.join(cache_dir or memo_dir(), "latency-cache.json"))
-    cache = json.load(open(path)) if os.path.exists(path) else {}
+    cache = _read_json(path)
     if key not in cache:
         cache[key] = measure_latency(model, length=length, device=device)
         os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -69,3 +69,10 @@ def student_speed(model, length: int = 128, cache_dir: str | None = None) -> dic
             json.dump(cache, f)
         os.replace(tmp, path)
     return {"student_params": float(sum(p.numel() for p in model.parameters())), **cache[key]}
+
+
+def _read_json(path: str) -> dict:
+    if not os.path.exists(path):
+        return {}
+    with open(path) as f:
+        return json.load(f)

@@ -77,14 +77,14 @@ class Data:
 
 
 def load_data(cfg: RunConfig, tokenizer) -> Data:
-    from .distill.data import train_and_eval_examples
+    from .distill.examples import train_and_eval_examples
 
-    if cfg.task == "general":
-        from .distill.general import GENERAL, encode_mlm
+    task = get_task(cfg.task)
+    if task.kind == "mlm":
+        from .distill.general import encode_mlm
 
-        task, enc = GENERAL, lambda ex: encode_mlm(ex, tokenizer, cfg.train.max_length, cfg.train.seed)
+        enc = lambda ex: encode_mlm(ex, tokenizer, cfg.train.max_length, cfg.train.seed)  # noqa: E731
     else:
-        task = get_task(cfg.task)
         enc = lambda ex: encode(task, ex, tokenizer, cfg.train.max_length)  # noqa: E731
     train_ex, eval_ex = train_and_eval_examples(cfg, task)
     train_enc, eval_enc = enc(train_ex), enc(eval_ex)
@@ -257,8 +257,7 @@ def _best(history: list[dict], key: str) -> dict:
 def _teacher_cache(cfg, needs: list, teacher, data, device, ctx, t_dtype: str):
     """The shared teacher-output cache when it is on and can serve at least one of the stages with ``needs``."""
     kind = data.task.kind
-    if not cfg.teacher_cache or teacher is None or kind not in ("classification", "regression", "token", "qa") \
-            or not any(n.teacher for n in needs):
+    if not cfg.teacher_cache or teacher is None or not data.task.labelled or not any(n.teacher for n in needs):
         return None
     from .cache import TeacherCache, cache_key
 

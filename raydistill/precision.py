@@ -18,7 +18,8 @@ def cpu_bf16() -> bool:
         return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
     except AttributeError:  # private helpers moved: fall back to the kernel's CPU flags
         try:
-            flags = open("/proc/cpuinfo").read()
+            with open("/proc/cpuinfo") as f:
+                flags = f.read()
         except OSError:
             return False
         return " avx512_bf16" in flags or " amx_bf16" in flags

@@ -7,14 +7,13 @@ import os
 from .config import RunConfig
 from .errors import UserError, check
 from .hub import hub_reachable, is_local
+from .models.heads import SUFFIX as HEADS, has_task_head
 from .paths import check_tracking_uri_path, check_writable
 from .sizes import Shape, check_fits
 
 COPY_INITS = ("first_k", "every_other", "uniform")
 ROBERTA_TYPES = ("roberta", "xlm-roberta", "camembert")  # position ids start after the padding index
 SIZE_FIELDS = ("num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size")
-HEADS = {"classification": "ForSequenceClassification", "regression": "ForSequenceClassification",
-         "token": "ForTokenClassification", "qa": "ForQuestionAnswering"}
 
 
 PLACEMENT_STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
@@ -29,14 +28,6 @@ def check_ray_options(placement_strategy: str = "PACK", max_failures: int = 0, c
     check(cpus_per_worker > 0, "cpus_per_worker", f"must be > 0, got {cpus_per_worker}")
     check(gpus_per_worker is None or gpus_per_worker > 0, "gpus_per_worker",
           f"must be > 0 (a fraction such as 0.5 packs trials per GPU), got {gpus_per_worker}")
-
-
-def has_task_head(tcfg, task) -> bool:
-    """Whether a teacher config is already fine-tuned for ``task`` (right head type and label count)."""
-    archs = getattr(tcfg, "architectures", None) or []
-    if not any(a.endswith(HEADS[task.kind]) for a in archs):
-        return False
-    return task.kind == "qa" or tcfg.num_labels == task.num_labels
 
 
 def teacher_config(name_or_dir: str, field: str = "teacher", trust_remote_code: bool = False):
@@ -110,19 +101,6 @@ def check_student(cfg: RunConfig, tcfg) -> None:
               "uniform, layers:1,3,5 or checkpoint:DIR")
 
 
-def check_method(cfg: RunConfig, method) -> None:
-    """The stage exists for the method; a two-stage schedule leaves at least one epoch for the second stage."""
-    d, stages = cfg.distill, getattr(method, "stages", ("pred",))
-    check(d.stage == "all" or d.stage in stages, "distill.stage",
-          f"method {method.name} has stages {', '.join(stages)}, not {d.stage!r}; pass --stage all"
-          + (f" or one of {', '.join(stages)}" if len(stages) > 1 else ""))
-    check(d.intermediate_epochs >= 0, "distill.intermediate_epochs", f"must be >= 0, got {d.intermediate_epochs}")
-    if len(stages) > 1 and d.stage == "all" and d.intermediate_epochs:
-        check(d.intermediate_epochs < cfg.train.epochs, "distill.intermediate_epochs",
-              f"{d.intermediate_epochs} leaves no epoch of the {cfg.train.epochs} for stage {stages[-1]}; "
-              f"pass --intermediate-epochs {max(cfg.train.epochs - 1, 0)} or less, or more --epochs")
-
-
 def preflight(cfg: RunConfig, load_data: bool = True, require_head: bool = True,
               teacher_field: str = "teacher") -> RunConfig:
     """Validate everything cheap to validate; returns the config with its tracking URI resolved.
@@ -134,20 +112,12 @@ def preflight(cfg: RunConfig, load_data: bool = True, require_head: bool = True,
     from .distill.methods import get_method
     from .track import resolve_tracking_uri
 
-    # fields whose generic check would name another field
-    t = cfg.train
-    check(t.eval_limit >= 0, "train.eval_limit", f"must be >= 0 (0 = all), got {t.eval_limit}")
-    if t.num_workers >= 1 and t.batch_size >= 1:
-        check(t.batch_size % t.num_workers == 0, "train.batch_size",
-              f"the global batch {t.batch_size} does not split evenly over num_workers={t.num_workers}; pass "
-              f"--batch-size {max(t.num_workers, t.batch_size // t.num_workers * t.num_workers)}")
     cfg.validate()
     method = get_method(cfg.distill.method)
-    check_method(cfg, method)
-    if cfg.task != "general":
-        from .tasks import get_task
+    method.check(cfg)
+    from .tasks import get_task
 
-        task = get_task(cfg.task)
+    task = get_task(cfg.task)
     check_writable(cfg.output, "output")
     check_tracking_uri_path(cfg.tracking_uri)
     tcfg = teacher_config(cfg.teacher, field=teacher_field)
@@ -157,14 +127,14 @@ def preflight(cfg: RunConfig, load_data: bool = True, require_head: bool = True,
     check(limit is None or cfg.train.max_length <= limit, "train.max_length",
           f"{cfg.train.max_length} is longer than the teacher's {limit} position embeddings; pass --max-length {limit} "
           "or less")
-    if cfg.student.init == "pretrained" and cfg.task != "general":  # fine-tuning: a head of another task is wrong
+    if cfg.student.init == "pretrained" and task.labelled:  # fine-tuning: a head of another task is wrong
         archs = " ".join(getattr(tcfg, "architectures", None) or [])
         check(task.kind == "qa" or HEADS[task.kind] not in archs or tcfg.num_labels == task.num_labels, teacher_field,
               f"{cfg.teacher} has a {tcfg.num_labels}-label head but {task.name} has {task.num_labels} label(s); "
               "pass a plain pretrained encoder or a model fine-tuned on this task")
     if cfg.student.init != "pretrained":
         check_student(cfg, tcfg)
-        if method.uses_teacher and cfg.task != "general" and require_head:
+        if method.uses_teacher and task.labelled and require_head:
             check(has_task_head(tcfg, task), "teacher",
                   f"{cfg.teacher} is not fine-tuned for {task.name} (needs a {HEADS[task.kind]} head with "
                   f"{task.num_labels} labels); fine-tune it first: python -m raydistill.finetune --task {task.name} "
@@ -174,12 +144,12 @@ def preflight(cfg: RunConfig, load_data: bool = True, require_head: bool = True,
     if method.intermediate:
         check(cfg.student.heads == tcfg.num_attention_heads, "student.heads",
               f"{method.name} matches attention scores head by head: use the teacher's {tcfg.num_attention_heads} heads")
-    if load_data and cfg.task != "general":
-        from .distill.data import train_and_eval_examples
+    if load_data and task.labelled:
+        from .distill.examples import train_and_eval_examples
 
         train_and_eval_examples(cfg, task)
-    if cfg.task == "general":
-        from .distill.data import general_examples
+    if not task.labelled:
+        from .distill.examples import general_examples
 
         general_examples(cfg)
     return cfg.replace(tracking_uri=resolve_tracking_uri(cfg.tracking_uri))

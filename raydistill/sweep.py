@@ -74,7 +74,7 @@ def main(argv=None) -> dict:
                                 (["--storage-path", a.storage_path] if a.storage_path else []))
     from . import space as sp
     from .distill.__main__ import teacher_cache_dir
-    from .distill.data import data_fingerprint, train_and_eval_examples
+    from .distill.examples import data_fingerprint, train_and_eval_examples
     from .preflight import check_ray_options, preflight, teacher_config
     from .tasks import get_task
     from .track import resolve_tracking_uri

@@ -206,7 +206,7 @@ def nsmc_cfg(korean_dir, method="kd", seed=42, augment_dir=None):
 
 
 def test_every_method_holds_out_dev_from_nsmc_train(korean_dir):
-    from raydistill.distill.data import train_and_eval_examples
+    from raydistill.distill.examples import train_and_eval_examples
     from raydistill.tasks import get_task
 
     task = get_task("nsmc")
@@ -221,14 +221,14 @@ def test_every_method_holds_out_dev_from_nsmc_train(korean_dir):
 
 
 def _held(korean_dir):
-    from raydistill.distill.data import split_train
+    from raydistill.distill.examples import split_train
     from raydistill.tasks import get_task
 
     return split_train(get_task("nsmc"), korean_dir)
 
 
 def test_augmented_rows_of_held_out_examples_never_train(korean_dir, tmp_path):
-    from raydistill.distill.data import train_and_eval_examples
+    from raydistill.distill.examples import train_and_eval_examples
     from raydistill.tasks import get_task
 
     rows, held = _held(korean_dir)

@@ -66,7 +66,7 @@ def test_span_qa_kd_and_two_stage(tiny_teacher, korean_dir):
 
 
 def test_nsmc_two_stage_holds_out_validation(tiny_teacher, korean_dir):
-    from raydistill.distill.data import train_and_eval_examples
+    from raydistill.distill.examples import train_and_eval_examples
     from raydistill.tasks import get_task
 
     cfg = cfg_for("nsmc", tiny_teacher("classification", 2), korean_dir, "two_stage", epochs=2)

@@ -26,7 +26,8 @@ def load(name, split, data_dir=GLUE):
 
 def test_registry_covers_all_tasks():
     assert set(TASKS) == {"cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli",
-                          "nsmc", "korquad", "kmou_ner", "klue_ner"}
+                          "nsmc", "korquad", "kmou_ner", "klue_ner", "general"}
+    assert [t.name for t in TASKS.values() if not t.labelled] == ["general"]
     assert get_task("SST-2").name == "sst2" and get_task("kmou-ner").name == "kmou_ner"
     for t in TASKS.values():
         assert t.main_metric in t.metrics and t.eval_split in SPLITS[t.name]

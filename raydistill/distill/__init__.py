@@ -1,2 +1,3 @@
-"""Distillation objectives: loss functions (``losses.LOSSES``) and student↔teacher layer mappings
-(``mapping.MAPPINGS``)."""
+"""The distillation objective: loss functions (``losses``), student↔teacher layer mappings (``mapping.MAPPINGS``),
+methods (``methods.METHODS``) that combine them, and ``objective.build_objective`` that puts teacher, student, method
+and learned projections together."""

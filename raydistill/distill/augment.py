@@ -19,7 +19,7 @@ single-piece word, batched across sentences); the ``n`` copies then only sample.
 ``text`` with copy ``i`` of its own ``text_pair``; every other field (the label) is copied unchanged.
 
 The command line augments only the rows a run trains on: a task whose dev set is held out of train (NSMC, see
-``raydistill.distill.data.split_train``) has those rows left out, and every row written carries ``source_index``
+``raydistill.distill.examples.split_train``) has those rows left out, and every row written carries ``source_index``
 (its original's index in the train split), by which runs drop anything made from a held-out row.
 
 Paper defaults: ``p=0.4, k=15, n=20``.
@@ -260,7 +260,7 @@ def main(argv=None):
 
     from ..tasks import get_task  # lazy: task loading lives elsewhere
 
-    from .data import SOURCE, split_train
+    from .examples import SOURCE, split_train
 
     task = get_task(args.task)
     rows, held = split_train(task, args.data_dir)  # augment after the hold-out: dev rows never get copies

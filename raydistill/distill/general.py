@@ -10,10 +10,6 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from ..tasks.base import Task
-
-GENERAL = Task(name="general", kind="mlm", label_names=(), metrics=("mlm_accuracy", "mlm_loss"),
-               main_metric="mlm_accuracy", eval_split="validation", language="any", loader=None)
 MASK_P = 0.15
 STATIC = -1  # the "epoch" of encode_mlm's one-off mask
 

@@ -1,4 +1,4 @@
-"""Distillation losses, in the string-keyed registry ``LOSSES``. Every function returns a scalar tensor.
+"""Distillation losses: plain functions the methods (``methods.py``) combine. Every function returns a scalar tensor.
 
 Convention (the one place it is written; ``config.LOSS_CONVENTION`` logs it with every run):
 
@@ -18,25 +18,12 @@ is that of the mean over the global batch, as one worker would compute it.
 from __future__ import annotations
 
 import contextlib
-from typing import Callable
 
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
 from ..errors import check
-
-LOSSES: dict[str, Callable[..., torch.Tensor]] = {}
-
-
-def register(*names):
-    def deco(fn):
-        for n in names:
-            LOSSES[n] = fn
-        return fn
-
-    return deco
-
 
 _WORLD = 1  # DDP world size inside ``global_means``
 
@@ -77,7 +64,6 @@ def _ce(logits: torch.Tensor, labels: torch.Tensor, ignore_index: int = -100) ->
     return _mean(total, (labels != ignore_index).sum())
 
 
-@register("kd_kl", "soft_ce")
 def soft_ce(student_logits, teacher_logits, T: float, mask=None):
     """T² · Σ_c p_t,c (log p_t,c − log p_s,c), p = softmax(z/T); mean over the batch ([B, C]) or over real tokens
     ([B, T, C] with ``mask`` [B, T]). This is the KL form: soft cross-entropy minus the teacher's entropy, which has
@@ -88,7 +74,6 @@ def soft_ce(student_logits, teacher_logits, T: float, mask=None):
     return T * T * _masked_mean(kl, mask)
 
 
-@register("hard")
 def hard_loss(kind: str, logits_or_outputs, batch: dict):
     """Gold-label loss: classification CE(z, y); regression mean (z − y)²; token CE over tokens whose label is not
     −100; qa (CE(start) + CE(end)) / 2 with out-of-range positions ignored (as Hugging Face does); mlm = ``mlm_loss``.
@@ -110,13 +95,11 @@ def hard_loss(kind: str, logits_or_outputs, batch: dict):
     raise ValueError(f"unknown task kind {kind!r}")
 
 
-@register("logit_mse")
 def logit_mse(student_logits, teacher_logits, mask=None):
     """mean (z_s − z_t)² over all logits ([B, C]) or over the logits of real tokens ([B, T, C] with ``mask``)."""
     return _masked_mean((student_logits.float() - teacher_logits.float()) ** 2, mask)
 
 
-@register("qa_logit_mse")
 def qa_logit_mse(s_start, s_end, t_start, t_end, mask=None):
     """(MSE(start) + MSE(end)) / 2 on [B, T] span logits, each averaged over positions where ``mask`` is 1 (padding
     logits are often −inf-like and must not count)."""
@@ -124,7 +107,6 @@ def qa_logit_mse(s_start, s_end, t_start, t_end, mask=None):
             + _masked_mean((s_end.float() - t_end.float()) ** 2, mask)) / 2
 
 
-@register("regression_mse")
 def regression_mse(student, teacher):
     """mean (y_s − y_t)² over the batch (STS-B prediction distillation); [B] or [B, 1]."""
     return F.mse_loss(student.float().reshape(-1), teacher.float().reshape(-1))
@@ -136,7 +118,6 @@ def _project(h, proj):
     return h @ proj if isinstance(proj, torch.Tensor) else proj(h)
 
 
-@register("hidden_mse", "embedding_mse")
 def hidden_mse(student_h, teacher_h, proj=None, mask=None):
     """TinyBERT: mean over all elements of (h_s W − h_t)², h [B, T, H]; ``proj`` is W [H_s, H_t] or a module
     (e.g. ``nn.Linear``) mapping the student width to the teacher's; ``mask`` [B, T] restricts the mean to real
@@ -151,7 +132,6 @@ def hidden_mse(student_h, teacher_h, proj=None, mask=None):
 embedding_mse = hidden_mse  # same formula on the embedding outputs (hidden_states[0])
 
 
-@register("attention_mse")
 def attention_mse(s_scores, t_scores, attention_mask=None):
     """TinyBERT: mean of (S_s − S_t)² over the pre-softmax scores S [B, A, T, T] of every head, over (real query,
     real key) pairs when ``attention_mask`` [B, T] is given, else over all elements. (TinyBERT zeroes padding-key
@@ -169,7 +149,6 @@ def attention_mse(s_scores, t_scores, attention_mask=None):
     return _mean(sq.masked_fill(~keep, 0.0).sum(), keep.sum())
 
 
-@register("cosine_hidden")
 def cosine_hidden(student_h, teacher_h, attention_mask=None):
     """DistilBERT: mean over real tokens of 1 − cos(h_s, h_t) (CosineEmbeddingLoss with target 1), h [B, T, H]."""
     check(student_h.shape[-1] == teacher_h.shape[-1], "student.hidden",
@@ -178,7 +157,6 @@ def cosine_hidden(student_h, teacher_h, attention_mask=None):
     return _masked_mean(1.0 - cos, attention_mask)
 
 
-@register("pkd_patient")
 def pkd_patient(student_cls_list, teacher_cls_list):
     """Patient-KD: mean over K mapped layers, B examples and H dims of (ĥ_s − ĥ_t)², ĥ = h_[CLS] / ‖h_[CLS]‖₂.
 
@@ -191,7 +169,6 @@ def pkd_patient(student_cls_list, teacher_cls_list):
     return F.mse_loss(s, t)
 
 
-@register("mlm")
 def mlm_loss(logits, labels):
     """Masked-LM cross-entropy over positions whose label is not −100; logits [B, T, V], labels [B, T]."""
     return _ce(logits.float().reshape(-1, logits.size(-1)), labels.reshape(-1))

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..errors import UserError
+from ..errors import UserError, check
 from . import losses as L
 
 METHODS: dict[str, type["Method"]] = {}
@@ -116,9 +116,21 @@ class Method:
     general_defaults: dict = {}
 
     def __init__(self, cfg, kind: str, pairs: list[tuple[int, int]]):
+        self.check(cfg)
         self.cfg, self.d, self.kind, self.pairs = cfg, cfg.distill, kind, pairs
-        if self.d.stage != "all" and self.d.stage not in self.stages:
-            raise UserError("distill.stage", f"method {self.name} has stages {', '.join(self.stages)}, not {self.d.stage!r}")
+
+    @classmethod
+    def check(cls, cfg) -> None:
+        """The stage exists for the method; a two-stage schedule leaves at least one epoch for the second stage."""
+        d, stages = cfg.distill, cls.stages
+        check(d.stage == "all" or d.stage in stages, "distill.stage",
+              f"method {cls.name} has stages {', '.join(stages)}, not {d.stage!r}; pass --stage all"
+              + (f" or one of {', '.join(stages)}" if len(stages) > 1 else ""))
+        check(d.intermediate_epochs >= 0, "distill.intermediate_epochs", f"must be >= 0, got {d.intermediate_epochs}")
+        if len(stages) > 1 and d.stage == "all" and d.intermediate_epochs:
+            check(d.intermediate_epochs < cfg.train.epochs, "distill.intermediate_epochs",
+                  f"{d.intermediate_epochs} leaves no epoch of the {cfg.train.epochs} for stage {stages[-1]}; "
+                  f"pass --intermediate-epochs {max(cfg.train.epochs - 1, 0)} or less, or more --epochs")
 
     def active_stages(self) -> tuple[str, ...]:
         return self.stages if self.d.stage == "all" else (self.d.stage,)

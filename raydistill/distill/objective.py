@@ -50,12 +50,10 @@ class Objective(torch.nn.Module):
 
 
 def task_kind(cfg) -> tuple[str, int | None, tuple]:
-    if cfg.task == "general":
-        return "mlm", None, ()
     from ..tasks import get_task
 
     task = get_task(cfg.task)
-    return task.kind, task.num_labels, task.label_names
+    return task.kind, task.num_labels if task.labelled else None, task.label_names
 
 
 def build_objective(cfg, resume_student: str | None = None):

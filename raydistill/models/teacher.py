@@ -12,16 +12,12 @@ from pathlib import Path
 
 from ..errors import UserError, check
 from ..hub import hub_reachable, is_local
-from .heads import auto_class
+from .heads import KINDS, SUFFIX, auto_class
 
 # model_type -> family; other model types are accepted when they have the same encoder layout (check_structure)
 KNOWN_FAMILIES = {"bert": "bert", "roberta": "roberta", "xlm-roberta": "roberta", "camembert": "roberta",
                   "electra": "electra"}
 _SUPPORTED = "only BERT/RoBERTa-like encoders (bert, roberta, xlm-roberta, electra, …) are supported; pick one"
-_KINDS = ("classification", "regression", "token", "qa", "mlm", "base")
-# which head class a checkpoint's ``architectures`` entry implies, to spot a head that does not fit the task
-_HEAD_SUFFIX = {"classification": "ForSequenceClassification", "regression": "ForSequenceClassification",
-                "token": "ForTokenClassification", "qa": "ForQuestionAnswering", "mlm": "ForMaskedLM"}
 
 
 def load_model(name_or_dir: str, kind: str, num_labels: int | None = None, trust_remote_code: bool = False,
@@ -31,7 +27,7 @@ def load_model(name_or_dir: str, kind: str, num_labels: int | None = None, trust
     head has a different size is a UserError (it was fine-tuned on another label set)."""
     from transformers import AutoConfig
 
-    check(kind in _KINDS, "kind", f"unknown kind {kind!r}; use one of {', '.join(_KINDS)}")
+    check(kind in KINDS, "kind", f"unknown kind {kind!r}; use one of {', '.join(KINDS)}")
     name_or_dir = str(name_or_dir)
     if is_local(name_or_dir):
         path = Path(name_or_dir).expanduser()
@@ -59,7 +55,7 @@ def load_model(name_or_dir: str, kind: str, num_labels: int | None = None, trust
     mismatch = False
     if kind in ("classification", "regression", "token") and num_labels is not None \
             and cfg.num_labels != num_labels:
-        own_head = _HEAD_SUFFIX[kind] in " ".join(cfg.architectures or [])
+        own_head = SUFFIX[kind] in " ".join(cfg.architectures or [])
         check(not own_head, field, f"{name_or_dir} has a {cfg.num_labels}-label head but the task has "
                                    f"{num_labels} label(s); pass a model fine-tuned on this task (or a plain encoder)")
         cfg.id2label = {i: f"LABEL_{i}" for i in range(num_labels)}  # fresh head of the task's size
@@ -104,7 +100,7 @@ def family(model) -> str:
 def head_kind(model) -> str:
     """The task kind that the model's head class serves (inverse of ``heads.auto_class``)."""
     name = type(model).__name__
-    for kind, suffix in _HEAD_SUFFIX.items():
+    for kind, suffix in SUFFIX.items():
         if name.endswith(suffix):
             return "regression" if kind == "classification" and model.config.problem_type == "regression" else kind
     return "base"

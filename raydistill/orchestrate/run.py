@@ -124,7 +124,7 @@ def execute(cfg: RunConfig, *, storage_path: str, name: str, parent_run_id: str 
     and ``best_epoch`` among them. A failed fit marks the MLflow run FAILED with the reason, then re-raises.
     """
     from .. import track
-    from ..distill.data import data_fingerprint
+    from ..distill.examples import data_fingerprint
     from ..models.teacher import fingerprint
 
     import time

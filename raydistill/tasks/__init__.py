@@ -37,13 +37,24 @@ _ALL = [
     Task("klue_ner", "token", korean.ner_labels(korean.NER_TYPES["klue_ner"]), _NER, "f1", "validation", "ko",
          korean.load_klue, hub=("klue/klue", "ner")),
 ]
+
+
+def _no_dataset(task, data_dir, split):
+    raise UserError("task", "general distillation reads its text from --unlabeled-text (one text per line); it has "
+                    "no dataset to load")
+
+
+# general distillation (DistilBERT, TinyBERT stage 1): masked-LM on raw text, no gold labels
+GENERAL = Task("general", "mlm", (), ("mlm_accuracy", "mlm_loss"), "mlm_accuracy", "validation", "any", _no_dataset,
+               labelled=False)
+_ALL.append(GENERAL)
 TASKS: dict[str, Task] = {t.name: t for t in _ALL}
 assert all(t.kind in KINDS for t in _ALL)
 
 SPLITS: dict[str, tuple[str, ...]] = {
     **{n: glue.splits(TASKS[n]) for n in glue.COLUMNS},
     "nsmc": tuple(korean.NSMC_FILES), "korquad": tuple(korean.KORQUAD_FILES),
-    "kmou_ner": tuple(korean.KMOU_FILES), "klue_ner": tuple(korean.KLUE_FILES),
+    "kmou_ner": tuple(korean.KMOU_FILES), "klue_ner": tuple(korean.KLUE_FILES), "general": ("train", "validation"),
 }
 
 
@@ -62,4 +73,4 @@ def load_split(task: Task | str, data_dir, split: str) -> list[dict]:
     return task.loader(task, data_dir, split)
 
 
-__all__ = ["TASKS", "SPLITS", "Task", "get_task", "load_split"]
+__all__ = ["GENERAL", "TASKS", "SPLITS", "Task", "get_task", "load_split"]

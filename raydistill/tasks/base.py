@@ -6,13 +6,14 @@ Example formats (what ``Task.load`` returns, one dict per example):
   token:          {"tokens": list[str], "labels": list[int]}                 labels = indices into label_names
   qa:             {"id": str, "question": str, "context": str,
                    "answers": {"text": list[str], "answer_start": list[int]}}
+  mlm:            {"text": str}  (general distillation: raw text from --unlabeled-text, no labels)
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Callable
 
-KINDS = ("classification", "regression", "token", "qa")
+KINDS = ("classification", "regression", "token", "qa", "mlm")
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,7 @@ class Task:
     loader: Callable                # loader(task, data_dir | None, split) -> list[dict]
     hub: tuple[str, str | None] = ("", None)   # (datasets path, config name) for the hub default
     pair: bool = False              # sentence-pair task
+    labelled: bool = True           # gold labels: a hard loss and a task head (False: general distillation)
 
     @property
     def num_labels(self) -> int:

@@ -98,11 +98,9 @@ def data_fingerprint(cfg) -> str:
     """Short hash of the exact train and dev examples a run sees (after limits, hold-out, augmentation)."""
     import hashlib
 
-    if cfg.task == "general":
-        train, dev = general_examples(cfg)
-    else:
-        from ..tasks import get_task
+    from ..tasks import get_task
 
-        train, dev = train_and_eval_examples(cfg, get_task(cfg.task))
+    task = get_task(cfg.task)
+    train, dev = train_and_eval_examples(cfg, task) if task.labelled else general_examples(cfg)
     blob = json.dumps([train, dev], sort_keys=True, ensure_ascii=False, default=str).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
