@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from .precision import autocast
+from .progress import Progress
 
 VERSION = "2"
 GiB = 1 << 30
@@ -115,7 +116,7 @@ class TeacherCache:
                                             if add_h or add_a else "")
                 log(f"teacher cache: computing {what} for {len(features)} examples into {self.dir}")
                 with autocast(device, dtype):  # the same precision as the live teacher of this run
-                    self._build(teacher, features, collate, pad_id, device, meta is None, add_h, add_a)
+                    self._build(teacher, features, collate, pad_id, device, meta is None, add_h, add_a, log=log)
             fcntl.flock(lock, fcntl.LOCK_UN)
         meta = self._meta()
         self.arrays = {k: np.load(os.path.join(self.dir, f"{k}.npy"), mmap_mode="r") for k in meta["arrays"]}
@@ -136,7 +137,7 @@ class TeacherCache:
 
     @torch.no_grad()
     def _build(self, teacher, features, collate, pad_id, device, base: bool, add_h: set, add_a: set,
-               batch_size: int = 64) -> None:
+               batch_size: int = 64, log=print) -> None:
         from .models.features import AttentionCapture
 
         teacher.to(device).eval()
@@ -156,8 +157,10 @@ class TeacherCache:
 
         try:
             order = sorted(range(len(features)), key=lambda i: lengths[i])  # little padding
+            progress = Progress("teacher cache", -(-len(order) // batch_size), log=log)
             for s in range(0, len(order), batch_size):
                 idx = order[s:s + batch_size]
+                progress.update(items=len(idx))
                 batch = {k: v.to(device) for k, v in collate([features[i] for i in idx], pad_id).items()}
                 inputs = {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids") if k in batch}
                 with AttentionCapture(teacher, add_a) as cap:

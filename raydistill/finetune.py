@@ -62,7 +62,7 @@ def finetune(cfg: RunConfig, output: str, log=print, parent_run_id: str | None =
             saved["student"] = staging
 
     try:
-        metrics = run(cfg, Context(report=report, log=lambda m: log(m)))
+        metrics = run(cfg, Context(report=report, log=lambda m: log(m), live=sys.stderr.isatty()))
     except BaseException as e:
         track.set_tags(uri, run_id, {"error": f"{type(e).__name__}: {e}"[:4000]})
         track.end_run(uri, run_id, "FAILED")

@@ -29,6 +29,7 @@ from .devscore import dev_metrics
 from .distill.general import DynamicMasking
 from .faults import Fault
 from .precision import step_dtype, teacher_dtype
+from .progress import Progress
 from .step import Distiller, make_optimizer, teacher_outputs, to_device, train_step
 from .tasks import get_task
 from .tasks.encode import collate, encode
@@ -48,6 +49,7 @@ class Context:
     resume_dir: str | None = None
     report: Callable[[dict, str | None], None] = lambda metrics, ckpt: None
     log: Callable[[str], None] = lambda msg: None
+    live: bool = False  # progress as one redrawn line (a terminal), else a line every ~10% of an epoch
 
 
 def quiet_hf() -> None:
@@ -182,6 +184,8 @@ def run(cfg: RunConfig, ctx: Context) -> dict:
             sums: dict[str, torch.Tensor] = {}
             clock.lap("between")
             t0, n_seen = time.perf_counter(), 0
+            progress = Progress(f"epoch {epoch + 1}/{cfg.train.epochs} {stage}", steps_per_epoch, log=ctx.log,
+                                live=ctx.live and ctx.rank == 0) if ctx.rank == 0 else None
             for step, idx in enumerate(epoch_batches(len(data.train), cfg.train.batch_size, epoch, cfg.train.seed,
                                                      ctx.rank, ctx.world_size)):
                 if step >= steps_per_epoch:
@@ -193,6 +197,10 @@ def run(cfg: RunConfig, ctx: Context) -> dict:
                 train_step(model, batch, t_out, stage, opt, sched, device=device, amp=step_amp,
                            world=ctx.world_size if distributed else 1, sums=sums, poison=poison)
                 n_seen += per_rank
+                if progress:
+                    progress.update(items=per_rank * ctx.world_size)
+            if progress:
+                progress.done()
             n_steps = min(steps_per_epoch, step + 1)
             keys = sorted(sums)
             vec = torch.stack([sums[k] for k in keys]) / max(n_steps, 1)

@@ -348,3 +348,13 @@ def test_best_epoch_is_reported_checkpointed_and_kept_on_resume(tiny_teacher, gl
                      report=lambda m, c: (resumed.append(m), shutil.copytree(c, tmp_path / "epoch3"))))
     assert resumed[0]["best_epoch"] == 2 and resumed[0]["best_eval_fingerprint"] == second["eval_fingerprint"]
     assert _fingerprint(load(3, "best_student")) == pytest.approx(second["eval_fingerprint"], rel=1e-12)
+
+
+def test_each_epoch_shows_progress_on_rank_0(tiny_teacher, glue_dir):
+    """A line every ~10% of an epoch (step/total, examples/s, time left) through the run's logger; none from rank 1."""
+    cfg = cfg_for("sst2", tiny_teacher("classification", 2), glue_dir, "tinybert", epochs=2, mapping="uniform")
+    lines = []
+    run(cfg, Context(log=lines.append))
+    prog = [ln for ln in lines if ln.startswith("epoch ")]
+    assert prog[0].startswith("epoch 1/2 intermediate: 1/4 (25%)") and prog[3].startswith("epoch 1/2 intermediate: 4/4")
+    assert prog[-1].startswith("epoch 2/2 pred: 4/4 (100%)") and all("ex/s" in ln and "left" in ln for ln in prog)

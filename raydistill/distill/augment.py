@@ -36,6 +36,7 @@ from pathlib import Path
 
 from ..cli import cli
 from ..errors import UserError, check
+from ..progress import Progress
 
 CACHE_VERSION = "augment-v1"
 _MLM_HINT = ("pass a masked-LM checkpoint such as bert-base-uncased or roberta-base "
@@ -131,8 +132,10 @@ def _candidates(texts, tok, model, k, batch_size, max_length):
 
     with torch.no_grad():
         mlm_jobs.sort(key=lambda j: len(window(j[0])))  # similar lengths share a batch: less padding
+        progress = Progress("augment: masked-LM candidates", -(-len(mlm_jobs) // batch_size), unit="words")
         for b in range(0, len(mlm_jobs), batch_size):
             batch = mlm_jobs[b : b + batch_size]
+            progress.update(items=len(batch))
             seqs = [window(t) for t, _, _ in batch]
             width = max(map(len, seqs))
             input_ids = torch.full((len(seqs), width), tok.pad_token_id or 0)
