@@ -1,4 +1,4 @@
-"""Declarative search spaces (search_spaces/*.yaml) → a validated SweepSpec and an Optuna define-by-run space.
+"""Declarative search spaces (raydistill/search_spaces/*.yaml, shipped with the package) → a validated SweepSpec and an Optuna define-by-run space.
 
 A value is either fixed (``temperature: 4``) or searched:
   {choice: [a, b]}   {uniform: [lo, hi]}   {loguniform: [lo, hi]}   {int: [lo, hi]}
@@ -21,7 +21,7 @@ from .config import DistillConfig, RunConfig, StudentConfig, TrainConfig
 from .errors import UserError, check
 from .sizes import FIELDS, Shape, any_relative, check_fits, check_value, parse_size, resolve
 
-SPACES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "search_spaces")
+SPACES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "search_spaces")  # package data: any install
 TOP_KEYS = {"name", "description", "method", "task", "teacher", "data_dir", "metric", "mode", "num_samples",
             "student", "distill", "train", "search", "max_concurrent", "num_workers"}
 SEARCH_KEYS = {"algorithm", "seed", "asha", "objectives", "grace_period", "reduction_factor", "start_from"}

@@ -26,7 +26,7 @@ def parser():
     from .distill.__main__ import add_teacher_args
 
     p = argparse.ArgumentParser(prog="python -m raydistill.sweep", description=__doc__)
-    p.add_argument("space", help="name of a file in search_spaces/ (pkd_glue, kd_glue, …) or a YAML path")
+    p.add_argument("space", help="a named space shipped with the package (pkd_glue, kd_glue, …) or a YAML path")
     p.add_argument("--task", help="task to distil on (default: the space's task)")
     p.add_argument("--data-dir", help="local data folder (default: the Hugging Face hub)")
     p.add_argument("--teacher", help="fine-tuned teacher dir, or a pretrained encoder to fine-tune first "

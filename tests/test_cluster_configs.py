@@ -286,7 +286,7 @@ def test_torch_pinned_in_setup_commands(cfg_path):
         else:
             assert index.group(1) == "cpu", f"{node_type}: CPU node should get the CPU build"
         assert any("-e " in cmds[i] or "--editable" in cmds[i] for i in pkg_i), (
-            f"{node_type}: install the package editable (search_spaces/ lives next to it)")
+            f"{node_type}: install the package editable (a job's --working-dir code is what runs)")
 
 
 def test_ray_version_pinned_consistently():

@@ -136,3 +136,26 @@ def test_searcher_does_not_train_a_finished_configuration_again():
         assert s.suggest("c") in ({"x": 1}, {"x": 2})  # exhausted: a repeat after max_resample tries
         values = {tuple(t.params.items()): t.value for t in s._ot_study.get_trials() if t.value is not None}
         assert values == {(("x", first["x"]),): 0.5, (("x", second["x"]),): 0.7}  # repeats told the same value
+
+
+def test_named_spaces_ship_inside_the_wheel(tmp_path):
+    """A plain (non-editable) install finds the named spaces: they are package data of the wheel."""
+    import subprocess
+    import sys
+    import zipfile
+    from pathlib import Path
+
+    import shutil
+
+    root = Path(__file__).resolve().parents[1]
+    src = tmp_path / "src"  # a copy: setuptools writes build/ and *.egg-info into the tree it builds
+    shutil.copytree(root / "raydistill", src / "raydistill", ignore=shutil.ignore_patterns("__pycache__"))
+    for f in ("pyproject.toml", "README.md"):
+        shutil.copy(root / f, src / f)
+    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
+                        str(tmp_path), str(src)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    (wheel,) = tmp_path.glob("raydistill-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    shipped = {p.name for p in (root / "raydistill" / "search_spaces").glob("*.yaml")}
+    assert shipped and {f"raydistill/search_spaces/{n}" for n in shipped} <= names
