@@ -29,8 +29,11 @@ def pareto_front(points: list[tuple[float, float]], maximize_y: bool = True) -> 
     return front
 
 
-def pareto_plot(rows: list[dict], metric: str, path: str, maximize: bool = True) -> str | None:
-    """Dev score vs parameters and vs batch-1 latency, Pareto-optimal trials highlighted; returns the PNG path."""
+def pareto_plot(rows: list[dict], metric: str, path: str, maximize: bool = True, teacher: dict | None = None,
+                keep: float = 0.97) -> str | None:
+    """Dev score vs parameters and vs batch-1 latency, Pareto-optimal trials highlighted; with ``teacher`` (its
+    ``metric``, ``student_params`` and ``latency_ms_b1``) the teacher's point, its score and ``keep`` × its score are
+    drawn too, so a student's standing needs no arithmetic. Returns the PNG path."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -40,7 +43,7 @@ def pareto_plot(rows: list[dict], metric: str, path: str, maximize: bool = True)
     if not rows:
         return None
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
-    for ax, xkey, xlabel in ((axes[0], "student_params", "student parameters (M)"),
+    for ax, xkey, xlabel in ((axes[0], "student_params", "parameters (M)"),
                              (axes[1], "latency_ms_b1", "batch-1 latency (ms, CPU)")):
         pts = [(r.get(xkey) or 0.0, r[metric]) for r in rows]
         scale = 1e6 if xkey == "student_params" else 1.0
@@ -51,6 +54,15 @@ def pareto_plot(rows: list[dict], metric: str, path: str, maximize: bool = True)
         ax.plot([p[0] for p in fr], [p[1] for p in fr], "r--", lw=1, zorder=2)
         for r, x, y in zip(rows, xs, ys):
             ax.annotate(str(r.get("trial", "")), (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
+        t_score = teacher.get(metric) if teacher else None
+        if t_score is not None:
+            ax.axhline(t_score, color="tab:blue", lw=1, label=f"teacher {t_score:.4g}")
+            ax.axhline(keep * t_score, color="tab:blue", ls=":", lw=1, label=f"{keep:.0%} of teacher")
+            if teacher.get(xkey):
+                ax.scatter([teacher[xkey] / scale], [t_score], marker="*", s=140, color="tab:blue", zorder=4)
+                ax.annotate("teacher", (teacher[xkey] / scale, t_score), fontsize=8, xytext=(4, -10),
+                            textcoords="offset points")
+            ax.legend(fontsize=7, loc="lower right")
         ax.set_xlabel(xlabel)
         ax.set_ylabel(metric)
         ax.grid(alpha=0.3)

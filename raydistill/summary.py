@@ -34,20 +34,41 @@ def _mean(values) -> float | None:
     return round(sum(vs) / len(vs), 2) if vs else None
 
 
-def finish(rows, metric, mode, base, parent, storage, name, wall, n_samples, log, n_at_once=1) -> dict:
+def teacher_score(teacher: dict | None, metric: str) -> float | None:
+    """The teacher's value of a trial objective (``best_eval_x`` is scored as ``eval_x``)."""
+    if not teacher:
+        return None
+    return teacher.get(metric[len("best_"):] if metric.startswith("best_") else metric)
+
+
+def against_teacher(rows: list[dict], metric: str, teacher: dict | None) -> None:
+    """Each row's ``pct_of_teacher`` (objective ÷ the teacher's, in %) and ``speedup_b1`` (teacher latency ÷ its own)."""
+    score = teacher_score(teacher, metric)
+    for r in rows:
+        if score and r.get(metric) is not None:
+            r["pct_of_teacher"] = round(100.0 * r[metric] / score, 1)
+        if teacher and r.get("latency_ms_b1"):
+            r["speedup_b1"] = round(teacher["latency_ms_b1"] / r["latency_ms_b1"], 2)
+
+
+def finish(rows, metric, mode, base, parent, storage, name, wall, n_samples, log, n_at_once=1,
+           teacher: dict | None = None) -> dict:
     from . import track
     from .report import SHOW, pareto_plot, table
 
     out_dir = os.path.join(os.path.abspath(RESULTS_DIR), "sweeps", name)
     os.makedirs(out_dir, exist_ok=True)
-    cols = ["trial", "status", metric, "epoch", "student_params", "latency_ms_b1"] + \
+    against_teacher(rows, metric, teacher)
+    cols = ["trial", "status", metric] + (["pct_of_teacher"] if teacher_score(teacher, metric) else []) + \
+        ["epoch", "student_params", "latency_ms_b1"] + (["speedup_b1"] if teacher else []) + \
         [k for k in SHOW if any(r.get(k) is not None for r in rows)] + ["error"]
     text = table(rows, cols)
     with open(os.path.join(out_dir, "summary.txt"), "w") as f:
         f.write(text + "\n")
     with open(os.path.join(out_dir, "summary.json"), "w") as f:
         json.dump(rows, f, indent=1, default=str)
-    png = pareto_plot(rows, metric, os.path.join(out_dir, "pareto.png"), maximize=mode == "max")
+    png = pareto_plot(rows, metric, os.path.join(out_dir, "pareto.png"), maximize=mode == "max",
+                      teacher={**teacher, metric: teacher_score(teacher, metric)} if teacher else None)
     for p in (os.path.join(out_dir, "summary.txt"), os.path.join(out_dir, "summary.json"), png):
         if p:
             track.log_artifact(base.tracking_uri, parent, p, "summary")
@@ -57,8 +78,9 @@ def finish(rows, metric, mode, base, parent, storage, name, wall, n_samples, log
     summary = {"sweep": name, "trials": len(rows), "errors": sum(r["status"] == "ERROR" for r in rows),
                "wall_s": round(wall, 1), "per_trial_s": round(wall / max(len(rows), 1), 1), "metric": metric,
                "fixed_cost_s": _mean(r.get("fixed_cost_s") for r in rows), "concurrency": n_at_once,
-               "best": {k: best.get(k) for k in ["trial", metric, "student_params", "latency_ms_b1", *SHOW] if k in best}
-               if best else None, "parent_run_id": parent, "tracking_uri": base.tracking_uri, "pareto_png": png}
+               "best": {k: best.get(k) for k in ["trial", metric, "pct_of_teacher", "student_params", "latency_ms_b1",
+                                                 "speedup_b1", *SHOW] if k in best}
+               if best else None, "teacher": teacher, "parent_run_id": parent, "tracking_uri": base.tracking_uri, "pareto_png": png}
     track.log_metrics(base.tracking_uri, parent, {"wall_s": wall, "trials": len(rows), f"best_{metric}": best[metric]}
                       if best else {"wall_s": wall, "trials": len(rows)})
     track.end_run(base.tracking_uri, parent)

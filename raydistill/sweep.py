@@ -145,6 +145,13 @@ def main(argv=None) -> dict:
     preflight(sp.trial_config(base, sp.sample(spec, None, tshape)), load_data=False)
     _write_json(state_path, {"parent_run_id": parent, "teacher": base.teacher, "argv": argv,
                              "concurrency": n_at_once})
+    from .reference import teacher_reference
+    from .resources import threads
+
+    ref = teacher_reference(base, threads(demand.cpus_per_worker), log)  # the yardstick of every trial
+    log(f"teacher: {metric[len('best_'):]}={ref.get(metric[len('best_'):])}, {ref['student_params'] / 1e6:.1f}M "
+        f"params, {ref['latency_ms_b1']:.1f} ms at batch 1")
+    track.log_metrics(base.tracking_uri, parent, {f"teacher_{k}": v for k, v in ref.items()})
     track.log_artifact(base.tracking_uri, parent, sp.resolve_path(a.space), "space")
 
     t0 = time.time()
@@ -155,7 +162,7 @@ def main(argv=None) -> dict:
     wall = time.time() - t0
     rows = summarize(results, metric, mode, base.train.epochs, track.child_metrics(base.tracking_uri, base.experiment, parent))
     return finish(rows, metric, mode, base, parent, storage, name, wall, n_samples, log,
-                  state.get("concurrency") or n_at_once)
+                  state.get("concurrency") or n_at_once, teacher=ref)
 
 
 def _state_path(storage_path: str | None, name: str) -> str:

@@ -39,6 +39,12 @@ def test_tiny_sweep_end_to_end(ray_session, tiny_teacher, glue_dir, tmp_path, ca
     children = [r for r in runs if r.data.tags.get("raydistill.trial_id")]
     assert len(parent) == 1 and len(teacher) == 1 and len(children) == 3
     pid = parent[0].info.run_id
+    # the teacher, scored on the students' dev set, is every trial's yardstick
+    t = out["teacher"]
+    assert {"eval_accuracy", "student_params", "latency_ms_b1"} <= set(t)
+    assert parent[0].data.metrics["teacher_eval_accuracy"] == pytest.approx(t["eval_accuracy"])
+    assert out["best"]["pct_of_teacher"] == pytest.approx(100 * out["best"]["best_eval_accuracy"] / t["eval_accuracy"],
+                                                          abs=0.051)
     assert all(r.data.tags["mlflow.parentRunId"] == pid for r in children + teacher)
     for r in children:
         assert r.info.status == "FINISHED"

@@ -1,0 +1,66 @@
+"""The teacher as the yardstick of a sweep: its score on the very dev set the students are scored on, its size and its
+batch-1 latency on the threads each trial's worker has — so "% of the teacher" and "× faster" mean what they say.
+Memoised per teacher, dev set, length and machine (the memo folder of ``latency.py``)."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+
+from .config import RunConfig
+
+
+def teacher_reference(cfg: RunConfig, threads: int, log=lambda m: None) -> dict:
+    """``eval_<metric>`` of the teacher on ``cfg``'s dev set, ``student_params`` and ``latency_ms_b1`` (the same
+    names a trial logs), measured with ``threads`` torch threads."""
+    import torch
+
+    from .devscore import dev_metrics
+    from .distill.examples import data_fingerprint, train_and_eval_examples
+    from .latency import arch_key, measure_latency, memo_dir
+    from .loop import Data
+    from .models.teacher import fingerprint, load_model
+    from .tasks import get_task
+    from .tasks.encode import encode
+
+    task = get_task(cfg.task)
+    length = cfg.train.max_length
+    before = torch.get_num_threads()
+    torch.set_num_threads(max(1, threads))
+    try:
+        from transformers import AutoConfig
+
+        key = hashlib.sha256(json.dumps([fingerprint(cfg.teacher), data_fingerprint(cfg), length,
+                                         arch_key(AutoConfig.from_pretrained(cfg.teacher), "cpu", length)]).encode())
+        path = os.path.join(memo_dir(), "teacher-reference.json")
+        memo = _read(path)
+        if key.hexdigest()[:16] in memo:
+            return memo[key.hexdigest()[:16]]
+        from transformers import AutoTokenizer
+
+        log(f"teacher reference: scoring {cfg.teacher} on the students' dev set and timing it on {threads} thread(s)")
+        tok = AutoTokenizer.from_pretrained(cfg.teacher)
+        model = load_model(cfg.teacher, task.kind)
+        _, dev = train_and_eval_examples(cfg, task)
+        data = Data(task, [], dev, encode(task, dev, tok, length), tok.pad_token_id or 0)
+        out = {**dev_metrics(model, data, 64, torch.device("cpu")),
+               "student_params": float(sum(p.numel() for p in model.parameters())),
+               # at the length a trial times its student (loop._speed)
+               "latency_ms_b1": measure_latency(model, batch_sizes=(1,), length=min(
+                   128, model.config.max_position_embeddings - 2))["latency_ms_b1"]}
+    finally:
+        torch.set_num_threads(before)
+    memo[key.hexdigest()[:16]] = out
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(memo, f)
+    os.replace(tmp, path)
+    return out
+
+
+def _read(path: str) -> dict:
+    if not os.path.exists(path):
+        return {}
+    with open(path) as f:
+        return json.load(f)
