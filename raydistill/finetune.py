@@ -51,6 +51,9 @@ def finetune(cfg: RunConfig, output: str, log=print, parent_run_id: str | None =
     uri = cfg.tracking_uri
     run_id = track.start_run(uri, cfg.experiment, f"finetune-{cfg.task}", {**cfg.to_params(), "fingerprint": fp},
                              tags={"raydistill.role": "teacher"}, parent_run_id=parent_run_id)
+    from .distill.examples import datasets
+
+    track.log_datasets(uri, run_id, datasets(cfg))
 
     def report(metrics, ckpt_dir):
         track.log_epoch(uri, run_id, metrics)

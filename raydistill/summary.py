@@ -84,6 +84,11 @@ def finish(rows, metric, mode, base, parent, storage, name, wall, n_samples, log
     track.log_metrics(base.tracking_uri, parent, {"wall_s": wall, "trials": len(rows), f"best_{metric}": best[metric]}
                       if best else {"wall_s": wall, "trials": len(rows)})
     track.end_run(base.tracking_uri, parent)
+    ui = track.ui_link(base.tracking_uri, base.experiment, name, metric, mode)
+    summary["mlflow_ui"] = ui
     print("\n" + text, file=sys.stderr, flush=True)
+    print("\npick a student in the MLflow UI: " + (f"run  {ui['command']}  then open" if ui["command"] else "open")
+          + f"  {ui['url']}\n(or: python -m raydistill.best --experiment {base.experiment} --sweep {name} --export DIR)",
+          file=sys.stderr, flush=True)
     print(json.dumps(summary, default=str), flush=True)
     return summary

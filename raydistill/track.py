@@ -11,6 +11,8 @@ import urllib.request
 from .errors import UserError
 
 RESULTS_DIR = "raydistill-results"
+# a model-training experiment: MLflow 3's UI then opens it on its runs table, not on the GenAI overview of traces
+EXPERIMENT_KIND = ("mlflow.experimentKind", "custom_model_development")
 
 
 def default_tracking_uri() -> str:
@@ -54,11 +56,40 @@ def experiment_id(uri: str, name: str) -> str:
     c = client(uri)
     exp = c.get_experiment_by_name(name)
     if exp:
+        if exp.tags.get(EXPERIMENT_KIND[0]) is None:  # made before this tag: open it on the runs page too
+            retry(c.set_experiment_tag, exp.experiment_id, *EXPERIMENT_KIND)
         return exp.experiment_id
     artifacts = None
     if uri.startswith("sqlite:///"):  # MLflow's default ./mlartifacts is relative to a cwd Ray changes
         artifacts = "file://" + os.path.join(os.path.dirname(uri[len("sqlite:///"):]), "mlartifacts")
-    return c.create_experiment(name, artifact_location=artifacts)
+    return c.create_experiment(name, artifact_location=artifacts, tags=dict([EXPERIMENT_KIND]))
+
+
+def log_datasets(uri: str, run_id: str, datasets: list[dict]) -> None:
+    """Dataset inputs of a run (the Dataset column of the MLflow UI): name, digest, source, context, row count."""
+    from mlflow.entities import Dataset, DatasetInput, InputTag
+
+    inputs = [DatasetInput(Dataset(d["name"], d["digest"], "local" if os.path.exists(str(d["source"])) else "hub",
+                                   json.dumps({"uri": str(d["source"])}), profile=json.dumps({"num_rows": d["rows"]})),
+                           tags=[InputTag("mlflow.data.context", d["context"])]) for d in datasets]
+    retry(client(uri).log_inputs, run_id, datasets=inputs)
+
+
+def ui_link(uri: str, experiment: str, sweep: str, metric: str, mode: str = "max",
+            local: str = "http://127.0.0.1:5000") -> dict:
+    """How to see a sweep's trials side by side in the MLflow UI: the command that serves a local store (none for a
+    tracking server, which is its own UI) and the link to the runs table with only this sweep's trials, best first."""
+    from urllib.parse import quote
+
+    exp = client(uri).get_experiment_by_name(experiment)
+    server = uri.startswith(("http://", "https://"))
+    base = uri.rstrip("/") if server else local
+    query = "&".join(f"{k}={quote(v, safe='')}" for k, v in (
+        ("searchFilter", f"tags.`raydistill.sweep` = '{sweep}'"), ("orderByKey", f"metrics.`{metric}`"),
+        ("orderByAsc", "true" if mode == "min" else "false")))
+    port = local.rsplit(":", 1)[-1]
+    command = None if server else f"mlflow ui --backend-store-uri {uri} --host 127.0.0.1 --port {port}"
+    return {"command": command, "url": f"{base}/#/experiments/{exp.experiment_id}/runs?{query}"}
 
 
 def retry(fn, *args, tries: int = 5, delay: float = 1.0, **kw):

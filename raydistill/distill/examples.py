@@ -94,13 +94,28 @@ def read_jsonl(path: str, field: str) -> list:
         return [json.loads(line) for line in f if line.strip()]
 
 
-def data_fingerprint(cfg) -> str:
-    """Short hash of the exact train and dev examples a run sees (after limits, hold-out, augmentation)."""
+def _digest(obj) -> str:
     import hashlib
 
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, ensure_ascii=False, default=str).encode()).hexdigest()[:16]
+
+
+def _splits(cfg) -> tuple[list, list]:
     from ..tasks import get_task
 
     task = get_task(cfg.task)
-    train, dev = train_and_eval_examples(cfg, task) if task.labelled else general_examples(cfg)
-    blob = json.dumps([train, dev], sort_keys=True, ensure_ascii=False, default=str).encode()
-    return hashlib.sha256(blob).hexdigest()[:16]
+    return train_and_eval_examples(cfg, task) if task.labelled else general_examples(cfg)
+
+
+def data_fingerprint(cfg) -> str:
+    """Short hash of the exact train and dev examples a run sees (after limits, hold-out, augmentation)."""
+    return _digest(list(_splits(cfg)))
+
+
+def datasets(cfg) -> list[dict]:
+    """What a run trains and is scored on, as MLflow dataset inputs: name, digest of the exact rows, source, size."""
+    train, dev = _splits(cfg)
+    source = cfg.unlabeled_text if cfg.task == "general" else (cfg.augment_dir or cfg.data_dir or "hub")
+    return [{"name": f"{cfg.task}-{split}", "digest": _digest(rows), "context": context,
+             "source": source if split == "train" else (cfg.data_dir or source), "rows": len(rows)}
+            for split, context, rows in (("train", "training", train), ("dev", "eval", dev))]

@@ -124,7 +124,7 @@ def execute(cfg: RunConfig, *, storage_path: str, name: str, parent_run_id: str 
     and ``best_epoch`` among them. A failed fit marks the MLflow run FAILED with the reason, then re-raises.
     """
     from .. import track
-    from ..distill.examples import data_fingerprint
+    from ..distill.examples import data_fingerprint, datasets
     from ..models.teacher import fingerprint
 
     import time
@@ -135,6 +135,8 @@ def execute(cfg: RunConfig, *, storage_path: str, name: str, parent_run_id: str 
               "teacher_fingerprint": fingerprint(cfg.teacher), **augment_params(cfg)}
     run_id = resume_run_id or track.start_run(uri, cfg.experiment, cfg.run_name or name, params, tags=tags,
                                               parent_run_id=parent_run_id)
+    if not resume_run_id:
+        track.log_datasets(uri, run_id, datasets(cfg))
     try:
         trainer = make_trainer(cfg, name=name, storage_path=storage_path, max_failures=max_failures,
                                placement_strategy=placement_strategy, cpus_per_worker=cpus_per_worker,

@@ -1,0 +1,30 @@
+"""What the MLflow UI shows: a model-training experiment (not the GenAI overview) and each run's dataset inputs."""
+from __future__ import annotations
+
+from raydistill import track
+from raydistill.config import RunConfig, TrainConfig
+from raydistill.distill.examples import data_fingerprint, datasets
+
+
+def test_experiments_are_model_training_experiments(tmp_path):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    c = track.client(uri)
+    eid = track.experiment_id(uri, "fresh")
+    assert c.get_experiment(eid).tags["mlflow.experimentKind"] == "custom_model_development"
+    old = c.create_experiment("made-before", artifact_location=f"file://{tmp_path}/a")  # no kind tag yet
+    assert track.experiment_id(uri, "made-before") == old
+    assert c.get_experiment(old).tags["mlflow.experimentKind"] == "custom_model_development"
+
+
+def test_a_run_logs_its_train_and_dev_data_as_dataset_inputs(tmp_path, glue_dir):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    cfg = RunConfig(task="sst2", teacher="t", data_dir=glue_dir, train=TrainConfig(train_limit=40, eval_limit=16))
+    ds = datasets(cfg)
+    assert [(d["name"], d["context"], d["rows"]) for d in ds] == [("sst2-train", "training", 40), ("sst2-dev", "eval", 16)]
+    assert ds[0]["digest"] != ds[1]["digest"] and len(data_fingerprint(cfg)) == 16
+    run_id = track.start_run(uri, "e", "r", {})
+    track.log_datasets(uri, run_id, ds)
+    got = track.client(uri).get_run(run_id).inputs.dataset_inputs
+    assert sorted((i.dataset.name, i.dataset.digest, i.tags[0].value) for i in got) == sorted(
+        (d["name"], d["digest"], d["context"]) for d in ds)
+    assert all(i.dataset.source_type == "local" and glue_dir in i.dataset.source for i in got)
