@@ -54,7 +54,7 @@ def against_teacher(rows: list[dict], metric: str, teacher: dict | None) -> None
 def finish(rows, metric, mode, base, parent, storage, name, wall, n_samples, log, n_at_once=1,
            teacher: dict | None = None) -> dict:
     from . import track
-    from .report import SHOW, pareto_plot, table
+    from .report import PARAMS, SHOW, pareto_plot, table
 
     out_dir = os.path.join(os.path.abspath(RESULTS_DIR), "sweeps", name)
     os.makedirs(out_dir, exist_ok=True)
@@ -84,7 +84,14 @@ def finish(rows, metric, mode, base, parent, storage, name, wall, n_samples, log
     track.log_metrics(base.tracking_uri, parent, {"wall_s": wall, "trials": len(rows), f"best_{metric}": best[metric]}
                       if best else {"wall_s": wall, "trials": len(rows)})
     track.end_run(base.tracking_uri, parent)
-    ui = track.ui_link(base.tracking_uri, base.experiment, name, metric, mode)
+    for r in rows:  # the yardstick columns on each trial's own run too (the UI compares runs, not summary files)
+        run_id = r.get("pct_of_teacher") is not None and track.find_run(base.tracking_uri, base.experiment,
+                                                                        "raydistill.trial_id", r["trial"])
+        if run_id:
+            track.log_metrics(base.tracking_uri, run_id, {k: r[k] for k in ("pct_of_teacher", "speedup_b1") if k in r})
+    searched = [k for k in ("method", *PARAMS) if len({str(r.get(k)) for r in rows}) > 1 or k in SHOW]
+    ui = track.ui_link(base.tracking_uri, base.experiment, name, metric, mode, params=searched,
+                       metrics=("pct_of_teacher", "student_params", "latency_ms_b1", "speedup_b1", "best_epoch"))
     summary["mlflow_ui"] = ui
     print("\n" + text, file=sys.stderr, flush=True)
     print("\npick a student in the MLflow UI: " + (f"run  {ui['command']}  then open" if ui["command"] else "open")

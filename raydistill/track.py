@@ -75,21 +75,28 @@ def log_datasets(uri: str, run_id: str, datasets: list[dict]) -> None:
     retry(client(uri).log_inputs, run_id, datasets=inputs)
 
 
-def ui_link(uri: str, experiment: str, sweep: str, metric: str, mode: str = "max",
+def ui_link(uri: str, experiment: str, sweep: str, metric: str, mode: str = "max", params=(), metrics=(),
             local: str = "http://127.0.0.1:5000") -> dict:
     """How to see a sweep's trials side by side in the MLflow UI: the command that serves a local store (none for a
-    tracking server, which is its own UI) and the link to the runs table with only this sweep's trials, best first."""
-    from urllib.parse import quote
+    tracking server, which is its own UI) and a link to the runs table showing only this sweep's trials, best first,
+    with the objective, ``metrics`` and the searched ``params`` as columns. The view is stored as a shared view state
+    (an experiment tag the UI reads by ``viewStateShareKey``: the UI keeps chosen columns nowhere else)."""
+    import re
 
-    exp = client(uri).get_experiment_by_name(experiment)
+    c = client(uri)
+    exp = c.get_experiment_by_name(experiment)
+    key = "raydistill-" + re.sub(r"[^A-Za-z0-9_-]", "-", sweep)
+    col = lambda kind, name: f"{kind}.`{name}`"  # noqa: E731 — the UI's column ids
+    view = {"searchFilter": f"tags.`raydistill.sweep` = '{sweep}'", "orderByKey": col("metrics", metric),
+            "orderByAsc": mode == "min",
+            "selectedColumns": [col("metrics", m) for m in (metric, *metrics)] + [col("params", p) for p in params]
+            + [col("attributes", "Dataset"), col("attributes", "Models")]}
+    view["columnOrder"] = view["selectedColumns"]  # the objective first, then the yardsticks, then the params
+    retry(c.set_experiment_tag, exp.experiment_id, f"mlflow.sharedViewState.{key}", json.dumps(view))
     server = uri.startswith(("http://", "https://"))
     base = uri.rstrip("/") if server else local
-    query = "&".join(f"{k}={quote(v, safe='')}" for k, v in (
-        ("searchFilter", f"tags.`raydistill.sweep` = '{sweep}'"), ("orderByKey", f"metrics.`{metric}`"),
-        ("orderByAsc", "true" if mode == "min" else "false")))
-    port = local.rsplit(":", 1)[-1]
-    command = None if server else f"mlflow ui --backend-store-uri {uri} --host 127.0.0.1 --port {port}"
-    return {"command": command, "url": f"{base}/#/experiments/{exp.experiment_id}/runs?{query}"}
+    command = None if server else f"mlflow ui --backend-store-uri {uri} --host 127.0.0.1 --port {local.rsplit(':', 1)[-1]}"
+    return {"command": command, "url": f"{base}/#/experiments/{exp.experiment_id}/runs?viewStateShareKey={key}"}
 
 
 def retry(fn, *args, tries: int = 5, delay: float = 1.0, **kw):

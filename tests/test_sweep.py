@@ -29,6 +29,7 @@ def test_tiny_sweep_end_to_end(ray_session, tiny_teacher, glue_dir, tmp_path, ca
                 "--eval-limit", "32", "--tracking-uri", uri, "--name", "tiny", "--experiment", "tiny-sweep"])
     out = last_json(capsys)
     assert out["trials"] == 3 and out["errors"] == 0 and out["metric"] == "best_eval_accuracy"
+    assert "viewStateShareKey=raydistill-tiny" in out["mlflow_ui"]["url"]
     assert os.path.isfile(out["pareto_png"])
 
     c = MlflowClient(uri)
@@ -48,6 +49,7 @@ def test_tiny_sweep_end_to_end(ray_session, tiny_teacher, glue_dir, tmp_path, ca
     assert all(r.data.tags["mlflow.parentRunId"] == pid for r in children + teacher)
     for r in children:
         assert r.info.status == "FINISHED"
+        assert r.inputs.dataset_inputs and "pct_of_teacher" in r.data.metrics
         assert {"temperature", "alpha", "beta", "mapping", "student_layers", "init", "method"} <= set(r.data.params)
         assert {"eval_accuracy", "student_params", "latency_ms_b1", "train_loss"} <= set(r.data.metrics)
         assert len(c.get_metric_history(r.info.run_id, "eval_accuracy")) == 2  # per epoch

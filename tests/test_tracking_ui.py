@@ -28,3 +28,21 @@ def test_a_run_logs_its_train_and_dev_data_as_dataset_inputs(tmp_path, glue_dir)
     assert sorted((i.dataset.name, i.dataset.digest, i.tags[0].value) for i in got) == sorted(
         (d["name"], d["digest"], d["context"]) for d in ds)
     assert all(i.dataset.source_type == "local" and glue_dir in i.dataset.source for i in got)
+
+
+def test_the_printed_link_opens_the_sweeps_trials_compared_by_the_objective(tmp_path):
+    """A shared view state (what the UI reads for ``viewStateShareKey``): only this sweep's trials, best first, the
+    objective, yardsticks and searched params as columns. Checked in a real browser for docs/mlflow-runs-view.png."""
+    import json
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    eid = track.experiment_id(uri, "pkd_glue")
+    ui = track.ui_link(uri, "pkd_glue", "pkd_glue-sst2-1 x", "best_eval_accuracy", "max", params=["temperature"],
+                       metrics=("pct_of_teacher",))
+    assert ui["command"] == f"mlflow ui --backend-store-uri {uri} --host 127.0.0.1 --port 5000"
+    assert ui["url"] == f"http://127.0.0.1:5000/#/experiments/{eid}/runs?viewStateShareKey=raydistill-pkd_glue-sst2-1-x"
+    view = json.loads(track.client(uri).get_experiment(eid).tags["mlflow.sharedViewState.raydistill-pkd_glue-sst2-1-x"])
+    assert view["searchFilter"] == "tags.`raydistill.sweep` = 'pkd_glue-sst2-1 x'"
+    assert view["orderByKey"] == "metrics.`best_eval_accuracy`" and view["orderByAsc"] is False
+    assert view["selectedColumns"][:3] == ["metrics.`best_eval_accuracy`", "metrics.`pct_of_teacher`",
+                                           "params.`temperature`"] == view["columnOrder"][:3]
