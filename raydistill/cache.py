@@ -160,7 +160,6 @@ class TeacherCache:
             progress = Progress("teacher cache", -(-len(order) // batch_size), log=log)
             for s in range(0, len(order), batch_size):
                 idx = order[s:s + batch_size]
-                progress.update(items=len(idx))
                 batch = {k: v.to(device) for k, v in collate([features[i] for i in idx], pad_id).items()}
                 inputs = {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids") if k in batch}
                 with AttentionCapture(teacher, add_a) as cap:
@@ -187,6 +186,7 @@ class TeacherCache:
                     for r, i in enumerate(idx):
                         n = lengths[i]
                         arr[att_offsets[i]:att_offsets[i + 1]] = sc[r, :, :n, :n].reshape(-1).half().numpy()
+                progress.update(items=len(idx))
             if base:
                 _save(os.path.join(out_dir, "offsets.npy"), offsets)
             if add_a:

@@ -38,6 +38,9 @@ def teacher_reference(cfg: RunConfig, threads: int, log=lambda m: None) -> dict:
             return memo[key.hexdigest()[:16]]
         from transformers import AutoTokenizer
 
+        from .loop import quiet_hf
+
+        quiet_hf()
         log(f"teacher reference: scoring {cfg.teacher} on the students' dev set and timing it on {threads} thread(s)")
         tok = AutoTokenizer.from_pretrained(cfg.teacher)
         model = load_model(cfg.teacher, task.kind)

@@ -49,6 +49,7 @@ def parser():
     p.add_argument("--resume", action="store_true", help="continue the sweep --name in --storage-path")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a field of the space")
     p.add_argument("--multi-objective", action="store_true", help="optimise dev score and student parameters")
+    p.add_argument("--verbose", action="store_true", help="Ray Tune's and Ray Train's own progress lines too")
     p.add_argument("--placement-strategy", default="PACK", help="PACK or SPREAD DDP workers over nodes")
     p.add_argument("--max-failures", type=int, default=1, help="worker failures each trial recovers from")
     add_teacher_args(p)
@@ -129,7 +130,7 @@ def main(argv=None) -> dict:
     from .summary import finish, summarize
 
     state_path = _state_path(a.storage_path, name)
-    init_ray()  # before any MLflow run: a refused cluster connection must not leave a parent run open
+    init_ray(verbose=a.verbose)  # before any MLflow run: a refused cluster connection must not leave a parent run open
     cluster = machine or joined()
     n_at_once = concurrency(demand, cluster, a.max_concurrent, n_samples)
     log(f"{n_at_once} trial(s) at once: the cluster has {cluster.cpus:g} CPUs and {cluster.gpus:g} GPUs, one trial "
@@ -158,7 +159,7 @@ def main(argv=None) -> dict:
     results = run_sweep(spec, base, metric=metric, mode=mode, n_samples=n_samples, storage=storage, name=name,
                         parent=parent, teacher=tshape, demand=demand, n_at_once=state.get("concurrency") or n_at_once,
                         multi_objective=a.multi_objective, max_failures=a.max_failures,
-                        placement=a.placement_strategy, resume=a.resume)
+                        placement=a.placement_strategy, resume=a.resume, verbose=a.verbose)
     wall = time.time() - t0
     rows = summarize(results, metric, mode, base.train.epochs, track.child_metrics(base.tracking_uri, base.experiment, parent))
     return finish(rows, metric, mode, base, parent, storage, name, wall, n_samples, log,

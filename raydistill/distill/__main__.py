@@ -71,6 +71,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--run-name", default=None)
     add_teacher_args(p)
     p.add_argument("--placement-strategy", default="PACK", help="PACK or SPREAD the DDP workers over nodes")
+    p.add_argument("--verbose", action="store_true", help="Ray Train's own progress lines too")
     p.add_argument("--inject-fault", default="", help=argparse.SUPPRESS)  # test hook, see RunConfig.fault
     return p
 
@@ -138,13 +139,13 @@ def main(argv=None) -> dict:
     from ..orchestrate.run import execute
     from ..track import RESULTS_DIR
 
-    init_ray()
+    init_ray(verbose=a.verbose)
     storage = os.path.abspath(a.storage_path or os.path.join(RESULTS_DIR, "ray"))
     # a fresh Ray Train run name each time: Train V2 resumes any earlier run stored under the same name
     name = f"{cfg.distill.method}-{cfg.task}-{cfg.student.layers}L{cfg.student.hidden}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
     try:
         out = execute(cfg, storage_path=storage, name=name, max_failures=a.max_failures,
-                      placement_strategy=a.placement_strategy)
+                      placement_strategy=a.placement_strategy, verbose=a.verbose)
     except Exception as e:  # noqa: BLE001 — the run failed; its MLflow run already records why
         from ..errors import failure_reason
 

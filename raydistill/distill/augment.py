@@ -135,7 +135,6 @@ def _candidates(texts, tok, model, k, batch_size, max_length):
         progress = Progress("augment: masked-LM candidates", -(-len(mlm_jobs) // batch_size), unit="words")
         for b in range(0, len(mlm_jobs), batch_size):
             batch = mlm_jobs[b : b + batch_size]
-            progress.update(items=len(batch))
             seqs = [window(t) for t, _, _ in batch]
             width = max(map(len, seqs))
             input_ids = torch.full((len(seqs), width), tok.pad_token_id or 0)
@@ -149,6 +148,7 @@ def _candidates(texts, tok, model, k, batch_size, max_length):
             for (t, slot, _), row in zip(batch, top.tolist()):
                 out[t][slot][2].extend(tok.convert_tokens_to_string([tok.convert_ids_to_tokens(i)]).strip()
                                        for i in row)
+            progress.update(items=len(batch))
         for b in range(0, len(emb_jobs), batch_size):
             batch = emb_jobs[b : b + batch_size]
             q = torch.stack([emb[torch.tensor(p)].mean(0) for _, _, p in batch])

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 
 import ray
@@ -9,7 +10,7 @@ import ray
 from ..resources import Cluster
 
 
-def init_ray(num_cpus: int | None = None, log_to_driver: bool = True) -> None:
+def init_ray(num_cpus: int | None = None, log_to_driver: bool = True, verbose: bool = False) -> None:
     """Join the cluster in RAY_ADDRESS (no resource arguments allowed then), else start a local Ray
     with its dashboard bound to 127.0.0.1.
 
@@ -52,6 +53,7 @@ def init_ray(num_cpus: int | None = None, log_to_driver: bool = True) -> None:
         env = {k: os.environ.get(k, v) for k, v in LOCAL_TRAIN_ENV.items()}
         with _environ({**env, "RAY_API_SERVER_ADDRESS": f"http://127.0.0.1:{port}"}):
             ray.init(num_cpus=num_cpus, include_dashboard=True, dashboard_host="127.0.0.1", dashboard_port=port,
+                     logging_level=logging.INFO if verbose else logging.WARNING,
                      log_to_driver=log_to_driver, configure_logging=False)
 
 

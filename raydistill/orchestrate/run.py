@@ -62,8 +62,9 @@ class MlflowEpochCallback(UserCallback):
 
 
 def make_trainer(cfg: RunConfig, *, name: str, storage_path: str, callbacks=(), max_failures: int = 0,
-                 placement_strategy: str = "PACK", cpus_per_worker: float = 1, gpus_per_worker: float | None = None):
-    from ray.train import CheckpointConfig, FailureConfig, RunConfig as TrainRunConfig, ScalingConfig
+                 placement_strategy: str = "PACK", cpus_per_worker: float = 1, gpus_per_worker: float | None = None,
+                 verbose: bool = False):
+    from ray.train import CheckpointConfig, FailureConfig, LoggingConfig, RunConfig as TrainRunConfig, ScalingConfig
     from ray.train.torch import TorchConfig, TorchTrainer
 
     from ..resources import threads
@@ -79,7 +80,10 @@ def make_trainer(cfg: RunConfig, *, name: str, storage_path: str, callbacks=(), 
                                      resources_per_worker=resources, placement_strategy=placement_strategy),
         run_config=TrainRunConfig(name=name, storage_path=storage_path, callbacks=list(callbacks),
                                   failure_config=FailureConfig(max_failures=max_failures),
-                                  checkpoint_config=CheckpointConfig(num_to_keep=2)),
+                                  checkpoint_config=CheckpointConfig(num_to_keep=2),
+                                  # Ray Train's own INFO lines (worker group start, every report and checkpoint)
+                                  # drown the run's progress; its log files keep them all
+                                  logging_config=LoggingConfig(log_level="INFO" if verbose else "WARNING")),
     )
 
 
@@ -116,7 +120,8 @@ def augment_params(cfg: RunConfig) -> dict:
 
 def execute(cfg: RunConfig, *, storage_path: str, name: str, parent_run_id: str | None = None,
             callbacks=(), max_failures: int = 0, placement_strategy: str = "PACK", tags: dict | None = None,
-            resume_run_id: str | None = None, cpus_per_worker: float = 1, gpus_per_worker: float | None = None) -> dict:
+            resume_run_id: str | None = None, cpus_per_worker: float = 1, gpus_per_worker: float | None = None,
+            verbose: bool = False) -> dict:
     """One distillation run end to end: MLflow run, TorchTrainer.fit, student export, size and latency.
 
     Returns the final metrics (``eval_*`` of the best epoch, ``best_epoch``, ``student_params``, ``latency_ms_b*``)
@@ -140,7 +145,7 @@ def execute(cfg: RunConfig, *, storage_path: str, name: str, parent_run_id: str 
     try:
         trainer = make_trainer(cfg, name=name, storage_path=storage_path, max_failures=max_failures,
                                placement_strategy=placement_strategy, cpus_per_worker=cpus_per_worker,
-                               gpus_per_worker=gpus_per_worker,
+                               gpus_per_worker=gpus_per_worker, verbose=verbose,
                                callbacks=[MlflowEpochCallback(uri, run_id), *callbacks])
         t1 = time.perf_counter()
         result = trainer.fit()

@@ -44,7 +44,7 @@ def run_trial(config: dict, base: RunConfig, parent_run_id: str, storage: str, s
                   callbacks=[TuneReportCallback()], max_failures=opts["max_failures"],
                   placement_strategy=opts["placement"], resume_run_id=existing,
                   tags={"raydistill.trial_id": trial_id, "raydistill.sweep": sweep_name},
-                  cpus_per_worker=opts["cpus"], gpus_per_worker=opts["gpus"])
+                  cpus_per_worker=opts["cpus"], gpus_per_worker=opts["gpus"], verbose=opts.get("verbose", False))
     wall = time.perf_counter() - t_start  # the trial's fixed cost: its seconds outside training steps
     track.log_metrics(cfg.tracking_uri, out["run_id"], {"trial_wall_s": wall, "time_trial_start_s": t_run - t_start,
                                                         "fixed_cost_s": wall - out.get("time_train_s", 0.0)})

@@ -14,10 +14,11 @@ from .trial import run_trial
 
 
 def run_sweep(spec, base, *, metric: str, mode: str, n_samples: int, storage: str, name: str, parent: str, teacher,
-              demand, n_at_once: int, multi_objective: bool, max_failures: int, placement: str, resume: bool) -> list:
+              demand, n_at_once: int, multi_objective: bool, max_failures: int, placement: str, resume: bool,
+              verbose: bool = False) -> list:
     """Every trial's Tune result, once the sweep ends."""
     opts = {"max_failures": max_failures, "placement": placement, "cpus": demand.cpus_per_worker,
-            "gpus": demand.gpus_per_worker}
+            "gpus": demand.gpus_per_worker, "verbose": verbose}
     trainable = tune.with_parameters(run_trial, base=base, parent_run_id=parent, storage=storage, sweep_name=name,
                                      opts=opts)
     # the trial function only waits for its Ray Train workers: holding a CPU would leave one idle on a small machine
@@ -30,7 +31,8 @@ def run_sweep(spec, base, *, metric: str, mode: str, n_samples: int, storage: st
                                  n_at_once=n_at_once, multi_objective=multi_objective)
         tuner = tune.Tuner(
             trainable,
-            run_config=tune.RunConfig(name=name, storage_path=storage, callbacks=[live_table(metric)], verbose=1,
+            run_config=tune.RunConfig(name=name, storage_path=storage, callbacks=[live_table(metric)],
+                                      verbose=1 if verbose else 0,  # 0: the live table below is the one table
                                       failure_config=tune.FailureConfig(max_failures=0)),
             tune_config=tune.TuneConfig(search_alg=searcher, scheduler=make_scheduler(spec, base.train.epochs,
                                                                                       multi_objective),
