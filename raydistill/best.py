@@ -92,16 +92,23 @@ def export_onnx(model_dir: str, kind: str, length: int = 128) -> dict:
             "onnx_latency_ms_b1": sorted(times)[len(times) // 2]}
 
 
-def register(uri: str, run_id: str, name: str, alias: str = "best") -> str:
+ALIAS = "champion"
+
+
+def register(uri: str, run_id: str, name: str, alias: str = ALIAS) -> str:
+    """Register the run's logged model (what the UI's Models column links; the run's student files for runs logged
+    before there was one) and point ``alias`` at the new version: ``models:/NAME@champion``."""
+    import mlflow
+
     from . import track
 
     c = track.client(uri)
-    try:
-        c.get_registered_model(name)
-    except Exception:  # noqa: BLE001 — not registered yet
-        c.create_registered_model(name)
-    source = f"{c.get_run(run_id).info.artifact_uri}/student"
-    mv = c.create_model_version(name, source=source, run_id=run_id)
+    run = c.get_run(run_id)
+    logged = c.search_logged_models([run.info.experiment_id], filter_string=f"source_run_id = '{run_id}'",
+                                    max_results=1)
+    mlflow.set_tracking_uri(uri)
+    source = f"models:/{logged[0].model_id}" if logged else f"{run.info.artifact_uri}/student"
+    mv = mlflow.register_model(source, name)
     c.set_registered_model_alias(name, alias, mv.version)
     return mv.version
 
@@ -140,7 +147,7 @@ def main(argv=None) -> dict:
 
             out.update(export_onnx(out["export"], get_task(best.data.params["task"]).kind))
     if a.register:
-        out["registered"] = {"name": a.register, "version": register(uri, best.info.run_id, a.register), "alias": "best"}
+        out["registered"] = {"name": a.register, "version": register(uri, best.info.run_id, a.register), "alias": ALIAS}
     print(json.dumps(out, default=str), flush=True)
     return out
 

@@ -99,6 +99,34 @@ def ui_link(uri: str, experiment: str, sweep: str, metric: str, mode: str = "max
     return {"command": command, "url": f"{base}/#/experiments/{exp.experiment_id}/runs?viewStateShareKey={key}"}
 
 
+# task kind → the transformers pipeline a student is logged as (MLflow's transformers flavour)
+PIPELINES = {"classification": "text-classification", "regression": "text-classification",
+             "token": "token-classification", "qa": "question-answering", "mlm": "fill-mask"}
+
+
+def log_student_model(uri: str, run_id: str, model_dir: str, kind: str) -> str | None:
+    """The run's student as an MLflow logged model (transformers flavour, with its tokenizer): the Models column of
+    the UI, and what ``raydistill.best --register`` registers. Returns its model id; a failure is a tag and a
+    warning, never a failed run (the student is already logged as files)."""
+    import importlib.metadata as md
+
+    import mlflow
+    import transformers
+
+    try:
+        mlflow.set_tracking_uri(uri)
+        transformers.logging.set_verbosity_error()
+        pipe = transformers.pipeline(PIPELINES[kind], model=model_dir, tokenizer=model_dir)
+        reqs = [f"{p}=={md.version(p)}" for p in ("transformers", "torch", "tokenizers")]
+        with mlflow.start_run(run_id=run_id):  # the fluent API is the flavour's only way in; the caller ends the run
+            info = mlflow.transformers.log_model(pipe, name="student", pip_requirements=reqs)
+        return info.model_id
+    except Exception as e:  # noqa: BLE001
+        print(f"warning: the student was not logged as an MLflow model ({type(e).__name__}: {e})", flush=True)
+        set_tags(uri, run_id, {"logged_model_error": f"{type(e).__name__}: {e}"})
+        return None
+
+
 def retry(fn, *args, tries: int = 5, delay: float = 1.0, **kw):
     for i in range(tries):
         try:

@@ -50,6 +50,7 @@ def test_tiny_sweep_end_to_end(ray_session, tiny_teacher, glue_dir, tmp_path, ca
     for r in children:
         assert r.info.status == "FINISHED"
         assert r.inputs.dataset_inputs and "pct_of_teacher" in r.data.metrics
+        assert c.search_logged_models([exp.experiment_id], filter_string=f"source_run_id = '{r.info.run_id}'")
         assert {"temperature", "alpha", "beta", "mapping", "student_layers", "init", "method"} <= set(r.data.params)
         assert {"eval_accuracy", "student_params", "latency_ms_b1", "train_loss"} <= set(r.data.metrics)
         assert len(c.get_metric_history(r.info.run_id, "eval_accuracy")) == 2  # per epoch
@@ -65,7 +66,16 @@ def test_tiny_sweep_end_to_end(ray_session, tiny_teacher, glue_dir, tmp_path, ca
     best.main(["--experiment", "tiny-sweep", "--tracking-uri", uri, "--export", str(tmp_path / "best"),
                "--register", "tiny-student"])
     b = last_json(capsys)
-    assert b["registered"]["alias"] == "best"
+    assert b["registered"]["alias"] == "champion"
+    # the registered version is the best trial's logged model (the UI's Models column), loadable by its alias
+    mv = c.get_model_version_by_alias("tiny-student", "champion")
+    assert mv.run_id == b["run_id"] and mv.source.startswith("models:/m-")
+    logged = c.search_logged_models([exp.experiment_id], filter_string=f"source_run_id = '{b['run_id']}'")
+    assert [m.model_id for m in logged] == [mv.source[len("models:/"):]]
+    import mlflow
+
+    mlflow.set_tracking_uri(uri)
+    assert mlflow.transformers.load_model("models:/tiny-student@champion", return_type="pipeline")("a good movie")
     from transformers import pipeline
 
     clf = pipeline("text-classification", model=str(tmp_path / "best"), tokenizer=str(tmp_path / "best"))
