@@ -18,7 +18,8 @@ from .cli import cli
 from .errors import check
 
 
-def find_best(uri: str, experiment: str, metric: str | None, mode: str, sweep: str | None = None):
+def find_best(uri: str, experiment: str, metric: str | None, mode: str, sweep: str | None = None,
+              max_latency_ms: float | None = None, max_params: float | None = None):
     from . import track
 
     c = track.client(uri)
@@ -35,6 +36,15 @@ def find_best(uri: str, experiment: str, metric: str | None, mode: str, sweep: s
         metric = parents[0].data.params.get("metric") if parents else (evals[0] if evals else None)
     scored = [r for r in runs if metric in r.data.metrics]
     check(bool(scored), "metric", f"no finished trial logged {metric!r}; pass --metric with one of the eval_* metrics")
+    for flag, key, bound in (("max_latency_ms", "latency_ms_b1", max_latency_ms), ("max_params", "student_params",
+                                                                                   max_params)):
+        if bound is None:
+            continue
+        within = [r for r in scored if r.data.metrics.get(key, float("inf")) <= bound]
+        least = min((r.data.metrics[key] for r in scored if key in r.data.metrics), default=None)
+        check(bool(within), flag, f"no finished trial has {key} <= {bound:g} (the smallest is {least}); raise "
+              f"--{flag.replace('_', '-')} or search smaller students")
+        scored = within
     best = (max if mode == "max" else min)(scored, key=lambda r: r.data.metrics[metric])
     return best, metric
 
@@ -124,6 +134,8 @@ def main(argv=None) -> dict:
     p.add_argument("--export", help="write the best student here as a Hugging Face directory")
     p.add_argument("--onnx", action="store_true", help="with --export: also write model.onnx and compare latency")
     p.add_argument("--register", help="register the best student in the MLflow model registry under this name")
+    p.add_argument("--max-latency-ms", type=float, help="best trial whose batch-1 latency (latency_ms_b1) is at most this")
+    p.add_argument("--max-params", type=float, help="best trial whose student has at most this many parameters")
     a = p.parse_args(argv)
     check(not a.onnx or bool(a.export), "onnx", "--onnx needs --export DIR")
     for flag in ("experiment", "sweep"):  # both end up quoted inside an MLflow search filter
@@ -136,7 +148,10 @@ def main(argv=None) -> dict:
         db = uri[len("sqlite:///"):]
         check(os.path.isfile(db), "tracking_uri", f"no MLflow database at {db}; pass the --tracking-uri the sweep "
               "logged to (default: sqlite under ./raydistill-results of the directory it ran in)")
-    best, metric = find_best(uri, a.experiment, a.metric, a.mode, a.sweep)
+    for flag in ("max_latency_ms", "max_params"):
+        value = getattr(a, flag)
+        check(value is None or value > 0, flag, f"must be > 0, got {value}")
+    best, metric = find_best(uri, a.experiment, a.metric, a.mode, a.sweep, a.max_latency_ms, a.max_params)
     out = {"run_id": best.info.run_id, "run_name": best.info.run_name, "metric": metric,
            "value": best.data.metrics[metric], "params": dict(best.data.params),
            **{k: best.data.metrics[k] for k in ("student_params", "latency_ms_b1", "latency_ms_b32") if k in best.data.metrics}}

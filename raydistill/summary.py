@@ -51,25 +51,43 @@ def against_teacher(rows: list[dict], metric: str, teacher: dict | None) -> None
             r["speedup_b1"] = round(teacher["latency_ms_b1"] / r["latency_ms_b1"], 2)
 
 
+def mark_front(rows: list[dict], metric: str, mode: str, cost: str) -> list[dict]:
+    """Set ``pareto`` on every row (True: no other trial is at least as good and at most as costly in ``cost``); returns
+    the front, cheapest first."""
+    from .report import pareto_front
+
+    done = [r for r in rows if r.get(metric) is not None and r.get(cost) is not None]
+    front = {id(done[i]) for i in pareto_front([(r[cost], r[metric]) for r in done], maximize_y=mode == "max")}
+    for r in rows:
+        r["pareto"] = id(r) in front
+    return sorted((r for r in done if r["pareto"]), key=lambda r: r[cost])
+
+
 def finish(rows, metric, mode, base, parent, storage, name, wall, n_samples, log, n_at_once=1,
-           teacher: dict | None = None) -> dict:
+           teacher: dict | None = None, front_by: str = "latency_ms_b1") -> dict:
     from . import track
     from .report import PARAMS, SHOW, pareto_plot, table
 
     out_dir = os.path.join(os.path.abspath(RESULTS_DIR), "sweeps", name)
     os.makedirs(out_dir, exist_ok=True)
     against_teacher(rows, metric, teacher)
+    front = mark_front(rows, metric, mode, front_by)
     cols = ["trial", "status", metric] + (["pct_of_teacher"] if teacher_score(teacher, metric) else []) + \
-        ["epoch", "student_params", "latency_ms_b1"] + (["speedup_b1"] if teacher else []) + \
+        ["epoch", "student_params", "latency_ms_b1"] + (["speedup_b1"] if teacher else []) + ["pareto"] + \
         [k for k in SHOW if any(r.get(k) is not None for r in rows)] + ["error"]
     text = table(rows, cols)
     with open(os.path.join(out_dir, "summary.txt"), "w") as f:
         f.write(text + "\n")
     with open(os.path.join(out_dir, "summary.json"), "w") as f:
         json.dump(rows, f, indent=1, default=str)
+    front_cols = ["trial", metric, "pct_of_teacher", front_by, "student_params" if front_by != "student_params"
+                  else "latency_ms_b1", "speedup_b1"] + [k for k in SHOW if any(r.get(k) is not None for r in front)]
+    with open(os.path.join(out_dir, "pareto_front.txt"), "w") as f:
+        f.write(f"Pareto front: {metric} vs {front_by}, cheapest first\n" + table(front, front_cols) + "\n")
     png = pareto_plot(rows, metric, os.path.join(out_dir, "pareto.png"), maximize=mode == "max",
                       teacher={**teacher, metric: teacher_score(teacher, metric)} if teacher else None)
-    for p in (os.path.join(out_dir, "summary.txt"), os.path.join(out_dir, "summary.json"), png):
+    for p in (os.path.join(out_dir, "summary.txt"), os.path.join(out_dir, "summary.json"),
+              os.path.join(out_dir, "pareto_front.txt"), png):
         if p:
             track.log_artifact(base.tracking_uri, parent, p, "summary")
     track.close_children(base.tracking_uri, base.experiment, parent)
@@ -80,7 +98,8 @@ def finish(rows, metric, mode, base, parent, storage, name, wall, n_samples, log
                "fixed_cost_s": _mean(r.get("fixed_cost_s") for r in rows), "concurrency": n_at_once,
                "best": {k: best.get(k) for k in ["trial", metric, "pct_of_teacher", "student_params", "latency_ms_b1",
                                                  "speedup_b1", *SHOW] if k in best}
-               if best else None, "teacher": teacher, "parent_run_id": parent, "tracking_uri": base.tracking_uri, "pareto_png": png}
+               if best else None, "pareto_front": [{k: r.get(k) for k in front_cols} for r in front],
+               "teacher": teacher, "parent_run_id": parent, "tracking_uri": base.tracking_uri, "pareto_png": png}
     track.log_metrics(base.tracking_uri, parent, {"wall_s": wall, "trials": len(rows), f"best_{metric}": best[metric]}
                       if best else {"wall_s": wall, "trials": len(rows)})
     track.end_run(base.tracking_uri, parent)

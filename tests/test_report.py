@@ -53,3 +53,35 @@ def test_teacher_reference_scores_the_students_dev_set_once(tiny_teacher, glue_d
     assert ref["eval_accuracy"] == pytest.approx(same["eval_accuracy"])
     monkeypatch.setattr(teacher_mod, "load_model", lambda *a, **k: pytest.fail("memoised: no second load"))
     assert reference.teacher_reference(cfg, threads=1) == ref
+
+
+def test_pareto_front_marks_the_trials_nothing_beats_on_both():
+    from raydistill.summary import mark_front
+
+    rows = [{"trial": "a", "m": 0.80, "latency_ms_b1": 10.0}, {"trial": "b", "m": 0.78, "latency_ms_b1": 5.0},
+            {"trial": "c", "m": 0.75, "latency_ms_b1": 6.0}, {"trial": "d", "m": None, "latency_ms_b1": 1.0}]
+    front = mark_front(rows, "m", "max", "latency_ms_b1")
+    assert [r["trial"] for r in front] == ["b", "a"] and [r["pareto"] for r in rows] == [True, True, False, False]
+
+
+def test_best_within_a_latency_or_size_bound(tmp_path, capsys):
+    import json
+
+    import pytest
+
+    from raydistill import best, track
+    from raydistill.errors import UserError
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    for tid, acc, ms, params in (("t1", 0.80, 10.0, 22e6), ("t2", 0.78, 5.0, 11e6), ("t3", 0.70, 3.0, 5e6)):
+        rid = track.start_run(uri, "e", tid, {}, tags={"raydistill.trial_id": tid})
+        track.log_metrics(uri, rid, {"best_eval_accuracy": acc, "latency_ms_b1": ms, "student_params": params})
+        track.end_run(uri, rid)
+    pick = lambda **kw: best.find_best(uri, "e", "best_eval_accuracy", "max", **kw)[0].info.run_name  # noqa: E731
+    assert pick() == "t1" and pick(max_latency_ms=6.0) == "t2" and pick(max_params=6e6) == "t3"
+    assert pick(max_latency_ms=6.0, max_params=6e6) == "t3"
+    with pytest.raises(UserError) as e:
+        pick(max_latency_ms=1.0)
+    assert e.value.field == "max_latency_ms" and "the smallest is 3.0" in str(e.value)
+    best.main(["--experiment", "e", "--tracking-uri", uri, "--metric", "best_eval_accuracy", "--max-latency-ms", "6"])
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["run_name"] == "t2"

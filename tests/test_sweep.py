@@ -107,3 +107,30 @@ def test_readme_sweep_runs_on_a_minilm_shaped_teacher_without_set(ray_session, t
         ("3", "384", "1536", "12")
     assert (float(p["temperature"]), float(p["alpha"]), float(p["beta"]), p["mapping"], p["init"]) == \
         (20, 0.7, 100, "skip", "first_k")  # the first trial is PKD's reported best
+
+
+def test_latency_constrained_search_end_to_end(ray_session, tiny_teacher, glue_dir, tmp_path, capsys, monkeypatch):
+    """--multi-objective latency: Optuna searches dev score against the student's measured batch-1 latency, the summary
+    carries the Pareto front, and best --max-latency-ms picks the best trial within the bound and exports it."""
+    from raydistill import best, sweep
+
+    monkeypatch.chdir(tmp_path)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    sweep.main(["pkd_glue", "--task", "sst2", "--data-dir", glue_dir, "--teacher", tiny_teacher("classification", 2),
+                "--num-samples", "3", *TINY, "--epochs", "1", "--max-steps", "4", "--batch-size", "16",
+                "--max-length", "32", "--eval-limit", "32", "--tracking-uri", uri, "--name", "lat",
+                "--experiment", "lat", "--multi-objective", "latency"])
+    out = last_json(capsys)
+    assert out["trials"] == 3 and out["errors"] == 0 and out["pareto_front"]
+    front = out["pareto_front"]
+    assert [r["latency_ms_b1"] for r in front] == sorted(r["latency_ms_b1"] for r in front)
+    import optuna
+
+    study = optuna.load_study(study_name="lat", storage=f"sqlite:///{tmp_path / 'optuna.db'}")
+    assert study.directions == [optuna.study.StudyDirection.MAXIMIZE, optuna.study.StudyDirection.MINIMIZE]
+    bound = front[0]["latency_ms_b1"]  # the fastest trial on the front
+    best.main(["--experiment", "lat", "--tracking-uri", uri, "--max-latency-ms", str(bound), "--export",
+               str(tmp_path / "fast")])
+    b = last_json(capsys)
+    assert b["latency_ms_b1"] <= bound and b["value"] == front[0]["best_eval_accuracy"]
+    assert os.path.isfile(tmp_path / "fast" / "config.json")

@@ -11,15 +11,16 @@ from ray.tune.search.optuna import OptunaSearch
 from ..track import RESULTS_DIR
 
 
-def make_searcher(spec, base, *, metric: str, mode: str, name: str, teacher, n_at_once: int, multi_objective: bool):
-    """TPE over the space, its study in an Optuna RDB beside the MLflow store (a resumed sweep continues it), the
+def make_searcher(spec, base, *, metric: str, mode: str, name: str, teacher, n_at_once: int,
+                  multi_objective: str | None):
+    """TPE over the space (with ``multi_objective``, a metric every report carries, minimised beside ``metric``), its study in an Optuna RDB beside the MLflow store (a resumed sweep continues it), the
     space's published recipes enqueued first, at most ``n_at_once`` proposals out at a time."""
     import optuna
     from ray.tune.search import ConcurrencyLimiter
 
     from ..space import start_points
 
-    metrics = [metric, "student_params"] if multi_objective else metric
+    metrics = [metric, multi_objective] if multi_objective else metric
     modes = [mode, "min"] if multi_objective else mode
     uri = base.tracking_uri
     db = uri[len("sqlite:///"):] if uri.startswith("sqlite:///") else os.path.join(os.path.abspath(RESULTS_DIR), "mlflow.db")
@@ -33,7 +34,7 @@ def make_searcher(spec, base, *, metric: str, mode: str, name: str, teacher, n_a
     return ConcurrencyLimiter(searcher, max_concurrent=n_at_once)
 
 
-def make_scheduler(spec, epochs: int, multi_objective: bool):
+def make_scheduler(spec, epochs: int, multi_objective: str | None):
     """ASHA over epochs (the space's ``search.asha`` may tune or turn it off); none for one epoch or two objectives."""
     if multi_objective or spec.search.get("asha", True) is False or epochs <= 1:
         return None

@@ -14,7 +14,7 @@ from .trial import run_trial
 
 
 def run_sweep(spec, base, *, metric: str, mode: str, n_samples: int, storage: str, name: str, parent: str, teacher,
-              demand, n_at_once: int, multi_objective: bool, max_failures: int, placement: str, resume: bool,
+              demand, n_at_once: int, multi_objective: str | None, max_failures: int, placement: str, resume: bool,
               verbose: bool = False) -> list:
     """Every trial's Tune result, once the sweep ends."""
     opts = {"max_failures": max_failures, "placement": placement, "cpus": demand.cpus_per_worker,
@@ -23,6 +23,8 @@ def run_sweep(spec, base, *, metric: str, mode: str, n_samples: int, storage: st
                                      opts=opts)
     # the trial function only waits for its Ray Train workers: holding a CPU would leave one idle on a small machine
     trainable = tune.with_resources(trainable, {"cpu": 0, "memory": 1})  # Tune needs a non-empty bundle
+    if not verbose:  # Tune's newer console output prints its header box to stdout even at verbose=0
+        os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
     exp_dir = os.path.join(storage, name)
     if resume and tune.Tuner.can_restore(exp_dir):
         tuner = tune.Tuner.restore(exp_dir, trainable=trainable, resume_unfinished=True, resume_errored=False)
