@@ -67,3 +67,32 @@ def _read(path: str) -> dict:
         return {}
     with open(path) as f:
         return json.load(f)
+
+
+def side_by_side(cfg: RunConfig, archs: list[tuple[int, int, int, int]], threads: int) -> dict:
+    """Batch-1 latency (ms) of the teacher (key ``"teacher"``) and of each student architecture (layers, hidden,
+    intermediate, heads), measured one after the other in this process once no trial runs: a trial times its student
+    while other trials train on the same cores, which inflates it by as much as the machine is shared."""
+    import torch
+    from transformers import AutoConfig
+
+    from .latency import measure_latency
+    from .models.heads import auto_class
+    from .tasks import get_task
+
+    tcfg = AutoConfig.from_pretrained(cfg.teacher)
+    kind = get_task(cfg.task).kind
+    length = min(128, tcfg.max_position_embeddings - 2)
+    before = torch.get_num_threads()
+    torch.set_num_threads(max(1, threads))
+    out = {}
+    try:
+        for arch in [None, *dict.fromkeys(archs)]:
+            c = AutoConfig.from_pretrained(cfg.teacher)
+            if arch:
+                c.num_hidden_layers, c.hidden_size, c.intermediate_size, c.num_attention_heads = arch
+            model = auto_class(kind).from_config(c)  # weights do not change the time
+            out[arch or "teacher"] = measure_latency(model, batch_sizes=(1,), length=length)["latency_ms_b1"]
+    finally:
+        torch.set_num_threads(before)
+    return out

@@ -54,6 +54,12 @@ def test_tiny_sweep_end_to_end(ray_session, tiny_teacher, glue_dir, tmp_path, ca
         assert {"temperature", "alpha", "beta", "mapping", "student_layers", "init", "method"} <= set(r.data.params)
         assert {"eval_accuracy", "student_params", "latency_ms_b1", "train_loss"} <= set(r.data.metrics)
         assert len(c.get_metric_history(r.info.run_id, "eval_accuracy")) == 2  # per epoch
+    # latencies timed again side by side once no trial trains: what the runs, the summary and best read
+    with open(os.path.join(os.path.dirname(out["pareto_png"]), "summary.json")) as f:
+        rows = {r["trial"]: r for r in json.load(f)}
+    for r in children:
+        row = rows[r.data.tags["raydistill.trial_id"]]
+        assert r.data.metrics["latency_ms_b1"] == pytest.approx(row["latency_ms_b1"]) and row["latency_ms_b1_in_trial"]
     arts = {a.path for a in c.list_artifacts(pid, "summary")}
     assert {"summary/summary.txt", "summary/pareto.png", "summary/summary.json"} <= arts
 
