@@ -89,9 +89,10 @@ def ui_link(uri: str, experiment: str, sweep: str, metric: str, mode: str = "max
     col = lambda kind, name: f"{kind}.`{name}`"  # noqa: E731 — the UI's column ids
     view = {"searchFilter": f"tags.`raydistill.sweep` = '{sweep}'", "orderByKey": col("metrics", metric),
             "orderByAsc": mode == "min",
-            "selectedColumns": [col("metrics", m) for m in (metric, *metrics)] + [col("params", p) for p in params]
-            + [col("attributes", "Dataset"), col("attributes", "Models")]}
-    view["columnOrder"] = view["selectedColumns"]  # the objective first, then the yardsticks, then the params
+            "selectedColumns": [col("metrics", m) for m in (metric, *metrics)] + [col("attributes", "Models"),
+                                                                                  col("attributes", "Dataset")]
+            + [col("params", p) for p in params]}
+    view["columnOrder"] = view["selectedColumns"]  # the objective, yardsticks, model and data, params
     retry(c.set_experiment_tag, exp.experiment_id, f"mlflow.sharedViewState.{key}", json.dumps(view))
     server = uri.startswith(("http://", "https://"))
     base = uri.rstrip("/") if server else local

@@ -44,5 +44,5 @@ def test_the_printed_link_opens_the_sweeps_trials_compared_by_the_objective(tmp_
     view = json.loads(track.client(uri).get_experiment(eid).tags["mlflow.sharedViewState.raydistill-pkd_glue-sst2-1-x"])
     assert view["searchFilter"] == "tags.`raydistill.sweep` = 'pkd_glue-sst2-1 x'"
     assert view["orderByKey"] == "metrics.`best_eval_accuracy`" and view["orderByAsc"] is False
-    assert view["selectedColumns"][:3] == ["metrics.`best_eval_accuracy`", "metrics.`pct_of_teacher`",
-                                           "params.`temperature`"] == view["columnOrder"][:3]
+    assert view["selectedColumns"] == ["metrics.`best_eval_accuracy`", "metrics.`pct_of_teacher`", "attributes.`Models`",
+                                       "attributes.`Dataset`", "params.`temperature`"] == view["columnOrder"]
