@@ -60,19 +60,24 @@ def student_speed(model, length: int = 128, cache_dir: str | None = None) -> dic
     device = "cuda" if torch.cuda.is_available() else "cpu"
     key = arch_key(model.config, device, length)
     path = os.path.abspath(os.path.join(cache_dir or memo_dir(), "latency-cache.json"))
-    cache = _read_json(path)
+    cache = read_memo(path)
     if key not in cache:
         cache[key] = measure_latency(model, length=length, device=device)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = path + f".{os.getpid()}.tmp"
-        with open(tmp, "w") as f:
-            json.dump(cache, f)
-        os.replace(tmp, path)
+        write_memo(path, cache)
     return {"student_params": float(sum(p.numel() for p in model.parameters())), **cache[key]}
 
 
-def _read_json(path: str) -> dict:
+def read_memo(path: str) -> dict:
     if not os.path.exists(path):
         return {}
     with open(path) as f:
         return json.load(f)
+
+
+def write_memo(path: str, memo: dict) -> None:
+    """Atomically: trials on one machine read and write the memo folder at once."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = path + f".{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(memo, f)
+    os.replace(tmp, path)

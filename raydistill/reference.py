@@ -3,6 +3,7 @@ batch-1 latency on the threads each trial's worker has — so "% of the teacher"
 Memoised per teacher, dev set, length and machine (the memo folder of ``latency.py``)."""
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import os
@@ -17,8 +18,9 @@ def teacher_reference(cfg: RunConfig, threads: int, log=lambda m: None) -> dict:
 
     from .devscore import dev_metrics
     from .distill.examples import data_fingerprint, train_and_eval_examples
-    from .latency import arch_key, measure_latency, memo_dir
+    from .latency import arch_key, measure_latency, memo_dir, read_memo, write_memo
     from .loop import Data
+    from .models.student import count_params
     from .models.teacher import fingerprint, load_model
     from .tasks import get_task
     from .tasks.encode import encode
@@ -33,7 +35,7 @@ def teacher_reference(cfg: RunConfig, threads: int, log=lambda m: None) -> dict:
         key = hashlib.sha256(json.dumps([fingerprint(cfg.teacher), data_fingerprint(cfg), length,
                                          arch_key(AutoConfig.from_pretrained(cfg.teacher), "cpu", length)]).encode())
         path = os.path.join(memo_dir(), "teacher-reference.json")
-        memo = _read(path)
+        memo = read_memo(path)
         if key.hexdigest()[:16] in memo:
             return memo[key.hexdigest()[:16]]
         from transformers import AutoTokenizer
@@ -47,26 +49,15 @@ def teacher_reference(cfg: RunConfig, threads: int, log=lambda m: None) -> dict:
         _, dev = train_and_eval_examples(cfg, task)
         data = Data(task, [], dev, encode(task, dev, tok, length), tok.pad_token_id or 0)
         out = {**dev_metrics(model, data, 64, torch.device("cpu")),
-               "student_params": float(sum(p.numel() for p in model.parameters())),
+               "student_params": float(count_params(model)),
                # at the length a trial times its student (loop._speed)
                "latency_ms_b1": measure_latency(model, batch_sizes=(1,), length=min(
                    128, model.config.max_position_embeddings - 2))["latency_ms_b1"]}
     finally:
         torch.set_num_threads(before)
     memo[key.hexdigest()[:16]] = out
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w") as f:
-        json.dump(memo, f)
-    os.replace(tmp, path)
+    write_memo(path, memo)
     return out
-
-
-def _read(path: str) -> dict:
-    if not os.path.exists(path):
-        return {}
-    with open(path) as f:
-        return json.load(f)
 
 
 def side_by_side(cfg: RunConfig, archs: list[tuple[int, int, int, int]], threads: int) -> dict:
@@ -88,7 +79,7 @@ def side_by_side(cfg: RunConfig, archs: list[tuple[int, int, int, int]], threads
     out = {}
     try:
         for arch in [None, *dict.fromkeys(archs)]:
-            c = AutoConfig.from_pretrained(cfg.teacher)
+            c = copy.deepcopy(tcfg)
             if arch:
                 c.num_hidden_layers, c.hidden_size, c.intermediate_size, c.num_attention_heads = arch
             model = auto_class(kind).from_config(c)  # weights do not change the time

@@ -64,7 +64,7 @@ def mark_front(rows: list[dict], metric: str, mode: str, cost: str) -> list[dict
 
 
 def finish(rows, metric, mode, base, parent, storage, name, wall, n_samples, log, n_at_once=1,
-           teacher: dict | None = None, front_by: str = "latency_ms_b1") -> dict:
+           teacher: dict | None = None, front_by: str = "latency_ms_b1", run_ids: dict | None = None) -> dict:
     from . import track
     from .report import PARAMS, SHOW, pareto_plot, table
 
@@ -104,10 +104,9 @@ def finish(rows, metric, mode, base, parent, storage, name, wall, n_samples, log
                       if best else {"wall_s": wall, "trials": len(rows)})
     track.end_run(base.tracking_uri, parent)
     for r in rows:  # the yardstick columns on each trial's own run too (the UI compares runs, not summary files)
-        run_id = r.get("pct_of_teacher") is not None and track.find_run(base.tracking_uri, base.experiment,
-                                                                        "raydistill.trial_id", r["trial"])
-        if run_id:
-            track.log_metrics(base.tracking_uri, run_id, {k: r[k] for k in ("pct_of_teacher", "speedup_b1") if k in r})
+        if r.get("pct_of_teacher") is not None and r["trial"] in (run_ids or {}):
+            track.log_metrics(base.tracking_uri, run_ids[r["trial"]],
+                              {k: r[k] for k in ("pct_of_teacher", "speedup_b1") if k in r})
     searched = [k for k in ("method", *PARAMS) if len({str(r.get(k)) for r in rows}) > 1 or k in SHOW]
     ui = track.ui_link(base.tracking_uri, base.experiment, name, metric, mode, params=searched,
                        metrics=("pct_of_teacher", "student_params", "latency_ms_b1", "speedup_b1", "best_epoch"))

@@ -164,18 +164,20 @@ def main(argv=None) -> dict:
                         multi_objective=SECOND_OBJECTIVE.get(a.multi_objective), max_failures=a.max_failures,
                         placement=a.placement_strategy, resume=a.resume, verbose=a.verbose)
     wall = time.time() - t0
-    rows = summarize(results, metric, mode, base.train.epochs, track.child_metrics(base.tracking_uri, base.experiment, parent))
-    ref = remeasure_latency(rows, base, ref, threads(demand.cpus_per_worker), log)
+    children = track.child_runs(base.tracking_uri, base.experiment, parent)
+    rows = summarize(results, metric, mode, base.train.epochs, {t: dict(r.data.metrics) for t, r in children.items()})
+    run_ids = {t: r.info.run_id for t, r in children.items()}
+    ref = remeasure_latency(rows, base, ref, threads(demand.cpus_per_worker), log, run_ids)
     track.log_metrics(base.tracking_uri, parent, {"teacher_latency_ms_b1": ref["latency_ms_b1"]}, step=1)
     return finish(rows, metric, mode, base, parent, storage, name, wall, n_samples, log,
                   state.get("concurrency") or n_at_once, teacher=ref,
-                  front_by=SECOND_OBJECTIVE.get(a.multi_objective) or "latency_ms_b1")
+                  front_by=SECOND_OBJECTIVE.get(a.multi_objective) or "latency_ms_b1", run_ids=run_ids)
 
 
 ARCH = ("student_layers", "student_hidden", "student_intermediate", "student_heads")
 
 
-def remeasure_latency(rows: list[dict], base: RunConfig, ref: dict, n_threads: int, log) -> dict:
+def remeasure_latency(rows: list[dict], base: RunConfig, ref: dict, n_threads: int, log, run_ids: dict) -> dict:
     """Each trial's ``latency_ms_b1`` and the teacher's, timed again side by side now that no trial trains (a trial
     times its student while others share its cores); logged to the trial runs at the step after their last epoch, so
     the UI, the Pareto front and ``best --max-latency-ms`` read the quiet numbers. Returns the teacher reference."""
@@ -191,9 +193,8 @@ def remeasure_latency(rows: list[dict], base: RunConfig, ref: dict, n_threads: i
         arch = tuple(int(r[k]) for k in ARCH) if all(r.get(k) is not None for k in ARCH) else None
         if arch in quiet:
             r["latency_ms_b1_in_trial"], r["latency_ms_b1"] = r.get("latency_ms_b1"), quiet[arch]
-            run_id = track.find_run(base.tracking_uri, base.experiment, "raydistill.trial_id", r["trial"])
-            if run_id:
-                track.log_metrics(base.tracking_uri, run_id, {"latency_ms_b1": quiet[arch]},
+            if r["trial"] in run_ids:
+                track.log_metrics(base.tracking_uri, run_ids[r["trial"]], {"latency_ms_b1": quiet[arch]},
                                   step=base.train.epochs + 1)
     return {**ref, "latency_ms_b1": quiet["teacher"]}
 

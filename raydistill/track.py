@@ -249,9 +249,10 @@ def close_children(uri: str, experiment: str, parent_run_id: str) -> None:
         end_run(uri, r.info.run_id, "KILLED")
 
 
-def child_metrics(uri: str, experiment: str, parent_run_id: str) -> dict[str, dict]:
-    """Latest metrics of each trial's child run, keyed by trial id."""
+def child_runs(uri: str, experiment: str, parent_run_id: str) -> dict:
+    """Each trial's child run, keyed by trial id."""
     exp = client(uri).get_experiment_by_name(experiment)
     runs = retry(client(uri).search_runs, [exp.experiment_id],
                  filter_string=f"tags.`mlflow.parentRunId` = '{parent_run_id}'", max_results=10000)
-    return {r.data.tags["raydistill.trial_id"]: dict(r.data.metrics) for r in runs if "raydistill.trial_id" in r.data.tags}
+    return {r.data.tags["raydistill.trial_id"]: r for r in runs if "raydistill.trial_id" in r.data.tags}
+
