@@ -24,7 +24,8 @@ import subprocess
 import sys
 import time
 
-SEARCHED = ("method", "student_layers", "init", "temperature", "alpha", "beta", "alpha_cos", "mapping", "lr")
+SEARCHED = ("method", "student_layers", "student_hidden", "student_heads", "init", "temperature", "alpha", "beta",
+            "alpha_cos", "mapping", "version", "relation_heads", "teacher_layer", "lr")
 TARGET = 0.97  # the bar: the best student keeps ≥ 97% of its teacher's dev score
 
 

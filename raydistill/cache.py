@@ -132,6 +132,8 @@ class TeacherCache:
         """True when this cache holds every teacher feature a stage with ``needs`` reads."""
         if not needs.teacher_full:
             return True
+        if needs.teacher_qkv:  # MiniLM's queries/keys/values are not stored: its relation stage runs the teacher live
+            return False
         return bool(needs.teacher_hidden or needs.teacher_att) and needs.teacher_att <= self.att_layers \
             and self._hidden(needs.teacher_hidden) <= self.hidden_layers
 

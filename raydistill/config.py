@@ -27,7 +27,7 @@ class StudentConfig:
     hidden: int = 312
     intermediate: int = 1200
     heads: int = 12
-    # random | first_k | every_other | uniform | layers:1,3,5 | checkpoint:DIR | pretrained; "" = the method's default
+    # random | first_k | every_other | uniform | layers:1,3,5 | slice | checkpoint:DIR | pretrained; "" = the method's default
     init: str = ""
 
     def validate(self) -> None:
@@ -48,7 +48,10 @@ class DistillConfig:
     stage: str = "all"  # tinybert / two_stage: all | intermediate | pred
     alpha_cos: float = 1.0  # DistilBERT cosine weight
     alpha_mlm: float | None = None  # DistilBERT MLM weight (general distillation; default 2 there)
-    intermediate_epochs: int = 0  # tinybert/two_stage with stage=all: epochs of stage 1 (0 = half)
+    intermediate_epochs: int = 0  # tinybert/two_stage/minilm with stage=all: epochs of stage 1 (0 = half)
+    version: int = 2  # minilm: 1 = MiniLM (attention + value relation), 2 = MiniLMv2 (Q-Q, K-K, V-V relations)
+    relation_heads: int = 0  # minilm v2: relation heads (0 = the teacher's attention heads)
+    teacher_layer: int = 0  # minilm: the teacher layer its relations come from (0 = last, -k = k-th from the top)
 
     def validate(self, labelled: bool = True) -> None:
         """None fields are unset (the method's default) and pass; a task without labels lets α exceed 1."""
@@ -60,6 +63,8 @@ class DistillConfig:
         check(self.beta >= 0, "distill.beta", f"must be >= 0, got {self.beta}")
         check(self.alpha_cos >= 0, "distill.alpha_cos", f"must be >= 0, got {self.alpha_cos}")
         check(self.alpha_mlm is None or self.alpha_mlm >= 0, "distill.alpha_mlm", f"must be >= 0, got {self.alpha_mlm}")
+        check(self.relation_heads >= 0, "distill.relation_heads", f"must be >= 0 (0 = the teacher's heads), got "
+              f"{self.relation_heads}")
         check(self.stage in ("all", "intermediate", "pred"), "distill.stage",
               f"must be one of all, intermediate, pred; got {self.stage!r}")
 
@@ -179,6 +184,9 @@ class RunConfig:
             "student_intermediate": self.student.intermediate, "student_heads": self.student.heads,
             "init": self.student.init, "loss_convention": LOSS_CONVENTION,
         }
+        if self.distill.method == "minilm":  # its knobs only where they mean something
+            p.update(version=self.distill.version, relation_heads=self.distill.relation_heads,
+                     teacher_layer=self.distill.teacher_layer)
         for f in fields(self.train):
             key = "num_workers" if f.name == "num_workers" else f.name
             p[key] = getattr(self.train, f.name)

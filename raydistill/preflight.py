@@ -97,8 +97,8 @@ def check_student(cfg: RunConfig, tcfg) -> None:
               f"but the teacher is {tcfg.model_type} with vocab {getattr(tcfg, 'vocab_size', '?')}; distil from a "
               "checkpoint of the teacher's family and tokenizer")
     else:
-        check(init in ("random", "pretrained"), "student.init", f"unknown init {init!r}; use random, first_k, every_other, "
-              "uniform, layers:1,3,5 or checkpoint:DIR")
+        check(init in ("random", "slice", "pretrained"), "student.init", f"unknown init {init!r}; use random, slice, "
+              "first_k, every_other, uniform, layers:1,3,5 or checkpoint:DIR")
 
 
 def preflight(cfg: RunConfig, load_data: bool = True, require_head: bool = True,
@@ -141,9 +141,9 @@ def preflight(cfg: RunConfig, load_data: bool = True, require_head: bool = True,
                   f"--model {cfg.teacher} --output DIR")
     if method.maps_layers:
         layer_pairs(cfg.distill.mapping, cfg.student.layers, tcfg.num_hidden_layers)
-    if method.intermediate:
-        check(cfg.student.heads == tcfg.num_attention_heads, "student.heads",
-              f"{method.name} matches attention scores head by head: use the teacher's {tcfg.num_attention_heads} heads")
+    if method.uses_teacher and cfg.student.init != "pretrained" and not cfg.student.init.startswith("checkpoint:"):
+        method.check_shapes(cfg, cfg.student.heads, cfg.student.hidden, tcfg.num_attention_heads, tcfg.hidden_size,
+                            tcfg.num_hidden_layers)
     if load_data and task.labelled:
         from .distill.examples import train_and_eval_examples
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 SHOW = ("method", "student_layers", "student_hidden", "temperature", "alpha", "beta", "mapping")
 # every param a space can search (Tune config keys = MLflow param names); the UI view shows those that varied
 PARAMS = ("student_size", "student_layers", "student_hidden", "student_intermediate", "student_heads", "init",
-          "temperature", "alpha", "beta", "mapping", "alpha_cos", "alpha_mlm", "lr", "batch_size", "warmup_ratio",
-          "weight_decay")
+          "temperature", "alpha", "beta", "mapping", "alpha_cos", "alpha_mlm", "version", "relation_heads",
+          "teacher_layer", "lr", "batch_size", "warmup_ratio", "weight_decay")
 
 
 def fmt(v) -> str:

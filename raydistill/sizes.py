@@ -7,8 +7,9 @@ Each size field of a search space (or ``raydistill.distill --student-…``) is e
   hidden        int; ``teacher``; a fraction of the teacher's width, rounded to a multiple of the teacher's
                 head count (0.4 of 768 → 312, TinyBERT's width)
   intermediate  int; ``teacher``; ``auto`` = the teacher's intermediate/hidden ratio × hidden (4 × hidden for BERT)
-  heads         int; ``teacher``; ``auto`` = the teacher's head count when it divides hidden (TinyBERT matches
-                attention head by head), else hidden / the teacher's head size
+  heads         int; ``teacher``; a fraction of the teacher's head count (0.5 of 12 → 6); ``auto`` = the teacher's
+                head count when it divides hidden (TinyBERT matches attention head by head), else hidden / the
+                teacher's head size
 
 Fields left out take ``DEFAULT``: half the teacher's depth at the teacher's width, which every init (``first_k``,
 ``every_other`` copy whole teacher layers) and every method can use. What a run logs is always the resolved numbers.
@@ -68,9 +69,9 @@ def _parse(field: str, v):
             raise UserError(f"student.{field}", f"{v!r} is not a size; write a number, a fraction in (0, 1] of the "
                             "teacher's, or 'teacher'") from None
     if isinstance(v, float) and (not v.is_integer() or v == 1.0):
-        check(field in ("layers", "hidden"), f"student.{field}",
-              f"a fraction applies to layers and hidden; write {field}: auto, teacher or a number")
-        return "frac", _fraction(field, v, "depth" if field == "layers" else "width")
+        check(field in ("layers", "hidden", "heads"), f"student.{field}",
+              f"a fraction applies to layers, hidden and heads; write {field}: auto, teacher or a number")
+        return "frac", _fraction(field, v, {"layers": "depth", "hidden": "width", "heads": "head count"}[field])
     return "abs", _number(field, v)
 
 
@@ -103,7 +104,7 @@ def resolve(values: dict, teacher: Shape) -> dict:
         check(heads > 0, "student.hidden", f"{hidden} is divisible neither by the teacher's {t.heads} heads nor by its "
               f"head size {head_size}; pick a hidden size that is a multiple of {t.heads}, or set student.heads")
     else:
-        heads = t.heads if kind == "teacher" else v
+        heads = t.heads if kind == "teacher" else v if kind == "abs" else max(1, int(v * t.heads + 0.5))
     check(hidden % heads == 0, "student.hidden", f"{hidden} is not divisible by student.heads={heads}; "
           "pick hidden = k·heads or leave heads out (auto)")
     return {"layers": layers, "hidden": hidden, "intermediate": intermediate, "heads": heads}

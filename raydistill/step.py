@@ -21,11 +21,9 @@ def forward(model, batch: dict, need_hidden: bool, capture=None) -> Outputs:
     if capture is not None:
         with capture:
             out = model(**inputs, output_hidden_states=need_hidden)
-        scores = dict(capture.scores)
-    else:
-        out = model(**inputs, output_hidden_states=need_hidden)
-        scores = {}
-    return Outputs.from_hf(out, scores)
+        return Outputs.from_hf(out, dict(capture.scores), dict(capture.qkv))
+    out = model(**inputs, output_hidden_states=need_hidden)
+    return Outputs.from_hf(out)
 
 
 class Distiller(torch.nn.Module):

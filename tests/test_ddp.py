@@ -37,7 +37,7 @@ def _init(rank: int, world: int, port: int) -> None:
 LENGTHS = (2, 7, 4, 3)  # rank 0 takes examples 0-1 (padded to 7, 9 real tokens), rank 1 examples 2-3 (to 4, 7)
 HS, HT, C, A = 4, 6, 5, 2
 LOSS_NAMES = ("soft_ce", "hard_token", "mlm", "logit_mse", "hidden_mse", "cosine", "attention_mse",
-              "qa_logit_mse", "hard_qa")
+              "qa_logit_mse", "hard_qa", "relation_kl")
 
 
 def _examples() -> list[dict]:
@@ -104,6 +104,7 @@ class Toy(torch.nn.Module):
             "attention_mse": lambda: L.attention_mse(scores, b["t_scores"], mask),
             "qa_logit_mse": lambda: L.qa_logit_mse(start, end, b["t_logits"][..., 0], b["t_logits"][..., 1], mask),
             "hard_qa": lambda: L.hard_loss("qa", (q_start, q_end), b),
+            "relation_kl": lambda: L.relation_kl(h, x, b["t_h"], b["t_h"], A, mask),  # widths 4 vs 6, A relation heads
         }[name]()
 
 
@@ -205,6 +206,7 @@ CASES = [  # (task, kind, method, distill args): every token-level loss family t
     ("mrpc", "classification", "distilbert", {"alpha": 0.5, "alpha_cos": 1.0}),  # projected cosine over tokens
     ("korquad", "qa", "two_stage", {"stage": "pred"}),  # start/end logit MSE over positions
     ("sst2", "classification", "pkd", {"alpha": 0.5, "beta": 10.0, "mapping": "uniform"}),  # last pair dropped
+    ("sst2", "classification", "minilm", {"stage": "intermediate"}),  # Q/K/V relations over real queries and keys
 ]
 
 

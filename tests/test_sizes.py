@@ -35,7 +35,7 @@ def test_resolve(values, teacher, want):
     ({"layers": "auto"}, "student.layers", "'auto' applies to intermediate and heads"),
     ({"hidden": 100}, "student.hidden", "divisible neither"),
     ({"hidden": 100, "heads": 12}, "student.hidden", "not divisible by student.heads=12"),
-    ({"intermediate": 0.5}, "student.intermediate", "a fraction applies to layers and hidden"),
+    ({"intermediate": 0.5}, "student.intermediate", "a fraction applies to layers, hidden and heads"),
     ({"heads": "many"}, "student.heads", "is not a size"),
 ])
 def test_bad_relative_size_names_the_field(values, field, msg):

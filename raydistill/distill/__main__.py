@@ -38,7 +38,7 @@ def train_config(a, **extra) -> dict:
 def parser() -> argparse.ArgumentParser:
     s, d = StudentConfig(), DistillConfig()
     p = argparse.ArgumentParser(prog="python -m raydistill.distill", description=__doc__)
-    p.add_argument("--method", required=True, help="kd | distilbert | tinybert | pkd | two_stage | finetune")
+    p.add_argument("--method", required=True, help="kd | distilbert | tinybert | pkd | two_stage | minilm | finetune")
     p.add_argument("--teacher", required=True, help="fine-tuned teacher directory (or hub name)")
     add_train_args(p)
     sizes = "a number, a fraction of the teacher's (0.5) or 'teacher'"
@@ -48,8 +48,8 @@ def parser() -> argparse.ArgumentParser:
                    "the teacher's intermediate/hidden ratio × hidden)")
     p.add_argument("--student-heads", default=None, help="a number, 'teacher' or 'auto' (default: auto, the "
                    "teacher's head count when it divides hidden)")
-    p.add_argument("--init", default=s.init, help="random | first_k | every_other | uniform | layers:1,3,5 | "
-                   "checkpoint:DIR (default: the method's: pkd first_k, distilbert every_other, others random)")
+    p.add_argument("--init", default=s.init, help="random | first_k | every_other | uniform | layers:1,3,5 | slice | "
+                   "checkpoint:DIR (default: the method's: pkd first_k, distilbert every_other, minilm slice, others random)")
     p.add_argument("--temperature", type=float, default=d.temperature,
                    help="default: the method's (tinybert 1; distilbert on --task general 2; others 4)")
     p.add_argument("--alpha", type=float, default=d.alpha, help="weight of the soft loss; 1-alpha weighs the hard "
@@ -61,6 +61,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--mapping", default=d.mapping, help="uniform | skip | last | top | bottom | 3,6,9,12")
     p.add_argument("--stage", default=d.stage, help="all | intermediate | pred (tinybert, two_stage)")
     p.add_argument("--intermediate-epochs", type=int, default=0)
+    p.add_argument("--version", type=int, default=d.version, help="minilm: 1 = MiniLM, 2 = MiniLMv2 relations")
+    p.add_argument("--relation-heads", type=int, default=d.relation_heads,
+                   help="minilm v2: relation heads (0 = the teacher's attention heads)")
+    p.add_argument("--teacher-layer", type=int, default=d.teacher_layer,
+                   help="minilm: teacher layer to distil from (0 = last, -k = k-th from the top)")
     p.add_argument("--num-workers", type=int, default=1, help="DDP workers (Ray Train)")
     p.add_argument("--use-gpu", action="store_true")
     p.add_argument("--max-failures", type=int, default=0, help="worker failures to recover from a checkpoint")
@@ -116,7 +121,8 @@ def student_sizes(a) -> dict:
 
 def config_from_args(a) -> RunConfig:
     distill = {k: getattr(a, k) for k in ("method", "temperature", "alpha", "beta", "mapping", "stage", "alpha_cos",
-                                          "alpha_mlm", "intermediate_epochs")}
+                                          "alpha_mlm", "intermediate_epochs", "version", "relation_heads",
+                                          "teacher_layer")}
     return RunConfig.from_dict(dict(
         task=a.task, teacher=local_abspath(a.teacher), data_dir=local_abspath(a.data_dir), output=os.path.abspath(a.output),
         student={**student_sizes(a), "init": a.init}, distill=distill,

@@ -18,6 +18,7 @@ is that of the mean over the global batch, as one worker would compute it.
 from __future__ import annotations
 
 import contextlib
+import math
 
 import torch
 import torch.distributed as dist
@@ -167,6 +168,38 @@ def pkd_patient(student_cls_list, teacher_cls_list):
     s = F.normalize(torch.stack([x.float() for x in student_cls_list], 1), p=2, dim=-1)
     t = F.normalize(torch.stack([x.float() for x in teacher_cls_list], 1), p=2, dim=-1)
     return F.mse_loss(s, t)
+
+
+def concat_heads(x: torch.Tensor) -> torch.Tensor:
+    """[B, A, T, d] per-head queries/keys/values (as attention receives them) → [B, T, A·d], heads side by side."""
+    return x.transpose(1, 2).reshape(x.size(0), x.size(2), -1)
+
+
+def _relation_logp(a: torch.Tensor, b: torch.Tensor, heads: int, mask, who: str) -> torch.Tensor:
+    """log softmax(a_r b_rᵀ / √d_r) over the real keys, per relation head r: a, b [B, T, H] → [B, heads, T, T]."""
+    bsz, t, h = a.shape
+    check(h % heads == 0, "distill.relation_heads",
+          f"{heads} relation heads do not divide the {who}'s width {h}; pick a number that divides both widths")
+    d = h // heads
+    a = a.float().reshape(bsz, t, heads, d).transpose(1, 2)
+    b = b.float().reshape(bsz, t, heads, d).transpose(1, 2)
+    scores = a @ b.transpose(-1, -2) / math.sqrt(d)
+    if mask is not None:  # a large finite negative, not -inf: exp gives 0 and 0·(log p_t − log p_s) stays 0, not NaN
+        scores = scores.masked_fill(~mask.bool()[:, None, None, :], -1e9)
+    return F.log_softmax(scores, dim=-1)
+
+
+def relation_kl(s_a, s_b, t_a, t_b, heads: int, mask=None):
+    """MiniLM / MiniLMv2 self-attention relation loss. Each input is a [B, T, H] set of vectors with the attention
+    heads side by side (``concat_heads``); it is split into ``heads`` relation heads of width d_r = H / heads, and
+    R = softmax(x_a x_bᵀ / √d_r) over the real keys. Returns KL(R_t ‖ R_s) summed over keys, averaged over relation
+    heads and real query positions. Student and teacher widths may differ (each has its own d_r).
+    MiniLM v1 with the model's own heads: (Q, K) is the attention distribution, (V, V) the value relation;
+    MiniLMv2: (Q, Q), (K, K), (V, V) with any number of relation heads dividing both widths."""
+    log_s = _relation_logp(s_a, s_b, heads, mask, "student")
+    log_t = _relation_logp(t_a, t_b, heads, mask, "teacher")
+    kl = (log_t.exp() * (log_t - log_s)).sum(-1).mean(1)  # [B, T]: summed over keys, averaged over relation heads
+    return _masked_mean(kl, mask)
 
 
 def mlm_loss(logits, labels):

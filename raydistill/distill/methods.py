@@ -39,12 +39,13 @@ class Outputs:
     end: torch.Tensor | None = None
     hidden: tuple | None = None  # (embeddings, layer 1, …, layer N)
     scores: dict = field(default_factory=dict)  # 0-based layer -> pre-softmax attention scores
+    qkv: dict = field(default_factory=dict)  # 0-based layer -> (query, key, value), each [B, heads, T, head_size]
 
     @classmethod
-    def from_hf(cls, out, scores=None) -> "Outputs":
+    def from_hf(cls, out, scores=None, qkv=None) -> "Outputs":
         return cls(logits=getattr(out, "logits", None), start=getattr(out, "start_logits", None),
                    end=getattr(out, "end_logits", None), hidden=getattr(out, "hidden_states", None),
-                   scores=scores or {})
+                   scores=scores or {}, qkv=qkv or {})
 
     def predictions(self) -> dict[str, torch.Tensor]:
         if self.start is not None:
@@ -60,6 +61,8 @@ class Needs:
     student_att: frozenset = frozenset()
     teacher_full: bool = False  # needs full-sequence teacher states/scores, not only logits and [CLS]
     teacher_hidden: frozenset = frozenset()  # teacher layers (0 = embeddings, −1 = last) needed full-sequence
+    teacher_qkv: frozenset = frozenset()  # 0-based teacher layers whose queries, keys and values are captured
+    student_qkv: frozenset = frozenset()
 
 
 # ------------------------------------------------------------------ task-aware prediction losses
@@ -115,9 +118,10 @@ class Method:
     defaults = {"temperature": 4.0, "alpha": 0.5, "alpha_mlm": 0.0}
     general_defaults: dict = {}
 
-    def __init__(self, cfg, kind: str, pairs: list[tuple[int, int]]):
+    def __init__(self, cfg, kind: str, pairs: list[tuple[int, int]], layers: tuple[int, int] = (0, 0)):
         self.check(cfg)
         self.cfg, self.d, self.kind, self.pairs = cfg, cfg.distill, kind, pairs
+        self.student_layers, self.teacher_layers = layers
 
     @classmethod
     def check(cls, cfg) -> None:
@@ -131,6 +135,10 @@ class Method:
             check(d.intermediate_epochs < cfg.train.epochs, "distill.intermediate_epochs",
                   f"{d.intermediate_epochs} leaves no epoch of the {cfg.train.epochs} for stage {stages[-1]}; "
                   f"pass --intermediate-epochs {max(cfg.train.epochs - 1, 0)} or less, or more --epochs")
+
+    @classmethod
+    def check_shapes(cls, cfg, s_heads: int, s_hidden: int, t_heads: int, t_hidden: int, t_layers: int) -> None:
+        """The student's and teacher's shapes suit this method's losses (checked before Ray and again on the models)."""
 
     def active_stages(self) -> tuple[str, ...]:
         return self.stages if self.d.stage == "all" else (self.d.stage,)
@@ -221,6 +229,11 @@ class _Intermediate(Method):
     def projected_layers(self, n_layers):
         return {0} | {i for i, _ in self.pairs}
 
+    @classmethod
+    def check_shapes(cls, cfg, s_heads, s_hidden, t_heads, t_hidden, t_layers):
+        check(s_heads == t_heads, "student.heads",
+              f"{cls.name} matches attention scores head by head: use the teacher's {t_heads} heads")
+
     def needs(self, stage):
         if stage != "intermediate":
             return Needs()
@@ -287,4 +300,67 @@ class PatientKD(HintonKD):
             s_cls = [obj.project(i, s.hidden[i][:, 0]) for i, _ in pairs]
             out["patient"] = L.pkd_patient(s_cls, [t.hidden[j][:, 0] for _, j in pairs])
             out["loss"] = out["loss"] + self.d.beta * out["patient"]
+        return out
+
+
+def teacher_layer(d, n_layers: int) -> int:
+    """``distill.teacher_layer`` as a 1-based layer of an ``n_layers`` teacher: 0 = the last, −k = k-th from the top."""
+    v = d.teacher_layer
+    layer = n_layers if v == 0 else n_layers + 1 + v if v < 0 else v
+    check(1 <= layer <= n_layers, "distill.teacher_layer", f"{v} is outside the teacher's {n_layers} layers; use "
+          f"1..{n_layers}, 0 for the last or -k for the k-th from the top")
+    return layer
+
+
+@register("minilm")
+class MiniLM(Method):
+    """Wang et al. 2020 (MiniLM, ``version`` 1) and 2021 (MiniLMv2, ``version`` 2). Stage ``intermediate``: the
+    student's last layer learns the self-attention of one teacher layer (``teacher_layer``, default the last), as KL
+    between relation distributions (``losses.relation_kl``). v1: attention distributions (Q·K) + value relation (V·V)
+    per attention head, so the student keeps the teacher's head count; v2: Q·Q, K·K and V·V relations over
+    ``relation_heads`` relation heads (default the teacher's head count), so the student's width and heads are free.
+    Stage ``pred``: α·T²·KL + (1−α)·hard, as kd. General distillation runs stage ``intermediate`` alone."""
+
+    stages = ("intermediate", "pred")
+    default_init = "slice"  # the teacher's weights cut to the student's width; the paper's: a general-distilled MiniLM
+    RELATIONS = {1: (("q", "k"), ("v", "v")), 2: (("q", "q"), ("k", "k"), ("v", "v"))}
+
+    @classmethod
+    def check(cls, cfg):
+        super().check(cfg)
+        check(cfg.distill.version in cls.RELATIONS, "distill.version", f"MiniLM has versions 1 and 2, not "
+              f"{cfg.distill.version}")
+
+    @classmethod
+    def check_shapes(cls, cfg, s_heads, s_hidden, t_heads, t_hidden, t_layers):
+        d = cfg.distill
+        teacher_layer(d, t_layers)
+        if d.version == 1:
+            check(s_heads == t_heads, "student.heads", f"MiniLM v1 distils attention head by head, so the student "
+                  f"needs the teacher's {t_heads} heads, not {s_heads}; or use --version 2 (relation heads)")
+            return
+        r = d.relation_heads or t_heads
+        check(s_hidden % r == 0 and t_hidden % r == 0, "distill.relation_heads",
+              f"{r} relation heads must divide the student's width {s_hidden} and the teacher's {t_hidden}; pick one "
+              "that divides both")
+
+    def heads(self, s_heads: int, t_heads: int) -> int:
+        return s_heads if self.d.version == 1 else self.d.relation_heads or t_heads
+
+    def needs(self, stage):
+        if stage != "intermediate":
+            return Needs()
+        return Needs(teacher_full=True, teacher_qkv=frozenset({teacher_layer(self.d, self.teacher_layers) - 1}),
+                     student_qkv=frozenset({self.student_layers - 1}))
+
+    def losses(self, stage, s, t, batch, obj):
+        if stage != "intermediate":
+            return HintonKD.losses(self, stage, s, t, batch, obj)
+        (sq, sk, sv), (tq, tk, tv) = s.qkv[self.student_layers - 1], t.qkv[teacher_layer(self.d, self.teacher_layers) - 1]
+        heads = self.heads(sq.size(1), tq.size(1))
+        sx = {"q": L.concat_heads(sq), "k": L.concat_heads(sk), "v": L.concat_heads(sv)}
+        tx = {"q": L.concat_heads(tq), "k": L.concat_heads(tk), "v": L.concat_heads(tv)}
+        mask = batch["attention_mask"]
+        out = {f"{a}{b}": L.relation_kl(sx[a], sx[b], tx[a], tx[b], heads, mask) for a, b in self.RELATIONS[self.d.version]}
+        out["loss"] = sum(out.values())
         return out

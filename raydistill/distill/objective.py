@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import torch
 
-from ..errors import check
 from ..models.features import AttentionCapture
 from ..models.student import build_student
 from ..models.teacher import load_model
@@ -34,12 +33,12 @@ class Objective(torch.nn.Module):
 
     def _capture(self, who: str, stage: str):
         needs = self.method.needs(stage)
-        layers = needs.teacher_att if who == "teacher" else needs.student_att
-        if not layers:
+        layers, qkv = (needs.teacher_att, needs.teacher_qkv) if who == "teacher" else (needs.student_att, needs.student_qkv)
+        if not layers and not qkv:
             return None
-        key = (who, layers)
+        key = (who, layers, qkv)
         if key not in self._captures:
-            self._captures[key] = AttentionCapture(self._models[who], set(layers))
+            self._captures[key] = AttentionCapture(self._models[who], set(layers), set(qkv))
         return self._captures[key]
 
     def teacher_capture(self, stage: str):
@@ -80,11 +79,13 @@ def build_objective(cfg, resume_student: str | None = None):
     pairs = []
     if method_cls.maps_layers:
         pairs = layer_pairs(cfg.distill.mapping, student.config.num_hidden_layers, teacher.config.num_hidden_layers)
-    if method_cls.intermediate:
-        check(student.config.num_attention_heads == teacher.config.num_attention_heads, "student.heads",
-              f"{cfg.distill.method} matches attention scores head by head, so the student needs the teacher's "
-              f"{teacher.config.num_attention_heads} heads, not {student.config.num_attention_heads}")
-    method = method_cls(cfg, kind, pairs)
+    layers = (0, 0)
+    if method_cls.uses_teacher:
+        sc, tc = student.config, teacher.config
+        method_cls.check_shapes(cfg, sc.num_attention_heads, sc.hidden_size, tc.num_attention_heads, tc.hidden_size,
+                                tc.num_hidden_layers)
+        layers = (sc.num_hidden_layers, tc.num_hidden_layers)
+    method = method_cls(cfg, kind, pairs, layers)
     if not method_cls.uses_teacher:
         teacher = None
     return Objective(method, student, teacher), student, teacher, tokenizer

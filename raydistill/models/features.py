@@ -13,6 +13,9 @@ on for the duration of a ``with`` block (no model surgery, no hooks left behind)
     with AttentionCapture(student, {1, 3}) as cap:      # 0-based layer indices
         out = student(**batch, output_hidden_states=True)
     cap.scores[3]                                        # [B, heads, T, T], differentiable in train mode
+
+MiniLM's relations read a layer's queries, keys and values instead: ``AttentionCapture(model, (), qkv={5})`` keeps
+``cap.qkv[5] = (q, k, v)``, each [B, heads, T, head_size], and lets that layer run sdpa as usual.
 """
 from __future__ import annotations
 
@@ -33,7 +36,10 @@ _ACTIVE: dict[int, tuple["AttentionCapture", int]] = {}
 def _capture_attention(module, query, key, value, attention_mask, dropout: float = 0.0, scaling: float | None = None,
                        **kwargs):
     hit = _ACTIVE.get(id(module))
-    if hit is None:  # not a captured layer: the fused kernel, as without capture
+    if hit is not None and hit[1] in hit[0].qkv_layers:
+        hit[0].qkv[hit[1]] = (query, key, value)
+        hit = hit if hit[1] in hit[0].layers else None
+    if hit is None:  # no scores wanted from this layer: the fused kernel, as without capture
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       **kwargs)
     capture, layer = hit
@@ -59,23 +65,24 @@ class AttentionCapture:
     ``scores`` maps layer → Tensor [B, heads, T, T] (the latest forward's; reset on each ``with``). Scores carry
     gradients like any activation, so a student loss on them trains the student; wrap the teacher's forward in
     ``torch.no_grad()`` as usual. Inside the block the other layers run PyTorch sdpa whatever the model's own
-    implementation is (same numbers as eager); on exit the model's implementation is restored. An empty ``layers``
-    leaves the model untouched. Accepts a DDP/DataParallel wrapper (uses ``.module``).
+    implementation is (same numbers as eager); on exit the model's implementation is restored. ``qkv`` layers
+    (0-based) also keep their (query, key, value) in ``qkv``. Empty ``layers`` and ``qkv`` leave the model untouched. Accepts a DDP/DataParallel wrapper (uses ``.module``).
     """
 
-    def __init__(self, model, layers):
+    def __init__(self, model, layers, qkv=()):
         self.model = getattr(model, "module", model)
-        layers = set(layers)
+        layers, qkv = set(layers), set(qkv)
         n = len(encoder_layers(self.model))
-        check(all(isinstance(i, int) and 0 <= i < n for i in layers), "distill.mapping",
-              f"attention layers {sorted(layers)} are outside the model's 0..{n - 1}; check the layer mapping")
-        self.layers = frozenset(layers)
-        self._modules = {id(encoder_layers(self.model)[i].attention.self): i for i in layers}
+        check(all(isinstance(i, int) and 0 <= i < n for i in layers | qkv), "distill.mapping",
+              f"attention layers {sorted(layers | qkv)} are outside the model's 0..{n - 1}; check the layer mapping")
+        self.layers, self.qkv_layers = frozenset(layers), frozenset(qkv)
+        self._modules = {id(encoder_layers(self.model)[i].attention.self): i for i in layers | qkv}
         self.scores: dict[int, torch.Tensor] = {}
+        self.qkv: dict[int, tuple] = {}
         self._prev = None
 
     def __enter__(self) -> "AttentionCapture":
-        self.scores = {}
+        self.scores, self.qkv = {}, {}
         if not self._modules:
             return self
         check(not any(k in _ACTIVE for k in self._modules), "distill.mapping", "this model is already inside an "

@@ -11,6 +11,10 @@ Initialisation strategies live in the string-keyed registry ``INITS`` (``Student
 
 They copy the embeddings (word, position, token type, LayerNorm), the chosen encoder layers, and the pooler and task
 head (same head class, so the shapes match), which requires the teacher's hidden, intermediate and heads.
+``slice`` takes every_other's layers for a student of any width: each tensor is cut to the student's shape (its
+leading rows and columns: the first hidden units, intermediate neurons and, with the teacher's head size, the first
+heads), the way AutoTinyBERT and weight subcloning extract a narrow model from a wide one, so a narrower student
+(MiniLM's relations leave width and heads free) starts from the teacher's weights rather than random ones.
 ``random`` initialises everything fresh; ``checkpoint:DIR`` loads a saved student (e.g. from general distillation)
 whose architecture then wins over the size fields, with a fresh task head when the checkpoint has none or another.
 An empty init means the method's default (``Method.default_init``: pkd first_k, distilbert every_other, else random),
@@ -115,18 +119,30 @@ def _layer_copy(name: str):
     return init
 
 
-def copy_weights(teacher, student, teacher_layers: list[int]) -> list[str]:
-    """Copy every student tensor whose teacher counterpart has the same name and shape; student encoder layer i
-    comes from teacher layer ``teacher_layers[i]`` (0-based). Returns the copied student names."""
+def copy_weights(teacher, student, teacher_layers: list[int], sliced: bool = False) -> list[str]:
+    """Copy every student tensor whose teacher counterpart has the same name and shape (``sliced``: or a shape no
+    smaller in any dimension, whose leading block is copied); student encoder layer i comes from teacher layer
+    ``teacher_layers[i]`` (0-based). Returns the copied student names."""
     t_sd = teacher.state_dict()
     copied = []
     with torch.no_grad():
         for name, p in student.state_dict().items():
             src = _LAYER_KEY.sub(lambda mt: f"{mt[1]}{teacher_layers[int(mt[2])]}{mt[3]}", name, count=1)
-            if src in t_sd and t_sd[src].shape == p.shape:
-                p.copy_(t_sd[src])
-                copied.append(name)
+            t = t_sd.get(src)
+            if t is None or t.dim() != p.dim() or t.shape != p.shape and not (
+                    sliced and all(a <= b for a, b in zip(p.shape, t.shape))):
+                continue
+            p.copy_(t[tuple(slice(0, n) for n in p.shape)])
+            copied.append(name)
     return copied
+
+
+def _slice(teacher, spec: StudentConfig, arg: str | None):
+    """Copy every_other's teacher layers, each tensor cut to the student's shape (module docstring)."""
+    src = init_layers("every_other", spec.layers, teacher.config.num_hidden_layers)
+    student = _fresh(teacher, spec)
+    copy_weights(teacher, student, [s - 1 for s in src], sliced=True)
+    return student
 
 
 def _checkpoint(teacher, spec: StudentConfig, arg: str | None):
@@ -159,7 +175,7 @@ def _checkpoint(teacher, spec: StudentConfig, arg: str | None):
 
 
 INITS = {"random": _random, "first_k": _layer_copy("first_k"), "every_other": _layer_copy("every_other"),
-         "uniform": _layer_copy("uniform"), "layers": _layer_copy("layers"), "checkpoint": _checkpoint}
+         "uniform": _layer_copy("uniform"), "layers": _layer_copy("layers"), "slice": _slice, "checkpoint": _checkpoint}
 
 
 def build_student(teacher, spec: StudentConfig):
@@ -168,7 +184,7 @@ def build_student(teacher, spec: StudentConfig):
     spec.validate()
     name, _, arg = (spec.init or "random").partition(":")
     check(name in INITS, "student.init", f"unknown init {spec.init!r}; use one of random, first_k, every_other, "
-                                         "uniform, layers:1,3,5, checkpoint:DIR")
+                                         "uniform, layers:1,3,5, slice, checkpoint:DIR")
     check(bool(arg) == (name in ("layers", "checkpoint")), "student.init",
           f"{spec.init!r}: only layers:… and checkpoint:… take an argument (e.g. layers:1,3,5)")
     encoder_layers(teacher)  # fails early for a non-BERT layout
