@@ -17,13 +17,17 @@ process; the report gives medians (ms) and ratios of medians:
   student_ort    ONNX Runtime, CPU provider, intra-op threads = torch threads
   teacher_bf16 / student_bf16   (extra column) PyTorch under torch.autocast("cpu", bfloat16), on CPUs with
                  AVX512-BF16/AMX; outputs are compared with fp32 and the max abs logit difference is printed
+  student_ort_int8    that file dynamically quantised to INT8 (``raydistill.quantize.quantize_onnx``, what
+                 ``raydistill.best --onnx --quantize`` writes: MatMul weights INT8 per channel); its max abs logit
+                 difference from PyTorch fp32 is printed
   student_ort_fused   (extra) ONNX Runtime's BERT fusions (``onnxruntime.transformers.optimizer``) on that file
   teacher_ort    (``--onnx-teacher``) the teacher exported the same way
 
 ORT runs with ``session.intra_op.allow_spinning=0`` (like ``OMP_WAIT_POLICY=PASSIVE`` for torch) unless
 ``--omp-active``. Wall-clock and process-CPU-time medians are both reported.
 
-Last line: ``RATIO b1 teacher/student=… teacher/student_ort=… b32 teacher/student=… teacher/student_ort=…``.
+Last line: ``RATIO b1 teacher/student=… teacher/student_ort=… b32 teacher/student=… teacher/student_ort=…``; the
+line before it: ``INT8 b1 teacher/student_ort=… teacher/student_ort_int8=… b32 …`` (the fp32 and INT8 ONNX students).
 """
 from __future__ import annotations
 
@@ -48,6 +52,8 @@ import time  # noqa: E402
 import torch  # noqa: E402
 
 from common import TEXTS, loadavg, machine as _machine  # noqa: E402
+
+from raydistill.quantize import ort_session, quantize_onnx  # noqa: E402
 
 
 def machine() -> dict:
@@ -83,17 +89,6 @@ def build(root: str, sz: dict) -> tuple[str, str]:
 
     AutoTokenizer.from_pretrained(t_dir).save_pretrained(s_dir)
     return t_dir, s_dir
-
-
-def ort_session(path: str, threads: int, spin: bool):
-    import onnxruntime as ort
-
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = threads
-    so.inter_op_num_threads = 1
-    # ORT's own pool spins like OpenMP's ACTIVE policy; on a shared CPU that doubles batch-1 latency
-    so.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
-    return ort.InferenceSession(path, sess_options=so, providers=["CPUExecutionProvider"])
 
 
 def fused_onnx(path: str, config, threads: int, spin: bool, ids, mask, ref):
@@ -152,11 +147,20 @@ def main(argv=None) -> dict:
         print(f"export_onnx(student): {time.perf_counter() - t0:.1f} s, max |ORT - torch| = "
               f"{exp['onnx_max_abs_diff']:.2e}", flush=True)
         spin = a.omp_active
-        sessions = {"student_ort": ort_session(exp["onnx_path"], threads, spin)}
+        t0 = time.perf_counter()
+        int8_path = quantize_onnx(exp["onnx_path"])
+        sessions = {"student_ort": ort_session(exp["onnx_path"], threads, spin),
+                    "student_ort_int8": ort_session(int8_path, threads, spin)}
         g = torch.Generator().manual_seed(1)
         ids = torch.randint(5, teacher.config.vocab_size, (2, sz["length"]), generator=g)
         with torch.inference_mode():
             ref = student(input_ids=ids, attention_mask=torch.ones_like(ids)).logits.numpy()
+        got = sessions["student_ort_int8"].run(None, {"input_ids": ids.numpy(),
+                                                      "attention_mask": torch.ones_like(ids).numpy()})[0]
+        int8 = {"max_abs_logit_diff": float(abs(got - ref).max()), "quantize_s": time.perf_counter() - t0,
+                "fp32_mb": os.path.getsize(exp["onnx_path"]) / 2**20, "int8_mb": os.path.getsize(int8_path) / 2**20}
+        print(f"student_ort_int8: quantised in {int8['quantize_s']:.1f} s, {int8['int8_mb']:.1f} MB (fp32 "
+              f"{int8['fp32_mb']:.1f} MB), max |ORT int8 - torch fp32| = {int8['max_abs_logit_diff']:.2e}", flush=True)
         fused, why = fused_onnx(exp["onnx_path"], student.config, threads, spin, ids, torch.ones_like(ids), ref)
         notes = {}
         if fused is not None and why < 1e-4:
@@ -222,7 +226,9 @@ def main(argv=None) -> dict:
     def ratios(b, table):
         r = table[b]
         out = {"teacher/student": r["teacher"] / r["student"], "teacher/student_ort": r["teacher"] / r["student_ort"],
-               "student/student_ort": r["student"] / r["student_ort"]}
+               "student/student_ort": r["student"] / r["student_ort"],
+               "teacher/student_ort_int8": r["teacher"] / r["student_ort_int8"],
+               "student_ort/student_ort_int8": r["student_ort"] / r["student_ort_int8"]}
         if "student_ort_fused" in r:
             out["teacher/student_ort_fused"] = r["teacher"] / r["student_ort_fused"]
             out["student/student_ort_fused"] = r["student"] / r["student_ort_fused"]
@@ -245,13 +251,16 @@ def main(argv=None) -> dict:
            "params": params, "latency_ms": {f"b{b}": r for b, r in results.items()},
            "cpu_ms": {f"b{b}": r for b, r in cpu_results.items()}, "summary": summary, "cpu_summary": cpu_summary,
            "notes": notes,
-           "bf16_max_abs_logit_diff": bf16_diff, "onnx_max_abs_diff": exp["onnx_max_abs_diff"],
+           "bf16_max_abs_logit_diff": bf16_diff, "onnx_max_abs_diff": exp["onnx_max_abs_diff"], "int8": int8,
            "repeats": {"b1": rep1, "large": repn, "warmup": a.warmup}}
     if a.json:
         with open(a.json, "w") as f:
             json.dump(out, f, indent=1)
     b1, bn = sz["batches"]
     s1, sn = summary[f"b{b1}"], summary[f"b{bn}"]
+    print(" ".join(f"{'INT8 ' if b == b1 else ''}b{b} teacher/student_ort={s['teacher/student_ort']:.2f} "
+                   f"teacher/student_ort_int8={s['teacher/student_ort_int8']:.2f}" for b, s in ((b1, s1), (bn, sn))),
+          flush=True)
     print(f"RATIO b{b1} teacher/student={s1['teacher/student']:.2f} "
           f"teacher/student_ort={s1['teacher/student_ort']:.2f} "
           f"b{bn} teacher/student={sn['teacher/student']:.2f} teacher/student_ort={sn['teacher/student_ort']:.2f}",

@@ -2,6 +2,8 @@
 
 Prints the best trial's params and metric (last stdout line: JSON). ``--export DIR`` writes its student
 (model + tokenizer) for ``AutoModelFor….from_pretrained`` / ``pipeline()``; ``--onnx`` adds ``model.onnx``;
+``--quantize`` (with ``--onnx``) adds ``model.int8.onnx``, re-scores both ONNX files on the run's dev set, times them
+against the fp32 teacher at batch 1 and logs the numbers to the trial's run (``raydistill.quantize``);
 ``--register NAME`` puts it in the MLflow model registry under the alias ``best`` (stages are deprecated).
 """
 from __future__ import annotations
@@ -61,8 +63,9 @@ def export(uri: str, run_id: str, out_dir: str) -> str:
     return out_dir
 
 
-def export_onnx(model_dir: str, kind: str, length: int = 128) -> dict:
-    """ONNX export of the student plus a check that ONNX Runtime matches PyTorch within 1e-4."""
+def export_onnx(model_dir: str, kind: str, length: int = 128, segments: bool = False) -> dict:
+    """ONNX export of the student plus a check that ONNX Runtime matches PyTorch within 1e-4. ``segments``
+    (sentence-pair and QA tasks): the file also takes ``token_type_ids``, which BERT's second segment needs."""
     import numpy as np
     import torch
 
@@ -72,26 +75,28 @@ def export_onnx(model_dir: str, kind: str, length: int = 128) -> dict:
     model = load_model(model_dir, kind, attn_implementation="eager").eval()
     ids = torch.randint(5, model.config.vocab_size, (2, length))
     mask = torch.ones_like(ids)
+    inputs = {"input_ids": ids, "attention_mask": mask}
+    if segments and getattr(model.config, "type_vocab_size", 1) > 1:  # RoBERTa has one segment: nothing to feed
+        inputs["token_type_ids"] = (torch.arange(length) >= length // 2).long().expand(2, -1).contiguous()
     path = os.path.join(model_dir, "model.onnx")
     names = ["start_logits", "end_logits"] if kind == "qa" else ["logits"]
     print(f"ONNX export of {model_dir} (opset 17) …", file=sys.stderr, flush=True)
     t0 = time.perf_counter()
-    torch.onnx.export(model, (ids, mask), path, input_names=["input_ids", "attention_mask"], output_names=names,
-                      dynamic_axes={"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"}},
-                      opset_version=17, dynamo=False)
+    torch.onnx.export(model, tuple(inputs.values()), path, input_names=list(inputs), output_names=names,
+                      dynamic_axes={k: {0: "batch", 1: "seq"} for k in inputs}, opset_version=17, dynamo=False)
     import onnxruntime as ort
 
     sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-    got = sess.run(None, {"input_ids": ids.numpy(), "attention_mask": mask.numpy()})
+    got = sess.run(None, {k: v.numpy() for k, v in inputs.items()})
     with torch.no_grad():
-        ref = model(input_ids=ids, attention_mask=mask)
+        ref = model(**inputs)
     diff = max(float(np.abs(g - getattr(ref, n).numpy()).max()) for g, n in zip(got, names))
     check(diff < 1e-4, "onnx", f"ONNX output differs from PyTorch by {diff:.2e} (> 1e-4)")
     print(f"ONNX export done in {time.perf_counter() - t0:.1f} s; ONNX Runtime matches PyTorch within {diff:.1e}",
           file=sys.stderr, flush=True)
     torch_ms = measure_latency(model, batch_sizes=(1,), length=length)["latency_ms_b1"]
 
-    one = {"input_ids": ids[:1].numpy(), "attention_mask": mask[:1].numpy()}
+    one = {k: v[:1].numpy() for k, v in inputs.items()}
     times = []
     for i in range(12):
         t0 = time.perf_counter()
@@ -133,11 +138,16 @@ def main(argv=None) -> dict:
     p.add_argument("--sweep", help="only trials of this sweep name")
     p.add_argument("--export", help="write the best student here as a Hugging Face directory")
     p.add_argument("--onnx", action="store_true", help="with --export: also write model.onnx and compare latency")
+    p.add_argument("--quantize", action="store_true", help="with --export --onnx: also write the INT8 model.int8.onnx, "
+                   "re-score it and the fp32 file on the run's dev set, time both against the fp32 teacher at batch 1 "
+                   "and log the numbers to the trial's run")
     p.add_argument("--register", help="register the best student in the MLflow model registry under this name")
     p.add_argument("--max-latency-ms", type=float, help="best trial whose batch-1 latency (latency_ms_b1) is at most this")
     p.add_argument("--max-params", type=float, help="best trial whose student has at most this many parameters")
     a = p.parse_args(argv)
     check(not a.onnx or bool(a.export), "onnx", "--onnx needs --export DIR")
+    check(not a.quantize or (a.onnx and bool(a.export)), "quantize",
+          "--quantize quantises the exported model.onnx; pass it with --export DIR --onnx")
     for flag in ("experiment", "sweep"):  # both end up quoted inside an MLflow search filter
         value = getattr(a, flag) or ""
         check("'" not in value and "`" not in value, flag, f"{value!r} contains a quote; pass the name as MLflow shows it")
@@ -160,7 +170,15 @@ def main(argv=None) -> dict:
         if a.onnx:
             from .tasks import get_task
 
-            out.update(export_onnx(out["export"], get_task(best.data.params["task"]).kind))
+            task = get_task(best.data.params["task"])
+            out.update(export_onnx(out["export"], task.kind, segments=task.pair or task.kind == "qa"))
+        if a.quantize:
+            from .quantize import log_report, quantize_report, summary_line
+
+            q = quantize_report(out["export"], out["onnx_path"], best.data.params)
+            log_report(uri, best.info.run_id, q)
+            print(summary_line(q), file=sys.stderr, flush=True)
+            out.update(q)
     if a.register:
         out["registered"] = {"name": a.register, "version": register(uri, best.info.run_id, a.register), "alias": ALIAS}
     print(json.dumps(out, default=str), flush=True)
