@@ -148,6 +148,8 @@ def main(argv=None) -> dict:
     check(not a.onnx or bool(a.export), "onnx", "--onnx needs --export DIR")
     check(not a.quantize or (a.onnx and bool(a.export)), "quantize",
           "--quantize quantises the exported model.onnx; pass it with --export DIR --onnx")
+    if a.quantize:  # before torch loads: OpenMP threads that spin on a busy CPU inflate the teacher's timing many-fold
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     for flag in ("experiment", "sweep"):  # both end up quoted inside an MLflow search filter
         value = getattr(a, flag) or ""
         check("'" not in value and "`" not in value, flag, f"{value!r} contains a quote; pass the name as MLflow shows it")
