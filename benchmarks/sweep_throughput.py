@@ -2,8 +2,11 @@
 
 Each sweep is its own `python -m raydistill.sweep` command (its own local Ray), side by side in one run, the teacher
 cache warm (a first, untimed sweep builds it), ASHA off so every trial runs every epoch:
-  * baseline      --max-concurrent 1 --cpus-per-worker 1   (the old defaults: one core idle on 2 cores)
-  * default       no flags: as many trials at once as the CPUs hold, 1 CPU (and torch thread) each
+  * baseline      --max-concurrent 1 --cpus-per-worker 1 --ray-train-trials   (the old defaults: one trial at a
+                  time on one CPU, on Ray Train; one core idle on 2 cores)
+  * default       no flags: as many trials at once as the CPUs hold, 1 CPU (and torch thread) each, each trial
+                  training in its Tune trial process (no Ray Train start)
+  * serial        --max-concurrent 1 --cpus-per-worker 1: the baseline without Ray Train's start (that lever alone)
   * 1x{N}threads  --cpus-per-worker N (N = every CPU): one trial at a time on every thread
 12L-768 teacher (random weights) → 4L-312 student, SST-2 train examples at length 64, 2 epochs per trial.
 
@@ -75,10 +78,11 @@ def main() -> None:
               "--train-limit", str(examples), "--eval-limit", "64", "--max-length", str(length), "--batch-size", "32", "--tracking-uri", uri,
               "--teacher-cache", f"{work}/cache", "--storage-path", f"{work}/ray"]
     cpus = int(Cluster.local().cpus)
-    sweeps = [("baseline", ["--max-concurrent", "1", "--cpus-per-worker", "1"]), ("default", [])]
+    serial = ["--max-concurrent", "1", "--cpus-per-worker", "1"]
+    sweeps = [("baseline", [*serial, "--ray-train-trials"]), ("default", [])]
     if not a.smoke:  # the smoke run (tests) checks the plumbing with the two sweeps of the target ratio only
         run_sweep(work, common + ["--num-samples", "1"], "warm-up", ["--max-concurrent", "1"])  # cache + memo, untimed
-        sweeps.append((f"1x{cpus}threads", ["--cpus-per-worker", str(cpus)]))
+        sweeps += [("serial", serial), (f"1x{cpus}threads", ["--cpus-per-worker", str(cpus)])]
     rows = []
     for label, extra in sweeps:
         r = run_sweep(work, common + ["--num-samples", str(a.trials)], label, extra)
@@ -97,6 +101,9 @@ def main() -> None:
         print(f"RATIO default/1x{cpus}threads="
               f"{by['default']['trials_per_hour'] / by[f'1x{cpus}threads']['trials_per_hour']:.2f}"
               "  (trials per hour: N trials x 1 CPU vs 1 trial x N threads)")
+    if "serial" in by:
+        print(f"RATIO serial/baseline={by['serial']['trials_per_hour'] / by['baseline']['trials_per_hour']:.2f}"
+              "  (trials per hour: in-process trials vs Ray Train trials, one at a time on one CPU)")
     print(f"RATIO default/baseline={by['default']['trials_per_hour'] / by['baseline']['trials_per_hour']:.2f}"
           "  (trials per hour, the issue's target >= 1.8)")
 

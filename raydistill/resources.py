@@ -1,7 +1,8 @@
 """How many trials run at once: what one trial's workers ask for, and what the cluster holds. Ray-free.
 
 A trial is ``num_workers`` Ray Train workers of ``cpus_per_worker`` CPUs (and ``gpus_per_worker`` GPUs); the Tune
-trial function itself holds nothing (it only waits for its workers). So the sweep's concurrency is the number of
+trial function itself holds nothing (it only waits for its workers), except a 1-worker CPU trial on a local Ray, which
+trains in the trial function and holds that worker's CPUs instead: the same demand either way. So the sweep's concurrency is the number of
 whole trials the cluster's CPUs and GPUs hold, capped by ``--max-concurrent`` and the number of trials. A trial
 that can never be placed is refused here, before it would sit PENDING forever.
 """
@@ -57,6 +58,10 @@ class TrialDemand:
 
     def threads(self) -> int:
         return threads(self.cpus_per_worker)
+
+    def in_process(self) -> bool:
+        """One CPU worker: the trial can train in its own Tune process, with no Ray Train worker to start."""
+        return self.num_workers == 1 and self.gpus_per_worker is None
 
 
 def threads(cpus_per_worker: float) -> int:

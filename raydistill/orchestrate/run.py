@@ -88,16 +88,69 @@ def make_trainer(cfg: RunConfig, *, name: str, storage_path: str, callbacks=(), 
 
 
 def export_student(checkpoint, output: str) -> str:
-    """Copy the run's best student (HF directory + tokenizer) out of a Ray checkpoint to ``output``."""
+    """Copy the run's best student (HF directory + tokenizer) out of a Ray checkpoint (or a checkpoint folder the
+    in-process runner persisted) to ``output``."""
+    if isinstance(checkpoint, str):
+        return _copy_best(checkpoint, output)
     with tempfile.TemporaryDirectory() as tmp:
-        src = os.path.join(checkpoint.to_directory(tmp), "checkpoint", "best_student")
-        tmp_out = output.rstrip("/") + ".tmp"
-        shutil.rmtree(tmp_out, ignore_errors=True)
-        shutil.copytree(src, tmp_out)
-        if os.path.exists(output):
-            shutil.rmtree(output)
-        os.replace(tmp_out, output)
+        return _copy_best(checkpoint.to_directory(tmp), output)
+
+
+def _copy_best(root: str, output: str) -> str:
+    tmp_out = output.rstrip("/") + ".tmp"
+    shutil.rmtree(tmp_out, ignore_errors=True)
+    shutil.copytree(os.path.join(root, "checkpoint", "best_student"), tmp_out)
+    if os.path.exists(output):
+        shutil.rmtree(output)
+    os.replace(tmp_out, output)
     return output
+
+
+KEEP = 2  # checkpoints kept per run, as CheckpointConfig(num_to_keep=2) on Ray Train
+
+
+def _checkpoints(run_dir: str) -> list[str]:
+    """Complete persisted checkpoints, oldest first (a half-copied one is still named ``….tmp``)."""
+    if not os.path.isdir(run_dir):
+        return []
+    names = sorted(n for n in os.listdir(run_dir) if n.startswith("checkpoint_") and not n.endswith(".tmp"))
+    return [os.path.join(run_dir, n) for n in names]
+
+
+def fit_in_process(cfg: RunConfig, *, run_dir: str, threads: int, resume: bool, on_epoch) -> tuple[dict, str]:
+    """One 1-worker CPU run in this process, without Ray Train, whose controller and worker start cost a sweep
+    trial ~11 s (BENCHMARKS.md (e)): the same loop, each epoch's checkpoint persisted under ``run_dir`` (the last
+    ``KEEP``), ``on_epoch(metrics)`` per epoch, and a restarted trial (``resume``) going on from its latest
+    checkpoint. Returns the last epoch's metrics and the latest checkpoint folder."""
+    import torch
+
+    from ..loop import Context, run
+
+    if not resume:
+        shutil.rmtree(run_dir, ignore_errors=True)
+    os.makedirs(run_dir, exist_ok=True)
+    kept = _checkpoints(run_dir)
+    torch.set_num_threads(threads)
+    last: dict = {}
+
+    def report(metrics: dict, ckpt_dir: str | None) -> None:
+        if ckpt_dir:  # persisted before anyone hears of the epoch, as Ray Train does
+            dst = os.path.join(run_dir, f"checkpoint_{int(metrics['epoch']):06d}")
+            shutil.rmtree(dst + ".tmp", ignore_errors=True)
+            shutil.copytree(os.path.dirname(ckpt_dir), dst + ".tmp")
+            shutil.rmtree(dst, ignore_errors=True)
+            os.replace(dst + ".tmp", dst)
+            for old in _checkpoints(run_dir)[:-KEEP]:
+                shutil.rmtree(old, ignore_errors=True)
+        on_epoch(metrics)
+        last.clear()
+        last.update(metrics)
+
+    ctx = Context(rank=0, world_size=1, device=torch.device("cpu"),
+                  resume_dir=os.path.join(kept[-1], "checkpoint") if kept else None, report=report,
+                  log=lambda m: print(f"[rank0] {m}", file=sys.__stderr__, flush=True))
+    run(cfg, ctx)
+    return last, _checkpoints(run_dir)[-1]
 
 
 def final_metrics(last: dict) -> dict:
@@ -121,12 +174,14 @@ def augment_params(cfg: RunConfig) -> dict:
 def execute(cfg: RunConfig, *, storage_path: str, name: str, parent_run_id: str | None = None,
             callbacks=(), max_failures: int = 0, placement_strategy: str = "PACK", tags: dict | None = None,
             resume_run_id: str | None = None, cpus_per_worker: float = 1, gpus_per_worker: float | None = None,
-            verbose: bool = False) -> dict:
+            verbose: bool = False, in_process=None) -> dict:
     """One distillation run end to end: MLflow run, TorchTrainer.fit, student export, size and latency.
 
     Returns the final metrics (``eval_*`` of the best epoch, ``best_epoch``, ``student_params``, ``latency_ms_b*``)
     plus ``run_id`` and ``student_dir`` (the best epoch's student). MLflow keeps the per-epoch curves, ``best_eval_*``
     and ``best_epoch`` among them. A failed fit marks the MLflow run FAILED with the reason, then re-raises.
+    ``in_process`` (a sweep's 1-worker CPU trial: a callable taking each epoch's metrics) runs the loop in this process
+    instead of on Ray Train (``fit_in_process``).
     """
     from .. import track
     from ..distill.examples import data_fingerprint, datasets
@@ -143,17 +198,29 @@ def execute(cfg: RunConfig, *, storage_path: str, name: str, parent_run_id: str 
     if not resume_run_id:
         track.log_datasets(uri, run_id, datasets(cfg))
     try:
-        trainer = make_trainer(cfg, name=name, storage_path=storage_path, max_failures=max_failures,
-                               placement_strategy=placement_strategy, cpus_per_worker=cpus_per_worker,
-                               gpus_per_worker=gpus_per_worker, verbose=verbose,
-                               callbacks=[MlflowEpochCallback(uri, run_id), *callbacks])
-        t1 = time.perf_counter()
-        result = trainer.fit()
-        if result.error:
-            raise result.error
+        if in_process is not None:
+            from ..resources import threads
+
+            def on_epoch(metrics):
+                log_epoch(uri, run_id, metrics)
+                in_process(metrics)
+
+            t1 = time.perf_counter()
+            last, checkpoint = fit_in_process(cfg, run_dir=os.path.join(storage_path, name), resume=bool(resume_run_id),
+                                              threads=threads(cpus_per_worker), on_epoch=on_epoch)
+        else:
+            trainer = make_trainer(cfg, name=name, storage_path=storage_path, max_failures=max_failures,
+                                   placement_strategy=placement_strategy, cpus_per_worker=cpus_per_worker,
+                                   gpus_per_worker=gpus_per_worker, verbose=verbose,
+                                   callbacks=[MlflowEpochCallback(uri, run_id), *callbacks])
+            t1 = time.perf_counter()
+            result = trainer.fit()
+            if result.error:
+                raise result.error
+            last, checkpoint = result.metrics, result.checkpoint
         t2 = time.perf_counter()
-        student_dir = export_student(result.checkpoint, cfg.output)
-        final = final_metrics(result.metrics)
+        student_dir = export_student(checkpoint, cfg.output)
+        final = final_metrics(last)
         track.log_artifacts(uri, run_id, student_dir, "student")
         from ..tasks import get_task
 

@@ -42,6 +42,7 @@ def run_trial(config: dict, base: RunConfig, parent_run_id: str, storage: str, s
     t_run = time.perf_counter()
     out = execute(cfg, storage_path=storage, name=f"{sweep_name}-{trial_id}", parent_run_id=parent_run_id,
                   callbacks=[TuneReportCallback()], max_failures=opts["max_failures"],
+                  in_process=ray.tune.report if opts.get("in_process") else None,
                   placement_strategy=opts["placement"], resume_run_id=existing,
                   tags={"raydistill.trial_id": trial_id, "raydistill.sweep": sweep_name},
                   cpus_per_worker=opts["cpus"], gpus_per_worker=opts["gpus"], verbose=opts.get("verbose", False))

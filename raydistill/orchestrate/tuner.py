@@ -15,14 +15,18 @@ from .trial import run_trial
 
 def run_sweep(spec, base, *, metric: str, mode: str, n_samples: int, storage: str, name: str, parent: str, teacher,
               demand, n_at_once: int, multi_objective: str | None, max_failures: int, placement: str, resume: bool,
-              verbose: bool = False) -> list:
-    """Every trial's Tune result, once the sweep ends."""
+              verbose: bool = False, in_process: bool = False) -> list:
+    """Every trial's Tune result, once the sweep ends. ``in_process``: each trial trains in its Tune trial process
+    (one CPU worker, no Ray Train; ``orchestrate.run.fit_in_process``), and Tune restarts a failed one from its last
+    checkpoint up to ``max_failures`` times, as Ray Train would restart its worker."""
     opts = {"max_failures": max_failures, "placement": placement, "cpus": demand.cpus_per_worker,
-            "gpus": demand.gpus_per_worker, "verbose": verbose}
+            "gpus": demand.gpus_per_worker, "verbose": verbose, "in_process": in_process}
     trainable = tune.with_parameters(run_trial, base=base, parent_run_id=parent, storage=storage, sweep_name=name,
                                      opts=opts)
-    # the trial function only waits for its Ray Train workers: holding a CPU would leave one idle on a small machine
-    trainable = tune.with_resources(trainable, {"cpu": 0, "memory": 1})  # Tune needs a non-empty bundle
+    # an in-process trial trains in the trial function, which then holds its worker's CPUs; a Ray Train trial's
+    # function only waits for its workers: holding a CPU would leave one idle on a small machine
+    trainable = tune.with_resources(trainable, {"cpu": demand.cpus_per_worker} if in_process
+                                    else {"cpu": 0, "memory": 1})  # Tune needs a non-empty bundle
     if not verbose:  # Tune's newer console output prints its header box to stdout even at verbose=0
         os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
     exp_dir = os.path.join(storage, name)
@@ -35,7 +39,8 @@ def run_sweep(spec, base, *, metric: str, mode: str, n_samples: int, storage: st
             trainable,
             run_config=tune.RunConfig(name=name, storage_path=storage, callbacks=[live_table(metric)],
                                       verbose=1 if verbose else 0,  # 0: the live table below is the one table
-                                      failure_config=tune.FailureConfig(max_failures=0)),
+                                      failure_config=tune.FailureConfig(max_failures=max_failures if in_process
+                                                                        else 0)),
             tune_config=tune.TuneConfig(search_alg=searcher, scheduler=make_scheduler(spec, base.train.epochs,
                                                                                       multi_objective),
                                         num_samples=n_samples, metric=None if multi_objective else metric,
