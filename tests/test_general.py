@@ -19,7 +19,8 @@ def _keep_last(dst):
 
 
 @pytest.mark.parametrize("method,extra", [("tinybert", {"stage": "intermediate", "mapping": "uniform"}),
-                                          ("distilbert", {"alpha": 0.5, "alpha_mlm": 1.0, "alpha_cos": 1.0})])
+                                          ("distilbert", {"alpha": 0.5, "alpha_mlm": 1.0, "alpha_cos": 1.0}),
+                                          ("minilm", {"stage": "intermediate", "teacher_layer": -1})])
 def test_general_then_task_distillation(method, extra, tiny_teacher, glue_dir, tmp_path):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(_texts() * 2) + "\n")
