@@ -81,15 +81,16 @@ def dev_data(task_name: str, tokenizer_dir: str, data_dir: str | None, max_lengt
     """The run's own dev set (NSMC's held-out train rows included), encoded once for every model scored on it."""
     from transformers import AutoTokenizer
 
+    from .config import RunConfig
     from .distill.examples import train_and_eval_examples
     from .loop import Data
     from .tasks import get_task
     from .tasks.encode import encode
 
     task = get_task(task_name)
-    # only the fields train_and_eval_examples reads: the same dev rule and limit the run used
-    cfg = SimpleNamespace(data_dir=data_dir, augment_dir=None, train=SimpleNamespace(train_limit=0,
-                                                                                     eval_limit=eval_limit))
+    # the run's own dev rule and limit, through the one config the run itself read its examples with
+    cfg = RunConfig.from_dict({"task": task.name, "teacher": tokenizer_dir, "data_dir": data_dir,
+                               "train": {"eval_limit": eval_limit, "max_length": max_length}})
     _, dev = train_and_eval_examples(cfg, task)
     tok = AutoTokenizer.from_pretrained(tokenizer_dir)
     return Data(task, [], dev, encode(task, dev, tok, max_length), tok.pad_token_id or 0)
