@@ -20,7 +20,6 @@ def evaluate_dir(model_dir: str, task_name: str, data_dir: str | None = None, ma
     from .loop import Data
     from .models.teacher import load_model
     from .tasks import get_task
-    from .tasks.encode import encode
 
     task = get_task(task_name)
     examples = task.loader(task, data_dir, task.eval_split)  # data errors before the model is loaded
@@ -33,7 +32,7 @@ def evaluate_dir(model_dir: str, task_name: str, data_dir: str | None = None, ma
     model = load_model(model_dir, task.kind, field="model")
     if eval_limit:
         examples = examples[:eval_limit]
-    data = Data(task, [], examples, encode(task, examples, tok, max_length), tok.pad_token_id or 0)
+    data = Data.dev_only(task, examples, tok, max_length)
     return dev_metrics(model, data, batch_size, torch.device("cpu"))
 
 

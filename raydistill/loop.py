@@ -77,6 +77,11 @@ class Data:
     eval_encoded: object
     pad_id: int
 
+    @classmethod
+    def dev_only(cls, task, examples: list, tokenizer, max_length: int) -> "Data":
+        """Just a dev set to score on (``devscore.dev_metrics``): ``examples`` encoded, no training features."""
+        return cls(task, [], examples, encode(task, examples, tokenizer, max_length), tokenizer.pad_token_id or 0)
+
 
 def load_data(cfg: RunConfig, tokenizer) -> Data:
     from .distill.examples import train_and_eval_examples

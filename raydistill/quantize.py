@@ -85,7 +85,6 @@ def dev_data(task_name: str, tokenizer_dir: str, data_dir: str | None, max_lengt
     from .distill.examples import train_and_eval_examples
     from .loop import Data
     from .tasks import get_task
-    from .tasks.encode import encode
 
     task = get_task(task_name)
     # the run's own dev rule and limit, through the one config the run itself read its examples with
@@ -93,7 +92,7 @@ def dev_data(task_name: str, tokenizer_dir: str, data_dir: str | None, max_lengt
                                "train": {"eval_limit": eval_limit, "max_length": max_length}})
     _, dev = train_and_eval_examples(cfg, task)
     tok = AutoTokenizer.from_pretrained(tokenizer_dir)
-    return Data(task, [], dev, encode(task, dev, tok, max_length), tok.pad_token_id or 0)
+    return Data.dev_only(task, dev, tok, max_length)
 
 
 def dev_score(model_or_path, data, batch_size: int = 64) -> dict:

@@ -23,7 +23,6 @@ def teacher_reference(cfg: RunConfig, threads: int, log=lambda m: None) -> dict:
     from .models.student import count_params
     from .models.teacher import fingerprint, load_model
     from .tasks import get_task
-    from .tasks.encode import encode
 
     task = get_task(cfg.task)
     length = cfg.train.max_length
@@ -47,7 +46,7 @@ def teacher_reference(cfg: RunConfig, threads: int, log=lambda m: None) -> dict:
         tok = AutoTokenizer.from_pretrained(cfg.teacher)
         model = load_model(cfg.teacher, task.kind)
         _, dev = train_and_eval_examples(cfg, task)
-        data = Data(task, [], dev, encode(task, dev, tok, length), tok.pad_token_id or 0)
+        data = Data.dev_only(task, dev, tok, length)
         out = {**dev_metrics(model, data, 64, torch.device("cpu")),
                "student_params": float(count_params(model)),
                # at the length a trial times its student (loop._speed)
