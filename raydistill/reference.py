@@ -3,7 +3,6 @@ batch-1 latency on the threads each trial's worker has — so "% of the teacher"
 Memoised per teacher, dev set, length and machine (the memo folder of ``latency.py``)."""
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import os
@@ -66,8 +65,10 @@ def side_by_side(cfg: RunConfig, archs: list[tuple[int, int, int, int]], threads
     import torch
     from transformers import AutoConfig
 
+    from .config import StudentConfig
     from .latency import measure_latency
     from .models.heads import auto_class
+    from .models.student import student_config
     from .tasks import get_task
 
     tcfg = AutoConfig.from_pretrained(cfg.teacher)
@@ -78,9 +79,7 @@ def side_by_side(cfg: RunConfig, archs: list[tuple[int, int, int, int]], threads
     out = {}
     try:
         for arch in [None, *dict.fromkeys(archs)]:
-            c = copy.deepcopy(tcfg)
-            if arch:
-                c.num_hidden_layers, c.hidden_size, c.intermediate_size, c.num_attention_heads = arch
+            c = student_config(tcfg, StudentConfig(*arch)) if arch else tcfg
             model = auto_class(kind).from_config(c)  # weights do not change the time
             out[arch or "teacher"] = measure_latency(model, batch_sizes=(1,), length=length)["latency_ms_b1"]
     finally:

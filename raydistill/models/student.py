@@ -78,9 +78,8 @@ def init_layers(init: str, m: int, n: int) -> list[int] | None:
 
 # ---- builders --------------------------------------------------------------------------------------------------------
 
-def student_config(teacher, spec: StudentConfig):
-    """The teacher's config (family, vocab, positions, labels, problem_type) with the student's sizes."""
-    tc = teacher.config
+def student_config(tc, spec: StudentConfig):
+    """The teacher's config ``tc`` (family, vocab, positions, labels, problem_type) with the student's sizes."""
     cfg = type(tc).from_dict(tc.to_dict())
     if getattr(cfg, "embedding_size", None) == tc.hidden_size:  # ELECTRA: embeddings follow the hidden size
         cfg.embedding_size = spec.hidden
@@ -91,7 +90,7 @@ def student_config(teacher, spec: StudentConfig):
 
 def _fresh(teacher, spec: StudentConfig):
     kind = head_kind(teacher)
-    cfg = student_config(teacher, spec)
+    cfg = student_config(teacher.config, spec)
     kw = {}
     if kind == "base":  # a bare encoder never uses its pooler, and unused parameters break DDP
         kw["add_pooling_layer"] = False
