@@ -188,17 +188,16 @@ def remeasure_latency(rows: list[dict], base: RunConfig, ref: dict, n_threads: i
     from . import track
     from .reference import side_by_side
 
-    archs = [tuple(int(r[k]) for k in ARCH) for r in rows if all(r.get(k) is not None for k in ARCH)]
-    if not archs:
+    arch = {r["trial"]: tuple(int(r[k]) for k in ARCH) for r in rows if all(r.get(k) is not None for k in ARCH)}
+    if not arch:
         return ref
-    log(f"timing the teacher and {len(set(archs))} student architecture(s) side by side, no trial running")
-    quiet = side_by_side(base, archs, n_threads)
+    log(f"timing the teacher and {len(set(arch.values()))} student architecture(s) side by side, no trial running")
+    quiet = side_by_side(base, list(arch.values()), n_threads)
     for r in rows:
-        arch = tuple(int(r[k]) for k in ARCH) if all(r.get(k) is not None for k in ARCH) else None
-        if arch in quiet:
-            r["latency_ms_b1_in_trial"], r["latency_ms_b1"] = r.get("latency_ms_b1"), quiet[arch]
+        if r["trial"] in arch:
+            r["latency_ms_b1_in_trial"], r["latency_ms_b1"] = r.get("latency_ms_b1"), quiet[arch[r["trial"]]]
             if r["trial"] in run_ids:
-                track.log_metrics(base.tracking_uri, run_ids[r["trial"]], {"latency_ms_b1": quiet[arch]},
+                track.log_metrics(base.tracking_uri, run_ids[r["trial"]], {"latency_ms_b1": r["latency_ms_b1"]},
                                   step=base.train.epochs + 1)
     return {**ref, "latency_ms_b1": quiet["teacher"]}
 
