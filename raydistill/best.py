@@ -22,7 +22,11 @@ from .errors import check
 
 def find_best(uri: str, experiment: str, metric: str | None, mode: str, sweep: str | None = None,
               max_latency_ms: float | None = None, max_params: float | None = None):
+    """The best finished trial run by a per-run final ``metric`` (default: the sweep's own, ``best_val_*``: chosen on
+    the validation split). A sweep that confirmed its top configurations with more seeds is decided by their mean,
+    and the winner's best seed is returned, as the sweep's summary names it. Returns (run, metric, mean)."""
     from . import track
+    from .selection import as_final, pick_confirmed
 
     c = track.client(uri)
     exp = c.get_experiment_by_name(experiment)
@@ -31,13 +35,19 @@ def find_best(uri: str, experiment: str, metric: str | None, mode: str, sweep: s
     if sweep:
         filt += f" and tags.`raydistill.sweep` = '{sweep}'"
     runs = c.search_runs([exp.experiment_id], filter_string=filt, max_results=5000)
-    check(bool(runs), "experiment", f"experiment {experiment!r} has no finished trials yet")
-    if metric is None:
-        evals = sorted({k for r in runs for k in r.data.metrics if k.startswith("eval_")})
-        parents = c.search_runs([exp.experiment_id], filter_string="tags.`raydistill.role` = 'sweep'", max_results=1)
-        metric = parents[0].data.params.get("metric") if parents else (evals[0] if evals else None)
+    check(bool(runs), "experiment", f"experiment {experiment!r} has no finished trials yet" +
+          (f" in sweep {sweep!r}" if sweep else ""))
+    if metric is None:  # the sweep's own objective: of --sweep when given, else of the newest sweep
+        pf = "tags.`raydistill.role` = 'sweep'" + (f" and attributes.run_name = '{sweep}'" if sweep else "")
+        parents = c.search_runs([exp.experiment_id], filter_string=pf, max_results=1, order_by=["attributes.start_time DESC"])
+        finals = sorted({k for r in runs for k in r.data.metrics if k.startswith("best_val_")} or
+                        {k for r in runs for k in r.data.metrics if k.startswith("best_eval_")})
+        metric = parents[0].data.params.get("metric") if parents else (finals[0] if finals else None)
+    check(bool(metric), "metric", "no trial logged a best_val_* or best_eval_* metric; pass --metric")
+    metric = as_final(metric)
     scored = [r for r in runs if metric in r.data.metrics]
-    check(bool(scored), "metric", f"no finished trial logged {metric!r}; pass --metric with one of the eval_* metrics")
+    finals = sorted({k for r in runs for k in r.data.metrics if k.startswith(("best_val_", "best_eval_"))})
+    check(bool(scored), "metric", f"no finished trial logged {metric!r}; pass --metric with one of: {', '.join(finals)}")
     for flag, key, bound in (("max_latency_ms", "latency_ms_b1", max_latency_ms), ("max_params", "student_params",
                                                                                    max_params)):
         if bound is None:
@@ -47,8 +57,8 @@ def find_best(uri: str, experiment: str, metric: str | None, mode: str, sweep: s
         check(bool(within), flag, f"no finished trial has {key} <= {bound:g} (the smallest is {least}); raise "
               f"--{flag.replace('_', '-')} or search smaller students")
         scored = within
-    best = (max if mode == "max" else min)(scored, key=lambda r: r.data.metrics[metric])
-    return best, metric
+    best, mean = pick_confirmed(scored, metric, mode)
+    return best, metric, mean
 
 
 def export(uri: str, run_id: str, out_dir: str) -> str:
@@ -133,7 +143,8 @@ def main(argv=None) -> dict:
     p = argparse.ArgumentParser(prog="python -m raydistill.best", description=__doc__)
     p.add_argument("--experiment", required=True)
     p.add_argument("--tracking-uri")
-    p.add_argument("--metric", help="metric to rank by (default: the sweep's metric)")
+    p.add_argument("--metric", help="per-run metric to rank by: best_val_<m> (chosen on the validation split), "
+                   "best_eval_<m> (dev), or eval_<m>/val_<m> meaning the same (default: the sweep's own, best_val_<m>)")
     p.add_argument("--mode", default="max", choices=["max", "min"])
     p.add_argument("--sweep", help="only trials of this sweep name")
     p.add_argument("--export", help="write the best student here as a Hugging Face directory")
@@ -163,9 +174,13 @@ def main(argv=None) -> dict:
     for flag in ("max_latency_ms", "max_params"):
         value = getattr(a, flag)
         check(value is None or value > 0, flag, f"must be > 0, got {value}")
-    best, metric = find_best(uri, a.experiment, a.metric, a.mode, a.sweep, a.max_latency_ms, a.max_params)
+    best, metric, mean = find_best(uri, a.experiment, a.metric, a.mode, a.sweep, a.max_latency_ms, a.max_params)
+    from .selection import report_metric
+
+    report = report_metric(metric)
     out = {"run_id": best.info.run_id, "run_name": best.info.run_name, "metric": metric,
-           "value": best.data.metrics[metric], "params": dict(best.data.params),
+           "value": best.data.metrics[metric], "report_metric": report, "report": best.data.metrics.get(report),
+           **({"mean_over_seeds": mean} if mean != best.data.metrics[metric] else {}), "params": dict(best.data.params),
            **{k: best.data.metrics[k] for k in ("student_params", "latency_ms_b1", "latency_ms_b32") if k in best.data.metrics}}
     if a.export:
         out["export"] = export(uri, best.info.run_id, os.path.abspath(a.export))

@@ -85,6 +85,10 @@ class TrainConfig:
     use_gpu: bool = False
     bf16: bool = True  # bf16 autocast of the whole step, on GPU
     teacher_bf16: bool = True  # frozen teacher forward under bf16 autocast where native (GPU; CPU AVX512-BF16/AMX)
+    # What chooses (best epoch, trial, recipe) never sees what reports: a stratified share of the training rows is the
+    # validation split everything chooses on ("val"); the dev set only reports. "dev": choose on dev (the old way).
+    val_fraction: float = 0.1
+    select_on: str = "val"
 
     def validate(self) -> None:
         check(self.epochs >= 1, "train.epochs", f"must be >= 1, got {self.epochs}")
@@ -98,6 +102,10 @@ class TrainConfig:
               f"--batch-size {max(self.num_workers, self.batch_size // self.num_workers * self.num_workers)}")
         check(self.train_limit >= 0, "train.train_limit", f"must be >= 0 (0 = all), got {self.train_limit}")
         check(self.eval_limit >= 0, "train.eval_limit", f"must be >= 0 (0 = all), got {self.eval_limit}")
+        check(0 < self.val_fraction <= 0.5, "train.val_fraction", f"must be in (0, 0.5] (the share of the training "
+              f"rows held out to choose epochs and trials on), got {self.val_fraction}; pass --val-fraction 0.1")
+        check(self.select_on in SELECT_ON, "train.select_on", f"must be one of {', '.join(SELECT_ON)}, got "
+              f"{self.select_on!r}; pass --select-on val (choose on a split carved from train) or dev")
 
 
 @dataclass(frozen=True)
@@ -202,6 +210,7 @@ def _labelled(task: str) -> bool:
     return t is None or t.labelled
 
 
+SELECT_ON = ("val", "dev")  # the split that chooses epochs, trials and recipes
 SECTIONS = {"student": StudentConfig, "distill": DistillConfig, "train": TrainConfig}
 
 

@@ -1,5 +1,5 @@
-"""A student's dev-set metrics, computed on rank 0 after every epoch (the task's own scoring; MLM loss and accuracy
-for general distillation)."""
+"""A student's metrics on the validation split (``val_*``, what chooses) and the dev set (``eval_*``, what reports),
+computed on rank 0 after every epoch (the task's own scoring; MLM loss and accuracy for general distillation)."""
 from __future__ import annotations
 
 import numpy as np
@@ -9,16 +9,26 @@ from .step import forward, to_device
 from .tasks.encode import collate, score
 
 
-@torch.no_grad()
 def dev_metrics(model, data, batch_size: int, device) -> dict:
-    """``eval_<metric>`` of ``model`` on ``data``'s dev set (a ``loop.Data``)."""
+    """``eval_<metric>`` of ``model`` on ``data``'s dev set (a ``loop.Data``), and ``val_<metric>`` on its validation
+    split when it has one."""
+    out = split_metrics(model, data.task, data.eval_examples, data.eval_encoded, data.pad_id, batch_size, device)
+    if getattr(data, "val_examples", None):
+        out.update(split_metrics(model, data.task, data.val_examples, data.val_encoded, data.pad_id, batch_size,
+                                 device, prefix="val"))
+    return out
+
+
+@torch.no_grad()
+def split_metrics(model, task, examples, encoded, pad_id: int, batch_size: int, device, prefix: str = "eval") -> dict:
+    """``<prefix>_<metric>`` of ``model`` on one split's ``examples`` (``encoded`` by ``tasks.encode.encode``)."""
     model.eval()
-    kind = data.task.kind
-    feats = data.eval_encoded.features
+    kind = task.kind
+    feats = encoded.features
     outs: dict[str, list] = {}
     mlm = torch.zeros(3, device=device)  # loss sum, correct, count over masked pieces
     for start in range(0, len(feats), batch_size):
-        batch = to_device(collate(feats[start:start + batch_size], data.pad_id), device)
+        batch = to_device(collate(feats[start:start + batch_size], pad_id), device)
         o = forward(model, batch, need_hidden=False)
         if kind == "mlm":
             sel = batch["labels"] != -100
@@ -34,7 +44,7 @@ def dev_metrics(model, data, batch_size: int, device) -> dict:
     model.train()
     if kind == "mlm":
         loss, correct, n = mlm.tolist()
-        return {"eval_mlm_loss": loss / max(n, 1), "eval_mlm_accuracy": correct / max(n, 1)}
+        return {f"{prefix}_mlm_loss": loss / max(n, 1), f"{prefix}_mlm_accuracy": correct / max(n, 1)}
     if kind not in ("token", "qa"):
         outs = {k: np.stack(v) for k, v in outs.items()}
-    return {f"eval_{k}": float(v) for k, v in score(data.task, data.eval_examples, data.eval_encoded, outs).items()}
+    return {f"{prefix}_{k}": float(v) for k, v in score(task, examples, encoded, outs).items()}

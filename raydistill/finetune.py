@@ -1,6 +1,8 @@
 """python -m raydistill.finetune: fine-tune a BERT/RoBERTa checkpoint on a task to serve as a teacher.
 
-The teacher written is the best epoch by the task's main dev metric (``best_epoch``, ``best_eval_*`` in the JSON).
+The teacher written is the best epoch by the task's main metric on the validation split carved from the training rows
+(``best_epoch``, ``best_val_*`` in the JSON), and ``best_eval_*`` is that epoch's dev score (``--select-on dev``:
+chosen on dev, the old way).
 
 Runs in this process (the same plain-PyTorch loop the distillation workers use), writes a directory that
 ``AutoModelFor….from_pretrained`` and ``AutoTokenizer.from_pretrained`` load, and prints the dev metrics as
@@ -112,9 +114,11 @@ def main(argv=None) -> dict:
     return metrics
 
 
-def prepare_teacher(cfg: RunConfig, storage_root: str, parent_run_id: str | None, log) -> str:
+def prepare_teacher(cfg: RunConfig, storage_root: str, parent_run_id: str | None, log, epochs: int = 3,
+                    lr: float = 2e-5) -> str:
     """A teacher already fine-tuned for the task is used as is; a pretrained encoder is fine-tuned first
-    (cached by fingerprint, its own MLflow run), as the Patient-KD recipe does."""
+    (cached by fingerprint, its own MLflow run), as the Patient-KD recipe does: on every training row (less the
+    validation split) for ``epochs`` at ``lr`` — its own budget, not the trials' ``max_steps`` / ``train_limit``."""
     from .models.heads import has_task_head
     from .preflight import teacher_config
     from .tasks import get_task
@@ -126,7 +130,8 @@ def prepare_teacher(cfg: RunConfig, storage_root: str, parent_run_id: str | None
     out = os.path.join(storage_root, "teachers", f"{slug}-{task.name}")
     log(f"teacher {cfg.teacher} has no {task.name} head: fine-tuning it first into {out}")
     ft = cfg.replace(student=StudentConfig(init="pretrained"), distill=dataclasses.replace(cfg.distill, method="finetune"),
-                     train=dataclasses.replace(cfg.train, lr=2e-5, num_workers=1))
+                     train=dataclasses.replace(cfg.train, lr=lr, epochs=epochs, max_steps=0, train_limit=0,
+                                               num_workers=1), augment_dir=None)
     metrics = finetune(ft, out, log=log, parent_run_id=parent_run_id)
     log(f"teacher dev metrics: {json.dumps(metrics)}")
     return out

@@ -3,8 +3,9 @@
 ``run(cfg, ctx)`` builds teacher, student and objective from a RunConfig, trains with DDP when
 ``torch.distributed`` is initialised (Ray Train does that; so can torchrun), evaluates on rank 0 every
 epoch and hands ``ctx.report(metrics, checkpoint_dir)`` one call per epoch. Each stage of a two-stage method
-gets its own AdamW and warm-up + linear-decay schedule. Every report carries that epoch's ``eval_*`` and, as
-``best_epoch`` / ``best_eval_*``, those of the best epoch so far by the task's main metric; the checkpoint holds
+gets its own AdamW and warm-up + linear-decay schedule. Every report carries that epoch's ``val_*`` (the validation
+split carved from train) and ``eval_*`` (dev) and, as ``best_epoch`` / ``best_val_*`` / ``best_eval_*``, those of the
+best epoch so far by the task's main metric on val (on dev with ``select_on="dev"``); the checkpoint holds
 the latest student (``student``, for resume) and that best one (``best_student``, the run's result). Resuming
 from ``ctx.resume_dir`` restores student, best student, objective, the stage's optimizer and scheduler, and the
 epoch counter.
@@ -76,6 +77,8 @@ class Data:
     eval_examples: list
     eval_encoded: object
     pad_id: int
+    val_examples: list = field(default_factory=list)  # the validation split (carved from train): what chooses
+    val_encoded: object = None
 
     @classmethod
     def dev_only(cls, task, examples: list, tokenizer, max_length: int) -> "Data":
@@ -84,7 +87,7 @@ class Data:
 
 
 def load_data(cfg: RunConfig, tokenizer) -> Data:
-    from .distill.examples import train_and_eval_examples
+    from .distill.examples import train_val_dev
 
     task = get_task(cfg.task)
     if task.kind == "mlm":
@@ -93,9 +96,10 @@ def load_data(cfg: RunConfig, tokenizer) -> Data:
         enc = lambda ex: encode_mlm(ex, tokenizer, cfg.train.max_length, cfg.train.seed)  # noqa: E731
     else:
         enc = lambda ex: encode(task, ex, tokenizer, cfg.train.max_length)  # noqa: E731
-    train_ex, eval_ex = train_and_eval_examples(cfg, task)
+    train_ex, val_ex, eval_ex = train_val_dev(cfg, task)
     train_enc, eval_enc = enc(train_ex), enc(eval_ex)
-    return Data(task, train_enc.features, eval_ex, eval_enc, tokenizer.pad_token_id or 0)
+    return Data(task, train_enc.features, eval_ex, eval_enc, tokenizer.pad_token_id or 0, val_ex,
+                enc(val_ex) if val_ex else None)
 
 
 def epoch_batches(n: int, batch_size: int, epoch: int, seed: int, rank: int, world: int):
@@ -151,7 +155,8 @@ def run(cfg: RunConfig, ctx: Context) -> dict:
         objective.load_state_dict(blobs["objective"])
         start_epoch, history = state["epoch"], state["history"]
         ctx.log(f"resumed from {ctx.resume_dir} at epoch {start_epoch}")
-    main = f"eval_{data.task.main_metric}"  # picks the best epoch (higher is better)
+    # picks the best epoch (higher is better): the validation split's score; the dev set's with --select-on dev
+    main = f"{'val' if data.val_examples else 'eval'}_{data.task.main_metric}"
 
     step_amp, t_dtype = step_dtype(cfg.train, device), teacher_dtype(cfg.train, device)
     if teacher is not None:
@@ -226,8 +231,8 @@ def run(cfg: RunConfig, ctx: Context) -> dict:
                 clock.lap("latency")
                 history.append(metrics)
                 best = _best(history, main)
-                metrics.update(best_epoch=best["epoch"],
-                               **{f"best_{k}": v for k, v in best.items() if k.startswith("eval_")})
+                metrics.update(best_epoch=best["epoch"],  # best_val_* chose it; best_eval_* is that epoch's dev score
+                               **{f"best_{k}": v for k, v in best.items() if k.startswith(("eval_", "val_"))})
                 ckpt_dir = os.path.join(tempfile.mkdtemp(prefix="raydistill-ckpt-"), "checkpoint")
                 save_checkpoint(ckpt_dir, student, tokenizer, objective, opt, sched,
                                 {"epoch": epoch + 1, "history": history, "config": cfg.to_params()},

@@ -11,12 +11,13 @@ from .config import RunConfig
 
 
 def teacher_reference(cfg: RunConfig, threads: int, log=lambda m: None) -> dict:
-    """``eval_<metric>`` of the teacher on ``cfg``'s dev set, ``student_params`` and ``latency_ms_b1`` (the same
-    names a trial logs), measured with ``threads`` torch threads."""
+    """``eval_<metric>`` of the teacher on ``cfg``'s dev set and ``val_<metric>`` on its validation split,
+    ``student_params`` and ``latency_ms_b1`` (the same names a trial logs), measured with ``threads`` torch threads;
+    ``majority_<main metric>``: what always answering the training rows' most common label scores on dev."""
     import torch
 
     from .devscore import dev_metrics
-    from .distill.examples import data_fingerprint, train_and_eval_examples
+    from .distill.examples import data_fingerprint, train_val_dev
     from .latency import arch_key, measure_latency, memo_dir, read_memo, write_memo
     from .loop import Data
     from .models.student import count_params
@@ -44,9 +45,11 @@ def teacher_reference(cfg: RunConfig, threads: int, log=lambda m: None) -> dict:
         log(f"teacher reference: scoring {cfg.teacher} on the students' dev set and timing it on {threads} thread(s)")
         tok = AutoTokenizer.from_pretrained(cfg.teacher)
         model = load_model(cfg.teacher, task.kind)
-        _, dev = train_and_eval_examples(cfg, task)
+        train, val, dev = train_val_dev(cfg, task)
         data = Data.dev_only(task, dev, tok, length)
-        out = {**dev_metrics(model, data, 64, torch.device("cpu")),
+        if val:
+            data.val_examples, data.val_encoded = val, Data.dev_only(task, val, tok, length).eval_encoded
+        out = {**dev_metrics(model, data, 64, torch.device("cpu")), **majority(task, train, dev),
                "student_params": float(count_params(model)),
                # at the length a trial times its student (loop._speed)
                "latency_ms_b1": measure_latency(model, batch_sizes=(1,), length=min(
@@ -56,6 +59,32 @@ def teacher_reference(cfg: RunConfig, threads: int, log=lambda m: None) -> dict:
     memo[key.hexdigest()[:16]] = out
     write_memo(path, memo)
     return out
+
+
+def majority(task, train: list, dev: list) -> dict:
+    """The dev score of a constant answer: the training rows' most common label (classification: accuracy, or 0 for
+    MCC and F1 of a constant), or 0 for a regression's correlation — the floor a teacher must clear."""
+    m = task.main_metric
+    if task.kind == "regression":
+        return {f"majority_{m}": 0.0}
+    if task.kind != "classification" or not train or not dev:
+        return {}
+    labels = [e["label"] for e in train]
+    top = max(set(labels), key=labels.count)
+    acc = sum(e["label"] == top for e in dev) / len(dev)
+    return {f"majority_{m}": acc if m == "accuracy" else 0.0}
+
+
+def weak_teacher(ref: dict, task) -> str | None:
+    """A warning line when the teacher's dev score is within 2 points of the constant answer's (``majority``)."""
+    m = task.main_metric
+    floor, score = ref.get(f"majority_{m}"), ref.get(f"eval_{m}")
+    if floor is None or score is None or score - floor > 0.02:
+        return None
+    what = "a correlation near 0" if task.kind == "regression" else f"always answering the most common label ({floor:.4f})"
+    return (f"warning: the teacher scores dev {m}={score:.4f}, within 2 points of {what}: every student is measured "
+            "against a teacher that learned little; fine-tune it longer (--teacher-epochs, --teacher-lr) or pass a "
+            "better --teacher")
 
 
 def side_by_side(cfg: RunConfig, archs: list[tuple[int, int, int, int]], threads: int) -> dict:

@@ -19,12 +19,13 @@ import yaml
 
 from .config import DistillConfig, RunConfig, StudentConfig, TrainConfig
 from .errors import UserError, check
+from .selection import check_search
 from .sizes import FIELDS, Shape, any_relative, check_fits, check_value, parse_size, resolve
 
 SPACES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "search_spaces")  # package data: any install
 TOP_KEYS = {"name", "description", "method", "task", "teacher", "data_dir", "metric", "mode", "num_samples",
             "student", "distill", "train", "search", "max_concurrent", "num_workers"}
-SEARCH_KEYS = {"algorithm", "seed", "asha", "objectives", "grace_period", "reduction_factor", "start_from"}
+SEARCH_KEYS = {"algorithm", "seed", "asha", "objectives", "grace_period", "reduction_factor", "start_from", "confirm"}
 DOMAINS = ("choice", "uniform", "loguniform", "int")
 # Optuna/MLflow param names for each searchable field
 PARAM = {("student", "layers"): "student_layers", ("student", "hidden"): "student_hidden",
@@ -108,6 +109,7 @@ def parse(raw: dict, default_name: str = "sweep", overridden: frozenset = frozen
     check(isinstance(search, dict), "search", "must be a mapping")
     for k in search:
         check(k in SEARCH_KEYS, f"search.{k}", f"unknown key; known: {', '.join(sorted(SEARCH_KEYS))}")
+    check_search(search)  # algorithm and confirm, before Ray
     mode = raw.get("mode", "max")
     check(mode in ("max", "min"), "mode", f"must be max or min, got {mode!r}")
     n = raw.get("num_samples", 8)
@@ -247,10 +249,7 @@ def check_student_space(spec: SweepSpec, teacher: Shape) -> None:
 
 def _values(v) -> list:
     """Every value a field can take: the choices, the two ends of a range, or the fixed value."""
-    if not isinstance(v, dict):
-        return [v]
-    kind, arg = next(iter(v.items()))
-    return list(arg)
+    return list(next(iter(v.values()))) if isinstance(v, dict) else [v]
 
 
 def _valid_mapping(layer_pairs, name, m, n) -> bool:

@@ -1,8 +1,10 @@
 """python -m raydistill.sweep SPACE: Ray Tune + Optuna (TPE) + ASHA over distillation runs.
 
 This module is the command: flags, the space and the base config checked before Ray starts, resume state, then
-``orchestrate.tuner.run_sweep`` (each trial a Ray Train run, an MLflow child run under one parent per sweep) and
-``summary.finish`` (summary table, Pareto plot, one JSON object — the best trial — as the last line of stdout).
+``orchestrate.tuner.run_sweep`` (each trial one distillation run, an MLflow child run under one parent per sweep), the
+confirmation of the top trials with more seeds (``orchestrate.confirm``) and ``summary.finish`` (summary table, Pareto
+plot, one JSON object — the best trial — as the last line of stdout). Trials are chosen on a validation split carved
+from the training rows (``best_val_*``) and reported on dev (``best_eval_*``).
 """
 from __future__ import annotations
 
@@ -21,13 +23,15 @@ from .track import RESULTS_DIR
 
 STATE = "raydistill_sweep.json"
 SECOND_OBJECTIVE = {"params": "student_params", "latency": "latency_ms_b1"}  # --multi-objective: minimised
+TEACHER_EPOCHS, TEACHER_LR = 3, 2e-5  # the in-sweep teacher fine-tune: raydistill.finetune's defaults
 
 
 def parser():
     from .distill.__main__ import add_teacher_args
 
     p = argparse.ArgumentParser(prog="python -m raydistill.sweep", description=__doc__)
-    p.add_argument("space", help="a named space shipped with the package (pkd_glue, kd_glue, …) or a YAML path")
+    p.add_argument("space", nargs="?", help="a named space shipped with the package (pkd_glue, kd_glue, …) or a YAML "
+                   "path (with --resume: optional, the sweep's own)")
     p.add_argument("--task", help="task to distil on (default: the space's task)")
     p.add_argument("--data-dir", help="local data folder (default: the Hugging Face hub)")
     p.add_argument("--teacher", help="fine-tuned teacher dir, or a pretrained encoder to fine-tune first "
@@ -43,6 +47,14 @@ def parser():
     for flag in ("epochs", "max-steps", "train-limit", "eval-limit", "max-length", "batch-size", "seed"):
         p.add_argument(f"--{flag}", type=int)
     p.add_argument("--lr", type=float)
+    from .distill.__main__ import add_selection_args
+
+    add_selection_args(p, None)
+    p.add_argument("--teacher-epochs", type=int, default=TEACHER_EPOCHS, help="epochs of the teacher's fine-tune when "
+                   "--teacher has no task head (on all training rows, whatever the trials' --max-steps/--train-limit; "
+                   f"default {TEACHER_EPOCHS})")
+    p.add_argument("--teacher-lr", type=float, default=TEACHER_LR, help="learning rate of that fine-tune "
+                   f"(default {TEACHER_LR:g}, raydistill.finetune's)")
     p.add_argument("--tracking-uri", help="MLflow URI (default: sqlite under ./raydistill-results)")
     p.add_argument("--experiment", help="MLflow experiment (default: the space's name)")
     p.add_argument("--storage-path", help="Ray results folder or s3:// URI (default ./raydistill-results/ray)")
@@ -78,6 +90,8 @@ def main(argv=None) -> dict:
         argv = state["argv"]
         a = parser().parse_args(argv + ["--resume", "--name", a.name] +
                                 (["--storage-path", a.storage_path] if a.storage_path else []))
+    check(bool(a.space), "space", "name a search space (python -m raydistill.sweep pkd_glue; a YAML path works too), "
+          "or continue a sweep with --resume --name NAME")
     from . import space as sp
     from .distill.__main__ import teacher_cache_dir
     from .distill.examples import data_fingerprint, train_and_eval_examples
@@ -94,11 +108,11 @@ def main(argv=None) -> dict:
     check(bool(task_name), "task", "the space names no task; pass --task (e.g. --task rte)")
     task = get_task(task_name)
     teacher = a.teacher or spec.teacher or "bert-base-uncased"
-    metric = spec.metric or f"best_eval_{task.main_metric}"  # a trial is worth its best epoch (exported)
     mode = spec.mode
     fixed_train = {k: v for k, v in spec.train.items() if not isinstance(v, dict)}
     cli_train = {k: getattr(a, k) for k in ("epochs", "max_steps", "train_limit", "eval_limit", "max_length",
-                                            "batch_size", "seed", "lr") if getattr(a, k) is not None}
+                                            "batch_size", "seed", "lr", "val_fraction", "select_on")
+                 if getattr(a, k) is not None}
     if a.fp32_teacher:
         cli_train["teacher_bf16"] = False
     train = {**fixed_train, **cli_train, "num_workers": a.num_workers, "use_gpu": a.use_gpu}
@@ -119,6 +133,13 @@ def main(argv=None) -> dict:
         train=train, tracking_uri=resolve_tracking_uri(a.tracking_uri), experiment=a.experiment or spec.name,
         output=os.path.join(storage_root, "students", name, "student"), fault=a.inject_fault,
         teacher_cache=teacher_cache_dir(a), teacher_cache_gb=a.teacher_cache_gb))
+    from .selection import as_final, confirm_of, objective
+
+    # a trial is worth its best epoch (the student it exports), chosen on the validation split
+    metric = as_final(spec.metric, "metric") if spec.metric else objective(task.main_metric, base.train.select_on)
+    check(a.teacher_epochs >= 1, "teacher_epochs", f"must be >= 1, got {a.teacher_epochs}")
+    check(a.teacher_lr > 0, "teacher_lr", f"must be > 0, got {a.teacher_lr}")
+    confirm = confirm_of(spec.search) if not a.multi_objective else {"top": 0, "seeds": 0}
     machine = None if os.environ.get("RAY_ADDRESS") else Cluster.local()
     if machine:  # the Ray this command starts has this machine's CPUs and GPUs: a trial that can't fit stops here
         concurrency(demand, machine, a.max_concurrent, n_samples)
@@ -132,9 +153,12 @@ def main(argv=None) -> dict:
     from .finetune import prepare_teacher
     from .orchestrate.connect import cluster as joined, init_ray
     from .orchestrate.tuner import run_sweep
-    from .summary import finish, summarize
+    from .summary import finish
 
     state_path = _state_path(a.storage_path, name)
+    from .loop import Clock
+
+    clock = Clock()  # the work a sweep does around its trials: Ray start, teacher, reference, re-timing
     init_ray(verbose=a.verbose)  # before any MLflow run: a refused cluster connection must not leave a parent run open
     cluster = machine or joined()
     n_at_once = concurrency(demand, cluster, a.max_concurrent, n_samples)
@@ -147,35 +171,75 @@ def main(argv=None) -> dict:
         {"space": spec.name, "task": task.name, "teacher": teacher, "metric": metric, "num_samples": n_samples,
          "data_fingerprint": data_fingerprint(base), "search": json.dumps(spec.search)},
         tags={"raydistill.role": "sweep"})
-    base = base.replace(teacher=state.get("teacher") or prepare_teacher(base, storage_root, parent, log))
+    clock.lap("ray_start")
+    base = base.replace(teacher=state.get("teacher") or prepare_teacher(base, storage_root, parent, log,
+                                                                        epochs=a.teacher_epochs, lr=a.teacher_lr))
+    clock.lap("teacher")
     preflight(sp.trial_config(base, sp.sample(spec, None, tshape)), load_data=False)
     _write_json(state_path, {"parent_run_id": parent, "teacher": base.teacher, "argv": argv,
                              "concurrency": n_at_once})
-    from .reference import teacher_reference
+    from .reference import teacher_reference, weak_teacher
     from .resources import threads
+    from .selection import report_metric
 
     ref = teacher_reference(base, threads(demand.cpus_per_worker), log)  # the yardstick of every trial
-    log(f"teacher: {metric[len('best_'):]}={ref.get(metric[len('best_'):])}, {ref['student_params'] / 1e6:.1f}M "
+    shown = [m[len("best_"):] for m in dict.fromkeys((metric, report_metric(metric))) if m.startswith("best_")]
+    log("teacher: " + ", ".join(f"{m}={ref.get(m)}" for m in shown) + f", {ref['student_params'] / 1e6:.1f}M "
         f"params, {ref['latency_ms_b1']:.1f} ms at batch 1")
+    warning = weak_teacher(ref, task)
+    if warning:
+        log(warning)
+    clock.lap("teacher_reference")
     track.log_metrics(base.tracking_uri, parent, {f"teacher_{k}": v for k, v in ref.items()})
     track.log_artifact(base.tracking_uri, parent, sp.resolve_path(a.space), "space")
 
     t0 = time.time()
+    in_process = demand.in_process() and machine is not None and "://" not in storage and not a.ray_train_trials
     results = run_sweep(spec, base, metric=metric, mode=mode, n_samples=n_samples, storage=storage, name=name,
                         parent=parent, teacher=tshape, demand=demand, n_at_once=state.get("concurrency") or n_at_once,
                         multi_objective=SECOND_OBJECTIVE.get(a.multi_objective), max_failures=a.max_failures,
                         placement=a.placement_strategy, resume=a.resume, verbose=a.verbose,
-                        in_process=demand.in_process() and machine is not None and "://" not in storage
-                        and not a.ray_train_trials)
+                        in_process=in_process)
+    clock.lap("trials")
+    rows, run_ids = _rows(results, metric, mode, base, parent)
+    confirmed = None
+    if confirm["top"] and confirm["seeds"]:
+        from .orchestrate.confirm import candidates, confirm_points, confirmed_rows, run_confirm
+
+        top = candidates(rows, metric, confirm["top"])
+        log(f"confirming the top {len(top)} trial(s) with {confirm['seeds']} more seed(s) each (search.confirm)")
+        c_results = run_confirm(confirm_points(top, base.train.seed, confirm["seeds"]), base, storage=storage,
+                                name=name, parent=parent, n_at_once=state.get("concurrency") or n_at_once,
+                                resume=a.resume, max_failures=a.max_failures,
+                                opts={"max_failures": a.max_failures, "placement": a.placement_strategy,
+                                      "cpus": demand.cpus_per_worker, "gpus": demand.gpus_per_worker,
+                                      "verbose": a.verbose, "in_process": in_process})
+        c_rows, c_ids = _rows(c_results, metric, mode, base, parent)
+        confirmed = confirmed_rows(rows, c_rows, metric, report_metric(metric), mode)
+        rows, run_ids = rows + c_rows, {**run_ids, **c_ids}
+        clock.lap("confirm")
     wall = time.time() - t0
-    children = track.child_runs(base.tracking_uri, base.experiment, parent)
-    rows = summarize(results, metric, mode, base.train.epochs, {t: dict(r.data.metrics) for t, r in children.items()})
-    run_ids = {t: r.info.run_id for t, r in children.items()}
     ref = remeasure_latency(rows, base, ref, threads(demand.cpus_per_worker), log, run_ids)
     track.log_metrics(base.tracking_uri, parent, {"teacher_latency_ms_b1": ref["latency_ms_b1"]}, step=1)
-    return finish(rows, metric, mode, base, parent, storage, name, wall, n_samples, log,
-                  state.get("concurrency") or n_at_once, teacher=ref,
-                  front_by=SECOND_OBJECTIVE.get(a.multi_objective) or "latency_ms_b1", run_ids=run_ids)
+    clock.lap("latency_retime")
+    out = finish(rows, metric, mode, base, parent, storage, name, wall, n_samples, log,
+                 state.get("concurrency") or n_at_once, teacher=ref,
+                 front_by=SECOND_OBJECTIVE.get(a.multi_objective) or "latency_ms_b1", run_ids=run_ids,
+                 confirmed=confirmed, timings={k: round(v, 2) for k, v in clock.spent.items()})
+    return out
+
+
+def _rows(results, metric: str, mode: str, base: RunConfig, parent: str) -> tuple[list[dict], dict]:
+    """Summary rows of Tune results, with what their MLflow runs logged, and each trial's run id."""
+    from . import track
+    from .summary import summarize
+
+    children = track.child_runs(base.tracking_uri, base.experiment, parent)
+    finished = {t for t, r in children.items() if r.info.status == "FINISHED"}
+    rows = summarize(results, metric, mode, base.train.epochs, {t: dict(r.data.metrics) for t, r in children.items()},
+                     finished=finished)
+    return rows, {t: r.info.run_id for t, r in children.items()}
+
 
 
 ARCH = ("student_layers", "student_hidden", "student_intermediate", "student_heads")

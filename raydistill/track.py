@@ -217,6 +217,14 @@ def end_run(uri: str, run_id: str, status: str = "FINISHED") -> None:
     retry(client(uri).set_terminated, run_id, status)
 
 
+def reopen_run(uri: str, run_id: str) -> None:
+    """A run resumed after a failure: status RUNNING again and its ``error`` tag removed."""
+    c = client(uri)
+    retry(c.update_run, run_id, status="RUNNING")
+    if "error" in retry(c.get_run, run_id).data.tags:
+        retry(c.delete_tag, run_id, "error")
+
+
 def set_tags(uri: str, run_id: str, tags: dict) -> None:
     for k, v in tags.items():
         retry(client(uri).set_tag, run_id, k, str(v)[:5000])

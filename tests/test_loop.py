@@ -66,12 +66,14 @@ def test_span_qa_kd_and_two_stage(tiny_teacher, korean_dir):
 
 
 def test_nsmc_two_stage_holds_out_validation(tiny_teacher, korean_dir):
-    from raydistill.distill.examples import train_and_eval_examples
+    from raydistill.distill.examples import train_val_dev
     from raydistill.tasks import get_task
 
     cfg = cfg_for("nsmc", tiny_teacher("classification", 2), korean_dir, "two_stage", epochs=2)
-    train, dev = train_and_eval_examples(cfg, get_task("nsmc"))
-    assert len(dev) == 9 and len(train) == 87  # 10% of 96 held out; the labelled test set untouched
+    train, val, dev = train_val_dev(cfg, get_task("nsmc"))
+    # 10% of 96 held out as dev (the labelled test set untouched), then ~10% of the 87 left carved as val
+    assert len(dev) == 9 and len(val) == 9 and len(train) == 78
+    assert not {id(e) for e in val} & {id(e) for e in train}  # the loader's row objects: no row in both
     run_local(cfg)
 
 
@@ -298,8 +300,9 @@ def _fingerprint(model) -> float:
 
 
 def test_best_epoch_is_reported_checkpointed_and_kept_on_resume(tiny_teacher, glue_dir, tmp_path, monkeypatch):
-    """Epoch 2 is best by the main metric and epoch 3 worse: every report names the best epoch and its eval
-    metrics, the checkpoint keeps its student beside the latest one, and a resumed run keeps it."""
+    """Epoch 2 is best by the main metric on the validation split and epoch 3 worse (while the dev score, which only
+    reports, would have picked epoch 1): every report names the best epoch, its val and its eval metrics, the checkpoint
+    keeps its student beside the latest one, and a resumed run keeps it."""
     import shutil
 
     import torch
@@ -307,12 +310,12 @@ def test_best_epoch_is_reported_checkpointed_and_kept_on_resume(tiny_teacher, gl
 
     from raydistill import loop
 
-    real, scripted = loop.dev_metrics, []
+    real, scripted, dev_scripted = loop.dev_metrics, [], []
 
-    def evaluate(model, data, batch_size, device):  # the real metrics, with a scripted main metric
+    def evaluate(model, data, batch_size, device):  # the real metrics, with scripted main metrics
         out = real(model, data, batch_size, device)
-        return {**out, "eval_real_accuracy": out["eval_accuracy"], "eval_accuracy": scripted.pop(0),
-                "eval_fingerprint": _fingerprint(model)}
+        return {**out, "val_real_accuracy": out["val_accuracy"], "val_accuracy": scripted.pop(0),
+                "eval_accuracy": dev_scripted.pop(0), "eval_fingerprint": _fingerprint(model)}
 
     monkeypatch.setattr(loop, "dev_metrics", evaluate)
     cfg = cfg_for("sst2", tiny_teacher("classification", 2), glue_dir, "kd", epochs=3, alpha=0.5)
@@ -322,13 +325,14 @@ def test_best_epoch_is_reported_checkpointed_and_kept_on_resume(tiny_teacher, gl
         reports.append(m)
         shutil.copytree(c, tmp_path / f"epoch{m['epoch']}")
 
-    scripted[:] = [0.5, 0.9, 0.6]
+    scripted[:], dev_scripted[:] = [0.5, 0.9, 0.6], [0.95, 0.7, 0.8]
     run(cfg, Context(report=keep))
     assert [m["best_epoch"] for m in reports] == [1, 2, 2]
     second = reports[1]
-    for k in ("eval_accuracy", "eval_real_accuracy", "eval_fingerprint"):
+    for k in ("val_accuracy", "val_real_accuracy", "eval_accuracy", "eval_fingerprint"):
         assert reports[2][f"best_{k}"] == second[k]
-    assert reports[2]["eval_accuracy"] == 0.6
+    assert reports[2]["best_eval_accuracy"] == 0.7  # the dev score of the epoch val chose, not the best dev score
+    assert reports[2]["val_accuracy"] == 0.6
 
     def load(epoch, which):
         return AutoModelForSequenceClassification.from_pretrained(tmp_path / f"epoch{epoch}" / which)
@@ -339,10 +343,10 @@ def test_best_epoch_is_reported_checkpointed_and_kept_on_resume(tiny_teacher, gl
     assert _fingerprint(best) == pytest.approx(second["eval_fingerprint"], rel=1e-12)
     assert _fingerprint(best) != pytest.approx(reports[2]["eval_fingerprint"], rel=1e-9)
     data = loop.load_data(cfg, AutoTokenizer.from_pretrained(cfg.teacher))  # the best student scores as epoch 2
-    assert real(best, data, 32, torch.device("cpu"))["eval_accuracy"] == second["eval_real_accuracy"]
+    assert real(best, data, 32, torch.device("cpu"))["val_accuracy"] == second["val_real_accuracy"]
 
     resumed = []
-    scripted[:] = [0.6]
+    scripted[:], dev_scripted[:] = [0.6], [0.99]
     shutil.rmtree(tmp_path / "epoch3")
     run(cfg, Context(resume_dir=str(tmp_path / "epoch2"),
                      report=lambda m, c: (resumed.append(m), shutil.copytree(c, tmp_path / "epoch3"))))

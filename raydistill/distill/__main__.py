@@ -25,14 +25,26 @@ def add_train_args(p: argparse.ArgumentParser, d: TrainConfig = TrainConfig()) -
     p.add_argument("--batch-size", type=int, default=d.batch_size, help="global batch size")
     p.add_argument("--lr", type=float, default=d.lr)
     p.add_argument("--seed", type=int, default=d.seed)
+    add_selection_args(p, d)
     p.add_argument("--tracking-uri", default=None, help="MLflow URI (default: sqlite file under ./raydistill-results)")
     p.add_argument("--experiment", default="raydistill")
+
+
+def add_selection_args(p: argparse.ArgumentParser, d: TrainConfig | None = TrainConfig()) -> None:
+    """Which split chooses epochs and trials (every training command and the sweep); ``d=None``: no defaults (the
+    sweep's flags only override its space)."""
+    p.add_argument("--val-fraction", type=float, default=d.val_fraction if d else None,
+                   help="share of the training rows held out (stratified, fixed seed) as the validation split that "
+                   "chooses the best epoch and trial" + (f" (default {d.val_fraction:g})" if d else " (default 0.1)"))
+    p.add_argument("--select-on", default=d.select_on if d else None,
+                   help="val: choose on the validation split, report dev (default); dev: choose and report on dev")
 
 
 def train_config(a, **extra) -> dict:
     """The ``train`` section from the flags every training command shares."""
     return dict(epochs=a.epochs, max_steps=a.max_steps, train_limit=a.train_limit, eval_limit=a.eval_limit,
-                max_length=a.max_length, batch_size=a.batch_size, lr=a.lr, seed=a.seed, **extra)
+                max_length=a.max_length, batch_size=a.batch_size, lr=a.lr, seed=a.seed, val_fraction=a.val_fraction,
+                select_on=a.select_on, **extra)
 
 
 def parser() -> argparse.ArgumentParser:

@@ -36,18 +36,62 @@ def split_train(task, data_dir) -> tuple[list, set[int]]:
     return rows, holdout_indices(len(rows), HOLDOUT_SEED) if task.eval_split == "test" else set()
 
 
-def train_and_eval_examples(cfg, task) -> tuple[list, list]:
-    """Train and dev examples for one run (see ``split_train``). ``augment_dir`` swaps the training examples for
-    the augmented set written by ``raydistill.distill.augment`` (originals included), less every row made from a
-    held-out one.
+VAL_SEED = 7  # the validation split is a property of the data too: every run and trial of a task chooses on the same rows
+
+
+def val_indices(rows: list, task, frac: float, exclude: set[int] = frozenset()) -> list[int]:
+    """Indices of the validation split carved from ``rows`` (less ``exclude``): ``frac`` of each label's rows
+    (classification), of each fifth of the score range by rank (regression), or of all rows (token, QA tasks), drawn
+    with the fixed seed ``VAL_SEED``. Refuses a split that leaves a label with no validation row or no training row."""
+    keep = [i for i in range(len(rows)) if i not in exclude]
+    strata: dict = {}
+    if task.kind == "classification":
+        for i in keep:
+            strata.setdefault(rows[i]["label"], []).append(i)
+    elif task.kind == "regression":
+        ranked = sorted(keep, key=lambda i: rows[i]["label"])
+        for r, i in enumerate(ranked):
+            strata.setdefault(5 * r // max(len(ranked), 1), []).append(i)
+    else:
+        strata[0] = keep
+    fix = "raise --val-fraction, or choose on dev with --select-on dev"
+    if len(keep) * frac < 2 or len(keep) - len(keep) * frac < 2:
+        raise UserError("val_fraction", f"task {task.name} has {len(keep)} training rows: too few to carve a "
+                        f"{frac:g} validation split and still train; {fix}")
+    rng, out = random.Random(VAL_SEED), []
+    for key in sorted(strata):
+        idx = list(strata[key])
+        rng.shuffle(idx)
+        k = round(len(idx) * frac)
+        if k == 0:
+            name = task.label_names[key] if task.kind == "classification" and isinstance(key, int) and \
+                key < len(task.label_names) else key
+            raise UserError("val_fraction", f"--val-fraction {frac:g} leaves label {name!r} of task {task.name} "
+                            f"({len(idx)} training rows) with no validation row; {fix}")
+        out.extend(idx[:k])
+    return sorted(out)
+
+
+def train_val_dev(cfg, task) -> tuple[list, list, list]:
+    """Train, validation and dev examples for one run (see ``split_train``).
+
+    The validation split (``cfg.train.val_fraction`` of the training rows, stratified, ``val_indices``) is what
+    everything chooses on: a run's best epoch, a sweep's trials. It is carved before ``train_limit`` takes the first
+    rows of what is left, so every run of a task, whatever its limit, chooses on the same rows. With
+    ``select_on == "dev"`` nothing is carved (val is empty) and the dev set chooses, as before there was a val split.
+    ``augment_dir`` swaps the training examples for the augmented set written by ``raydistill.distill.augment``
+    (originals included), less every row made from a held-out or validation row.
     """
     if task.kind == "mlm":
-        return general_examples(cfg)
+        train, dev = general_examples(cfg)
+        return train, [], dev
     rows, held = split_train(task, cfg.data_dir)
-    train = [ex for i, ex in enumerate(rows) if i not in held]
+    val_idx = val_indices(rows, task, cfg.train.val_fraction, held) if cfg.train.select_on == "val" else []
+    out_of_train = held | set(val_idx)
+    train = [ex for i, ex in enumerate(rows) if i not in out_of_train]
     dev = [rows[i] for i in sorted(held)] if held else task.loader(task, cfg.data_dir, task.eval_split)
     if cfg.augment_dir:
-        train = augmented_train(os.path.join(cfg.augment_dir, "train.jsonl"), held)
+        train = augmented_train(os.path.join(cfg.augment_dir, "train.jsonl"), out_of_train)
     if cfg.train.train_limit:
         train = train[: cfg.train.train_limit]
     if cfg.train.eval_limit:
@@ -55,6 +99,12 @@ def train_and_eval_examples(cfg, task) -> tuple[list, list]:
     for name, split in (("train", train), ("validation", dev)):
         if not split:
             raise UserError("data_dir", f"the {name} split of task {task.name} is empty; check the data files")
+    return train, [rows[i] for i in val_idx], dev
+
+
+def train_and_eval_examples(cfg, task) -> tuple[list, list]:
+    """Train and dev examples of one run (``train_val_dev`` without the validation split)."""
+    train, _, dev = train_val_dev(cfg, task)
     return train, dev
 
 
@@ -76,13 +126,14 @@ def general_examples(cfg) -> tuple[list, list]:
 
 
 def augmented_train(path: str, held: set[int]) -> list:
-    """The augmented training rows at ``path``, less the originals and augmentations of held-out rows."""
+    """The augmented training rows at ``path``, less the originals and augmentations of held-out (dev or
+    validation) rows."""
     rows = read_jsonl(path, "augment_dir")
     if not held:
         return rows
     if not all(SOURCE in r for r in rows):
         raise UserError("augment_dir", f"{path} does not say which training row each example was made from, so the "
-                        "rows held out as dev could leak into training; rebuild it with python -m "
+                        "rows held out as dev or validation could leak into training; rebuild it with python -m "
                         "raydistill.distill.augment")
     return [r for r in rows if r[SOURCE] not in held]
 
@@ -100,22 +151,28 @@ def _digest(obj) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, ensure_ascii=False, default=str).encode()).hexdigest()[:16]
 
 
-def _splits(cfg) -> tuple[list, list]:
+def _splits(cfg) -> tuple[list, list, list]:
     from ..tasks import get_task
 
     task = get_task(cfg.task)
-    return train_and_eval_examples(cfg, task) if task.labelled else general_examples(cfg)
+    if task.labelled:
+        return train_val_dev(cfg, task)
+    train, dev = general_examples(cfg)
+    return train, [], dev
 
 
 def data_fingerprint(cfg) -> str:
-    """Short hash of the exact train and dev examples a run sees (after limits, hold-out, augmentation)."""
-    return _digest(list(_splits(cfg)))
+    """Short hash of the exact train, validation and dev examples a run sees (after limits, hold-out, augmentation).
+    Without a validation split it is the hash of train and dev alone, as before there was one."""
+    train, val, dev = _splits(cfg)
+    return _digest([train, dev] + ([val] if val else []))
 
 
 def datasets(cfg) -> list[dict]:
     """What a run trains and is scored on, as MLflow dataset inputs: name, digest of the exact rows, source, size."""
-    train, dev = _splits(cfg)
+    train, val, dev = _splits(cfg)
     source = cfg.unlabeled_text if cfg.task == "general" else (cfg.augment_dir or cfg.data_dir or "hub")
+    splits = [("train", "training", train)] + ([("val", "validation", val)] if val else []) + [("dev", "eval", dev)]
     return [{"name": f"{cfg.task}-{split}", "digest": _digest(rows), "context": context,
              "source": source if split == "train" else (cfg.data_dir or source), "rows": len(rows)}
-            for split, context, rows in (("train", "training", train), ("dev", "eval", dev))]
+            for split, context, rows in splits]

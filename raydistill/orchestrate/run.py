@@ -154,10 +154,11 @@ def fit_in_process(cfg: RunConfig, *, run_dir: str, threads: int, resume: bool, 
 
 
 def final_metrics(last: dict) -> dict:
-    """A run's result from its last report: numbers only, with ``eval_*`` those of the best epoch (the student it
-    exports) rather than of the last; ``epoch`` stays the last epoch and ``best_epoch`` names the best."""
+    """A run's result from its last report: numbers only, with ``eval_*`` and ``val_*`` those of the best epoch (the
+    student it exports, chosen on val) rather than of the last; ``epoch`` stays the last epoch and ``best_epoch``
+    names the best."""
     out = {k: v for k, v in last.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
-    return {**out, **{k[len("best_"):]: v for k, v in out.items() if k.startswith("best_eval_")}}
+    return {**out, **{k[len("best_"):]: v for k, v in out.items() if k.startswith(("best_eval_", "best_val_"))}}
 
 
 def augment_params(cfg: RunConfig) -> dict:
@@ -177,7 +178,7 @@ def execute(cfg: RunConfig, *, storage_path: str, name: str, parent_run_id: str 
             verbose: bool = False, in_process=None) -> dict:
     """One distillation run end to end: MLflow run, TorchTrainer.fit, student export, size and latency.
 
-    Returns the final metrics (``eval_*`` of the best epoch, ``best_epoch``, ``student_params``, ``latency_ms_b*``)
+    Returns the final metrics (``val_*`` and ``eval_*`` of the best epoch by val, ``best_epoch``, ``student_params``, ``latency_ms_b*``)
     plus ``run_id`` and ``student_dir`` (the best epoch's student). MLflow keeps the per-epoch curves, ``best_eval_*``
     and ``best_epoch`` among them. A failed fit marks the MLflow run FAILED with the reason, then re-raises.
     ``in_process`` (a sweep's 1-worker CPU trial: a callable taking each epoch's metrics) runs the loop in this process
@@ -197,6 +198,8 @@ def execute(cfg: RunConfig, *, storage_path: str, name: str, parent_run_id: str 
                                               parent_run_id=parent_run_id)
     if not resume_run_id:
         track.log_datasets(uri, run_id, datasets(cfg))
+    else:  # a restarted trial goes on in its run: RUNNING again, without the error of the attempt that failed
+        track.reopen_run(uri, run_id)
     try:
         if in_process is not None:
             from ..resources import threads

@@ -1,4 +1,4 @@
-"""Optuna TPE and ASHA as Tune drives them, with the two behaviours a sweep needs: a trial ASHA stopped is PRUNED (not
+"""Optuna TPE (or random search) and ASHA as Tune drives them, with the two behaviours a sweep needs: a trial ASHA stopped is PRUNED (not
 a finished value), a repeated proposal is answered from the finished trial; ASHA never stops a trial at its last epoch."""
 from __future__ import annotations
 
@@ -24,11 +24,14 @@ def make_searcher(spec, base, *, metric: str, mode: str, name: str, teacher, n_a
     modes = [mode, "min"] if multi_objective else mode
     uri = base.tracking_uri
     db = uri[len("sqlite:///"):] if uri.startswith("sqlite:///") else os.path.join(os.path.abspath(RESULTS_DIR), "mlflow.db")
+    seed = spec.search.get("seed", base.train.seed)
+    # constant liar: trials running at once count as bad guesses, so concurrent proposals spread out
+    sampler = optuna.samplers.RandomSampler(seed=seed) if spec.search.get("algorithm") == "random" else \
+        optuna.samplers.TPESampler(seed=seed, constant_liar=True)
     searcher = PrunedAwareOptunaSearch(
-        space=SpaceFn(spec, teacher), metric=metrics, mode=modes,
-        # constant liar: trials running at once count as bad guesses, so concurrent proposals spread out
-        sampler=optuna.samplers.TPESampler(seed=spec.search.get("seed", base.train.seed), constant_liar=True),
-        study_name=name, points_to_evaluate=start_points(spec, teacher) or None,
+        space=SpaceFn(spec, teacher), metric=metrics, mode=modes, sampler=sampler,
+        study_name=name,  # random search draws every trial: the published recipes start only the default search
+        points_to_evaluate=None if spec.search.get("algorithm") == "random" else start_points(spec, teacher) or None,
         storage=optuna.storages.RDBStorage("sqlite:///" + os.path.join(os.path.dirname(db), "optuna.db")),
         max_epochs=base.train.epochs)
     return ConcurrencyLimiter(searcher, max_concurrent=n_at_once)
@@ -39,7 +42,9 @@ def make_scheduler(spec, epochs: int, multi_objective: str | None):
     if multi_objective or spec.search.get("asha", True) is False or epochs <= 1:
         return None
     asha = spec.search.get("asha") if isinstance(spec.search.get("asha"), dict) else {}
-    return FinishingASHA(time_attr="training_iteration", max_t=epochs,
+    # the epoch the trial reports, not Tune's training_iteration: a restarted in-process trial has no Tune checkpoint,
+    # so its iterations count from 1 again while its epochs carry on from its own checkpoint
+    return FinishingASHA(time_attr="epoch", max_t=epochs,
                          grace_period=min(asha.get("grace_period", max(1, epochs // 2)), epochs),
                          reduction_factor=asha.get("reduction_factor", 2))
 
@@ -76,7 +81,7 @@ class PrunedAwareOptunaSearch(OptunaSearch):
             pass  # resumed sweep: the RDB study already holds this trial's final value
 
     def on_trial_complete(self, trial_id, result=None, error=False):
-        if result and not error and result.get("training_iteration", self.max_epochs) < self.max_epochs:
+        if result and not error and result.get("epoch", self.max_epochs) < self.max_epochs:
             result = None  # no value and no error → Optuna records the trial as PRUNED
         try:
             return super().on_trial_complete(trial_id, result, error)

@@ -32,6 +32,8 @@ def run_trial(config: dict, base: RunConfig, parent_run_id: str, storage: str, s
 
     t_start = time.perf_counter()
     trial_id = ray.tune.get_context().get_trial_id()
+    config = dict(config.get("point") or config)  # a confirmation trial: one grid point of configurations
+    confirm_of = config.pop("confirm_of", None)  # the trial whose configuration it trains with another seed
     cfg = trial_config(base, config)
     cfg = cfg.replace(output=os.path.join(os.path.dirname(base.output), trial_id), run_name=run_name(cfg, trial_id))
     existing = track.find_run(cfg.tracking_uri, cfg.experiment, "raydistill.trial_id", trial_id)
@@ -44,7 +46,8 @@ def run_trial(config: dict, base: RunConfig, parent_run_id: str, storage: str, s
                   callbacks=[TuneReportCallback()], max_failures=opts["max_failures"],
                   in_process=ray.tune.report if opts.get("in_process") else None,
                   placement_strategy=opts["placement"], resume_run_id=existing,
-                  tags={"raydistill.trial_id": trial_id, "raydistill.sweep": sweep_name},
+                  tags={"raydistill.trial_id": trial_id, "raydistill.sweep": sweep_name,
+                        **({"raydistill.confirm_of": confirm_of, "raydistill.role": "confirm"} if confirm_of else {})},
                   cpus_per_worker=opts["cpus"], gpus_per_worker=opts["gpus"], verbose=opts.get("verbose", False))
     wall = time.perf_counter() - t_start  # the trial's fixed cost: its seconds outside training steps
     track.log_metrics(cfg.tracking_uri, out["run_id"], {"trial_wall_s": wall, "time_trial_start_s": t_run - t_start,

@@ -49,7 +49,11 @@ def run_sweep(spec, base, *, metric: str, mode: str, n_samples: int, storage: st
 
 
 def live_table(metric: str):
-    """A Tune callback printing a compact table of every trial whenever one reports (stderr)."""
+    """A Tune callback printing a compact table of every trial whenever one reports (stderr): the score that chooses
+    (``metric``) beside the dev score it reports."""
+    from ..selection import report_metric
+
+    shown = list(dict.fromkeys((metric, report_metric(metric))))
 
     class LiveTable(Callback):
         def __init__(self):
@@ -59,8 +63,8 @@ def live_table(metric: str):
             row = self.rows.setdefault(trial.trial_id, {"trial": trial.trial_id, **{k: trial.config.get(k) for k in SHOW}})
             row["status"] = status
             if result:
-                row.update({"epoch": result.get("epoch"), metric: result.get(metric)})
-            cols = ["trial", "status", "epoch", metric] + [k for k in SHOW if any(r.get(k) is not None for r in self.rows.values())]
+                row.update({"epoch": result.get("epoch"), **{m: result.get(m) for m in shown}})
+            cols = ["trial", "status", "epoch", *shown] + [k for k in SHOW if any(r.get(k) is not None for r in self.rows.values())]
             print("\n" + table(list(self.rows.values()), cols), file=sys.stderr, flush=True)
 
         def on_trial_result(self, iteration, trials, trial, result, **info):

@@ -1,0 +1,66 @@
+"""Confirm a sweep's winner: the top configurations trained again with further seeds, and the one with the best mean
+validation score wins (``search.confirm: {top: k, seeds: s}``). One validation score is a draw from a noisy
+distribution; the best of N draws is biased upward, most on small tasks, so the search's pick is re-drawn before it is
+believed. The confirmation runs are child runs of the sweep like its trials, tagged ``raydistill.confirm_of``."""
+from __future__ import annotations
+
+import os
+
+from ray import tune
+
+from .trial import run_trial
+
+
+def candidates(rows: list[dict], metric: str, top: int) -> list[dict]:
+    """The ``top`` finished, exported trials by ``metric`` (rows as ``summary.summarize`` sorts them, best first)."""
+    return [r for r in rows if r.get("exported") and r.get(metric) is not None][:top]
+
+
+def confirm_points(rows: list[dict], seed: int, seeds: int) -> list[dict]:
+    """Each candidate's sampled configuration once per further seed (``seed + 1 … seed + seeds``)."""
+    return [{**r["config"], "seed": seed + j, "confirm_of": r["trial"]} for r in rows for j in range(1, seeds + 1)]
+
+
+def run_confirm(points: list[dict], base, *, storage: str, name: str, parent: str, opts: dict, n_at_once: int,
+                resume: bool, max_failures: int) -> list:
+    """Train every point (a trial config with its seed and the trial it repeats) as a trial of its own Tune
+    experiment ``NAME-confirm`` beside the sweep's; returns the Tune results. Restored on ``resume``."""
+    trainable = tune.with_parameters(run_trial, base=base, parent_run_id=parent, storage=storage, sweep_name=name,
+                                     opts=opts)
+    trainable = tune.with_resources(trainable, {"cpu": opts["cpus"]} if opts.get("in_process") else
+                                    {"cpu": 0, "memory": 1})
+    exp = f"{name}-confirm"
+    if resume and tune.Tuner.can_restore(os.path.join(storage, exp)):
+        tuner = tune.Tuner.restore(os.path.join(storage, exp), trainable=trainable, resume_unfinished=True,
+                                   resume_errored=False)
+    else:
+        tuner = tune.Tuner(
+            trainable, param_space={"point": tune.grid_search(points)},
+            run_config=tune.RunConfig(name=exp, storage_path=storage, verbose=0,
+                                      failure_config=tune.FailureConfig(
+                                          max_failures=max_failures if opts.get("in_process") else 0)),
+            tune_config=tune.TuneConfig(num_samples=1, max_concurrent_trials=n_at_once))
+    return list(tuner.fit())
+
+
+def confirmed_rows(rows: list[dict], confirm_rows: list[dict], metric: str, report: str, mode: str) -> list[dict]:
+    """One row per confirmed configuration: its seeds' ``metric`` (chooses) and ``report`` (dev) as mean and range,
+    the seed whose student is exported (the best by ``metric``), best mean first."""
+    by_trial = {r["trial"]: r for r in rows}
+    groups: dict[str, list[dict]] = {}
+    for r in confirm_rows:
+        if r.get("exported") and r.get(metric) is not None:
+            groups.setdefault(r["config"].get("confirm_of"), []).append(r)
+    out = []
+    sign = 1 if mode == "max" else -1
+    for origin, reps in groups.items():
+        seeds = ([by_trial[origin]] if origin in by_trial and by_trial[origin].get("exported") else []) + reps
+        vals = [s[metric] for s in seeds]
+        devs = [s[report] for s in seeds if s.get(report) is not None]
+        pick = max(seeds, key=lambda s: sign * s[metric])
+        out.append({"config_of": origin, "seeds": len(seeds), f"mean_{metric}": sum(vals) / len(vals),
+                    f"mean_{report}": sum(devs) / len(devs) if devs else None,
+                    f"range_{report}": (max(devs) - min(devs)) if devs else None,
+                    "exported_trial": pick["trial"], metric: pick[metric], report: pick.get(report)})
+    out.sort(key=lambda r: -sign * r[f"mean_{metric}"])
+    return out
