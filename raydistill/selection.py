@@ -39,7 +39,7 @@ def as_final(metric: str, field: str = "metric") -> str:
 
 
 ALGORITHMS = ("tpe", "random")  # search.algorithm: Optuna's TPESampler (default) or RandomSampler
-DEFAULT_CONFIRM = {"top": 3, "seeds": 2}  # search.confirm when a space names none
+DEFAULT_CONFIRM = {"top": 3, "seeds": 2}  # a field search.confirm leaves out (the shipped GLUE spaces use these)
 
 
 def check_search(search: dict) -> None:
@@ -51,9 +51,9 @@ def check_search(search: dict) -> None:
 
 
 def confirm_of(search: dict) -> dict:
-    """``search.confirm`` as ``{top, seeds}``: the top trials re-trained with that many more seeds (``false``: none;
-    absent: ``DEFAULT_CONFIRM``)."""
-    c = search.get("confirm", DEFAULT_CONFIRM)
+    """``search.confirm`` as ``{top, seeds}``: the top trials re-trained with that many more seeds (absent or
+    ``false``: none; a field left out: ``DEFAULT_CONFIRM``'s)."""
+    c = search.get("confirm")
     if c is False or c is None:
         return {"top": 0, "seeds": 0}
     fix = "give positive integers, e.g. search.confirm: {top: 3, seeds: 2} (or false for no confirmation)"

@@ -22,6 +22,7 @@ def sweep_cmd(teacher, glue_dir, db, name, *extra):
             "--teacher", teacher, "--set", "student.hidden=32", "--set", "student.intermediate=64",
             "--set", "student.heads=2", "--set", "student.layers=2", "--set", "train.lr={loguniform: [1.0e-5, 1.0e-2]}",
             "--epochs", "2", "--max-steps", "4", "--batch-size", "16", "--max-length", "32", "--eval-limit", "16",
+            "--set", "search.confirm=false",
             "--tracking-uri", f"sqlite:///{db}", "--name", name, "--experiment", name, *extra]
 
 

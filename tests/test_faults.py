@@ -52,7 +52,8 @@ def test_sweep_goes_on_past_failed_trials(ray_session, tiny_teacher, glue_dir, t
 
     monkeypatch.chdir(tmp_path)
     sweep.main(["kd_glue", "--task", "sst2", "--data-dir", glue_dir, "--teacher", tiny_teacher("classification", 2),
-                "--num-samples", "2", "--set", "student.size=2L-32-64-2", "--epochs", "1", "--max-steps", "2",
+                "--num-samples", "2", "--set", "student.size=2L-32-64-2", "--set", "search.confirm=false",
+                "--epochs", "1", "--max-steps", "2",
                 "--batch-size", "16", "--max-length", "32", "--eval-limit", "16", "--name", "nan-sweep",
                 "--tracking-uri", f"sqlite:///{tmp_path / 'm.db'}", "--inject-fault", "nan:epoch=1"])
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
@@ -135,6 +136,7 @@ def test_killed_sweep_driver_resumes_without_rerunning_finished_trials(tiny_teac
            "--teacher", tiny_teacher("classification", 2), "--num-samples", "3", "--set", "student.hidden=32",
            "--set", "student.intermediate=64", "--set", "student.heads=2", "--set", "student.layers=2",
            "--set", "search.asha=false",  # this test is about resume; ASHA stops are covered in test_sweep
+           "--set", "search.confirm=false",
            "--epochs", "2", "--max-steps", "4", "--batch-size", "16", "--max-length", "32", "--eval-limit", "16",
            "--tracking-uri", f"sqlite:///{db}", "--name", "resumable", "--experiment", "resume"]
     env = {**os.environ, "RAY_ADDRESS": ""}

@@ -43,7 +43,7 @@ MARKER = "RAYDISTILL_MULTINODE_CLUSTER"
 TINY_STUDENT = ["--student-layers", "2", "--student-hidden", "32", "--student-intermediate", "64",
                 "--student-heads", "2", "--init", "random"]
 TINY_SPACE = ["--set", "student.hidden=32", "--set", "student.intermediate=64", "--set", "student.heads=2",
-              "--set", "student.layers={choice: [2, 4]}", "--set", "train.lr=0.001"]
+              "--set", "student.layers={choice: [2, 4]}", "--set", "train.lr=0.001", "--set", "search.confirm=false"]
 
 
 def free_port() -> int:

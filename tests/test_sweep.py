@@ -9,7 +9,8 @@ import pytest
 pytestmark = pytest.mark.slow
 
 TINY = ["--set", "student.hidden=32", "--set", "student.intermediate=64", "--set", "student.heads=2",
-        "--set", "student.layers={choice: [2, 4]}", "--set", "train.lr=0.001"]
+        "--set", "student.layers={choice: [2, 4]}", "--set", "train.lr=0.001",
+        "--set", "search.confirm=false"]  # confirmation has its own test: test_tiny_sweep_end_to_end
 
 
 def last_json(capsys) -> dict:
@@ -25,10 +26,16 @@ def test_tiny_sweep_end_to_end(ray_session, tiny_teacher, glue_dir, tmp_path, ca
     base_encoder = tiny_teacher("base")  # no task head: the sweep must fine-tune it first
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     sweep.main(["pkd_glue", "--task", "sst2", "--data-dir", glue_dir, "--teacher", base_encoder, "--num-samples", "3",
-                *TINY, "--epochs", "2", "--max-steps", "6", "--batch-size", "16", "--max-length", "32",
+                *TINY, "--set", "search.confirm={top: 1, seeds: 1}", "--epochs", "2", "--max-steps", "6",
+                "--batch-size", "16", "--max-length", "32", "--teacher-epochs", "1",
                 "--eval-limit", "32", "--tracking-uri", uri, "--name", "tiny", "--experiment", "tiny-sweep"])
     out = last_json(capsys)
-    assert out["trials"] == 3 and out["errors"] == 0 and out["metric"] == "best_eval_accuracy"
+    # chosen on the validation split carved from train, reported on dev; the top trial confirmed with one more seed
+    assert out["trials"] == 4 and out["errors"] == 0 and out["metric"] == "best_val_accuracy"
+    assert out["report_metric"] == "best_eval_accuracy" and out["select_on"] == "val"
+    (conf,) = out["confirmed"]
+    assert conf["seeds"] == 2 and out["best"]["trial"] == conf["exported_trial"]
+    assert set(out["timings"]) >= {"ray_start", "teacher", "teacher_reference", "trials", "confirm"}
     assert "viewStateShareKey=raydistill-tiny" in out["mlflow_ui"]["url"]
     assert os.path.isfile(out["pareto_png"])
 
@@ -38,11 +45,18 @@ def test_tiny_sweep_end_to_end(ray_session, tiny_teacher, glue_dir, tmp_path, ca
     parent = [r for r in runs if r.data.tags.get("raydistill.role") == "sweep"]
     teacher = [r for r in runs if r.data.tags.get("raydistill.role") == "teacher"]
     children = [r for r in runs if r.data.tags.get("raydistill.trial_id")]
-    assert len(parent) == 1 and len(teacher) == 1 and len(children) == 3
+    assert len(parent) == 1 and len(teacher) == 1 and len(children) == 4
+    confirms = [r for r in children if r.data.tags.get("raydistill.confirm_of")]
+    assert len(confirms) == 1 and confirms[0].data.tags["raydistill.confirm_of"] == conf["config_of"]
+    assert confirms[0].data.params["seed"] != [r for r in children if r.data.tags["raydistill.trial_id"] ==
+                                               conf["config_of"]][0].data.params["seed"]
+    # the in-sweep teacher trained on its own budget (all training rows, --teacher-epochs), not the trials' 6 steps
+    tp = teacher[0].data.params
+    assert (tp["max_steps"], tp["train_limit"], tp["epochs"], tp["lr"]) == ("0", "0", "1", "2e-05")
     pid = parent[0].info.run_id
     # the teacher, scored on the students' dev set, is every trial's yardstick
     t = out["teacher"]
-    assert {"eval_accuracy", "student_params", "latency_ms_b1"} <= set(t)
+    assert {"eval_accuracy", "val_accuracy", "majority_accuracy", "student_params", "latency_ms_b1"} <= set(t)
     assert parent[0].data.metrics["teacher_eval_accuracy"] == pytest.approx(t["eval_accuracy"])
     assert out["best"]["pct_of_teacher"] == pytest.approx(100 * out["best"]["best_eval_accuracy"] / t["eval_accuracy"],
                                                           abs=0.051)
@@ -50,10 +64,14 @@ def test_tiny_sweep_end_to_end(ray_session, tiny_teacher, glue_dir, tmp_path, ca
     for r in children:
         assert r.info.status == "FINISHED"
         assert r.inputs.dataset_inputs and "pct_of_teacher" in r.data.metrics
+        contexts = {t.value for d in r.inputs.dataset_inputs for t in d.tags if t.key == "mlflow.data.context"}
+        assert contexts == {"training", "validation", "eval"}
         assert c.search_logged_models([exp.experiment_id], filter_string=f"source_run_id = '{r.info.run_id}'")
         assert {"temperature", "alpha", "beta", "mapping", "student_layers", "init", "method"} <= set(r.data.params)
-        assert {"eval_accuracy", "student_params", "latency_ms_b1", "train_loss"} <= set(r.data.metrics)
+        assert {"eval_accuracy", "val_accuracy", "best_val_accuracy", "best_eval_accuracy", "student_params",
+                "latency_ms_b1", "train_loss"} <= set(r.data.metrics)
         assert len(c.get_metric_history(r.info.run_id, "eval_accuracy")) == 2  # per epoch
+        assert len(c.get_metric_history(r.info.run_id, "val_accuracy")) == 2
     # latencies timed again side by side once no trial trains: what the runs, the summary and best read
     with open(os.path.join(os.path.dirname(out["pareto_png"]), "summary.json")) as f:
         rows = {r["trial"]: r for r in json.load(f)}
@@ -73,6 +91,8 @@ def test_tiny_sweep_end_to_end(ray_session, tiny_teacher, glue_dir, tmp_path, ca
                "--register", "tiny-student"])
     b = last_json(capsys)
     assert b["registered"]["alias"] == "champion"
+    assert b["run_id"] == [r.info.run_id for r in children if r.data.tags["raydistill.trial_id"] == out["best"]["trial"]][0]
+    assert b["metric"] == "best_val_accuracy" and b["report_metric"] == "best_eval_accuracy"
     # the registered version is the best trial's logged model (the UI's Models column), loadable by its alias
     mv = c.get_model_version_by_alias("tiny-student", "champion")
     assert mv.run_id == b["run_id"] and mv.source.startswith("models:/m-")
@@ -87,7 +107,7 @@ def test_tiny_sweep_end_to_end(ray_session, tiny_teacher, glue_dir, tmp_path, ca
     clf = pipeline("text-classification", model=str(tmp_path / "best"), tokenizer=str(tmp_path / "best"))
     assert clf("a good movie")[0]["label"]
     again = evaluate.evaluate_dir(str(tmp_path / "best"), "sst2", glue_dir, max_length=32, eval_limit=32)
-    assert again["eval_accuracy"] == pytest.approx(b["value"], abs=1e-9)  # recomputed from the directory alone
+    assert again["eval_accuracy"] == pytest.approx(b["report"], abs=1e-9)  # recomputed from the directory alone
 
 
 def test_readme_sweep_runs_on_a_minilm_shaped_teacher_without_set(ray_session, tiny_teacher, glue_dir, tmp_path, capsys,
@@ -102,7 +122,8 @@ def test_readme_sweep_runs_on_a_minilm_shaped_teacher_without_set(ray_session, t
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     sweep.main(["pkd_glue", "--task", "sst2", "--data-dir", glue_dir, "--teacher", tiny_teacher("classification", layers=6, hidden=384, heads=12, intermediate=1536),
                 "--num-samples", "1", "--epochs", "2", "--max-steps", "2", "--batch-size", "8", "--max-length", "24",
-                "--train-limit", "16", "--eval-limit", "16", "--tracking-uri", uri, "--name", "any-teacher"])
+                "--train-limit", "16", "--eval-limit", "16", "--tracking-uri", uri, "--name", "any-teacher",
+                "--set", "search.confirm=false"])
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert out["trials"] == 1 and out["errors"] == 0
     c = MlflowClient(uri)
