@@ -184,6 +184,8 @@ CASES = [
          lambda E: distill(E, "--method", "tinybert", "--student-heads", "4"), "student.heads"),
     Case("distill-minilm-v1-other-heads", "distill",
          lambda E: distill(E, "--method", "minilm", "--version", "1", "--student-heads", "4"), "student.heads"),
+    Case("distill-minilm-relation-mean", "distill", lambda E: distill(E, "--method", "minilm", "--relation-mean", "token"),
+         "distill.relation_mean"),
     Case("distill-minilm-relation-heads", "distill",
          lambda E: distill(E, "--method", "minilm", "--relation-heads", "3"), "distill.relation_heads"),
     Case("distill-minilm-teacher-layer", "distill",
