@@ -50,7 +50,8 @@ class DistillConfig:
     alpha_mlm: float | None = None  # DistilBERT MLM weight (general distillation; default 2 there)
     intermediate_epochs: int = 0  # tinybert/two_stage/minilm with stage=all: epochs of stage 1 (0 = half)
     version: int = 2  # minilm: 1 = MiniLM (attention + value relation), 2 = MiniLMv2 (Q-Q, K-K, V-V relations)
-    relation_heads: int = 0  # minilm v2: relation heads (0 = the teacher's attention heads)
+    relation_heads: int = 0  # minilm v2: relation heads (0 = 4 x the teacher's heads, the paper's 48 / 64; see MiniLM)
+    relation_mean: str = "sequence"  # minilm: relation KL per sequence then batch (the papers') | query (all alike)
     teacher_layer: int = 0  # minilm: the teacher layer its relations come from (0 = last, -k = k-th from the top)
 
     def validate(self, labelled: bool = True) -> None:
@@ -63,8 +64,11 @@ class DistillConfig:
         check(self.beta >= 0, "distill.beta", f"must be >= 0, got {self.beta}")
         check(self.alpha_cos >= 0, "distill.alpha_cos", f"must be >= 0, got {self.alpha_cos}")
         check(self.alpha_mlm is None or self.alpha_mlm >= 0, "distill.alpha_mlm", f"must be >= 0, got {self.alpha_mlm}")
-        check(self.relation_heads >= 0, "distill.relation_heads", f"must be >= 0 (0 = the teacher's heads), got "
+        check(self.relation_heads >= 0, "distill.relation_heads", f"must be >= 0 (0 = the method's default), got "
               f"{self.relation_heads}")
+        check(self.relation_mean in ("sequence", "query"), "distill.relation_mean", "must be sequence (each "
+              "sequence's mean over its real queries, then the batch mean: the papers') or query, got "
+              f"{self.relation_mean!r}")
         check(self.stage in ("all", "intermediate", "pred"), "distill.stage",
               f"must be one of all, intermediate, pred; got {self.stage!r}")
 
@@ -194,7 +198,7 @@ class RunConfig:
         }
         if self.distill.method == "minilm":  # its knobs only where they mean something
             p.update(version=self.distill.version, relation_heads=self.distill.relation_heads,
-                     teacher_layer=self.distill.teacher_layer)
+                     teacher_layer=self.distill.teacher_layer, relation_mean=self.distill.relation_mean)
         for f in fields(self.train):
             key = "num_workers" if f.name == "num_workers" else f.name
             p[key] = getattr(self.train, f.name)

@@ -109,7 +109,9 @@ def evaluate(E, *extra, model=None):
 
 
 def augment(E, *extra, task="sst2", mlm=None):
-    return ["--task", task, "--data-dir", E.korean if task == "korquad" else E.glue, "--mlm", mlm or E.mlm,
+    """mlm=False: no --mlm at all (embedding candidates, or a refusal)."""
+    model = [] if mlm is False else ["--mlm", mlm or E.mlm]
+    return ["--task", task, "--data-dir", E.korean if task == "korquad" else E.glue, *model,
             "--output", E.out, "--n", "1", *extra]
 
 
@@ -182,6 +184,8 @@ CASES = [
          lambda E: distill(E, "--method", "tinybert", "--student-heads", "4"), "student.heads"),
     Case("distill-minilm-v1-other-heads", "distill",
          lambda E: distill(E, "--method", "minilm", "--version", "1", "--student-heads", "4"), "student.heads"),
+    Case("distill-minilm-relation-mean", "distill", lambda E: distill(E, "--method", "minilm", "--relation-mean", "token"),
+         "distill.relation_mean"),
     Case("distill-minilm-relation-heads", "distill",
          lambda E: distill(E, "--method", "minilm", "--relation-heads", "3"), "distill.relation_heads"),
     Case("distill-minilm-teacher-layer", "distill",
@@ -305,6 +309,12 @@ CASES = [
     Case("augment-qa-task", "augment", lambda E: augment(E, task="korquad"), "augment_task"),
     Case("augment-output-unwritable", "augment", lambda E: augment(E, "--output", UNWRITABLE), "output"),
     Case("augment-data-missing", "augment", lambda E: augment(E, "--data-dir", E.no_sst2), "data_dir"),
+    Case("augment-unknown-candidates", "augment", lambda E: augment(E, "--candidates", "glove"), "augment_candidates"),
+    Case("augment-mlm-candidates-without-mlm", "augment",
+         lambda E: augment(E, "--candidates", "mlm", "--teacher", E.teacher, mlm=False), "augment_mlm"),
+    Case("augment-embedding-without-model", "augment", lambda E: augment(E, mlm=False), "augment_teacher"),
+    Case("augment-teacher-missing", "augment", lambda E: augment(E, "--teacher", E.tmp + "/nope", mlm=False),
+         "augment_teacher"),
 ]
 BY_ID = {c.id: c for c in CASES}
 assert len(BY_ID) == len(CASES), "case ids must be unique"

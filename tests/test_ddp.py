@@ -37,7 +37,8 @@ def _init(rank: int, world: int, port: int) -> None:
 LENGTHS = (2, 7, 4, 3)  # rank 0 takes examples 0-1 (padded to 7, 9 real tokens), rank 1 examples 2-3 (to 4, 7)
 HS, HT, C, A = 4, 6, 5, 2
 LOSS_NAMES = ("soft_ce", "hard_token", "mlm", "logit_mse", "hidden_mse", "cosine", "attention_mse",
-              "qa_logit_mse", "hard_qa", "relation_kl")
+              "qa_logit_mse", "hard_qa", "relation_kl", "relation_kl_query")
+PER_SEQUENCE = {"relation_kl"}  # a mean per example: equal slices (drop-last) make the per-rank mean the global one
 
 
 def _examples() -> list[dict]:
@@ -105,6 +106,7 @@ class Toy(torch.nn.Module):
             "qa_logit_mse": lambda: L.qa_logit_mse(start, end, b["t_logits"][..., 0], b["t_logits"][..., 1], mask),
             "hard_qa": lambda: L.hard_loss("qa", (q_start, q_end), b),
             "relation_kl": lambda: L.relation_kl(h, x, b["t_h"], b["t_h"], A, mask),  # widths 4 vs 6, A relation heads
+            "relation_kl_query": lambda: L.relation_kl(h, x, b["t_h"], b["t_h"], A, mask, per="query"),
         }[name]()
 
 
@@ -143,7 +145,32 @@ def test_two_workers_on_padded_batches_match_one_worker_for_every_token_loss(tmp
         for k, g in grads.items():  # DDP averaged the ranks' gradients: both hold the same
             assert torch.allclose(ddp_grads[k], g, rtol=1e-4, atol=1e-6), (name, k)
             assert torch.equal(ddp_grads[k], ranks[1][name][1][k])
-        assert per_rank_mean.item() != pytest.approx(loss.item(), rel=1e-3), name  # what the global count fixes
+        if name not in PER_SEQUENCE:
+            assert per_rank_mean.item() != pytest.approx(loss.item(), rel=1e-3), name  # what the global count fixes
+
+
+def _uneven_worker(rank, world, port, out):
+    """Rank 0 holds three sequences, rank 1 one: the per-sequence relation mean still equals one worker's."""
+    _init(rank, world, port)
+    model = torch.nn.parallel.DistributedDataParallel(Toy(), find_unused_parameters=True)
+    batch = _pad(_examples()[:3] if rank == 0 else _examples()[3:])
+    with L.global_means(world):
+        loss, grads = _step(model, batch, "relation_kl")
+    per_rank = model.module(batch, "relation_kl").detach()
+    both = torch.stack([loss, per_rank])
+    dist.all_reduce(both)
+    torch.save((both / world, {k.removeprefix("module."): v for k, v in grads.items()}), os.path.join(out, f"u{rank}.pt"))
+    dist.destroy_process_group()
+
+
+def test_per_sequence_relation_mean_is_global_over_uneven_ranks(tmp_path):
+    loss, grads = _step(Toy(), _pad(_examples()), "relation_kl")
+    _spawn(_uneven_worker, 2, str(tmp_path))
+    (mean, per_rank_mean), ddp_grads = torch.load(tmp_path / "u0.pt")
+    assert mean.item() == pytest.approx(loss.item(), rel=1e-5)
+    assert per_rank_mean.item() != pytest.approx(loss.item(), rel=1e-3)  # 3:1 ranks: the global count matters
+    for k, g in grads.items():
+        assert torch.allclose(ddp_grads[k], g, rtol=1e-4, atol=1e-6), k
 
 
 # ---------------------------------------------------------------- the loop on N workers vs one

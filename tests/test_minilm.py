@@ -10,7 +10,7 @@ import torch
 
 from raydistill.config import DistillConfig, RunConfig, StudentConfig, TrainConfig
 from raydistill.distill import losses as L
-from raydistill.distill.methods import MiniLM, Outputs, teacher_layer
+from raydistill.distill.methods import MiniLM, Outputs, relation_heads, teacher_layer
 from raydistill.errors import UserError
 
 
@@ -38,17 +38,22 @@ def _relation_by_hand(a, b, heads, mask):
     return out
 
 
-def _relation_kl_by_hand(s_a, s_b, t_a, t_b, heads, mask):
+def _relation_kl_by_hand(s_a, s_b, t_a, t_b, heads, mask, per="query"):
+    """per="query": the mean over every real query of the batch; "sequence": 1/(A_r·|x|) Σ_r Σ_t KL per sequence x
+    (MiniLM eq. 6/7, MiniLMv2), then the mean over the batch."""
     rs, rt = _relation_by_hand(s_a, s_b, heads, mask), _relation_by_hand(t_a, t_b, heads, mask)
-    total, count = 0.0, 0
+    total, count, seqs = 0.0, 0, []
     for n in range(len(mask)):
+        seq, real = 0.0, 0
         for i in range(len(mask[n])):
             if not mask[n][i]:
                 continue
-            count += 1
+            count, real = count + 1, real + 1
             for r in range(heads):
-                total += sum(p * (math.log(p) - math.log(rs[n][r][i][j])) for j, p in rt[n][r][i].items()) / heads
-    return total / count
+                kl = sum(p * (math.log(p) - math.log(rs[n][r][i][j])) for j, p in rt[n][r][i].items()) / heads
+                total, seq = total + kl, seq + kl
+        seqs.append(seq / real)
+    return total / count if per == "query" else sum(seqs) / len(seqs)
 
 
 def test_relation_kl_matches_hand_computed_values_with_padding_and_different_widths():
@@ -57,10 +62,30 @@ def test_relation_kl_matches_hand_computed_values_with_padding_and_different_wid
     s_a, s_b = torch.randn(2, 4, 4, generator=g), torch.randn(2, 4, 4, generator=g)   # student width 4
     t_a, t_b = torch.randn(2, 4, 6, generator=g), torch.randn(2, 4, 6, generator=g)   # teacher width 6
     s_a[:, 3], t_b[1, 2:] = 1e3, -1e3  # padding garbage: must not count
-    got = L.relation_kl(s_a, s_b, t_a, t_b, heads=2, mask=mask)
-    want = _relation_kl_by_hand(s_a.tolist(), s_b.tolist(), t_a.tolist(), t_b.tolist(), 2, mask.tolist())
-    assert got.item() == pytest.approx(want, rel=1e-5)
-    assert L.relation_kl(s_a, s_b, s_a, s_b, heads=2, mask=mask).item() == pytest.approx(0.0, abs=1e-6)
+    for per in ("sequence", "query"):
+        got = L.relation_kl(s_a, s_b, t_a, t_b, heads=2, mask=mask, per=per)
+        want = _relation_kl_by_hand(s_a.tolist(), s_b.tolist(), t_a.tolist(), t_b.tolist(), 2, mask.tolist(), per)
+        assert got.item() == pytest.approx(want, rel=1e-5), per
+        assert L.relation_kl(s_a, s_b, s_a, s_b, heads=2, mask=mask, per=per).item() == pytest.approx(0.0, abs=1e-6)
+    args = (s_a.tolist(), s_b.tolist(), t_a.tolist(), t_b.tolist(), 2, mask.tolist())
+    assert L.relation_kl(s_a, s_b, t_a, t_b, heads=2, mask=mask).item() == pytest.approx(
+        _relation_kl_by_hand(*args, "sequence"), rel=1e-5)  # the default: the papers' reduction
+    assert _relation_kl_by_hand(*args, "sequence") != pytest.approx(_relation_kl_by_hand(*args, "query"), rel=1e-3)
+
+
+def test_per_sequence_mean_worked_example():
+    """Two sequences, one head, width 1: sequence 1 has 2 real queries (teacher rows softmax(1, 2) and softmax(2, 4)
+    against a uniform student), sequence 2 one real query whose only real key makes KL 0. Per sequence:
+    (KL_1 + KL_2) / 2 / 2 for the first, 0 for the second, then the batch mean; per query: (KL_1 + KL_2 + 0) / 3."""
+    t = torch.tensor([[[1.0], [2.0]], [[3.0], [0.0]]])
+    s = torch.ones(2, 2, 1)
+    mask = torch.tensor([[1, 1], [1, 0]])
+    kl = [sum(p * math.log(p / 0.5) for p in _softmax(row)) for row in ([1.0, 2.0], [2.0, 4.0])]  # 0.1110, 0.3278
+    assert L.relation_kl(s, s, t, t, 1, mask).item() == pytest.approx((sum(kl) / 2 + 0.0) / 2, rel=1e-6)
+    assert L.relation_kl(s, s, t, t, 1, mask, per="query").item() == pytest.approx(sum(kl) / 3, rel=1e-6)
+    assert L.relation_kl(s, s, t, t, 1, mask).item() == pytest.approx(0.5 * 0.5 * (0.1110 + 0.3278), abs=1e-4)
+    with pytest.raises(UserError, match="distill.relation_mean"):
+        L.relation_kl(s, s, t, t, 1, mask, per="token")
 
 
 def test_relation_kl_worked_example_one_head():
@@ -149,6 +174,28 @@ def test_minilm_defaults_needs_and_shape_checks():
     with pytest.raises(UserError, match="distill.version"):
         _cfg(version=3) and MiniLM.check(_cfg(version=3))
     assert cfg.to_params()["version"] == "2" and "version" not in RunConfig(task="sst2", teacher="t").to_params()
+    assert cfg.to_params()["relation_mean"] == "sequence" and cfg.distill.relation_mean == "sequence"
+    with pytest.raises(UserError, match="distill.relation_mean"):
+        RunConfig.from_dict({"task": "sst2", "teacher": "t", "distill": {"method": "minilm", "relation_mean": "token"}})
+    m = MiniLM(_cfg(), "classification", [], (2, 4))
+    assert m.heads(1, 4, 16, 32) == 16
+    assert MiniLM(_cfg(version=1), "classification", [], (2, 4)).heads(4, 4, 16, 32) == 4
+
+
+def test_relation_heads_default_is_the_papers():
+    """MiniLMv2 used 48 relation heads for base-size (12-head) teachers and 64 for large (16-head) ones: 4x the
+    teacher's heads; when that does not divide both widths, the largest count below it that does."""
+    d = DistillConfig(method="minilm")
+    assert relation_heads(d, 12, 384, 768) == 48  # BERT-base -> 6L-384 (the paper's MiniLMv2 setting)
+    assert relation_heads(d, 16, 384, 1024) == 64  # a large teacher
+    assert relation_heads(d, 12, 384, 384) == 48  # the 12-head MiniLM-L6-H384 teacher: relation heads of width 8
+    assert relation_heads(d, 12, 192, 384) == 48  # half its width: width 4 in the student
+    assert relation_heads(d, 12, 312, 768) == 24  # 48 does not divide 312; gcd(312, 768) = 24
+    assert relation_heads(d, 2, 16, 32) == 8
+    assert relation_heads(DistillConfig(method="minilm", relation_heads=12), 12, 312, 768) == 12  # set: as given
+    MiniLM.check_shapes(_cfg(), 2, 312, 12, 768, 12)  # the default always divides both widths
+    with pytest.raises(UserError, match="distill.relation_heads"):
+        MiniLM.check_shapes(_cfg(relation_heads=48), 2, 312, 12, 768, 12)
 
 
 def _qkv(g, heads, width, B=2, T=5):
@@ -167,11 +214,11 @@ def test_minilm_losses_are_the_papers_relations(version, relations):
     assert set(out) == relations | {"loss"}
     sx = dict(zip("qkv", (L.concat_heads(x) for x in s_qkv)))
     tx = dict(zip("qkv", (L.concat_heads(x) for x in t_qkv)))
-    heads = 4  # v1: the attention heads; v2: relation heads default to the teacher's head count
+    heads = 4 if version == 1 else 16  # v1: the attention heads; v2: 4 x the teacher's 4 heads, dividing 16 and 32
     for name in relations:
         a, b = name
         assert out[name].item() == pytest.approx(
-            L.relation_kl(sx[a], sx[b], tx[a], tx[b], heads, batch["attention_mask"]).item())
+            L.relation_kl(sx[a], sx[b], tx[a], tx[b], heads, batch["attention_mask"], per="sequence").item())
     assert out["loss"].item() == pytest.approx(sum(out[r].item() for r in relations))
 
 

@@ -75,7 +75,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--intermediate-epochs", type=int, default=0)
     p.add_argument("--version", type=int, default=d.version, help="minilm: 1 = MiniLM, 2 = MiniLMv2 relations")
     p.add_argument("--relation-heads", type=int, default=d.relation_heads,
-                   help="minilm v2: relation heads (0 = the teacher's attention heads)")
+                   help="minilm v2: relation heads (0 = 4x the teacher's attention heads, MiniLMv2's 48 for a 12-head "
+                   "base teacher and 64 for a 16-head large one, or the largest count below that dividing both widths)")
+    p.add_argument("--relation-mean", default=d.relation_mean,
+                   help="minilm: average the relation KL per sequence, then over the batch (sequence, the papers'), "
+                   "or over every real query of the batch alike (query)")
     p.add_argument("--teacher-layer", type=int, default=d.teacher_layer,
                    help="minilm: teacher layer to distil from (0 = last, -k = k-th from the top)")
     p.add_argument("--num-workers", type=int, default=1, help="DDP workers (Ray Train)")
@@ -134,7 +138,7 @@ def student_sizes(a) -> dict:
 def config_from_args(a) -> RunConfig:
     distill = {k: getattr(a, k) for k in ("method", "temperature", "alpha", "beta", "mapping", "stage", "alpha_cos",
                                           "alpha_mlm", "intermediate_epochs", "version", "relation_heads",
-                                          "teacher_layer")}
+                                          "teacher_layer", "relation_mean")}
     return RunConfig.from_dict(dict(
         task=a.task, teacher=local_abspath(a.teacher), data_dir=local_abspath(a.data_dir), output=os.path.abspath(a.output),
         student={**student_sizes(a), "init": a.init}, distill=distill,

@@ -12,7 +12,7 @@ Intermediate losses are per layer; the caller combines mapped layers (TinyBERT s
 inside ``pkd_patient``).
 
 Under DDP (inside ``global_means``) a mean whose count varies per example — real tokens, real query×key pairs,
-labelled tokens — divides this rank's sum by the count over every rank ÷ world size, so the gradient DDP averages
+labelled tokens; sequences too (MiniLM's per-sequence relation mean), should ranks ever hold unequal slices — divides this rank's sum by the count over every rank ÷ world size, so the gradient DDP averages
 is that of the mean over the global batch, as one worker would compute it.
 """
 from __future__ import annotations
@@ -189,17 +189,26 @@ def _relation_logp(a: torch.Tensor, b: torch.Tensor, heads: int, mask, who: str)
     return F.log_softmax(scores, dim=-1)
 
 
-def relation_kl(s_a, s_b, t_a, t_b, heads: int, mask=None):
+def relation_kl(s_a, s_b, t_a, t_b, heads: int, mask=None, per: str = "sequence"):
     """MiniLM / MiniLMv2 self-attention relation loss. Each input is a [B, T, H] set of vectors with the attention
     heads side by side (``concat_heads``); it is split into ``heads`` relation heads of width d_r = H / heads, and
-    R = softmax(x_a x_bᵀ / √d_r) over the real keys. Returns KL(R_t ‖ R_s) summed over keys, averaged over relation
-    heads and real query positions. Student and teacher widths may differ (each has its own d_r).
+    R = softmax(x_a x_bᵀ / √d_r) over the real keys. Returns KL(R_t ‖ R_s) summed over keys and averaged over relation
+    heads and real queries: ``per="sequence"`` (the papers' 1/(A_r·|x|) Σ_r Σ_t KL per sequence x, then the batch
+    mean, as the public MiniLMv2 code does) or ``per="query"`` (every real query of the batch weighs the same, so
+    long sequences weigh more). Student and teacher widths may differ (each has its own d_r).
     MiniLM v1 with the model's own heads: (Q, K) is the attention distribution, (V, V) the value relation;
     MiniLMv2: (Q, Q), (K, K), (V, V) with any number of relation heads dividing both widths."""
+    check(per in ("sequence", "query"), "distill.relation_mean", f"must be sequence or query, got {per!r}")
     log_s = _relation_logp(s_a, s_b, heads, mask, "student")
     log_t = _relation_logp(t_a, t_b, heads, mask, "teacher")
     kl = (log_t.exp() * (log_t - log_s)).sum(-1).mean(1)  # [B, T]: summed over keys, averaged over relation heads
-    return _masked_mean(kl, mask)
+    if per == "query":
+        return _masked_mean(kl, mask)
+    if mask is None:
+        return kl.mean()
+    m = mask.to(kl.dtype)
+    per_seq = (kl * m).sum(1) / m.sum(1).clamp_min(1)  # [B]: each sequence's mean over its real queries
+    return _mean(per_seq.sum(), torch.tensor(float(per_seq.numel()), device=kl.device))  # the global batch mean
 
 
 def mlm_loss(logits, labels):
