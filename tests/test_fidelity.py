@@ -215,9 +215,13 @@ def test_every_method_holds_out_dev_from_nsmc_train(korean_dir):
     splits = {m: train_and_eval_examples(nsmc_cfg(korean_dir, m), task) for m in ("kd", "pkd", "tinybert", "two_stage")}
     assert splits["kd"] == splits["pkd"] == splits["tinybert"] == splits["two_stage"]
     assert train_and_eval_examples(nsmc_cfg(korean_dir, seed=7), task) == splits["kd"]  # a property of the data
+    from raydistill.distill.examples import train_val_dev
+
     train, dev = splits["kd"]
-    assert len(dev) == 9 and len(train) == 87 and dev != test[:9]
-    assert sorted(map(json.dumps, train + dev)) == sorted(map(json.dumps, full))  # a partition of train
+    _, val, _ = train_val_dev(nsmc_cfg(korean_dir), task)
+    assert len(dev) == 9 and len(val) == 9 and len(train) == 78 and dev != test[:9]
+    # train, the validation split and dev partition NSMC's train split
+    assert sorted(map(json.dumps, train + val + dev)) == sorted(map(json.dumps, full))
 
 
 def _held(korean_dir):
@@ -235,8 +239,11 @@ def test_augmented_rows_of_held_out_examples_never_train(korean_dir, tmp_path):
     # an augmented set made from every train row (as before the fix): two copies each, tagged with their source
     aug = [{**ex, "text": ex["text"] + extra, "source_index": i} for i, ex in enumerate(rows) for extra in ("", " !")]
     (tmp_path / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in aug))
+    from raydistill.distill.examples import val_indices
+
     train, dev = train_and_eval_examples(nsmc_cfg(korean_dir, augment_dir=str(tmp_path)), get_task("nsmc"))
-    assert len(train) == 2 * (len(rows) - len(held)) and not {r["source_index"] for r in train} & held
+    val = set(val_indices(rows, get_task("nsmc"), 0.1, held))  # validation rows never train either
+    assert len(train) == 2 * (len(rows) - len(held) - len(val)) and not {r["source_index"] for r in train} & (held | val)
     assert dev == [rows[i] for i in sorted(held)]
     # a set that cannot say where its rows come from is refused where a hold-out applies
     (tmp_path / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
