@@ -402,7 +402,8 @@ def test_every_pip_install_is_pinned():
     for name, versions in seen.items():
         assert len(versions) == 1, f"{name} pinned to {sorted(versions)} in different places under cluster/"
         if name in constraints:
-            assert versions == {constraints[name]}, f"{name}: {versions} under cluster/, {constraints[name]} in constraints.txt"
+            assert versions == {constraints[name]}, (
+                f"{name}: {versions} under cluster/, {constraints[name]} in constraints.txt")
 
 
 def test_mlflow_image_pins_its_extras_and_constraints():
@@ -473,8 +474,8 @@ def test_placeholder_checked_first_before_any_install(cfg_path, tmp_path):
     assert "~/mlflow/artifacts_destination" in _start_cmds(raw, "head_start_ray_commands")
 
     scheme = {"aws": "s3", "gcp": "gs"}[raw["provider"]["type"]]
-    run = lambda c: subprocess.run(["bash", "-c", c], env={"HOME": str(tmp_path), "PATH": os.environ["PATH"]},  # noqa: E731
-                                   capture_output=True, text=True, timeout=30)
+    env = {"HOME": str(tmp_path), "PATH": os.environ["PATH"]}
+    run = lambda c: subprocess.run(["bash", "-c", c], env=env, capture_output=True, text=True, timeout=30)  # noqa: E731
     refused = run(guard)
     assert refused.returncode == 1 and refused.stdout == ""
     assert refused.stderr.count("\n") == 1 and "replace REPLACE_WITH_YOUR_BUCKET" in refused.stderr, refused.stderr

@@ -4,7 +4,9 @@ on loopback, token authentication on.
 * a 2-worker DDP run with SPREAD puts its two ranks on different nodes and ends with the same train loss
   and dev metrics as the same run PACKed onto one node;
 * `ray job submit -- python -m raydistill.sweep pkd_glue …` runs a small sweep to success on the cluster,
-  with the sweep's parent run and its trials in MLflow, and the job API refuses a client with a wrong token.
+  with the sweep's parent run and its trials in MLflow, and the job API refuses a client with a wrong token;
+* such a submitted sweep, stopped with `ray job stop` after its first trial, finishes when submitted again with
+  `--resume --name … --storage-path …`, without running the finished trial again.
 
 Isolation from the in-process Ray of other tests (``ray_session``) and from any other Ray on the machine:
 every command that talks to this cluster runs in a subprocess with ``RAY_ADDRESS`` and the auth variables
@@ -307,10 +309,11 @@ def test_job_submit_runs_sweep_on_cluster(cluster, tiny_teacher, glue_dir, tmp_p
 
 
 def test_submitted_sweep_stopped_then_resumed_reruns_no_finished_trial(cluster, tiny_teacher, glue_dir, tmp_path):
-    """docs/CLUSTER.md "Resume a submitted sweep": `ray job stop` a submitted 2-trial sweep once its first trial
-    finished, then a second `ray job submit … --resume --name NAME --storage-path URI` finishes the sweep without
-    running the finished trial again. The storage path is a URI (file://) so the sweep keeps its resume state the way
-    it does for s3:// / gs:// (in the job's working directory on the head, found again by an identical --working-dir)."""
+    """docs/CLUSTER.md "Stop and resume a submitted sweep": `ray job stop` a submitted 2-trial sweep once its first
+    trial finished, then a second `ray job submit … --resume --name NAME --storage-path URI` finishes the sweep
+    without running the finished trial again. The storage path is a URI (file://), so the sweep keeps its resume
+    state as it does for s3:// / gs://: in the job's working directory on the head, found again by an identical
+    --working-dir."""
     import sqlite3
 
     from mlflow.tracking import MlflowClient
