@@ -4,7 +4,10 @@ auth, torch pinned like constraints.txt)."""
 from __future__ import annotations
 
 import copy
+import os
 import re
+import shlex
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -320,3 +323,165 @@ def test_dockerfile_pins_like_constraints():
     reqs = [r for line in text.splitlines() for r in _torch_requirements(line)]
     assert reqs and all(r.replace(" ", "") == f"torch=={TORCH}" for r in reqs), reqs
     assert re.search(r"-c constraints\.txt", text)
+
+
+# ------------------------------------------------------------------ pinned versions, no `curl | sh`, placeholders first
+# docs/CLUSTER.md, "Pinned versions and how to bump them". Options of `pip install` that take a value (the value is not
+# a requirement).
+PIP_OPTS_WITH_VALUE = {"-c", "--constraint", "-r", "--requirement", "-e", "--editable", "-i", "--index-url",
+                       "--extra-index-url", "-t", "--target", "--prefix", "--root", "--python-version", "--platform"}
+PINNED_REQ = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9_,.-]+\])?==[0-9][\w.+!-]*$")
+PIPE_TO_SHELL = re.compile(r"\b(curl|wget)\b[^\n|;&]*\|\s*(sudo\s+)?(\S*/)?(ba|z|da)?sh\b")
+PLACEHOLDER_GUARD = re.compile(r'case "\$\w+" in \*REPLACE_WITH_\*\) echo "[^"]+" >&2; exit 1;; esac')
+
+
+def _all_commands(raw: dict) -> list[str]:
+    keys = ("initialization_commands", "setup_commands", "head_setup_commands", "worker_setup_commands",
+            "head_start_ray_commands", "worker_start_ray_commands")
+    cmds = [c for k in keys for c in raw.get(k, [])]
+    return cmds + [c for nt in raw["available_node_types"].values() for c in nt.get("worker_setup_commands", [])]
+
+
+def _dockerfile_runs() -> list[str]:
+    """The RUN instructions of cluster/Dockerfile, continuation lines joined and ARG defaults substituted."""
+    text = (CLUSTER / "Dockerfile").read_text()
+    args = dict(re.findall(r"^ARG (\w+)=(\S+)", text, re.M))
+    joined = re.sub(r"\\\n", " ", text)
+    runs = [ln[len("RUN "):] for ln in joined.splitlines() if ln.startswith("RUN ")]
+    return [re.sub(r"\$\{(\w+)\}", lambda m: args.get(m.group(1), m.group(0)), r) for r in runs]
+
+
+def _pip_installs(cmd: str) -> list[list[str]]:
+    """The arguments of every `pip install` / `uv pip install` in a shell command."""
+    out = []
+    for m in re.finditer(r"\bpip\s+install\b", cmd):
+        rest = re.split(r"&&|\|\||;|\)|\n", cmd[m.end():], maxsplit=1)[0]
+        out.append(shlex.split(rest))
+    return out
+
+
+def _requirements(args: list[str]) -> tuple[list[str], dict]:
+    reqs, opts, it = [], {}, iter(args)
+    for a in it:
+        if a in PIP_OPTS_WITH_VALUE:
+            opts.setdefault(a, []).append(next(it))
+        elif a.startswith("-"):
+            opts.setdefault(a.split("=", 1)[0], []).append(a.partition("=")[2])
+        else:
+            reqs.append(a)
+    return reqs, opts
+
+
+def _install_sources() -> list[tuple[str, str]]:
+    """(where, command) of every command in the launcher configs and every RUN of the Dockerfile."""
+    out = [(p.name, c) for p in LAUNCHER_CONFIGS for c in _all_commands(_load(p))]
+    return out + [("Dockerfile", r) for r in _dockerfile_runs()]
+
+
+def test_every_pip_install_is_pinned():
+    """Each requirement named in a `pip install` under cluster/ is NAME==VERSION; an editable install of the package
+    carries `-c constraints.txt` (its dependencies pinned there); one version per package across the files, and the
+    version of constraints.txt where that pins it too."""
+    constraints = dict(re.findall(r"^([A-Za-z0-9._-]+)==(\S+)", (ROOT / "constraints.txt").read_text(), re.M))
+    constraints = {k.lower().replace("_", "-"): v for k, v in constraints.items()}
+    seen: dict[str, set] = {}
+    n = 0
+    for where, cmd in _install_sources():
+        for args in _pip_installs(cmd):
+            reqs, opts = _requirements(args)
+            n += 1
+            for r in reqs:
+                assert PINNED_REQ.match(r), f"{where}: unpinned requirement {r!r} in {cmd!r}"
+                name, version = re.sub(r"\[.*\]", "", r).split("==")
+                seen.setdefault(name.lower().replace("_", "-"), set()).add(version)
+            if "-e" in opts or "--editable" in opts:
+                assert any(c.endswith("constraints.txt") for c in opts.get("-c", []) + opts.get("--constraint", [])), (
+                    f"{where}: an editable install needs -c constraints.txt: {cmd!r}")
+    assert n >= 9, f"found only {n} pip installs: the parser missed some"
+    assert {"uv", "boto3", "google-cloud-storage", "psycopg2-binary", "mlflow", "torch", "ray"} <= set(seen), seen
+    for name, versions in seen.items():
+        assert len(versions) == 1, f"{name} pinned to {sorted(versions)} in different places under cluster/"
+        if name in constraints:
+            assert versions == {constraints[name]}, (
+                f"{name}: {versions} under cluster/, {constraints[name]} in constraints.txt")
+
+
+def test_mlflow_image_pins_its_extras_and_constraints():
+    """The MLflow server image: mlflow, boto3, google-cloud-storage, psycopg2-binary each ==, MLflow's own dependencies
+    through constraints.txt, and a base image pinned to a patch release."""
+    text = (CLUSTER / "Dockerfile").read_text()
+    stage = text.split("AS mlflow-server", 1)[1].split("\nFROM ", 1)[0]
+    installs = [args for r in _dockerfile_runs() if "mlflow==" in r for args in _pip_installs(r)]
+    (args,) = installs
+    reqs, opts = _requirements(args)
+    assert {re.sub(r"==.*", "", r) for r in reqs} == {"mlflow", "boto3", "google-cloud-storage", "psycopg2-binary"}
+    assert opts.get("-c") == ["/tmp/constraints.txt"] and "COPY constraints.txt /tmp/constraints.txt" in stage
+    for base in re.findall(r"^FROM (\S+)", text, re.M):
+        tag = base.rsplit(":", 1)[-1] if ":" in base.rsplit("/", 1)[-1] else ""
+        assert re.match(r"\d+\.\d+\.\d+", tag), f"base image {base} must carry a patch-release tag (not latest)"
+
+
+def test_no_pipe_to_shell_under_cluster():
+    files = [p for p in CLUSTER.rglob("*") if p.is_file()]
+    hits = [f"{p.relative_to(ROOT)}: {m.group(0)!r}" for p in files for m in PIPE_TO_SHELL.finditer(p.read_text())]
+    assert not hits, "download piped into a shell:\n" + "\n".join(hits)
+    assert PIPE_TO_SHELL.search("curl -LsSf https://astral.sh/uv/install.sh | sh")  # the pattern catches the old form
+
+
+def test_uv_from_pypi_and_python_build_pinned(cfg_path):
+    raw = _load(cfg_path)
+    setup = "\n".join(raw["setup_commands"])
+    assert re.search(r"pip install [^\n]*\"uv==\d+\.\d+\.\d+\"", setup), "uv from PyPI at a pinned version"
+    pythons = re.findall(r"uv venv [^\n]*--python (\S+)", setup)
+    assert pythons and all(re.fullmatch(r"3\.\d+\.\d+", v) for v in pythons), f"pin the patch release: {pythons}"
+
+
+def test_machine_images_pinned_not_latest(cfg_path):
+    """One image per role, named by id / image name: no `latest`, no SSM `latest` alias, no GCE image family."""
+    raw = _load(cfg_path)
+    provider = raw["provider"]["type"]
+    images = {}
+    for name, nt in raw["available_node_types"].items():
+        if provider == "aws":
+            images[name] = nt["node_config"]["ImageId"]
+        else:
+            (disk,) = [d for d in nt["node_config"]["disks"] if d.get("boot")]
+            images[name] = disk["initializeParams"]["sourceImage"]
+    for name, image in images.items():
+        assert "latest" not in image.lower() and "/family/" not in image, f"{name}: {image} moves over time"
+        if provider == "aws":
+            assert re.fullmatch(r"ami-[0-9a-f]{8,17}|REPLACE_WITH_PINNED_AMI_ID|resolve:ssm:\S+:\d+", image), image
+        else:
+            assert re.fullmatch(r"projects/[a-z-]+/global/images/([a-z][-a-z0-9]{0,62}|REPLACE_WITH_PINNED_\w+)",
+                                image), image
+    workers = {images[n] for n in _workers(raw)}
+    assert len(workers) == 1, f"all GPU worker types boot one image: {workers}"
+    if provider == "aws":
+        assert len(set(images.values())) == 1, "head and workers share the AMI (one &ami anchor)"
+
+
+def test_placeholder_checked_first_before_any_install(cfg_path, tmp_path):
+    """The first initialization command stops with one line naming the placeholder while the bucket is not set, and
+    records the artifact store once it is; no other command carries a placeholder, and nothing is installed before."""
+    raw = _load(cfg_path)
+    ordered = raw["initialization_commands"] + raw["setup_commands"] + raw["head_setup_commands"]
+    guard = ordered[0]
+    assert PLACEHOLDER_GUARD.search(guard), f"first initialization command must be the placeholder check: {guard!r}"
+    assert "install" not in guard
+    for cmd in _all_commands(raw):
+        if cmd is not guard:
+            assert "REPLACE_WITH_" not in cmd, f"placeholder outside the first check: {cmd!r}"
+    assert "~/mlflow/artifacts_destination" in _start_cmds(raw, "head_start_ray_commands")
+
+    scheme = {"aws": "s3", "gcp": "gs"}[raw["provider"]["type"]]
+    env = {"HOME": str(tmp_path), "PATH": os.environ["PATH"]}
+    run = lambda c: subprocess.run(["bash", "-c", c], env=env, capture_output=True, text=True, timeout=30)  # noqa: E731
+    refused = run(guard)
+    assert refused.returncode == 1 and refused.stdout == ""
+    assert refused.stderr.count("\n") == 1 and "replace REPLACE_WITH_YOUR_BUCKET" in refused.stderr, refused.stderr
+    assert refused.stderr.startswith(f"cluster/{cfg_path.name}: ")
+    assert not (tmp_path / "mlflow").exists()
+    ok = run(guard.replace("REPLACE_WITH_YOUR_BUCKET", "my-bucket"))
+    assert ok.returncode == 0 and ok.stderr == "", ok.stderr
+    assert (tmp_path / "mlflow" / "artifacts_destination").read_text() == \
+        f"{scheme}://my-bucket/raydistill/mlflow-artifacts\n"

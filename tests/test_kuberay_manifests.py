@@ -13,7 +13,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 KUBERAY = ROOT / "cluster" / "kuberay"
-MANIFESTS = sorted(KUBERAY.glob("*.yaml"))
+MANIFESTS = sorted(KUBERAY.rglob("*.yaml"))  # the S3 manifests and their GCS variants under gcs/
 NAMESPACE = "raydistill"
 # KubeRay: utils.MaxRayClusterNameLength = 53, MaxRayJobNameLength = 53 - 6 (suffix of the generated cluster).
 MAX_RAYCLUSTER_NAME, MAX_RAYJOB_NAME = 53, 47
@@ -29,6 +29,10 @@ def _docs(path: Path) -> list[dict]:
 
 
 ALL = [(p, d) for p in MANIFESTS for d in _docs(p)]
+
+
+def _rel(path: Path) -> str:
+    return path.relative_to(KUBERAY).as_posix()
 
 
 def _of_kind(kind: str) -> list[tuple[Path, dict]]:
@@ -119,7 +123,7 @@ def test_manifests_present():
     assert _of_kind("RayCluster") and _of_kind("RayJob")
 
 
-@pytest.mark.parametrize("path,doc", ALL, ids=[f"{p.name}:{d.get('kind')}" for p, d in ALL])
+@pytest.mark.parametrize("path,doc", ALL, ids=[f"{_rel(p)}:{d.get('kind')}" for p, d in ALL])
 def test_object_basics(path, doc):
     assert doc.get("apiVersion") and doc.get("kind"), path
     meta = doc.get("metadata", {})
@@ -244,11 +248,9 @@ def test_rayjob_entrypoint_accepted_by_sweep_cli():
 
 
 # ------------------------------------------------------------------ MLflow
-def test_mlflow_server():
-    deployments = [d for _, d in _of_kind("Deployment") if d["metadata"]["name"] == "mlflow"]
-    if not deployments:
-        pytest.skip("no cluster/kuberay/mlflow.yaml")
-    (dep,) = deployments
+@pytest.mark.parametrize("dep", [d for _, d in _of_kind("Deployment") if d["metadata"]["name"] == "mlflow"],
+                         ids=[_rel(p) for p, d in _of_kind("Deployment") if d["metadata"]["name"] == "mlflow"])
+def test_mlflow_server(dep):
     pod = dep["spec"]["template"]["spec"]
     (c,) = pod["containers"]
     args = " ".join(c.get("command", []) + c.get("args", []))
@@ -273,3 +275,58 @@ def test_mlflow_server():
     allowed = re.search(r"--allowed-hosts[= ](\S+)", args)
     if allowed:  # MLflow >= 3.5 rejects Host headers it does not know (DNS-rebinding protection)
         assert f"{host}:*" in allowed.group(1).split(","), f"--allowed-hosts must admit {host}"
+
+
+# ------------------------------------------------------------------ storage: S3 manifests and their GCS variants
+GCS = KUBERAY / "gcs"
+
+
+def _storage_uris(doc: dict) -> list[str]:
+    """The object-store URIs a manifest hands to Ray or MLflow: a RayJob's --storage-path and working_dir, the MLflow
+    server's --artifacts-destination."""
+    if doc["kind"] == "RayJob":
+        argv = shlex.split(doc["spec"]["entrypoint"])
+        env = yaml.safe_load(doc["spec"].get("runtimeEnvYAML", "")) or {}
+        return [argv[argv.index("--storage-path") + 1]] + ([env["working_dir"]] if "working_dir" in env else [])
+    if doc["kind"] == "Deployment":
+        args = doc["spec"]["template"]["spec"]["containers"][0].get("args", [])
+        return [a.split("=", 1)[1] for a in args if a.startswith("--artifacts-destination=")]
+    return []
+
+
+def _swap_scheme(obj, old: str, new: str):
+    if isinstance(obj, str):
+        return obj.replace(old, new)
+    if isinstance(obj, list):
+        return [_swap_scheme(v, old, new) for v in obj]
+    if isinstance(obj, dict):
+        return {k: _swap_scheme(v, old, new) for k, v in obj.items()}
+    return obj
+
+
+def test_gcs_variants_present():
+    assert {p.name for p in GCS.glob("*.yaml")} == {"rayjob.yaml", "mlflow.yaml"}
+
+
+@pytest.mark.parametrize("name", ["rayjob.yaml", "mlflow.yaml"])
+def test_gcs_variant_is_the_s3_manifest_with_gs_uris(name):
+    """cluster/kuberay/gcs/NAME parses and is cluster/kuberay/NAME with every s3:// turned into gs:// (nothing else
+    differs, so a change to one that is not made to the other fails here); the S3 one names only s3://."""
+    s3, gcs = _docs(KUBERAY / name), _docs(GCS / name)
+    s3_uris = [u for d in s3 for u in _storage_uris(d)]
+    gcs_uris = [u for d in gcs for u in _storage_uris(d)]
+    assert s3_uris and all(urlparse(u).scheme == "s3" for u in s3_uris), s3_uris
+    assert len(gcs_uris) == len(s3_uris) and all(urlparse(u).scheme == "gs" for u in gcs_uris), gcs_uris
+    assert all(urlparse(u).netloc == "REPLACE_WITH_YOUR_BUCKET" for u in s3_uris + gcs_uris)
+    assert "s3://" not in yaml.safe_dump_all(gcs)
+    assert gcs == _swap_scheme(s3, "s3://", "gs://")
+
+
+def test_every_image_pinned():
+    """Every container image in the manifests carries a version tag: no `latest`, no untagged image."""
+    images = [(p, c["image"]) for p, d in ALL for c in _containers(d)]
+    assert len(images) >= 4, images
+    for p, image in images:
+        name, _, tag = image.rpartition(":")
+        assert name and "/" not in tag and tag != "latest" and re.match(r"\d+\.\d+\.\d+$", tag), (
+            f"{_rel(p)}: image {image!r} must be pinned to a version tag")

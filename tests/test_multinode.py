@@ -4,7 +4,9 @@ on loopback, token authentication on.
 * a 2-worker DDP run with SPREAD puts its two ranks on different nodes and ends with the same train loss
   and dev metrics as the same run PACKed onto one node;
 * `ray job submit -- python -m raydistill.sweep pkd_glue …` runs a small sweep to success on the cluster,
-  with the sweep's parent run and its trials in MLflow, and the job API refuses a client with a wrong token.
+  with the sweep's parent run and its trials in MLflow, and the job API refuses a client with a wrong token;
+* such a submitted sweep, stopped with `ray job stop` after its first trial, finishes when submitted again with
+  `--resume --name … --storage-path …`, without running the finished trial again.
 
 Isolation from the in-process Ray of other tests (``ray_session``) and from any other Ray on the machine:
 every command that talks to this cluster runs in a subprocess with ``RAY_ADDRESS`` and the auth variables
@@ -304,3 +306,70 @@ def test_job_submit_runs_sweep_on_cluster(cluster, tiny_teacher, glue_dir, tmp_p
     for r in children:
         assert r.info.status == "FINISHED" and r.data.tags["mlflow.parentRunId"] == summary["parent_run_id"]
         assert {"eval_accuracy", "train_loss", "student_params"} <= set(r.data.metrics)
+
+
+def test_submitted_sweep_stopped_then_resumed_reruns_no_finished_trial(cluster, tiny_teacher, glue_dir, tmp_path):
+    """docs/CLUSTER.md "Stop and resume a submitted sweep": `ray job stop` a submitted 2-trial sweep once its first
+    trial finished, then a second `ray job submit … --resume --name NAME --storage-path URI` finishes the sweep
+    without running the finished trial again. The storage path is a URI (file://), so the sweep keeps its resume
+    state as it does for s3:// / gs://: in the job's working directory on the head, found again by an identical
+    --working-dir."""
+    import sqlite3
+
+    from mlflow.tracking import MlflowClient
+
+    db, storage, name = tmp_path / "mlflow.db", f"file://{tmp_path / 'ray'}", "mn-resume"
+    runtime_env = {"excludes": [".git", "raydistill-results", "outputs", ".pytest_cache", "__pycache__", "*.egg-info"],
+                   "env_vars": {"TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}}
+    env = {k: v for k, v in cluster.env.items() if k != "RAY_ADDRESS"}  # `ray job` gets --address instead
+
+    def job(*argv, timeout=120, check=True):
+        return cluster.run([*ray_cli(), "job", *argv], cwd=tmp_path, env=env, timeout=timeout, check=check)
+
+    def submit(submission_id, *flags, wait=True):
+        return job("submit", "--address", cluster.dashboard, "--submission-id", submission_id, "--working-dir",
+                   str(REPO), "--runtime-env-json", json.dumps(runtime_env), *([] if wait else ["--no-wait"]), "--",
+                   "python", "-m", "raydistill.sweep", "pkd_glue", *flags, "--name", name, "--storage-path", storage,
+                   timeout=900, check=False)
+
+    first = submit("mn-resume-1", "--task", "sst2", "--data-dir", glue_dir, "--teacher",
+                   tiny_teacher("classification", 2), "--num-samples", "2", "--max-concurrent", "1", *TINY_SPACE,
+                   "--epochs", "1", "--max-steps", "4", "--batch-size", "16", "--max-length", "32",
+                   "--eval-limit", "16", "--tracking-uri", f"sqlite:///{db}", "--experiment", "multinode-resume",
+                   wait=False)
+    assert first.returncode == 0, first.stderr[-3000:]
+    finished_sql = ("select count(*) from runs r join tags t on r.run_uuid = t.run_uuid "
+                    "where t.key = 'raydistill.trial_id' and r.status = 'FINISHED'")
+    deadline, n_done = time.time() + 600, 0
+    while time.time() < deadline and not n_done:
+        time.sleep(2)
+        try:
+            n_done = sqlite3.connect(db).execute(finished_sql).fetchone()[0]
+        except sqlite3.Error:
+            pass
+    job("stop", "--address", cluster.dashboard, "mn-resume-1", check=False)
+    status = job("status", "--address", cluster.dashboard, "mn-resume-1").stdout
+    assert n_done >= 1 and "was stopped" in status, (status, job("logs", "--address", cluster.dashboard,
+                                                              "mn-resume-1", check=False).stdout[-4000:])
+    c = MlflowClient(f"sqlite:///{db}")
+    exp = c.get_experiment_by_name("multinode-resume")
+    before = {r.data.tags["raydistill.trial_id"]: (r.info.run_id, r.info.end_time)
+              for r in c.search_runs([exp.experiment_id], "attributes.status = 'FINISHED'")
+              if "raydistill.trial_id" in r.data.tags}
+    print(f"stopped with {len(before)} of 2 trials finished")
+
+    # only --resume --name --storage-path: the rest (space, flags, tracking URI) comes from the stopped sweep's state
+    second = submit("mn-resume-2", "--resume")
+    assert second.returncode == 0 and "Job 'mn-resume-2' succeeded" in second.stdout, (
+        f"--- stdout\n{second.stdout[-8000:]}\n--- stderr\n{second.stderr[-4000:]}")
+    summary = json.loads([ln for ln in second.stdout.splitlines() if ln.startswith('{"sweep"')][-1])
+    assert summary["trials"] == 2 and summary["errors"] == 0
+    runs = [r for r in c.search_runs([exp.experiment_id]) if "raydistill.trial_id" in r.data.tags]
+    assert len(runs) == 2 and len({r.data.tags["raydistill.trial_id"] for r in runs}) == 2  # no duplicate trial
+    assert all(r.info.status == "FINISHED" for r in runs)
+    after = {r.data.tags["raydistill.trial_id"]: (r.info.run_id, r.info.end_time) for r in runs}
+    assert all(after[t] == before[t] for t in before), (before, after)  # a finished trial is not run again
+    for r in runs:
+        assert [m.step for m in c.get_metric_history(r.info.run_id, "eval_accuracy")] == [1]
+    parents = [r for r in c.search_runs([exp.experiment_id]) if r.data.tags.get("raydistill.role") == "sweep"]
+    assert len(parents) == 1 and parents[0].info.run_id == summary["parent_run_id"]
