@@ -112,7 +112,7 @@ def task_rows(a, task_name: str, step: Steps, work: str, log: str) -> dict:
             key = f"{task_name}/{row}/{s}"
             exp = f"quality-{task_name}-{a.space}-{row}"
             sw = step(key, lambda exp=exp, s=s, key=key, extra=extra: sweep_and_export(
-                a, exp, key.replace("/", "-"), s, [*extra, *a.sweep_extra], teacher_dir, common, work, uri, log))
+                a, exp, key.replace("/", "-"), s, [*a.sweep_extra, *extra], teacher_dir, common, work, uri, log))
             runs.append(sw)
         out[row] = {"runs": runs}
     return out
