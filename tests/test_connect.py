@@ -2,6 +2,8 @@
 
 * without RAY_ADDRESS a command starts a local Ray of its own even when a `ray start --head` cluster runs on the
   host, and joins that cluster only when told (``RAY_ADDRESS=auto``);
+* a cluster that goes away under a command that joined it (RAY_ADDRESS) ends the command within a bound, in one
+  line naming the cluster, with its MLflow run FAILED rather than left RUNNING;
 * a dashboard port taken by someone else before Ray binds it (checked by Ray, or taken between Ray's check and the
   dashboard's bind) costs a retry on a fresh port, never the command, and leaves no half-started Ray behind.
 
@@ -17,6 +19,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -52,14 +55,16 @@ def free_port() -> int:
 class Head:
     """`ray start --head --block` with its own temp dir, HOME and RAY_TMPDIR; stopped by SIGTERM to that process."""
 
-    def __init__(self):
+    def __init__(self, dashboard: bool = False):
         self.root = tempfile.mkdtemp(prefix="rdc-", dir="/tmp")  # short: unix socket paths live under it
         self.port = free_port()
         self.env = clean_env(HOME=self.root, RAY_TMPDIR=self.root)
         self.log = open(os.path.join(self.root, "head.log"), "w")
         self.proc = subprocess.Popen(
             [*ray_cli(), "start", "--head", "--block", "--port", str(self.port), "--num-cpus", "1", "--num-gpus", "0",
-             "--node-ip-address", "127.0.0.1", "--include-dashboard", "false", "--disable-usage-stats",
+             "--node-ip-address", "127.0.0.1", "--disable-usage-stats",
+             *(["--include-dashboard", "true", "--dashboard-host", "127.0.0.1", "--dashboard-port", str(free_port())]
+               if dashboard else ["--include-dashboard", "false"]),
              "--object-store-memory", str(100 * 1024 ** 2), "--ray-client-server-port", str(free_port()),
              "--dashboard-agent-listen-port", str(free_port()), "--runtime-env-agent-port", str(free_port()),
              "--metrics-export-port", str(free_port())],
@@ -172,3 +177,43 @@ def test_a_dashboard_port_taken_before_ray_binds_it_costs_a_retry_not_the_comman
     assert out["gcs_servers"] == 1  # the two failed starts left no GCS behind
     assert out["api_env"] is None  # set only while Ray starts
     assert f"port {first} was taken" in p.stderr and f"port {second} was taken" in p.stderr
+
+
+def test_a_cluster_lost_mid_command_ends_it_in_one_line(tiny_teacher, glue_dir, tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    h = Head(dashboard=True)
+    try:
+        uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+        drv = subprocess.Popen(
+            [sys.executable, "-m", "raydistill.distill", "--method", "kd", "--task", "sst2", "--teacher",
+             tiny_teacher("classification", 2), "--data-dir", glue_dir, "--student-layers", "2", "--student-hidden",
+             "32", "--student-intermediate", "64", "--student-heads", "2", "--init", "random", "--epochs", "200",
+             "--batch-size", "16", "--max-length", "32", "--eval-limit", "16", "--output", str(tmp_path / "s"),
+             "--tracking-uri", uri, "--experiment", "lost", "--storage-path", str(tmp_path / "ray")],
+            env={**h.env, "RAY_ADDRESS": h.address}, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            text=True, start_new_session=True)
+        lines: list[str] = []
+        reader = threading.Thread(target=lambda: lines.extend(drv.stderr), daemon=True)  # to EOF: the guardian too
+        reader.start()
+        deadline = time.time() + 300
+        while not any("[rank0] epoch=1 " in ln for ln in lines) and time.time() < deadline and drv.poll() is None:
+            time.sleep(0.5)
+        assert drv.poll() is None and any("[rank0] epoch=1 " in ln for ln in lines), "".join(lines)[-4000:]
+        t0 = time.time()
+        h.stop()  # the whole cluster goes: raylet, GCS, the run's workers
+        reader.join(timeout=120)
+        took = time.time() - t0
+        rc = drv.wait(timeout=10)
+    finally:
+        if drv.poll() is None:
+            os.killpg(drv.pid, signal.SIGKILL)
+        h.stop()
+    errors = [ln.strip() for ln in lines if ln.startswith("error: ")]
+    print(f"cluster lost: exit {rc} after {took:.1f}s: {errors}")
+    assert rc != 0 and took < 90, (rc, took, "".join(lines)[-4000:])
+    assert len(errors) == 1 and f"the Ray cluster at {h.address} went away" in errors[0], "".join(lines)[-4000:]
+    assert "run the command again" in errors[0]
+    runs = MlflowClient(uri).search_runs([MlflowClient(uri).get_experiment_by_name("lost").experiment_id])
+    assert len(runs) == 1 and runs[0].info.status == "FAILED", [r.info.status for r in runs]
+    assert runs[0].info.run_id in errors[0] and runs[0].data.tags.get("error")

@@ -46,6 +46,9 @@ def init_ray(num_cpus: int | None = None, log_to_driver: bool = True, verbose: b
                                 "as RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token "
                                 "(docs/CLUSTER.md, section 2)") from None
             raise
+        from .guard import watch
+
+        watch(ray.get_runtime_context().gcs_address)  # a cluster lost mid-command: one line, no run left RUNNING
     else:
         start_local(num_cpus, log_to_driver, verbose)
 
