@@ -69,6 +69,24 @@ def threads(cpus_per_worker: float) -> int:
     return max(1, int(cpus_per_worker))
 
 
+# thread pools a trial's process starts, sized by these variables when the pool first starts (not after)
+THREAD_ENV = ("RAYON_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def confine_threads(n: int, torch_threads: bool = True) -> None:
+    """Keep a trial's process to its ``n`` CPUs: torch's intra-op threads, and the pools sized from the environment
+    when they first start — the HF tokenizers' Rust (rayon) pool, which otherwise takes every core of the machine,
+    OpenMP and MKL. Call it before the process first tokenises (a pool already started keeps its size). On one CPU
+    the tokenizers do not start their pool at all (``TOKENIZERS_PARALLELISM=false``)."""
+    os.environ.update({k: str(n) for k in THREAD_ENV})
+    if n <= 1:
+        os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    if torch_threads:
+        import torch
+
+        torch.set_num_threads(n)
+
+
 def concurrency(demand: TrialDemand, cluster: Cluster, max_concurrent: int | None, num_samples: int) -> int:
     """Trials at once: as many as the cluster holds, at most ``max_concurrent`` and ``num_samples``. Raises a
     UserError naming the flag when one trial asks for more than the cluster has."""

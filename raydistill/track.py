@@ -12,6 +12,9 @@ from .errors import UserError
 
 RESULTS_DIR = "raydistill-results"
 # a model-training experiment: MLflow 3's UI then opens it on its runs table, not on the GenAI overview of traces
+# called as watcher("open", uri, run_id, name, tags, params) / watcher("close", uri, run_id) when this process
+# starts / ends a run (orchestrate/guard.py: the runs to mark FAILED if a joined Ray cluster goes away)
+WATCHERS: list = []
 EXPERIMENT_KIND = ("mlflow.experimentKind", "custom_model_development")
 
 
@@ -164,6 +167,8 @@ def start_run(uri: str, experiment: str, name: str | None, params: dict, tags: d
     if parent_run_id:
         tags["mlflow.parentRunId"] = parent_run_id
     run = retry(c.create_run, experiment_id(uri, experiment), run_name=name, tags=tags)
+    for watcher in WATCHERS:
+        watcher("open", uri, run.info.run_id, name, tags, params)
     log_params(uri, run.info.run_id, params)
     return run.info.run_id
 
@@ -215,6 +220,8 @@ def replay_spool() -> int:
 
 def end_run(uri: str, run_id: str, status: str = "FINISHED") -> None:
     retry(client(uri).set_terminated, run_id, status)
+    for watcher in WATCHERS:
+        watcher("close", uri, run_id)
 
 
 def reopen_run(uri: str, run_id: str) -> None:

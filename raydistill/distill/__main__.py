@@ -170,8 +170,9 @@ def main(argv=None) -> dict:
                       placement_strategy=a.placement_strategy, verbose=a.verbose)
     except Exception as e:  # noqa: BLE001 — the run failed; its MLflow run already records why
         from ..errors import failure_reason
+        from ..orchestrate.guard import lost
 
-        print(f"error: training failed: {failure_reason(e)}", file=sys.stderr, flush=True)
+        print(lost(e) or f"error: training failed: {failure_reason(e)}", file=sys.stderr, flush=True)
         raise SystemExit(1) from None
     print(json.dumps({k: v for k, v in out.items()}), flush=True)
     return out

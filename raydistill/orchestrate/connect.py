@@ -4,6 +4,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import sys
 
 import ray
 
@@ -11,8 +12,9 @@ from ..resources import Cluster
 
 
 def init_ray(num_cpus: int | None = None, log_to_driver: bool = True, verbose: bool = False) -> None:
-    """Join the cluster in RAY_ADDRESS (no resource arguments allowed then), else start a local Ray
-    with its dashboard bound to 127.0.0.1.
+    """Join the cluster in RAY_ADDRESS (no resource arguments allowed then; ``RAY_ADDRESS=auto`` joins the cluster a
+    ``ray start --head`` on this host started), else start a local Ray of this command's own, even when another
+    cluster runs on this host, with its dashboard bound to 127.0.0.1.
 
     A cluster with token authentication admits this driver only with ``RAY_AUTH_MODE=token`` and the
     cluster's token (``RAY_AUTH_TOKEN``, ``RAY_AUTH_TOKEN_PATH`` or ``~/.ray/auth_token``) in its
@@ -44,17 +46,86 @@ def init_ray(num_cpus: int | None = None, log_to_driver: bool = True, verbose: b
                                 "as RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token "
                                 "(docs/CLUSTER.md, section 2)") from None
             raise
+        from .guard import watch
+
+        watch(ray.get_runtime_context().gcs_address)  # a cluster lost mid-command: one line, no run left RUNNING
     else:
-        # the dashboard (bound to loopback) hosts the state API Ray Train uses to clean up placement groups.
-        # Its actors find that API by RAY_API_SERVER_ADDRESS, inherited from this process by the raylet and every
-        # worker it starts; unset, they look for "the" local Ray and fail when a second command runs its own.
-        # Set only while Ray starts: this process's children (a `ray job submit` to a cluster) must not inherit it.
+        start_local(num_cpus, log_to_driver, verbose)
+
+
+# a free port asked of the OS is free only until someone else binds it (Ray's own services included): a start that
+# loses that race is tried again on a fresh port, this many times in all
+PORT_TRIES = 5
+
+
+def start_local(num_cpus: int | None, log_to_driver: bool, verbose: bool) -> None:
+    """A new local Ray of this command's own (``address="local"``: never the cluster a ``ray start --head`` on this
+    host left in ``ray_current_cluster``), its dashboard on a free loopback port, tried again on a fresh port when
+    another process took the first before Ray bound it."""
+    # the dashboard (bound to loopback) hosts the state API Ray Train uses to clean up placement groups.
+    # Its actors find that API by RAY_API_SERVER_ADDRESS, inherited from this process by the raylet and every
+    # worker it starts; unset, they look for "the" local Ray and fail when a second command runs its own.
+    # Set only while Ray starts: this process's children (a `ray job submit` to a cluster) must not inherit it.
+    env = {k: os.environ.get(k, v) for k, v in LOCAL_TRAIN_ENV.items()}
+    for attempt in range(1, PORT_TRIES + 1):
         port = free_port()
-        env = {k: os.environ.get(k, v) for k, v in LOCAL_TRAIN_ENV.items()}
-        with _environ({**env, "RAY_API_SERVER_ADDRESS": f"http://127.0.0.1:{port}"}):
-            ray.init(num_cpus=num_cpus, include_dashboard=True, dashboard_host="127.0.0.1", dashboard_port=port,
-                     logging_level=logging.INFO if verbose else logging.WARNING,
-                     log_to_driver=log_to_driver, configure_logging=False)
+        before = _children()
+        try:
+            with _environ({**env, "RAY_API_SERVER_ADDRESS": f"http://127.0.0.1:{port}"}):
+                ray.init(address="local", num_cpus=num_cpus, include_dashboard=True, dashboard_host="127.0.0.1",
+                         dashboard_port=port, logging_level=logging.INFO if verbose else logging.WARNING,
+                         log_to_driver=log_to_driver, configure_logging=False)
+            return
+        except Exception as e:  # noqa: BLE001 - only a lost port race is tried again
+            if attempt == PORT_TRIES or not port_taken(e):
+                raise
+            _stop(_children() - before)  # the half-started Ray (its GCS, monitor, reaper) of the failed try
+            with contextlib.suppress(Exception):
+                ray.shutdown()
+            print(f"raydistill: port {port} was taken before Ray's dashboard bound it; starting Ray again on another "
+                  f"(try {attempt + 1} of {PORT_TRIES})", file=sys.stderr, flush=True)
+
+
+def port_taken(e: BaseException) -> bool:
+    """Whether a failed local start lost the race for its dashboard port (Ray's own check of the port, or the
+    dashboard's bind, which ray.init reports with the tail of dashboard.log)."""
+    text = f"{e}"
+    return any(m in text for m in ("already occupied", "Failed to find a valid port", "Address already in use",
+                                   "address already in use"))
+
+
+def _children() -> set[int]:
+    """This process's child processes (Linux /proc; elsewhere none are known)."""
+    me, out = os.getpid(), set()
+    with contextlib.suppress(OSError):
+        for d in os.listdir("/proc"):
+            if d.isdigit():
+                with contextlib.suppress(OSError, IndexError, ValueError):
+                    with open(f"/proc/{d}/stat") as f:  # "pid (comm) state ppid ...": comm may hold spaces
+                        if int(f.read().rsplit(")", 1)[1].split()[1]) == me:
+                            out.add(int(d))
+    return out
+
+
+def _stop(pids: set[int], grace_s: float = 3.0) -> None:
+    """SIGTERM these child processes, SIGKILL what is left after ``grace_s``, and reap them."""
+    import signal
+    import time
+
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            with contextlib.suppress(OSError):
+                os.kill(pid, sig)
+        deadline = time.time() + grace_s
+        while pids and time.time() < deadline:
+            for pid in list(pids):
+                with contextlib.suppress(ChildProcessError, OSError):
+                    if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                        pids.discard(pid)
+                        continue
+                if not os.path.exists(f"/proc/{pid}"):
+                    pids.discard(pid)
+            time.sleep(0.1)
 
 
 @contextlib.contextmanager

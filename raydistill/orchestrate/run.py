@@ -24,10 +24,10 @@ def _worker(config: dict) -> None:
     from ..loop import Context, run
 
     cfg = RunConfig.from_dict(config["cfg"])
-    if not cfg.train.use_gpu:  # as many torch threads as CPUs Ray gave this worker, no more (trials share cores)
-        import torch
+    from ..resources import confine_threads
 
-        torch.set_num_threads(config.get("threads", 1))
+    # as many threads (torch's on CPU, the tokenizers' pool) as CPUs Ray gave this worker, no more (trials share cores)
+    confine_threads(config.get("threads", 1), torch_threads=not cfg.train.use_gpu)
     tctx = ray.train.get_context()
     ckpt = ray.train.get_checkpoint()
     resume_dir = None
@@ -130,7 +130,9 @@ def fit_in_process(cfg: RunConfig, *, run_dir: str, threads: int, resume: bool, 
         shutil.rmtree(run_dir, ignore_errors=True)
     os.makedirs(run_dir, exist_ok=True)
     kept = _checkpoints(run_dir)
-    torch.set_num_threads(threads)
+    from ..resources import confine_threads
+
+    confine_threads(threads)  # torch threads and the tokenizers' pool: the trial's CPUs, before it first tokenises
     last: dict = {}
 
     def report(metrics: dict, ckpt_dir: str | None) -> None:
