@@ -12,6 +12,9 @@ from .errors import UserError
 from .paths import check_tracking_uri_path, check_writable
 
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command stopped by Ctrl-C
+# set by a command once it knows how it would be resumed (``interrupted(hint)``) and what to close (``on_interrupt``)
+_INTERRUPT = {"hint": "", "cleanup": []}
 # arguments that name a place the command writes to: checked writable right after parsing (see ``cli``)
 WRITABLE_ARGS = ("output", "storage_path", "export")
 
@@ -57,17 +60,49 @@ def _one_line_argparse():
         cls.error, cls.parse_args = orig_error, orig_parse
 
 
+def resume_hint(command: str) -> None:
+    """What the one line printed on Ctrl-C / SIGTERM tells the user to run to go on."""
+    _INTERRUPT["hint"] = command
+
+
+def on_interrupt(fn) -> None:
+    """Run ``fn()`` when the command is interrupted, before its one line (e.g. end its MLflow runs KILLED)."""
+    _INTERRUPT["cleanup"].append(fn)
+
+
+def _sigterm(signum, frame):
+    raise KeyboardInterrupt  # SIGTERM ends a command the way Ctrl-C does: runs closed, one line, exit 130
+
+
 def cli(main):
     """Decorator for ``main(argv)`` entry points: a UserError (argparse's own errors included) becomes one
-    stderr line ``error: FIELD: how to fix it`` and exit status 2; paths the command writes to are checked first."""
+    stderr line ``error: FIELD: how to fix it`` and exit status 2; paths the command writes to are checked first.
+    Ctrl-C or SIGTERM: the command's ``on_interrupt`` cleanups run, then one line (``interrupted; resume with …``
+    where the command said how) and exit status 130, no traceback."""
 
     @functools.wraps(main)
     def wrapper(argv=None):
+        import signal
+        import threading
+
+        _INTERRUPT.update(hint="", cleanup=[])
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, _sigterm)
         try:
             with _one_line_argparse():
                 return main(argv)
         except UserError as e:
             print(f"error: {e}", file=sys.stderr, flush=True)
             raise SystemExit(EXIT_USAGE) from None
+        except KeyboardInterrupt:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the cleanup short
+            for fn in reversed(_INTERRUPT["cleanup"]):
+                try:
+                    fn()
+                except Exception as e:  # noqa: BLE001 — the line below still has to be printed
+                    print(f"warning: cleanup after the interrupt failed: {e}", file=sys.stderr, flush=True)
+            hint = _INTERRUPT["hint"]
+            print("interrupted" + (f"; resume with: {hint}" if hint else ""), file=sys.stderr, flush=True)
+            raise SystemExit(EXIT_INTERRUPTED) from None
 
     return wrapper

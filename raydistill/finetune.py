@@ -69,8 +69,10 @@ def finetune(cfg: RunConfig, output: str, log=print, parent_run_id: str | None =
     try:
         metrics = run(cfg, Context(report=report, log=lambda m: log(m), live=sys.stderr.isatty()))
     except BaseException as e:
-        track.set_tags(uri, run_id, {"error": f"{type(e).__name__}: {e}"[:4000]})
-        track.end_run(uri, run_id, "FAILED")
+        interrupted = isinstance(e, KeyboardInterrupt)  # Ctrl-C / SIGTERM: stopped by the user, not failed
+        track.set_tags(uri, run_id, {"interrupted": "true"} if interrupted else
+                       {"error": f"{type(e).__name__}: {e}"[:4000]})
+        track.end_run(uri, run_id, "KILLED" if interrupted else "FAILED")
         raise
     track.end_run(uri, run_id)
     if os.path.exists(output):

@@ -245,6 +245,9 @@ def run(cfg: RunConfig, ctx: Context) -> dict:
             ctx.report(metrics, ckpt_dir)
             if ckpt_dir:
                 shutil.rmtree(os.path.dirname(ckpt_dir), ignore_errors=True)
+        if start_epoch >= cfg.train.epochs and history:  # resumed after its last epoch: report the run's result again
+            metrics = dict(history[-1])
+            ctx.report(metrics, None)
     finally:
         if best_dir:
             shutil.rmtree(best_dir, ignore_errors=True)

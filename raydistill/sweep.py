@@ -151,15 +151,22 @@ def main(argv=None) -> dict:
 
     from . import track
     from .finetune import prepare_teacher
-    from .orchestrate.connect import cluster as joined, init_ray
+    from .orchestrate.connect import cluster as joined, init_ray, shutdown
     from .orchestrate.tuner import run_sweep
     from .summary import finish
 
     state_path = _state_path(a.storage_path, name)
+    state = {**state, "argv": argv, "name": name}
+    _write_json(state_path, state)  # resumable from here on: Ctrl-C, SIGTERM or a lost driver
+    from .cli import on_interrupt, resume_hint
+
+    resume_hint(f"python -m raydistill.sweep --resume --name {name}" +
+                (f" --storage-path {a.storage_path}" if a.storage_path else ""))
     from .loop import Clock
 
     clock = Clock()  # the work a sweep does around its trials: Ray start, teacher, reference, re-timing
     init_ray(verbose=a.verbose)  # before any MLflow run: a refused cluster connection must not leave a parent run open
+    on_interrupt(shutdown)  # runs last: the trials' forwarded output ends before the one line
     cluster = machine or joined()
     n_at_once = concurrency(demand, cluster, a.max_concurrent, n_samples)
     log(f"{n_at_once} trial(s) at once: the cluster has {cluster.cpus:g} CPUs and {cluster.gpus:g} GPUs, one trial "
@@ -171,14 +178,20 @@ def main(argv=None) -> dict:
         {"space": spec.name, "task": task.name, "teacher": teacher, "metric": metric, "num_samples": n_samples,
          "data_fingerprint": data_fingerprint(base), "search": json.dumps(spec.search)},
         tags={"raydistill.role": "sweep"})
+    if state.get("parent_run_id"):  # resumed: the parent (and its trials) go on, RUNNING again
+        track.reopen_run(base.tracking_uri, parent)
+    state["parent_run_id"] = parent
+    _write_json(state_path, state)
+    on_interrupt(lambda: track.close_children(base.tracking_uri, base.experiment, parent, reason="interrupted")
+                 or track.end_run(base.tracking_uri, parent, "KILLED"))
     clock.lap("ray_start")
     base = base.replace(teacher=state.get("teacher") or prepare_teacher(base, storage_root, parent, log,
                                                                         epochs=a.teacher_epochs, lr=a.teacher_lr))
     clock.lap("teacher")
     preflight(sp.trial_config(base, sp.sample(spec, None, tshape)), load_data=False)
-    _write_json(state_path, {"parent_run_id": parent, "teacher": base.teacher, "argv": argv,
-                             "concurrency": n_at_once})
-    from .reference import teacher_reference, weak_teacher
+    state.update(teacher=base.teacher, concurrency=state.get("concurrency") or n_at_once)
+    _write_json(state_path, state)
+    from .reference import remeasure_latency, teacher_reference, weak_teacher
     from .resources import threads
     from .selection import report_metric
 
@@ -219,7 +232,7 @@ def main(argv=None) -> dict:
         rows, run_ids = rows + c_rows, {**run_ids, **c_ids}
         clock.lap("confirm")
     wall = time.time() - t0
-    ref = remeasure_latency(rows, base, ref, threads(demand.cpus_per_worker), log, run_ids)
+    ref = remeasure_latency(rows, base, ref, threads(demand.cpus_per_worker), log, run_ids)  # reference.py
     track.log_metrics(base.tracking_uri, parent, {"teacher_latency_ms_b1": ref["latency_ms_b1"]}, step=1)
     clock.lap("latency_retime")
     out = finish(rows, metric, mode, base, parent, storage, name, wall, n_samples, log,
@@ -240,30 +253,6 @@ def _rows(results, metric: str, mode: str, base: RunConfig, parent: str) -> tupl
                      finished=finished)
     return rows, {t: r.info.run_id for t, r in children.items()}
 
-
-
-ARCH = ("student_layers", "student_hidden", "student_intermediate", "student_heads")
-
-
-def remeasure_latency(rows: list[dict], base: RunConfig, ref: dict, n_threads: int, log, run_ids: dict) -> dict:
-    """Each trial's ``latency_ms_b1`` and the teacher's, timed again side by side now that no trial trains (a trial
-    times its student while others share its cores); logged to the trial runs at the step after their last epoch, so
-    the UI, the Pareto front and ``best --max-latency-ms`` read the quiet numbers. Returns the teacher reference."""
-    from . import track
-    from .reference import side_by_side
-
-    arch = {r["trial"]: tuple(int(r[k]) for k in ARCH) for r in rows if all(r.get(k) is not None for k in ARCH)}
-    if not arch:
-        return ref
-    log(f"timing the teacher and {len(set(arch.values()))} student architecture(s) side by side, no trial running")
-    quiet = side_by_side(base, list(arch.values()), n_threads)
-    for r in rows:
-        if r["trial"] in arch:
-            r["latency_ms_b1_in_trial"], r["latency_ms_b1"] = r.get("latency_ms_b1"), quiet[arch[r["trial"]]]
-            if r["trial"] in run_ids:
-                track.log_metrics(base.tracking_uri, run_ids[r["trial"]], {"latency_ms_b1": r["latency_ms_b1"]},
-                                  step=base.train.epochs + 1)
-    return {**ref, "latency_ms_b1": quiet["teacher"]}
 
 
 def _state_path(storage_path: str | None, name: str) -> str:

@@ -228,8 +228,12 @@ def reopen_run(uri: str, run_id: str) -> None:
     """A run resumed after a failure: status RUNNING again and its ``error`` tag removed."""
     c = client(uri)
     retry(c.update_run, run_id, status="RUNNING")
-    if "error" in retry(c.get_run, run_id).data.tags:
-        retry(c.delete_tag, run_id, "error")
+    run = retry(c.get_run, run_id)
+    for tag in ("error", "interrupted"):
+        if tag in run.data.tags:
+            retry(c.delete_tag, run_id, tag)
+    for watcher in WATCHERS:  # the runs a lost cluster must not leave RUNNING (orchestrate/guard.py)
+        watcher("open", uri, run_id, run.info.run_name, run.data.tags, run.data.params)
 
 
 def set_tags(uri: str, run_id: str, tags: dict) -> None:
@@ -254,13 +258,14 @@ def find_run(uri: str, experiment: str, tag: str, value: str) -> str | None:
     return runs[0].info.run_id if runs else None
 
 
-def close_children(uri: str, experiment: str, parent_run_id: str) -> None:
-    """Child runs still RUNNING when the sweep ends were stopped early (ASHA kills the trial): mark them KILLED."""
+def close_children(uri: str, experiment: str, parent_run_id: str, reason: str = "stopped_early") -> None:
+    """Child runs still RUNNING when the sweep ends were stopped early (ASHA kills the trial), or the sweep was
+    interrupted (``reason="interrupted"``): mark them KILLED with that reason as a tag."""
     exp = client(uri).get_experiment_by_name(experiment)
     runs = retry(client(uri).search_runs, [exp.experiment_id],
                  filter_string=f"tags.`mlflow.parentRunId` = '{parent_run_id}' and attributes.status = 'RUNNING'")
     for r in runs:
-        set_tags(uri, r.info.run_id, {"stopped_early": "true"})
+        set_tags(uri, r.info.run_id, {reason: "true"})
         end_run(uri, r.info.run_id, "KILLED")
 
 

@@ -162,6 +162,10 @@ def main(argv=None) -> dict:
     from ..track import RESULTS_DIR
 
     init_ray(verbose=a.verbose)
+    from ..cli import on_interrupt
+    from ..orchestrate.connect import shutdown
+
+    on_interrupt(shutdown)  # Ctrl-C: the run is ended KILLED (execute), Ray stopped, then the one line
     storage = os.path.abspath(a.storage_path or os.path.join(RESULTS_DIR, "ray"))
     # a fresh Ray Train run name each time: Train V2 resumes any earlier run stored under the same name
     name = f"{cfg.distill.method}-{cfg.task}-{cfg.student.layers}L{cfg.student.hidden}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"

@@ -156,6 +156,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def shutdown() -> None:
+    """Disconnect from (and for a local Ray, stop) the Ray this command started or joined: after it, no worker's
+    output is forwarded to this process's stderr (an interrupted command's one line stays its last)."""
+    if ray.is_initialized():
+        ray.shutdown()
+
+
 def cluster() -> Cluster:
     """What the Ray this process joined holds (CPUs, GPUs)."""
     return Cluster.of(ray.cluster_resources())

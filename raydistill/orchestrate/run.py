@@ -237,6 +237,10 @@ def execute(cfg: RunConfig, *, storage_path: str, name: str, parent_run_id: str 
         final.update(timing)
         track.end_run(uri, run_id)
     except BaseException as e:
+        if isinstance(e, KeyboardInterrupt):  # Ctrl-C / SIGTERM: stopped by the user, not failed
+            track.set_tags(uri, run_id, {"interrupted": "true"})
+            track.end_run(uri, run_id, "KILLED")
+            raise
         track.set_tags(uri, run_id, {"error": f"{type(e).__name__}: {e}"[:4000]})
         track.end_run(uri, run_id, "FAILED")
         raise

@@ -29,6 +29,9 @@ def run_sweep(spec, base, *, metric: str, mode: str, n_samples: int, storage: st
                                     else {"cpu": 0, "memory": 1})  # Tune needs a non-empty bundle
     if not verbose:  # Tune's newer console output prints its header box to stdout even at verbose=0
         os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+    # Ctrl-C ends the command (cli: runs KILLED, one line, exit 130, --resume goes on), rather than Tune's own handler
+    # ending the sweep early and the command printing a summary of the trials done so far as if it had finished
+    os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"
     exp_dir = os.path.join(storage, name)
     if resume and tune.Tuner.can_restore(exp_dir):
         tuner = tune.Tuner.restore(exp_dir, trainable=trainable, resume_unfinished=True, resume_errored=False)

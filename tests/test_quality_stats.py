@@ -1,0 +1,41 @@
+"""benchmarks/quality_stats.py: a dev score's bootstrap interval, the paired interval of two systems on the same rows,
+and the verdict rule ("beats" only beyond the noise)."""
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "benchmarks"))
+
+
+def test_scores_intervals_and_verdicts():
+    import quality_stats as qs
+
+    gold = [i % 2 for i in range(200)]
+    good = list(gold)
+    for i in range(0, 200, 10):  # 90% right
+        good[i] = 1 - good[i]
+    near = list(good)
+    near[1] = 1 - near[1]  # one row worse: a tie
+    bad = [0] * 200  # the majority answer: 50%
+    assert qs.score("sst2", good, gold) == pytest.approx(0.9)
+    lo, hi = qs.interval("sst2", good, gold, n=300)
+    assert lo < 0.9 < hi and hi - lo < 0.12
+    d_near = qs.interval("sst2", good, gold, other=near, n=300)
+    assert qs.verdict(d_near, 0.005) == "ties"
+    d_bad = qs.interval("sst2", good, gold, other=bad, n=300)
+    assert d_bad[0] > 0 and qs.verdict(d_bad, 0.4) == "beats"
+    assert qs.verdict(d_bad, 0.4, seeds_range=0.5) == "ties"  # within the other row's seeds' range: no claim
+    assert qs.verdict((-0.3, -0.1), -0.2) == "loses to"
+    s = qs.seeds_summary([0.7, 0.75, 0.72])
+    assert s["median"] == 0.72 and s["range"] == pytest.approx(0.05)
+    assert qs.median_index([0.7, 0.75, 0.72]) == 2 and qs.median_index([0.7, 0.6]) == 1
+
+
+def test_regression_rows_score_pearson():
+    import quality_stats as qs
+
+    gold = [i / 10 for i in range(50)]
+    assert qs.score("stsb", [g * 2 + 1 for g in gold], gold) == pytest.approx(1.0)
