@@ -24,7 +24,7 @@ from .sizes import FIELDS, Shape, any_relative, check_fits, check_value, parse_s
 
 SPACES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "search_spaces")  # package data: any install
 TOP_KEYS = {"name", "description", "method", "task", "teacher", "data_dir", "metric", "mode", "num_samples",
-            "student", "distill", "train", "search", "max_concurrent", "num_workers"}
+            "student", "distill", "train", "search", "max_concurrent", "num_workers", "augment"}
 SEARCH_KEYS = {"algorithm", "seed", "asha", "objectives", "grace_period", "reduction_factor", "start_from", "confirm"}
 DOMAINS = ("choice", "uniform", "loguniform", "int")
 # Optuna/MLflow param names for each searchable field
@@ -110,6 +110,9 @@ def parse(raw: dict, default_name: str = "sweep", overridden: frozenset = frozen
     for k in search:
         check(k in SEARCH_KEYS, f"search.{k}", f"unknown key; known: {', '.join(sorted(SEARCH_KEYS))}")
     check_search(search)  # algorithm and confirm, before Ray
+    from .augmentation import check_augment
+
+    check_augment(raw.get("augment"))
     mode = raw.get("mode", "max")
     check(mode in ("max", "min"), "mode", f"must be max or min, got {mode!r}")
     n = raw.get("num_samples", 8)
@@ -196,45 +199,16 @@ def sample(spec: SweepSpec, trial, teacher: Shape | None = None) -> dict:
     for k, v in spec.train.items():
         if isinstance(v, dict):  # fixed train values live in the base config, where CLI flags override them
             out[k] = _suggest(trial, k, v)
+    if "augment" in spec.raw:  # augmented copies per training row (0 = none): sets built once per sweep (augmentation.py)
+        out["augment"] = _suggest(trial, "augment", spec.raw["augment"])
     return out
 
 
 def start_points(spec: SweepSpec, teacher: Shape | None = None) -> list[dict]:
-    """``search.start_from`` (published recipes, tried first) as Optuna params to enqueue. A key names a field
-    of the space (``layers``, ``temperature``, ``lr``, …); its value must lie in that field's domain. A field the
-    space (or ``--set``) fixes keeps its fixed value: the recipe's is ignored."""
-    from .distill.mapping import layer_pairs
+    """``search.start_from`` as Optuna params to enqueue (``recipes.start_points``)."""
+    from .recipes import start_points as points
 
-    points = spec.search.get("start_from") or []
-    check(isinstance(points, list) and all(isinstance(p, dict) for p in points), "search.start_from",
-          "must be a list of mappings, e.g. [{temperature: 20, alpha: 0.7, lr: 1.0e-4}]")
-    domains, where = {"method": ("method", spec.method)}, {"method": "method"}
-    for sec in ("student", "distill", "train"):
-        for k, v in getattr(spec, sec).items():
-            domains[k], where[k] = (PARAM.get((sec, k), k), v), f"{sec}.{k}"
-    known = set(domains) | {f.name for c in (StudentConfig, DistillConfig, TrainConfig) for f in fields(c)} | {"size"}
-    out = []
-    for i, point in enumerate(points):
-        params = {}
-        for k, v in point.items():
-            field_ = f"search.start_from[{i}].{k}"
-            check(k in known, field_, f"unknown field; use a field of the space: {', '.join(sorted(domains))}")
-            name, dom = domains.get(k, (k, None))
-            if not isinstance(dom, dict):
-                continue  # fixed in the space or by --set: that value wins
-            kind, arg = next(iter(dom.items()))
-            inside = v in arg if kind == "choice" else isinstance(v, (int, float)) and arg[0] <= v <= arg[1]
-            if not inside and where[k] in spec.overridden:
-                continue  # --set changed this field's domain: the user's domain wins over the recipe
-            check(inside, field_,
-                  f"{v!r} is outside the space's {kind} {arg}; change the recipe or widen the space")
-            if k != "mapping":
-                params[name] = v
-            elif teacher is not None:  # the mapping is drawn per student depth (mapping_<M>L): fix it where valid
-                params.update({f"mapping_{m}L": v for m in range(1, teacher.layers + 1)
-                               if _valid_mapping(layer_pairs, v, m, teacher.layers)})
-        out.append(params)
-    return out
+    return points(spec, teacher)
 
 
 def check_student_space(spec: SweepSpec, teacher: Shape) -> None:

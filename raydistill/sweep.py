@@ -187,6 +187,9 @@ def main(argv=None) -> dict:
     clock.lap("ray_start")
     base = base.replace(teacher=state.get("teacher") or prepare_teacher(base, storage_root, parent, log,
                                                                         epochs=a.teacher_epochs, lr=a.teacher_lr))
+    from .augmentation import build_sets
+
+    augment_dirs = build_sets(spec.raw.get("augment"), base, storage_root, log)  # once, shared by the trials
     clock.lap("teacher")
     preflight(sp.trial_config(base, sp.sample(spec, None, tshape)), load_data=False)
     state.update(teacher=base.teacher, concurrency=state.get("concurrency") or n_at_once)
@@ -212,7 +215,7 @@ def main(argv=None) -> dict:
                         parent=parent, teacher=tshape, demand=demand, n_at_once=state.get("concurrency") or n_at_once,
                         multi_objective=SECOND_OBJECTIVE.get(a.multi_objective), max_failures=a.max_failures,
                         placement=a.placement_strategy, resume=a.resume, verbose=a.verbose,
-                        in_process=in_process)
+                        in_process=in_process, augment_dirs=augment_dirs)
     clock.lap("trials")
     rows, run_ids = _rows(results, metric, mode, base, parent)
     confirmed = None
@@ -226,7 +229,7 @@ def main(argv=None) -> dict:
                                 resume=a.resume, max_failures=a.max_failures,
                                 opts={"max_failures": a.max_failures, "placement": a.placement_strategy,
                                       "cpus": demand.cpus_per_worker, "gpus": demand.gpus_per_worker,
-                                      "verbose": a.verbose, "in_process": in_process})
+                                      "verbose": a.verbose, "in_process": in_process, "augment_dirs": augment_dirs})
         c_rows, c_ids = _rows(c_results, metric, mode, base, parent)
         confirmed = confirmed_rows(rows, c_rows, metric, report_metric(metric), mode)
         rows, run_ids = rows + c_rows, {**run_ids, **c_ids}

@@ -229,30 +229,40 @@ def main(argv=None):
     ap.add_argument("--max-length", type=int, default=128)
     args = ap.parse_args(argv)
     candidates, model_dir, field = model_source(args)
+    n_in, n_out, out = build(args.task, args.data_dir, model_dir, args.output, candidates=candidates, mlm=args.mlm,
+                             field=field, p=args.p, k=args.k, n=args.n, seed=args.seed, limit=args.limit,
+                             batch_size=args.batch_size, max_length=args.max_length)
+    print(f"{n_in} examples -> {n_out} (with {args.n} augmented copies each): {out}")
 
+
+def build(task_name: str, data_dir, model_dir: str, output: str, candidates: str = "embedding", mlm=None,
+          field: str = "augment_teacher", p: float = 0.4, k: int = 15, n: int = 20, seed: int = 0, limit=None,
+          batch_size: int = 64, max_length: int = 128) -> tuple[int, int, str]:
+    """Write OUTPUT/train.jsonl (the training rows after the dev hold-out, each tagged with its source row, and ``n``
+    augmented copies of each) and OUTPUT/augment.json (the knobs); cached under OUTPUT/cache. What the command and a
+    sweep searching ``augment`` call. Returns (rows in, rows out, the train.jsonl path)."""
     from ..tasks import get_task  # lazy: task loading lives elsewhere
 
     from .examples import SOURCE, split_train
 
-    task = get_task(args.task)
-    rows, held = split_train(task, args.data_dir)  # augment after the hold-out: dev rows never get copies
+    task = get_task(task_name)
+    rows, held = split_train(task, data_dir)  # augment after the hold-out: dev rows never get copies
     examples = [{**ex, SOURCE: i} for i, ex in enumerate(rows) if i not in held]
-    if args.limit is not None:
-        examples = examples[: args.limit]
-    out = Path(args.output)
+    if limit is not None:
+        examples = examples[:limit]
+    out = Path(output)
     from ..loop import quiet_hf
 
     quiet_hf()  # an encoder loaded without its task head: no load report, no progress bars
-    result = augment_cached(examples, model_dir, out / "cache", p=args.p, k=args.k, n=args.n, seed=args.seed,
-                            batch_size=args.batch_size, max_length=args.max_length, candidates=candidates, field=field)
+    result = augment_cached(examples, model_dir, out / "cache", p=p, k=k, n=n, seed=seed, batch_size=batch_size,
+                            max_length=max_length, candidates=candidates, field=field)
     out.mkdir(parents=True, exist_ok=True)
     with (out / "train.jsonl").open("w", encoding="utf-8") as f:
         f.writelines(json.dumps(ex, ensure_ascii=False) + "\n" for ex in result)
-    knobs = {"task": args.task, "candidates": candidates, "model": model_dir, "mlm": args.mlm, "p": args.p,
-             "k": args.k, "n": args.n, "seed": args.seed, "limit": args.limit, "max_length": args.max_length, "held_out_rows": len(held)}
+    knobs = {"task": task_name, "candidates": candidates, "model": model_dir, "mlm": mlm, "p": p, "k": k, "n": n,
+             "seed": seed, "limit": limit, "max_length": max_length, "held_out_rows": len(held)}
     (out / "augment.json").write_text(json.dumps(knobs, indent=1))  # recorded with every run that trains on it
-    print(f"{len(examples)} examples -> {len(result)} (with {args.n} augmented copies each): {out / 'train.jsonl'}")
-
+    return len(examples), len(result), str(out / "train.jsonl")
 
 if __name__ == "__main__":
     main()

@@ -91,8 +91,14 @@ def train_val_dev(cfg, task) -> tuple[list, list, list]:
     train = [ex for i, ex in enumerate(rows) if i not in out_of_train]
     dev = [rows[i] for i in sorted(held)] if held else task.loader(task, cfg.data_dir, task.eval_split)
     if cfg.augment_dir:
-        train = augmented_train(os.path.join(cfg.augment_dir, "train.jsonl"), out_of_train)
-    if cfg.train.train_limit:
+        aug = augmented_train(os.path.join(cfg.augment_dir, "train.jsonl"), out_of_train)
+        if cfg.train.train_limit and all(SOURCE in r for r in aug):  # the limit counts source rows, copies follow
+            first = {id(ex) for ex in train[: cfg.train.train_limit]}
+            kept = {i for i, ex in enumerate(rows) if id(ex) in first}
+            train = [r for r in aug if r[SOURCE] in kept]
+        else:
+            train = aug[: cfg.train.train_limit] if cfg.train.train_limit else aug
+    elif cfg.train.train_limit:
         train = train[: cfg.train.train_limit]
     if cfg.train.eval_limit:
         dev = dev[: cfg.train.eval_limit]

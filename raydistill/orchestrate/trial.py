@@ -34,7 +34,10 @@ def run_trial(config: dict, base: RunConfig, parent_run_id: str, storage: str, s
     trial_id = ray.tune.get_context().get_trial_id()
     config = dict(config.get("point") or config)  # a confirmation trial: one grid point of configurations
     confirm_of = config.pop("confirm_of", None)  # the trial whose configuration it trains with another seed
+    n_aug = config.pop("augment", 0)  # augmented copies per row: the set the sweep built for that N
     cfg = trial_config(base, config)
+    if n_aug:
+        cfg = cfg.replace(augment_dir=opts["augment_dirs"][n_aug])
     cfg = cfg.replace(output=os.path.join(os.path.dirname(base.output), trial_id), run_name=run_name(cfg, trial_id))
     existing = track.find_run(cfg.tracking_uri, cfg.experiment, "raydistill.trial_id", trial_id)
     if existing and track.client(cfg.tracking_uri).get_run(existing).info.status == "FINISHED":

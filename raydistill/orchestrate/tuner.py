@@ -15,12 +15,13 @@ from .trial import run_trial
 
 def run_sweep(spec, base, *, metric: str, mode: str, n_samples: int, storage: str, name: str, parent: str, teacher,
               demand, n_at_once: int, multi_objective: str | None, max_failures: int, placement: str, resume: bool,
-              verbose: bool = False, in_process: bool = False) -> list:
+              verbose: bool = False, in_process: bool = False, augment_dirs: dict | None = None) -> list:
     """Every trial's Tune result, once the sweep ends. ``in_process``: each trial trains in its Tune trial process
     (one CPU worker, no Ray Train; ``orchestrate.run.fit_in_process``), and Tune restarts a failed one from its last
     checkpoint up to ``max_failures`` times, as Ray Train would restart its worker."""
     opts = {"max_failures": max_failures, "placement": placement, "cpus": demand.cpus_per_worker,
-            "gpus": demand.gpus_per_worker, "verbose": verbose, "in_process": in_process}
+            "gpus": demand.gpus_per_worker, "verbose": verbose, "in_process": in_process,
+            "augment_dirs": augment_dirs or {}}
     trainable = tune.with_parameters(run_trial, base=base, parent_run_id=parent, storage=storage, sweep_name=name,
                                      opts=opts)
     # an in-process trial trains in the trial function, which then holds its worker's CPUs; a Ray Train trial's
