@@ -76,11 +76,11 @@ def check_shape(sizes: dict, teacher: Shape) -> None:
     check(m <= t.layers, "student.layers", f"init prune keeps teacher layers, so the student cannot have more "
           f"layers ({m}) than the teacher's {t.layers}; lower student.layers")
     check(a <= t.heads, "student.heads", f"init prune keeps teacher heads, so the student cannot have more heads "
-          f"({a}) than the teacher's {t.heads}; lower student.heads or write heads: {KEEP}")
+          f"({a}) than the teacher's {t.heads}; lower student.heads or set it to {KEEP}")
     check(h % d == 0 and h <= t.hidden, "student.hidden", f"init prune keeps whole teacher heads of size {d}, so "
           f"hidden must be a multiple of {d} up to {t.hidden}, not {h}; pick hidden = k·{d}")
     check(a * d == h, "student.heads", f"init prune keeps the teacher's head size {d}, so a {h}-wide student has "
-          f"{h // d} heads, not {a}; set student.heads={h // d} or write heads: {KEEP}")
+          f"{h // d} heads, not {a}; set student.heads={h // d} (or {KEEP})")
     check(i <= t.intermediate, "student.intermediate", f"init prune keeps teacher FFN neurons, so the student cannot "
           f"have more ({i}) than the teacher's {t.intermediate}; lower student.intermediate (auto follows hidden)")
 
