@@ -39,7 +39,8 @@ def electra(embedding_size: int, seed: int = 0):
 
 @pytest.fixture(scope="module")
 def teachers(tiny_teacher):
-    out = {f: load_model(tiny_teacher("classification", family=f), "classification").eval() for f in ("bert", "roberta")}
+    out = {f: load_model(tiny_teacher("classification", family=f), "classification").eval()
+           for f in ("bert", "roberta")}
     out.update({"electra": electra(32), "electra-projected": electra(24)})
     return out
 
@@ -68,7 +69,8 @@ def test_importance_matches_a_hand_computation(teachers):
         for i, layer in enumerate(t.bert.encoder.layer):
             ctx = layer.attention.self(h[i])[0]                                # [B, L, heads·d]
             w = layer.attention.output.dense.weight
-            heads = [(ctx[..., 16 * k:16 * (k + 1)] @ w[:, 16 * k:16 * (k + 1)].T).norm(dim=-1).mean() for k in range(2)]
+            heads = [(ctx[..., 16 * k:16 * (k + 1)] @ w[:, 16 * k:16 * (k + 1)].T).norm(dim=-1).mean()
+                     for k in range(2)]
             assert torch.allclose(s["heads"][i], torch.stack(heads), rtol=1e-4)
             act = layer.intermediate(layer.attention(h[i])[0])
             assert torch.allclose(s["neurons"][i], act.abs().mean((0, 1)), rtol=1e-4)

@@ -48,8 +48,8 @@ LAYER_KEY = re.compile(r"((?:^|\.)encoder\.layer\.)(\d+)(\.)")
 # per dimension of a tensor inside an encoder layer: which kept indices cut it (None = kept whole)
 IN_LAYER = {f"attention.self.{m}.weight": ("heads", "channels") for m in ("query", "key", "value")}
 IN_LAYER.update({f"attention.self.{m}.bias": ("heads",) for m in ("query", "key", "value")})
-IN_LAYER.update({"attention.output.dense.weight": ("channels", "heads"), "intermediate.dense.weight": ("neurons", "channels"),
-                 "intermediate.dense.bias": ("neurons",), "output.dense.weight": ("channels", "neurons")})
+IN_LAYER.update({"attention.output.dense.weight": ("channels", "heads"), "intermediate.dense.bias": ("neurons",),
+                 "intermediate.dense.weight": ("neurons", "channels"), "output.dense.weight": ("channels", "neurons")})
 
 
 def parse_arg(arg: str | None) -> tuple[str, int | None]:
@@ -102,7 +102,7 @@ def importance(teacher, batches: list[dict]) -> dict:
         def hook(mod, args):
             ctx = args[0].float().unflatten(-1, (heads, d))                       # [B, L, h, d]
             w = mod.weight.float().unflatten(-1, (heads, d))                      # [H, h, d]
-            gram = torch.einsum("ehd,ehf->hdf", w, w)                             # W_hᵀW_h: ‖c W_hᵀ‖² = c G cᵀ
+            gram = torch.einsum("ehd,ehf->hdf", w, w)                   # G = W_hᵀW_h: ‖c W_hᵀ‖² = c G cᵀ
             sq = torch.einsum("blhd,hdf,blhf->blh", ctx, gram, ctx)
             acc["heads"][i] += tokens_sum(sq.clamp_min(0).sqrt())
         return hook
@@ -160,8 +160,8 @@ def plan(scores: dict, layers: list[int], sizes: dict, rule: str, samples: int) 
             "heads": [top(scores["heads"][t - 1], sizes["heads"]) for t in layers],
             "neurons": [top(scores["neurons"][t - 1], sizes["intermediate"]) for t in layers],
             "channels": top(scores["channels"], sizes["hidden"]),
-            "kept": {"layers": len(layers), "heads_per_layer": sizes["heads"], "neurons_per_layer": sizes["intermediate"],
-                     "channels": sizes["hidden"]},
+            "kept": {"layers": len(layers), "heads_per_layer": sizes["heads"],
+                     "neurons_per_layer": sizes["intermediate"], "channels": sizes["hidden"]},
             "of": {"layers": len(scores["block"]), "heads_per_layer": scores["heads"].shape[1],
                    "neurons_per_layer": scores["neurons"].shape[1], "channels": len(scores["channels"])}}
 

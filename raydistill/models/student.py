@@ -17,7 +17,7 @@ heads), the way AutoTinyBERT and weight subcloning extract a narrow model from a
 (MiniLM's relations leave width and heads free) starts from the teacher's weights rather than random ones. It needs
 no dimension wider than the teacher's (a wider FFN is refused) and logs one warning listing any tensor it still left
 random, and one when the student's head size is not the teacher's (each student head then mixes teacher heads).
-``prune`` (``prune[:N][,block]``, ``models/prune.py``) cuts the student out of the teacher by importance measured on
+``prune`` (``prune``, ``prune:512``, ``prune:block,512``; ``models/prune.py``) cuts the student out of the teacher by importance measured on
 training examples instead of taking the leading block: the top heads, FFN neurons and hidden channels, whole heads of
 the teacher's head size; ``build_student`` then needs ``examples``, a callable sample size → batches of model inputs.
 ``random`` initialises everything fresh; ``checkpoint:DIR`` loads a saved student (e.g. from general distillation)
