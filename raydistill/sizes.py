@@ -59,14 +59,14 @@ def _number(field: str, v) -> int:
 
 
 def _parse(field: str, v):
-    """A size value as (kind, value): ('abs', int) | ('frac', float) | ('teacher', None) | ('auto', None)."""
+    """A size value as (kind, value): ('abs', int) | ('frac', float) | ('teacher' | 'auto' | KEEP, None)."""
     if isinstance(v, str):
         s = v.strip().lower()
         if s in ("teacher", "auto", KEEP):
+            check(s != KEEP or field == "heads", f"student.{field}",
+                  f"'{KEEP}' applies to heads only; write {field}: teacher, a fraction or a number")
             check(s == "teacher" or field in ("intermediate", "heads"), f"student.{field}",
                   f"'auto' applies to intermediate and heads only; write {field}: teacher, a fraction or a number")
-            check(s != KEEP or field == "heads", f"student.{field}",
-                  f"'{KEEP}' applies to heads only; write {field}: auto, teacher, a fraction or a number")
             return s, None
         try:
             v = float(s) if "." in s else int(s)
