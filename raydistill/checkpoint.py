@@ -9,6 +9,8 @@ import tempfile
 
 import torch
 
+from .models.prune import PLAN_FILE
+
 
 def _link(src: str, dst: str) -> None:
     """Hard-link rather than copy (saved files are never rewritten in place); copy across file systems."""
@@ -32,6 +34,9 @@ def save_checkpoint(path: str, student, tokenizer, objective, opt, sched, state:
     try:
         student.save_pretrained(os.path.join(tmp, "student"))
         tokenizer.save_pretrained(os.path.join(tmp, "student"))
+        if getattr(student, "prune_plan", None):  # init prune: what it kept, beside the weights (models/prune.py)
+            with open(os.path.join(tmp, "student", PLAN_FILE), "w", encoding="utf-8") as f:
+                json.dump(student.prune_plan, f)
         copy_dir(best or os.path.join(tmp, "student"), os.path.join(tmp, "best_student"))
         torch.save({"objective": objective.state_dict(), "optimizer": opt.state_dict(),
                     "scheduler": sched.state_dict()}, os.path.join(tmp, "train_state.pt"))

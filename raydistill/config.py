@@ -27,7 +27,7 @@ class StudentConfig:
     hidden: int = 312
     intermediate: int = 1200
     heads: int = 12
-    # random | first_k | every_other | uniform | layers:1,3,5 | slice | checkpoint:DIR | pretrained; "" = the method's default
+    # random | first_k | every_other | uniform | layers:1,3,5 | slice | prune[:…] | checkpoint:DIR | pretrained; "" = the method's default
     init: str = ""
 
     def validate(self) -> None:

@@ -96,9 +96,17 @@ def check_student(cfg: RunConfig, tcfg) -> None:
               "init", f"checkpoint {path} is a {ccfg.model_type} model with vocab {getattr(ccfg, 'vocab_size', '?')} "
               f"but the teacher is {tcfg.model_type} with vocab {getattr(tcfg, 'vocab_size', '?')}; distil from a "
               "checkpoint of the teacher's family and tokenizer")
+    elif init == "prune" or init.startswith("prune:"):
+        from .models.prune import check_shape, parse_arg
+
+        parse_arg(init.partition(":")[2])
+        check_shape({k: getattr(s, k) for k in ("layers", "hidden", "intermediate", "heads")}, Shape.of(tcfg))
     else:
         check(init in ("random", "slice", "pretrained"), "student.init", f"unknown init {init!r}; use random, slice, "
-              "first_k, every_other, uniform, layers:1,3,5 or checkpoint:DIR")
+              "prune, first_k, every_other, uniform, layers:1,3,5 or checkpoint:DIR")
+        check(init != "slice" or s.intermediate <= tcfg.intermediate_size, "student.intermediate",
+              f"init slice cuts teacher tensors, so the student's FFN cannot be wider ({s.intermediate}) than the "
+              f"teacher's {tcfg.intermediate_size}; lower student.intermediate or use --init random")
 
 
 def preflight(cfg: RunConfig, load_data: bool = True, require_head: bool = True,
@@ -144,12 +152,12 @@ def preflight(cfg: RunConfig, load_data: bool = True, require_head: bool = True,
     if method.uses_teacher and cfg.student.init != "pretrained" and not cfg.student.init.startswith("checkpoint:"):
         method.check_shapes(cfg, cfg.student.heads, cfg.student.hidden, tcfg.num_attention_heads, tcfg.hidden_size,
                             tcfg.num_hidden_layers)
-    if load_data and task.labelled:
-        from .distill.examples import train_and_eval_examples
+    if load_data or not task.labelled:
+        from .distill.examples import general_examples, prune_sample_size, train_and_eval_examples
 
-        train_and_eval_examples(cfg, task)
-    if not task.labelled:
-        from .distill.examples import general_examples
+        train = train_and_eval_examples(cfg, task)[0] if task.labelled else general_examples(cfg)[0]
+        if cfg.student.init.startswith("prune:"):  # the sample init prune scores on: no more than the run trains on
+            from .models.prune import parse_arg
 
-        general_examples(cfg)
+            prune_sample_size(parse_arg(cfg.student.init[len("prune:"):])[1], len(train))
     return cfg.replace(tracking_uri=resolve_tracking_uri(cfg.tracking_uri))

@@ -9,7 +9,9 @@ Each size field of a search space (or ``raydistill.distill --student-…``) is e
   intermediate  int; ``teacher``; ``auto`` = the teacher's intermediate/hidden ratio × hidden (4 × hidden for BERT)
   heads         int; ``teacher``; a fraction of the teacher's head count (0.5 of 12 → 6); ``auto`` = the teacher's
                 head count when it divides hidden (TinyBERT matches attention head by head), else hidden / the
-                teacher's head size
+                teacher's head size; ``keep_head_size`` = hidden / the teacher's head size, so heads follow the width
+                and every head keeps the teacher's size (384 of a 12-head 768 teacher → 6 heads of 64; a fractional
+                hidden then rounds to a multiple of the head size). Init ``prune`` keeps whole teacher heads.
 
 Fields left out take ``DEFAULT``: half the teacher's depth at the teacher's width, which every init (``first_k``,
 ``every_other`` copy whole teacher layers) and every method can use. What a run logs is always the resolved numbers.
@@ -22,6 +24,7 @@ from .errors import UserError, check
 
 FIELDS = ("layers", "hidden", "intermediate", "heads")
 DEFAULT = {"layers": 0.5, "hidden": "teacher", "intermediate": "auto", "heads": "auto"}
+KEEP = "keep_head_size"  # heads: hidden / the teacher's head size
 
 
 @dataclass(frozen=True)
@@ -56,10 +59,12 @@ def _number(field: str, v) -> int:
 
 
 def _parse(field: str, v):
-    """A size value as (kind, value): ('abs', int) | ('frac', float) | ('teacher', None) | ('auto', None)."""
+    """A size value as (kind, value): ('abs', int) | ('frac', float) | ('teacher' | 'auto' | KEEP, None)."""
     if isinstance(v, str):
         s = v.strip().lower()
-        if s in ("teacher", "auto"):
+        if s in ("teacher", "auto", KEEP):
+            check(s != KEEP or field == "heads", f"student.{field}",
+                  f"'{KEEP}' applies to heads only; write {field}: teacher, a fraction or a number")
             check(s == "teacher" or field in ("intermediate", "heads"), f"student.{field}",
                   f"'auto' applies to intermediate and heads only; write {field}: teacher, a fraction or a number")
             return s, None
@@ -87,9 +92,11 @@ def resolve(values: dict, teacher: Shape) -> dict:
     check(layers >= 1, "student.layers", f"{raw['layers']} of the teacher's {t.layers} layers rounds to 0 layers; "
           f"use a larger fraction (at least {1 / t.layers:.2g}) or a number of layers")
 
+    head_size = t.hidden // t.heads
     kind, v = p["hidden"]
-    if kind == "frac":
-        hidden = max(t.heads, int(v * t.hidden / t.heads + 0.5) * t.heads)  # keep the teacher's head count valid
+    if kind == "frac":  # a multiple of the teacher's head count (or of its head size, for heads: keep_head_size)
+        unit = head_size if p["heads"][0] == KEEP else t.heads
+        hidden = max(unit, int(v * t.hidden / unit + 0.5) * unit)
     else:
         hidden = t.hidden if kind == "teacher" else v
 
@@ -98,8 +105,11 @@ def resolve(values: dict, teacher: Shape) -> dict:
     intermediate = {"teacher": t.intermediate, "auto": int(ratio * hidden + 0.5)}.get(kind, v)
 
     kind, v = p["heads"]
-    if kind == "auto":
-        head_size = t.hidden // t.heads
+    if kind == KEEP:
+        check(hidden % head_size == 0, "student.hidden", f"{hidden} is not a multiple of the teacher's head size "
+              f"{head_size}, so heads: {KEEP} cannot keep it; pick hidden = k·{head_size} or set student.heads")
+        heads = hidden // head_size
+    elif kind == "auto":
         heads = t.heads if hidden % t.heads == 0 else hidden // head_size if hidden % head_size == 0 else 0
         check(heads > 0, "student.hidden", f"{hidden} is divisible neither by the teacher's {t.heads} heads nor by its "
               f"head size {head_size}; pick a hidden size that is a multiple of {t.heads}, or set student.heads")

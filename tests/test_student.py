@@ -58,7 +58,7 @@ def test_paper_layer_choices():
     assert init_layers("uniform", 4, 12) == [3, 6, 9, 12]
     assert init_layers("uniform", 8, 12) == [2, 3, 5, 6, 8, 9, 11, 12]  # round half up
     assert init_layers("random", 4, 12) is None
-    assert set(INITS) == {"random", "first_k", "every_other", "uniform", "layers", "slice", "checkpoint"}
+    assert set(INITS) == {"random", "first_k", "every_other", "uniform", "layers", "slice", "prune", "checkpoint"}
 
 
 def test_random_init_keeps_family_head_and_labels(bert):

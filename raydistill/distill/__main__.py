@@ -58,10 +58,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--student-hidden", default=None, help=f"{sizes} (default: the teacher's width)")
     p.add_argument("--student-intermediate", default=None, help="a number, 'teacher' or 'auto' (default: auto, "
                    "the teacher's intermediate/hidden ratio × hidden)")
-    p.add_argument("--student-heads", default=None, help="a number, 'teacher' or 'auto' (default: auto, the "
-                   "teacher's head count when it divides hidden)")
+    p.add_argument("--student-heads", default=None, help="a number, 'teacher', 'auto' (default: the "
+                   "teacher's head count when it divides hidden) or 'keep_head_size' (hidden / the teacher's head size)")
     p.add_argument("--init", default=s.init, help="random | first_k | every_other | uniform | layers:1,3,5 | slice | "
-                   "checkpoint:DIR (default: the method's: pkd first_k, distilbert every_other, minilm slice, others random)")
+                   "prune[:N|block|block,N] | checkpoint:DIR (default: the method's: pkd first_k, distilbert every_other, minilm slice, others random)")
     p.add_argument("--temperature", type=float, default=d.temperature,
                    help="default: the method's (tinybert 1; distilbert on --task general 2; others 4)")
     p.add_argument("--alpha", type=float, default=d.alpha, help="weight of the soft loss; 1-alpha weighs the hard "

@@ -114,6 +114,25 @@ def train_and_eval_examples(cfg, task) -> tuple[list, list]:
     return train, dev
 
 
+def prune_rows(cfg, task, n: int | None) -> list:
+    """The training rows init ``prune`` scores the teacher on: ``n`` of the rows this run trains on (never a dev
+    row), drawn with the run's seed; ``n`` None = ``min(256, all of them)``."""
+    train = train_and_eval_examples(cfg, task)[0] if task.labelled else general_examples(cfg)[0]
+    k = prune_sample_size(n, len(train))
+    return [train[i] for i in sorted(random.Random(cfg.train.seed).sample(range(len(train)), k))]
+
+
+def prune_sample_size(n: int | None, n_train: int) -> int:
+    """How many training rows init ``prune`` scores on: ``n`` (refused past the ``n_train`` rows a run trains on)
+    or, unset, min(256, n_train)."""
+    if n is None:
+        return min(256, n_train)
+    if n > n_train:
+        raise UserError("student.init", f"prune:{n} asks for {n} scoring examples but the run trains on {n_train}; "
+                        f"give at most {n_train} (prune:{n_train}) or write prune for min(256, all)")
+    return n
+
+
 def general_examples(cfg) -> tuple[list, list]:
     """Unlabelled text (one text per line) for general distillation; 10% held out to report MLM loss."""
     path = cfg.unlabeled_text

@@ -55,6 +55,38 @@ def task_kind(cfg) -> tuple[str, int | None, tuple]:
     return task.kind, task.num_labels if task.labelled else None, task.label_names
 
 
+def prune_examples(cfg, tokenizer, batch_size: int = 16):
+    """For init ``prune``: sample size (None = the default) → batches of model inputs of that many of the run's
+    training rows (``examples.prune_rows``), tokenised as the run tokenises them."""
+    def batches(n: int | None) -> list[dict]:
+        from ..tasks import get_task
+        from ..tasks.encode import MODEL_INPUTS, collate, encode
+        from .examples import prune_rows
+
+        task = get_task(cfg.task)
+        rows, length = prune_rows(cfg, task, n), cfg.train.max_length
+        if task.kind == "mlm":  # raw text: the teacher reads it unmasked
+            feats = [dict(tokenizer(r["text"], truncation=True, max_length=length)) for r in rows]
+        else:
+            feats = encode(task, rows, tokenizer, length).features
+        feats = [{k: f[k] for k in MODEL_INPUTS if k in f} for f in feats]
+        return [collate(feats[i:i + batch_size], tokenizer.pad_token_id or 0) for i in range(0, len(feats), batch_size)]
+    return batches
+
+
+def _reattach_plan(student, folder: str) -> None:
+    """A resumed pruned student keeps its ``prune_plan`` (prune.json beside its weights), so later checkpoints do."""
+    import json
+    import os
+
+    from ..models.prune import PLAN_FILE
+
+    path = os.path.join(folder, PLAN_FILE)
+    if os.path.isfile(path):
+        with open(path, encoding="utf-8") as f:
+            student.prune_plan = json.load(f)
+
+
 def build_objective(cfg, resume_student: str | None = None):
     """Returns (objective, student, teacher or None, tokenizer)."""
     from transformers import AutoTokenizer
@@ -68,14 +100,15 @@ def build_objective(cfg, resume_student: str | None = None):
         teacher.eval().requires_grad_(False)
     if resume_student:
         student = load_model(resume_student, kind)
+        _reattach_plan(student, resume_student)
     elif pretrained_init:  # fine-tune the model itself (teacher fine-tuning, or a pretrained student)
         student = load_model(cfg.teacher, kind, num_labels=num_labels)
         if label_names and kind in ("classification", "token"):
             student.config.id2label = dict(enumerate(label_names))
             student.config.label2id = {v: i for i, v in enumerate(label_names)}
-    else:
-        student = build_student(teacher, cfg.student)
     tokenizer = AutoTokenizer.from_pretrained(cfg.teacher)
+    if not resume_student and not pretrained_init:
+        student = build_student(teacher, cfg.student, examples=prune_examples(cfg, tokenizer))
     pairs = []
     if method_cls.maps_layers:
         pairs = layer_pairs(cfg.distill.mapping, student.config.num_hidden_layers, teacher.config.num_hidden_layers)

@@ -14,7 +14,12 @@ head (same head class, so the shapes match), which requires the teacher's hidden
 ``slice`` takes every_other's layers for a student of any width: each tensor is cut to the student's shape (its
 leading rows and columns: the first hidden units, intermediate neurons and, with the teacher's head size, the first
 heads), the way AutoTinyBERT and weight subcloning extract a narrow model from a wide one, so a narrower student
-(MiniLM's relations leave width and heads free) starts from the teacher's weights rather than random ones.
+(MiniLM's relations leave width and heads free) starts from the teacher's weights rather than random ones. It needs
+no dimension wider than the teacher's (a wider FFN is refused) and logs one warning listing any tensor it still left
+random, and one when the student's head size is not the teacher's (each student head then mixes teacher heads).
+``prune`` (``prune``, ``prune:512``, ``prune:block,512``; ``models/prune.py``) cuts the student out of the teacher by importance measured on
+training examples instead of taking the leading block: the top heads, FFN neurons and hidden channels, whole heads of
+the teacher's head size; ``build_student`` then needs ``examples``, a callable sample size → batches of model inputs.
 ``random`` initialises everything fresh; ``checkpoint:DIR`` loads a saved student (e.g. from general distillation)
 whose architecture then wins over the size fields, with a fresh task head when the checkpoint has none or another.
 An empty init means the method's default (``Method.default_init``: pkd first_k, distilbert every_other, else random),
@@ -23,19 +28,18 @@ which ``RunConfig`` fills in; a bare ``StudentConfig`` outside a run has no meth
 from __future__ import annotations
 
 import logging
-import re
 from pathlib import Path
 
 import torch
 
 from ..config import StudentConfig
 from ..errors import UserError, check
+from ..sizes import FIELDS, Shape
+from . import prune
 from .heads import auto_class
 from .teacher import KNOWN_FAMILIES, encoder_layers, family, head_kind
 
 log = logging.getLogger(__name__)
-
-_LAYER_KEY = re.compile(r"((?:^|\.)encoder\.layer\.)(\d+)(\.)")
 
 
 # ---- layer selection: (M, N, arg) -> 1-based teacher layers ---------------------------------------------------------
@@ -126,7 +130,7 @@ def copy_weights(teacher, student, teacher_layers: list[int], sliced: bool = Fal
     copied = []
     with torch.no_grad():
         for name, p in student.state_dict().items():
-            src = _LAYER_KEY.sub(lambda mt: f"{mt[1]}{teacher_layers[int(mt[2])]}{mt[3]}", name, count=1)
+            src = prune.LAYER_KEY.sub(lambda mt: f"{mt[1]}{teacher_layers[int(mt[2])]}{mt[3]}", name, count=1)
             t = t_sd.get(src)
             if t is None or t.dim() != p.dim() or t.shape != p.shape and not (
                     sliced and all(a <= b for a, b in zip(p.shape, t.shape))):
@@ -138,9 +142,46 @@ def copy_weights(teacher, student, teacher_layers: list[int], sliced: bool = Fal
 
 def _slice(teacher, spec: StudentConfig, arg: str | None):
     """Copy every_other's teacher layers, each tensor cut to the student's shape (module docstring)."""
-    src = init_layers("every_other", spec.layers, teacher.config.num_hidden_layers)
+    tc = teacher.config
+    check(spec.intermediate <= tc.intermediate_size, "student.intermediate",
+          f"init slice cuts teacher tensors, so the student's FFN cannot be wider ({spec.intermediate}) than the "
+          f"teacher's {tc.intermediate_size}; lower student.intermediate or use --init random")
+    src = init_layers("every_other", spec.layers, tc.num_hidden_layers)
     student = _fresh(teacher, spec)
-    copy_weights(teacher, student, [s - 1 for s in src], sliced=True)
+    copied = set(copy_weights(teacher, student, [s - 1 for s in src], sliced=True))
+    left = [n for n in student.state_dict() if n not in copied]
+    if left:
+        log.warning("init slice left %d tensors random (no teacher tensor at least as large): %s", len(left),
+                    ", ".join(left))
+    d_t, d_s = tc.hidden_size // tc.num_attention_heads, spec.hidden // spec.heads
+    if d_s != d_t:
+        log.warning("init slice: the student's head size %d is not the teacher's %d, so each student head is cut "
+                    "from parts of teacher heads; keep the teacher's head size (heads: keep_head_size) or use "
+                    "--init prune", d_s, d_t)
+    return student
+
+
+def _prune(teacher, spec: StudentConfig, arg: str | None, examples=None):
+    """Cut the student out of the teacher by importance on training examples (``models/prune.py``)."""
+    rule, n = prune.parse_arg(arg)
+    sizes = {k: getattr(spec, k) for k in FIELDS}
+    prune.check_shape(sizes, Shape.of(teacher.config))
+    if examples is None:
+        raise ValueError("init prune scores the teacher on training examples: build_student(..., examples=fn)")
+    batches = examples(n)
+    scores = prune.importance(teacher, batches)
+    m, t_layers = spec.layers, teacher.config.num_hidden_layers
+    layers = [i + 1 for i in prune.top(scores["block"], m)] if rule == "block" else init_layers(rule, m, t_layers)
+    kept = prune.plan(scores, layers, sizes, rule, sum(len(b["input_ids"]) for b in batches))
+    student = _fresh(teacher, spec)
+    left = prune.copy_pruned(teacher, student, kept)
+    if left:
+        log.warning("init prune left %d tensors random: %s", len(left), ", ".join(left))
+    if hasattr(teacher.base_model, "embeddings_project") and not hasattr(student.base_model, "embeddings_project"):
+        log.warning("init prune: the student's width %d is the teacher's embedding size, so it has no embedding "
+                    "projection and the teacher's is dropped; pick another width", spec.hidden)
+    student.prune_plan = kept  # checkpoint.save_checkpoint writes it beside the weights (prune.json)
+    log.info(prune.summary(kept))
     return student
 
 
@@ -174,19 +215,23 @@ def _checkpoint(teacher, spec: StudentConfig, arg: str | None):
 
 
 INITS = {"random": _random, "first_k": _layer_copy("first_k"), "every_other": _layer_copy("every_other"),
-         "uniform": _layer_copy("uniform"), "layers": _layer_copy("layers"), "slice": _slice, "checkpoint": _checkpoint}
+         "uniform": _layer_copy("uniform"), "layers": _layer_copy("layers"), "slice": _slice, "prune": _prune,
+         "checkpoint": _checkpoint}
 
 
-def build_student(teacher, spec: StudentConfig):
+def build_student(teacher, spec: StudentConfig, examples=None):
     """A float32, sdpa-attention student of the teacher's family, head class and label config, initialised by
-    ``spec.init`` (see module docstring)."""
+    ``spec.init`` (see module docstring). ``examples`` (sample size or None → batches of model inputs) is what
+    init ``prune`` scores the teacher on."""
     spec.validate()
     name, _, arg = (spec.init or "random").partition(":")
     check(name in INITS, "student.init", f"unknown init {spec.init!r}; use one of random, first_k, every_other, "
-                                         "uniform, layers:1,3,5, slice, checkpoint:DIR")
-    check(bool(arg) == (name in ("layers", "checkpoint")), "student.init",
-          f"{spec.init!r}: only layers:… and checkpoint:… take an argument (e.g. layers:1,3,5)")
+                                         "uniform, layers:1,3,5, slice, prune, checkpoint:DIR")
+    check(bool(arg) == (name in ("layers", "checkpoint")) or name == "prune", "student.init",
+          f"{spec.init!r}: only layers:…, checkpoint:… and prune:… take an argument (e.g. layers:1,3,5)")
     encoder_layers(teacher)  # fails early for a non-BERT layout
+    if name == "prune":
+        return _prune(teacher, spec, arg or None, examples)
     return INITS[name](teacher, spec, arg or None)
 
 
