@@ -57,6 +57,20 @@ def _one_line_argparse():
         cls.error, cls.parse_args = orig_error, orig_parse
 
 
+class HelpFormatter(argparse.HelpFormatter):
+    """``--help`` of every command: each option's default is shown (``(default: X)``) unless its help already
+    says it, it has none (None) or it is an on/off flag."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if "default" in text or any(action.default is v for v in (None, False, argparse.SUPPRESS)) or action.required:
+            return text
+        if action.option_strings or action.nargs in ("?", "*"):
+            value = action.default if not isinstance(action.default, list) or action.default else "none"
+            return f"{text} (default: {value})" if text else f"(default: {value})"
+        return text
+
+
 def cli(main):
     """Decorator for ``main(argv)`` entry points: a UserError (argparse's own errors included) becomes one
     stderr line ``error: FIELD: how to fix it`` and exit status 2; paths the command writes to are checked first."""

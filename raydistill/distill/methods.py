@@ -107,6 +107,7 @@ def _pos(logits, mask):
 # ------------------------------------------------------------------ methods
 class Method:
     name = "base"
+    description = ""  # one line for python -m raydistill list methods; every registered method sets it
     stages: tuple[str, ...] = ("pred",)
     uses_beta = False
     uses_teacher = True
@@ -165,6 +166,7 @@ class Method:
 @register("finetune")
 class FineTune(Method):
     """No teacher: gold labels only. Used for teacher fine-tuning and the no-teacher student baseline."""
+    description = "no teacher: gold labels only (a teacher's fine-tune, the labels-only student baseline)"
 
     uses_teacher = False
 
@@ -176,6 +178,7 @@ class FineTune(Method):
 @register("kd")
 class HintonKD(Method):
     """Hinton et al. 2015: α·T²·KL(p_t^T ‖ p_s^T) + (1−α)·hard."""
+    description = "Hinton KD: the teacher's softened predictions (T²·KL) beside the gold labels, weighed by alpha"
 
     def losses(self, stage, s, t, batch, obj):
         soft = soft_loss(self.kind, s, t, self.d.temperature, batch)
@@ -192,6 +195,7 @@ class HintonKD(Method):
 class DistilBERT(HintonKD):
     """Sanh et al. 2019: α·KD + (1−α)·hard + α_cos·cosine(last hidden states) on a task; general distillation
     (pre-training) is α·KD + α_mlm·MLM + α_cos·cosine with the paper's α=5, α_mlm=2, α_cos=1 at T=2."""
+    description = "DistilBERT: KD + cosine of the last hidden states (+ MLM in general distillation)"
 
     default_init = "every_other"  # the paper's student: every other teacher layer, top layer kept
     general_defaults = {"temperature": 2.0, "alpha": 5.0, "alpha_mlm": 2.0}  # DistilBERT's train.py defaults
@@ -255,6 +259,7 @@ class _Intermediate(Method):
 class TinyBERT(_Intermediate):
     """Jiao et al. 2020. Stage ``intermediate``: embedding + pre-softmax attention + hidden MSE (learned
     projection W_h); stage ``pred``: α·T²·KL + (1−α)·hard; by default soft targets only at T=1, the paper's."""
+    description = "TinyBERT: embeddings, attention scores and hidden states of mapped layers, then predictions"
 
     defaults = Method.defaults | {"temperature": 1.0, "alpha": 1.0}
 
@@ -268,6 +273,7 @@ class TinyBERT(_Intermediate):
 class TwoStage(_Intermediate):
     """FitNets-style two-stage task distillation (the Korean RoBERTa recipe): transformer losses first,
     then the prediction loss as MSE on logits (mean of start/end MSE for span QA)."""
+    description = "two-stage: TinyBERT's layer losses, then MSE on the logits (the Korean RoBERTa recipe)"
 
     def losses(self, stage, s, t, batch, obj):
         if stage == "intermediate":
@@ -279,6 +285,7 @@ class TwoStage(_Intermediate):
 @register("pkd")
 class PatientKD(HintonKD):
     """Sun et al. 2019: (1−α)·CE + α·T²·KL + β·Σ MSE(normalised [CLS] of mapped layers)."""
+    description = "Patient-KD: KD + MSE of the [CLS] states of mapped layers (beta); student from the first k layers"
 
     uses_beta = True
     maps_layers = True
@@ -320,6 +327,7 @@ class MiniLM(Method):
     per attention head, so the student keeps the teacher's head count; v2: Q·Q, K·K and V·V relations over
     ``relation_heads`` relation heads (default the teacher's head count), so the student's width and heads are free.
     Stage ``pred``: α·T²·KL + (1−α)·hard, as kd. General distillation runs stage ``intermediate`` alone."""
+    description = "MiniLM / MiniLMv2: the last layer learns one teacher layer's self-attention relations, then predictions"
 
     stages = ("intermediate", "pred")
     default_init = "slice"  # the teacher's weights cut to the student's width; the paper's: a general-distilled MiniLM

@@ -98,7 +98,16 @@ def _fresh(teacher, spec: StudentConfig):
 
 
 def _random(teacher, spec: StudentConfig, arg: str | None):
+    """Fresh random weights: nothing copied from the teacher; any size."""
     return _fresh(teacher, spec)
+
+
+_COPY_DOC = {  # an init's docstring is its one line in ``python -m raydistill list inits``
+    "first_k": "Copy the teacher's bottom M layers (Patient-KD); the teacher's width.",
+    "every_other": "Copy every other teacher layer, the top one kept (DistilBERT); the teacher's width.",
+    "uniform": "Copy M evenly spaced teacher layers ending on the top one (12→4: 3,6,9,12); the teacher's width.",
+    "layers": "Copy exactly these teacher layers (layers:1,3,5, 1-based); the teacher's width.",
+}
 
 
 def _layer_copy(name: str):
@@ -114,7 +123,7 @@ def _layer_copy(name: str):
         copy_weights(teacher, student, [s - 1 for s in src])
         return student
 
-    init.__doc__ = f"Copy embeddings, teacher layers chosen by {name!r}, pooler and head."
+    init.__doc__ = _COPY_DOC[name] + " Embeddings, pooler and head are copied too."
     return init
 
 
@@ -137,7 +146,7 @@ def copy_weights(teacher, student, teacher_layers: list[int], sliced: bool = Fal
 
 
 def _slice(teacher, spec: StudentConfig, arg: str | None):
-    """Copy every_other's teacher layers, each tensor cut to the student's shape (module docstring)."""
+    """Copy every_other's teacher layers, each tensor cut to the student's width (any width; MiniLM's default)."""
     src = init_layers("every_other", spec.layers, teacher.config.num_hidden_layers)
     student = _fresh(teacher, spec)
     copy_weights(teacher, student, [s - 1 for s in src], sliced=True)
@@ -145,6 +154,7 @@ def _slice(teacher, spec: StudentConfig, arg: str | None):
 
 
 def _checkpoint(teacher, spec: StudentConfig, arg: str | None):
+    """Load a saved student (checkpoint:DIR, e.g. from general distillation); its own sizes win."""
     from transformers import AutoConfig
 
     path = Path(arg or "").expanduser()
