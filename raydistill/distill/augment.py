@@ -34,7 +34,7 @@ import random
 import tempfile
 from pathlib import Path
 
-from ..cli import cli
+from ..cli import HelpFormatter, cli
 from ..errors import UserError, check
 from ..progress import Progress
 
@@ -247,18 +247,24 @@ def augment_cached(examples, mlm_dir, cache_dir, p=0.4, k=15, n=20, seed=0, batc
 
 @cli
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python -m raydistill.distill.augment", description=__doc__.splitlines()[0])
-    ap.add_argument("--task", required=True)
-    ap.add_argument("--data-dir", default=None, help="local data directory for the task loader")
+    ap = argparse.ArgumentParser(prog="python -m raydistill.distill.augment", formatter_class=HelpFormatter,
+                                 description="TinyBERT data augmentation: write N copies of every training row of a "
+                                 "task with words swapped for a masked language model's guesses, for distill "
+                                 "--augment-dir (seeded; cached under OUTPUT/cache).")
+    ap.add_argument("--task", required=True, help="task name (classification or regression; python -m raydistill "
+                    "list tasks)")
+    ap.add_argument("--data-dir", default=None, help="local data folder: the GLUE root or the task's own folder "
+                    "(default: the Hugging Face hub)")
     ap.add_argument("--mlm", required=True, help="masked-LM checkpoint directory, e.g. bert-base-uncased")
     ap.add_argument("--output", required=True, help="writes OUTPUT/train.jsonl (cache under OUTPUT/cache)")
-    ap.add_argument("--p", type=float, default=0.4)
-    ap.add_argument("--k", type=int, default=15)
-    ap.add_argument("--n", type=int, default=20)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--limit", type=int, default=None, help="augment only the first LIMIT training examples")
-    ap.add_argument("--batch-size", type=int, default=64)
-    ap.add_argument("--max-length", type=int, default=128)
+    ap.add_argument("--p", type=float, default=0.4, help="probability that a word is replaced")
+    ap.add_argument("--k", type=int, default=15, help="candidates per word to draw a replacement from")
+    ap.add_argument("--n", type=int, default=20, help="augmented copies per training row")
+    ap.add_argument("--seed", type=int, default=0, help="random seed of the sampling")
+    ap.add_argument("--limit", type=int, default=None, help="augment only the first LIMIT training examples "
+                    "(default: all)")
+    ap.add_argument("--batch-size", type=int, default=64, help="sentences per masked-LM forward pass")
+    ap.add_argument("--max-length", type=int, default=128, help="tokens per sentence (longer ones are cut)")
     args = ap.parse_args(argv)
 
     from ..tasks import get_task  # lazy: task loading lives elsewhere
