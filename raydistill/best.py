@@ -73,6 +73,18 @@ def export(uri: str, run_id: str, out_dir: str) -> str:
     return out_dir
 
 
+def check_onnx_installed() -> None:
+    """``--onnx`` needs the ``[onnx]`` extra (onnx, onnxruntime), which a plain install leaves out."""
+    missing = []
+    for name in ("onnx", "onnxruntime"):
+        try:
+            __import__(name)
+        except ImportError:
+            missing.append(name)
+    check(not missing, "onnx", f"--onnx needs {' and '.join(missing)}, which a plain install leaves out; install the "
+          "[onnx] extra: pip install -c constraints.txt -e \".[onnx]\" (or pip install onnx onnxruntime)")
+
+
 def export_onnx(model_dir: str, kind: str, length: int = 128, segments: bool = False) -> dict:
     """ONNX export of the student plus a check that ONNX Runtime matches PyTorch within 1e-4. ``segments``
     (sentence-pair and QA tasks): the file also takes ``token_type_ids``, which BERT's second segment needs."""
@@ -168,6 +180,8 @@ def main(argv=None) -> dict:
     check(not a.onnx or bool(a.export), "onnx", "--onnx needs --export DIR")
     check(not a.quantize or (a.onnx and bool(a.export)), "quantize",
           "--quantize quantises the exported model.onnx; pass it with --export DIR --onnx")
+    if a.onnx:  # before any MLflow read or export: a plain install has no ONNX packages
+        check_onnx_installed()
     if a.quantize:  # before torch loads: OpenMP threads that spin on a busy CPU inflate the teacher's timing many-fold
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     for flag in ("experiment", "sweep"):  # both end up quoted inside an MLflow search filter

@@ -111,6 +111,9 @@ def config(a) -> RunConfig:
 def main(argv=None) -> dict:
     a = parser().parse_args(argv)
     from .preflight import preflight
+    from .tasks import check_labelled, get_task
+
+    check_labelled(get_task(a.task), "finetune")
 
     cfg = preflight(config(a), teacher_field="model")
     log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
