@@ -30,13 +30,10 @@ def parser():
     from .distill.__main__ import add_teacher_args
 
     p = argparse.ArgumentParser(prog="python -m raydistill.sweep", formatter_class=HelpFormatter, description=(
-        "Search a space of distillation runs with Ray Tune, Optuna (TPE) and ASHA early stopping. Each trial is one "
-        "distillation run and one MLflow run under the sweep's parent run; by default a one-worker CPU trial trains "
-        "in its Tune trial process, and a trial with several workers, GPUs or on a cluster runs on Ray Train. A "
-        "teacher without a head for the task is fine-tuned first. Trials are chosen on a validation split carved from "
-        "the training rows (best_val_*) and reported on dev (best_eval_*); the top trials can be re-trained with more "
-        "seeds (search.confirm). Ends with a summary table, a Pareto plot and the best trial as one JSON object on the "
-        "last line of stdout. Bad input is refused before Ray starts."))
+        "Search a space of distillation runs (Ray Tune, Optuna TPE, ASHA). Each trial is one distillation run logged "
+        "to MLflow; a one-worker CPU trial trains in its Tune trial process, one with several workers or GPUs, or on a "
+        "cluster, on Ray Train. Trials are chosen on a validation split carved from the training rows and reported on "
+        "dev. Prints a summary table and the best trial as one JSON object on the last line of stdout."))
     p.add_argument("space", nargs="?", help="a named space shipped with the package (python -m raydistill list "
                    "spaces) or a YAML path (default with --resume: the sweep's own)")
     p.add_argument("--task", help="labelled task to distil on (default: the space's task; general distillation runs "
@@ -54,14 +51,10 @@ def parser():
                    "such as 0.5 packs small trials on one GPU")
     p.add_argument("--cpus-per-worker", type=float, help="CPUs (and torch threads) per worker (default "
                    f"{DEFAULT_CPUS_PER_WORKER:g}: on a small CPU machine more trials at once beat more threads each)")
-    what = {"epochs": "epochs per trial", "max-steps": "cap on optimizer steps per trial (0 = none)",
-            "train-limit": "train on the first N training rows (0 = all)", "eval-limit": "score on the first N dev "
-            "rows (0 = all)", "max-length": "tokens per example", "batch-size": "global batch size",
-            "seed": "random seed of the trials"}
-    for flag in ("epochs", "max-steps", "train-limit", "eval-limit", "max-length", "batch-size", "seed"):
-        p.add_argument(f"--{flag}", type=int, help=f"{what[flag]} (default: the space's train.{flag.replace('-', '_')}, "
-                       "else distill's default)")
-    p.add_argument("--lr", type=float, help="learning rate (default: the space's train.lr, else distill's default)")
+    for flag, kind in (("epochs", int), ("max-steps", int), ("train-limit", int), ("eval-limit", int),
+                       ("max-length", int), ("batch-size", int), ("seed", int), ("lr", float)):
+        p.add_argument(f"--{flag}", type=kind, help=f"as in raydistill.distill (default: the space's train."
+                       f"{flag.replace('-', '_')}, else raydistill.distill's)")
     from .distill.__main__ import add_selection_args
 
     add_selection_args(p, None)
