@@ -70,6 +70,7 @@ def main() -> None:
     init_ray()
     common = ["kd_glue", "--task", "sst2", "--data-dir", data, "--teacher", teacher, "--num-samples", "3",
               "--set", f"student.size={size}", "--set", "student.init=random", "--set", "search.asha=false",
+              "--set", "search.confirm=false",
               "--epochs", "2", "--max-concurrent", "1",  # one trial at a time, as measured: the cache is the variable
               "--train-limit", str(examples), "--eval-limit", "64",
               "--max-length", str(length), "--batch-size", "32", "--tracking-uri", f"sqlite:///{work}/m.db",

@@ -74,7 +74,7 @@ def main() -> None:
     os.environ["RAYDISTILL_CACHE_DIR"] = f"{work}/memo"  # latency memo shared by the sweeps, like a user's
     uri = f"sqlite:///{work}/m.db"
     common = ["kd_glue", "--task", "sst2", "--data-dir", data, "--teacher", teacher, "--set", f"student.size={size}",
-              "--set", "student.init=random", "--set", "search.asha=false", "--epochs", str(a.epochs),
+              "--set", "student.init=random", "--set", "search.asha=false", "--set", "search.confirm=false", "--epochs", str(a.epochs),
               "--train-limit", str(examples), "--eval-limit", "64", "--max-length", str(length), "--batch-size", "32", "--tracking-uri", uri,
               "--teacher-cache", f"{work}/cache", "--storage-path", f"{work}/ray"]
     cpus = int(Cluster.local().cpus)

@@ -4,7 +4,7 @@ Prints the best trial's params and metric (last stdout line: JSON). ``--export D
 (model + tokenizer) for ``AutoModelFor….from_pretrained`` / ``pipeline()``; ``--onnx`` adds ``model.onnx``;
 ``--quantize`` (with ``--onnx``) adds ``model.int8.onnx``, re-scores both ONNX files on the run's dev set, times them
 against the fp32 teacher at batch 1 and logs the numbers to the trial's run (``raydistill.quantize``);
-``--register NAME`` puts it in the MLflow model registry under the alias ``best`` (stages are deprecated).
+``--register NAME`` puts it in the MLflow model registry under the alias ``champion`` (stages are deprecated).
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import sys
 import tempfile
 import time
 
-from .cli import cli
+from .cli import HelpFormatter, cli
 from .errors import check
 
 
@@ -71,6 +71,18 @@ def export(uri: str, run_id: str, out_dir: str) -> str:
             shutil.rmtree(out_dir)
         shutil.copytree(src, out_dir)
     return out_dir
+
+
+def check_onnx_installed() -> None:
+    """``--onnx`` needs the ``[onnx]`` extra (onnx, onnxruntime), which a plain install leaves out."""
+    missing = []
+    for name in ("onnx", "onnxruntime"):
+        try:
+            __import__(name)
+        except ImportError:
+            missing.append(name)
+    check(not missing, "onnx", f"--onnx needs {' and '.join(missing)}, which a plain install leaves out; install the "
+          "[onnx] extra: pip install -c constraints.txt -e \".[onnx]\" (or pip install onnx onnxruntime)")
 
 
 def export_onnx(model_dir: str, kind: str, length: int = 128, segments: bool = False) -> dict:
@@ -140,25 +152,36 @@ def register(uri: str, run_id: str, name: str, alias: str = ALIAS) -> str:
 
 @cli
 def main(argv=None) -> dict:
-    p = argparse.ArgumentParser(prog="python -m raydistill.best", description=__doc__)
-    p.add_argument("--experiment", required=True)
-    p.add_argument("--tracking-uri")
+    p = argparse.ArgumentParser(prog="python -m raydistill.best", formatter_class=HelpFormatter, description=(
+        "Pick the best trial of a sweep from MLflow and print its params and scores (one JSON object, the last line "
+        "of stdout). --export DIR writes its student (model + tokenizer) as a folder that transformers and pipeline() "
+        "load; --onnx adds model.onnx; --quantize adds an INT8 model.int8.onnx, re-scored on the run's dev set and "
+        "timed against the teacher; --register NAME registers it in the MLflow model registry and points the alias "
+        f"'{ALIAS}' at the new version (models:/NAME@{ALIAS})."))
+    p.add_argument("--experiment", required=True, help="MLflow experiment of the sweep (the sweep's --experiment; "
+                   "by default the space's name)")
+    p.add_argument("--tracking-uri", help="MLflow URI the sweep logged to (default: sqlite under ./raydistill-results)")
     p.add_argument("--metric", help="per-run metric to rank by: best_val_<m> (chosen on the validation split), "
                    "best_eval_<m> (dev), or eval_<m>/val_<m> meaning the same (default: the sweep's own, best_val_<m>)")
-    p.add_argument("--mode", default="max", choices=["max", "min"])
-    p.add_argument("--sweep", help="only trials of this sweep name")
-    p.add_argument("--export", help="write the best student here as a Hugging Face directory")
+    p.add_argument("--mode", default="max", choices=["max", "min"], help="whether higher or lower --metric is better")
+    p.add_argument("--sweep", help="only trials of this sweep name (default: every sweep in the experiment)")
+    p.add_argument("--export", help="write the best student to this folder (model + tokenizer; default: no export)")
     p.add_argument("--onnx", action="store_true", help="with --export: also write model.onnx and compare latency")
     p.add_argument("--quantize", action="store_true", help="with --export --onnx: also write the INT8 model.int8.onnx, "
                    "re-score it and the fp32 file on the run's dev set, time both against the fp32 teacher at batch 1 "
                    "and log the numbers to the trial's run")
-    p.add_argument("--register", help="register the best student in the MLflow model registry under this name")
-    p.add_argument("--max-latency-ms", type=float, help="best trial whose batch-1 latency (latency_ms_b1) is at most this")
-    p.add_argument("--max-params", type=float, help="best trial whose student has at most this many parameters")
+    p.add_argument("--register", help="register the best student in the MLflow model registry under this name, "
+                   f"with the alias '{ALIAS}' on the new version (default: not registered)")
+    p.add_argument("--max-latency-ms", type=float, help="the best trial whose batch-1 latency (latency_ms_b1) is at "
+                   "most this (default: no bound)")
+    p.add_argument("--max-params", type=float, help="the best trial whose student has at most this many parameters "
+                   "(default: no bound)")
     a = p.parse_args(argv)
     check(not a.onnx or bool(a.export), "onnx", "--onnx needs --export DIR")
     check(not a.quantize or (a.onnx and bool(a.export)), "quantize",
           "--quantize quantises the exported model.onnx; pass it with --export DIR --onnx")
+    if a.onnx:  # before any MLflow read or export: a plain install has no ONNX packages
+        check_onnx_installed()
     if a.quantize:  # before torch loads: OpenMP threads that spin on a busy CPU inflate the teacher's timing many-fold
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     for flag in ("experiment", "sweep"):  # both end up quoted inside an MLflow search filter

@@ -72,6 +72,18 @@ def on_interrupt(fn) -> None:
 
 def _sigterm(signum, frame):
     raise KeyboardInterrupt  # SIGTERM ends a command the way Ctrl-C does: runs closed, one line, exit 130
+class HelpFormatter(argparse.HelpFormatter):
+    """``--help`` of every command: each option's default is shown (``(default: X)``) unless its help already
+    says it, it has none (None) or it is an on/off flag."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if "default" in text or any(action.default is v for v in (None, False, argparse.SUPPRESS)) or action.required:
+            return text
+        if action.option_strings or action.nargs in ("?", "*"):
+            value = action.default if not isinstance(action.default, list) or action.default else "none"
+            return f"{text} (default: {value})" if text else f"(default: {value})"
+        return text
 
 
 def cli(main):

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, fields
 
 from .errors import UserError, check
 
+HUB = "hub"  # a run's data_dir param when its data came from the Hugging Face hub (read back as None: ``data_dir_of``)
 LOSS_CONVENTION = "soft=T^2*KL(p_t^T||p_s^T); total=alpha*soft+(1-alpha)*hard+beta*intermediate"
 
 
@@ -36,6 +37,9 @@ class StudentConfig:
             check(isinstance(v, int) and v > 0, f"student.{name}", f"must be a positive integer, got {v!r}")
         check(self.hidden % self.heads == 0, "student.hidden",
               f"{self.hidden} is not divisible by student.heads={self.heads}; pick hidden = k·heads")
+
+
+MINILM_VERSIONS = (1, 2)  # distill.version: 1 = MiniLM, 2 = MiniLMv2
 
 
 @dataclass(frozen=True)
@@ -71,6 +75,14 @@ class DistillConfig:
               f"{self.relation_mean!r}")
         check(self.stage in ("all", "intermediate", "pred"), "distill.stage",
               f"must be one of all, intermediate, pred; got {self.stage!r}")
+        # checked for every method, also one that does not read them: a mistyped value is never silently ignored
+        check(self.version in MINILM_VERSIONS, "distill.version", f"must be 1 (MiniLM) or 2 (MiniLMv2), got "
+              f"{self.version}")
+        check(self.intermediate_epochs >= 0, "distill.intermediate_epochs",
+              f"must be >= 0 (0 = half the epochs), got {self.intermediate_epochs}")
+        from .distill.mapping import check_spec
+
+        check_spec(self.mapping)
 
 
 @dataclass(frozen=True)
@@ -188,7 +200,7 @@ class RunConfig:
     def to_params(self) -> dict[str, str]:
         """Flat MLflow params with names that say what they are (see DESIGN conventions)."""
         p = {
-            "task": self.task, "teacher": self.teacher, "data_dir": self.data_dir or "hub",
+            "task": self.task, "teacher": self.teacher, "data_dir": self.data_dir or HUB,
             "method": self.distill.method, "temperature": self.distill.temperature, "alpha": self.distill.alpha,
             "beta": self.distill.beta, "mapping": self.distill.mapping, "stage": self.distill.stage,
             "alpha_cos": self.distill.alpha_cos, "alpha_mlm": self.distill.alpha_mlm,
@@ -204,6 +216,12 @@ class RunConfig:
             p[key] = getattr(self.train, f.name)
         p["augment_dir"] = self.augment_dir or ""
         return {k: str(v) for k, v in p.items()}
+
+
+def data_dir_of(params: dict) -> str | None:
+    """The data folder of a logged run's params: None (the Hugging Face hub) for the ``"hub"`` placeholder."""
+    v = params.get("data_dir")
+    return None if v in (None, "", "None", HUB) else v
 
 
 def _labelled(task: str) -> bool:

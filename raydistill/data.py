@@ -11,7 +11,7 @@ import argparse
 import json
 from collections import Counter
 
-from .cli import cli
+from .cli import HelpFormatter, cli
 from .errors import UserError
 from .tasks import SPLITS, get_task, load_split
 from .tasks.glue import MissingData
@@ -50,11 +50,16 @@ def summary(task_name: str, data_dir) -> dict:
 
 @cli
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m raydistill.data", description=__doc__.split("\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("summary", help="count examples and labels of every split of a task")
-    p.add_argument("--task", required=True)
-    p.add_argument("--data-dir", default=None, help="local copy of the data (default: the Hugging Face hub)")
+    parser = argparse.ArgumentParser(prog="python -m raydistill.data", formatter_class=HelpFormatter,
+                                     description="Look at a task's data before training on it.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="command")
+    summary_help = "count the examples and labels of every split of a task"
+    p = sub.add_parser("summary", help=summary_help, formatter_class=HelpFormatter, description=(
+        f"{summary_help[0].upper()}{summary_help[1:]}, and print them as one JSON object on the last line of stdout "
+        "(splits whose file is missing are left out)."))
+    p.add_argument("--task", required=True, help="task name (python -m raydistill list tasks)")
+    p.add_argument("--data-dir", default=None, help="local copy of the data: the GLUE root or the task's own folder "
+                   "(default: the Hugging Face hub)")
     args = parser.parse_args(argv)
     print(json.dumps(summary(args.task, args.data_dir), ensure_ascii=False))
     return 0

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from .cli import cli
+from .cli import HelpFormatter, cli
 from .errors import UserError, check
 
 
@@ -38,12 +38,17 @@ def evaluate_dir(model_dir: str, task_name: str, data_dir: str | None = None, ma
 
 @cli
 def main(argv=None) -> dict:
-    p = argparse.ArgumentParser(prog="python -m raydistill.evaluate", description=__doc__)
-    p.add_argument("--model", required=True)
-    p.add_argument("--task", required=True)
-    p.add_argument("--data-dir")
-    p.add_argument("--max-length", type=int, default=128)
-    p.add_argument("--eval-limit", type=int, default=0)
+    p = argparse.ArgumentParser(prog="python -m raydistill.evaluate", formatter_class=HelpFormatter, description=(
+        "Score a saved model folder (a teacher, or a student written by python -m raydistill.best --export) on a "
+        "task's dev set, e.g. to check that an exported student scores what its MLflow run logged. Prints the "
+        "metrics as one JSON object on the last line of stdout."))
+    p.add_argument("--model", required=True, help="model folder with a head for the task (config.json, weights, "
+                   "tokenizer)")
+    p.add_argument("--task", required=True, help="task name (python -m raydistill list tasks)")
+    p.add_argument("--data-dir", help="local data folder: the GLUE root or the task's own folder (default: the "
+                   "Hugging Face hub)")
+    p.add_argument("--max-length", type=int, default=128, help="tokens per example (longer ones are cut)")
+    p.add_argument("--eval-limit", type=int, default=0, help="score only the first N dev examples (0 = all)")
     a = p.parse_args(argv)
     from .models.heads import SUFFIX as HEADS, has_task_head
     from .preflight import max_positions, teacher_config

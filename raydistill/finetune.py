@@ -19,7 +19,7 @@ import shutil
 import sys
 
 from .config import RunConfig, StudentConfig
-from .cli import cli
+from .cli import HelpFormatter, cli
 
 DONE = "raydistill_finetune.json"
 
@@ -87,10 +87,15 @@ def finetune(cfg: RunConfig, output: str, log=print, parent_run_id: str | None =
 def parser():
     from .distill.__main__ import add_train_args
 
-    p = argparse.ArgumentParser(prog="python -m raydistill.finetune", description=__doc__)
-    p.add_argument("--model", required=True, help="pretrained checkpoint: hub name (bert-base-uncased) or local dir")
-    p.add_argument("--output", required=True, help="directory to write the fine-tuned teacher to")
-    add_train_args(p)
+    p = argparse.ArgumentParser(prog="python -m raydistill.finetune", formatter_class=HelpFormatter, description=(
+        "Fine-tune a pretrained BERT/RoBERTa encoder on a labelled task, to serve as a teacher. It trains in this "
+        "process, keeps the epoch that scores best on a validation split carved from the training rows (--select-on "
+        "dev: on dev), writes a model folder that transformers loads, and prints the dev scores as one JSON object on "
+        "the last line of stdout. A finished fine-tune with identical inputs is reused, not trained again."))
+    p.add_argument("--model", required=True, help="pretrained encoder: a hub name (bert-base-uncased) or a local "
+                   "model folder")
+    p.add_argument("--output", required=True, help="folder to write the fine-tuned teacher to")
+    add_train_args(p, general=False)
     p.set_defaults(lr=2e-5)
     return p
 
@@ -108,6 +113,9 @@ def config(a) -> RunConfig:
 def main(argv=None) -> dict:
     a = parser().parse_args(argv)
     from .preflight import preflight
+    from .tasks import check_labelled, get_task
+
+    check_labelled(get_task(a.task), "finetune")
 
     cfg = preflight(config(a), teacher_field="model")
     log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731

@@ -155,8 +155,7 @@ def run(cfg: RunConfig, ctx: Context) -> dict:
         objective.load_state_dict(blobs["objective"])
         start_epoch, history = state["epoch"], state["history"]
         ctx.log(f"resumed from {ctx.resume_dir} at epoch {start_epoch}")
-    # picks the best epoch (higher is better): the validation split's score; the dev set's with --select-on dev
-    main = f"{'val' if data.val_examples else 'eval'}_{data.task.main_metric}"
+    main = f"{'val' if data.val_examples else 'eval'}_{data.task.main_metric}"  # chooses the best epoch: val's score
 
     step_amp, t_dtype = step_dtype(cfg.train, device), teacher_dtype(cfg.train, device)
     if teacher is not None:

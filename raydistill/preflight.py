@@ -37,6 +37,8 @@ def teacher_config(name_or_dir: str, field: str = "teacher", trust_remote_code: 
     if is_local(name_or_dir):
         hint = ("a fine-tuned model directory (python -m raydistill.finetune writes one)" if field == "teacher" else
                 "a Hugging Face model directory (config.json + weights) or a hub name")
+        check(not os.path.isfile(name_or_dir), field, f"{name_or_dir} is a file, not a model folder; pass the folder "
+              f"that holds config.json and the weights: {hint}")
         check(os.path.isdir(name_or_dir), field, f"{name_or_dir} does not exist; pass {hint}")
         check(os.path.isfile(os.path.join(name_or_dir, "config.json")), field,
               f"{name_or_dir} has no config.json; it is not a Hugging Face model directory")
@@ -109,6 +111,21 @@ def check_student(cfg: RunConfig, tcfg) -> None:
               f"teacher's {tcfg.intermediate_size}; lower student.intermediate or use --init random")
 
 
+def check_unread_flags(cfg: RunConfig, tcfg) -> None:
+    """The distill values that need the teacher's shape, checked whatever the method (one that does not read them
+    would otherwise ignore a mistyped value): mapping layers within the teacher's, ``teacher_layer`` within its depth,
+    ``relation_heads`` dividing its width. The methods that read them check the student's side too."""
+    from .distill.mapping import check_spec
+    from .distill.methods import teacher_layer
+
+    d = cfg.distill
+    check_spec(d.mapping, tcfg.num_hidden_layers)
+    teacher_layer(d, tcfg.num_hidden_layers)
+    check(d.relation_heads == 0 or tcfg.hidden_size % d.relation_heads == 0, "distill.relation_heads",
+          f"{d.relation_heads} relation heads do not divide the teacher's width {tcfg.hidden_size}; pick one that does "
+          "(0 = the default: 4x the teacher's attention heads, or the largest count below it that divides both widths)")
+
+
 def preflight(cfg: RunConfig, load_data: bool = True, require_head: bool = True,
               teacher_field: str = "teacher") -> RunConfig:
     """Validate everything cheap to validate; returns the config with its tracking URI resolved.
@@ -152,6 +169,7 @@ def preflight(cfg: RunConfig, load_data: bool = True, require_head: bool = True,
     if method.uses_teacher and cfg.student.init != "pretrained" and not cfg.student.init.startswith("checkpoint:"):
         method.check_shapes(cfg, cfg.student.heads, cfg.student.hidden, tcfg.num_attention_heads, tcfg.hidden_size,
                             tcfg.num_hidden_layers)
+    check_unread_flags(cfg, tcfg)
     if load_data or not task.labelled:
         from .distill.examples import general_examples, prune_sample_size, train_and_eval_examples
 

@@ -148,12 +148,13 @@ def _param(params: dict, key: str, default=None):
 def quantize_report(model_dir: str, fp32_path: str, params: dict, length: int = 128, rounds: int = 30) -> dict:
     """Quantise ``fp32_path`` and compare it with the fp32 file (dev score on the run's dev set, from the trial's
     ``params``) and with the fp32 teacher (``params['teacher']``, batch-1 latency)."""
+    from .config import data_dir_of
     from .models.teacher import load_model
     from .tasks import get_task
 
     task = get_task(params["task"])
     # the dev set and the teacher first: a moved data folder or teacher fails before minutes of work
-    data = dev_data(task.name, model_dir, _param(params, "data_dir"), int(_param(params, "max_length", 128)),
+    data = dev_data(task.name, model_dir, data_dir_of(params), int(_param(params, "max_length", 128)),
                     int(_param(params, "eval_limit", 0)))
     teacher = load_model(params["teacher"], task.kind).eval()
     say(f"INT8 dynamic quantisation of {fp32_path} …")

@@ -9,12 +9,11 @@ from .errors import check
 from .sizes import Shape
 
 
-def start_points(spec, teacher: Shape | None = None) -> list[dict]:
+def start_points(spec, param: dict, teacher: Shape | None = None) -> list[dict]:
     """``search.start_from`` (published recipes, tried first) as Optuna params to enqueue. A key names a field
     of the space (``layers``, ``temperature``, ``lr``, …); its value must lie in that field's domain. A field the
     space (or ``--set``) fixes keeps its fixed value: the recipe's is ignored."""
-    from .distill.mapping import layer_pairs
-    from .space import PARAM, _valid_mapping
+    from .distill.mapping import valid_mapping
 
     points = spec.search.get("start_from") or []
     check(isinstance(points, list) and all(isinstance(p, dict) for p in points), "search.start_from",
@@ -22,7 +21,7 @@ def start_points(spec, teacher: Shape | None = None) -> list[dict]:
     domains, where = {"method": ("method", spec.method)}, {"method": "method"}
     for sec in ("student", "distill", "train"):
         for k, v in getattr(spec, sec).items():
-            domains[k], where[k] = (PARAM.get((sec, k), k), v), f"{sec}.{k}"
+            domains[k], where[k] = (param.get((sec, k), k), v), f"{sec}.{k}"
     known = set(domains) | {f.name for c in (StudentConfig, DistillConfig, TrainConfig) for f in fields(c)} | {"size"}
     out = []
     for i, point in enumerate(points):
@@ -43,6 +42,6 @@ def start_points(spec, teacher: Shape | None = None) -> list[dict]:
                 params[name] = v
             elif teacher is not None:  # the mapping is drawn per student depth (mapping_<M>L): fix it where valid
                 params.update({f"mapping_{m}L": v for m in range(1, teacher.layers + 1)
-                               if _valid_mapping(layer_pairs, v, m, teacher.layers)})
+                               if valid_mapping(v, m, teacher.layers)})
         out.append(params)
     return out

@@ -160,7 +160,7 @@ def sample(spec: SweepSpec, trial, teacher: Shape | None = None) -> dict:
 
     Student sizes may be relative to the teacher (``raydistill.sizes``): Optuna sees the value as written (0.5,
     ``teacher``), the returned dict holds the resolved numbers, so Tune and MLflow show the student's real sizes."""
-    from .distill.mapping import layer_pairs
+    from .distill.mapping import layer_pairs, valid_mapping
     from .distill.methods import get_method
 
     out = {"method": _suggest(trial, "method", spec.method)}
@@ -188,7 +188,7 @@ def sample(spec: SweepSpec, trial, teacher: Shape | None = None) -> dict:
             continue  # conditional: β only where the method uses it
         if k == "mapping" and isinstance(v, dict) and "choice" in v and teacher_layers:
             layers = out["student_layers"]
-            valid = [c for c in v["choice"] if _valid_mapping(layer_pairs, c, layers, teacher_layers)]
+            valid = [c for c in v["choice"] if valid_mapping(c, layers, teacher_layers)]
             check(bool(valid), "distill.mapping", f"none of {v['choice']} is valid for a {layers}-layer student "
                   f"of a {teacher_layers}-layer teacher")
             out["mapping"] = _suggest(trial, f"mapping_{layers}L", {"choice": valid})
@@ -208,7 +208,7 @@ def start_points(spec: SweepSpec, teacher: Shape | None = None) -> list[dict]:
     """``search.start_from`` as Optuna params to enqueue (``recipes.start_points``)."""
     from .recipes import start_points as points
 
-    return points(spec, teacher)
+    return points(spec, PARAM, teacher)
 
 
 def check_student_space(spec: SweepSpec, teacher: Shape) -> None:
@@ -224,14 +224,6 @@ def check_student_space(spec: SweepSpec, teacher: Shape) -> None:
 def _values(v) -> list:
     """Every value a field can take: the choices, the two ends of a range, or the fixed value."""
     return list(next(iter(v.values()))) if isinstance(v, dict) else [v]
-
-
-def _valid_mapping(layer_pairs, name, m, n) -> bool:
-    try:
-        layer_pairs(name, m, n)
-        return True
-    except UserError:
-        return False
 
 
 def sample_fixed(spec: SweepSpec) -> dict:

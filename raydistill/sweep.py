@@ -14,7 +14,7 @@ import os
 import sys
 import time
 
-from .cli import cli
+from .cli import HelpFormatter, cli
 from .config import RunConfig
 from .errors import check
 from .resources import DEFAULT_CPUS_PER_WORKER, Cluster, TrialDemand, concurrency
@@ -29,24 +29,32 @@ TEACHER_EPOCHS, TEACHER_LR = 3, 2e-5  # the in-sweep teacher fine-tune: raydisti
 def parser():
     from .distill.__main__ import add_teacher_args
 
-    p = argparse.ArgumentParser(prog="python -m raydistill.sweep", description=__doc__)
-    p.add_argument("space", nargs="?", help="a named space shipped with the package (pkd_glue, kd_glue, …) or a YAML "
-                   "path (with --resume: optional, the sweep's own)")
-    p.add_argument("--task", help="task to distil on (default: the space's task)")
-    p.add_argument("--data-dir", help="local data folder (default: the Hugging Face hub)")
-    p.add_argument("--teacher", help="fine-tuned teacher dir, or a pretrained encoder to fine-tune first "
+    p = argparse.ArgumentParser(prog="python -m raydistill.sweep", formatter_class=HelpFormatter, description=(
+        "Search a space of distillation runs (Ray Tune, Optuna TPE, ASHA). Each trial is one distillation run logged "
+        "to MLflow; a one-worker CPU trial trains in its Tune trial process, one with several workers or GPUs, or on a "
+        "cluster, on Ray Train. Trials are chosen on a validation split carved from the training rows and reported on "
+        "dev. Prints a summary table and the best trial as one JSON object on the last line of stdout."))
+    p.add_argument("space", nargs="?", help="a named space shipped with the package (python -m raydistill list "
+                   "spaces) or a YAML path (default with --resume: the sweep's own)")
+    p.add_argument("--task", help="labelled task to distil on (default: the space's task; general distillation runs "
+                   "through python -m raydistill.distill)")
+    p.add_argument("--data-dir", help="local data folder: the GLUE root or the task's own folder (default: the "
+                   "space's, else the Hugging Face hub)")
+    p.add_argument("--teacher", help="fine-tuned teacher folder, or a pretrained encoder to fine-tune first "
                    "(default: the space's teacher, else bert-base-uncased)")
     p.add_argument("--num-samples", type=int, help="trials (default: the space's num_samples)")
     p.add_argument("--num-workers", type=int, help="DDP workers per trial (default: the space's num_workers, else 1)")
     p.add_argument("--max-concurrent", type=int, help="cap on trials running at once (default: as many as the "
                    "cluster's CPUs and GPUs hold)")
-    p.add_argument("--use-gpu", action="store_true")
-    p.add_argument("--gpus-per-worker", type=float, default=1.0, help="fractional GPUs pack small trials per GPU")
+    p.add_argument("--use-gpu", action="store_true", help="give every worker a GPU (--gpus-per-worker)")
+    p.add_argument("--gpus-per-worker", type=float, default=1.0, help="GPUs per worker with --use-gpu; a fraction "
+                   "such as 0.5 packs small trials on one GPU")
     p.add_argument("--cpus-per-worker", type=float, help="CPUs (and torch threads) per worker (default "
                    f"{DEFAULT_CPUS_PER_WORKER:g}: on a small CPU machine more trials at once beat more threads each)")
-    for flag in ("epochs", "max-steps", "train-limit", "eval-limit", "max-length", "batch-size", "seed"):
-        p.add_argument(f"--{flag}", type=int)
-    p.add_argument("--lr", type=float)
+    for flag, kind in (("epochs", int), ("max-steps", int), ("train-limit", int), ("eval-limit", int),
+                       ("max-length", int), ("batch-size", int), ("seed", int), ("lr", float)):
+        p.add_argument(f"--{flag}", type=kind, help=f"as in raydistill.distill (default: the space's train."
+                       f"{flag.replace('-', '_')}, else raydistill.distill's)")
     from .distill.__main__ import add_selection_args
 
     add_selection_args(p, None)
@@ -60,13 +68,16 @@ def parser():
     p.add_argument("--storage-path", help="Ray results folder or s3:// URI (default ./raydistill-results/ray)")
     p.add_argument("--name", help="sweep run name (default: SPACE-TASK-timestamp)")
     p.add_argument("--resume", action="store_true", help="continue the sweep --name in --storage-path")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a field of the space")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a field of the space, "
+                   "e.g. --set student.layers=4 or --set 'distill.temperature={loguniform: [1, 8]}'; repeatable "
+                   "(default: none)")
     p.add_argument("--multi-objective", nargs="?", const="params", choices=sorted(SECOND_OBJECTIVE),
                    help="optimise the dev score and the student's size (params, the default) or its measured batch-1 "
                    "latency on this machine (latency): Optuna's multi-objective TPE, the Pareto front in the summary")
     p.add_argument("--verbose", action="store_true", help="Ray Tune's and Ray Train's own progress lines too")
-    p.add_argument("--placement-strategy", default="PACK", help="PACK or SPREAD DDP workers over nodes")
-    p.add_argument("--max-failures", type=int, default=1, help="worker failures each trial recovers from")
+    p.add_argument("--placement-strategy", default="PACK", help="PACK or SPREAD a trial's workers over nodes")
+    p.add_argument("--max-failures", type=int, default=1, help="failures each trial recovers from (a worker lost, "
+                   "a trial process restarted)")
     p.add_argument("--ray-train-trials", action="store_true", help="run every trial on Ray Train, even a 1-worker "
                    "CPU trial on a local Ray (which by default trains in its Tune trial process: ~11 s less per trial)")
     add_teacher_args(p)

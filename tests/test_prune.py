@@ -327,7 +327,7 @@ def test_refused_end_to_end(E):  # noqa: F811
     p = subprocess.run([sys.executable, "-m", "raydistill.distill", *distill(E, "--init", "prune:100000")],
                        capture_output=True, text=True, timeout=120, env=env, cwd=E.tmp)
     assert p.returncode == 2, p.stderr
-    assert "prune:100000 asks for 100000 scoring examples but the run trains on 192" in assert_one_line(
+    assert "prune:100000 asks for 100000 scoring examples but the run trains on 172" in assert_one_line(
         p.stderr, "student.init")
     assert "Started a local Ray instance" not in p.stdout + p.stderr and mlflow_runs(E.uri) == 0
 

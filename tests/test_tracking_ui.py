@@ -16,12 +16,13 @@ def test_experiments_are_model_training_experiments(tmp_path):
     assert c.get_experiment(old).tags["mlflow.experimentKind"] == "custom_model_development"
 
 
-def test_a_run_logs_its_train_and_dev_data_as_dataset_inputs(tmp_path, glue_dir):
+def test_a_run_logs_its_train_validation_and_dev_data_as_dataset_inputs(tmp_path, glue_dir):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     cfg = RunConfig(task="sst2", teacher="t", data_dir=glue_dir, train=TrainConfig(train_limit=40, eval_limit=16))
     ds = datasets(cfg)
-    assert [(d["name"], d["context"], d["rows"]) for d in ds] == [("sst2-train", "training", 40), ("sst2-dev", "eval", 16)]
-    assert ds[0]["digest"] != ds[1]["digest"] and len(data_fingerprint(cfg)) == 16
+    assert [(d["name"], d["context"], d["rows"]) for d in ds] == [
+        ("sst2-train", "training", 40), ("sst2-val", "validation", 20), ("sst2-dev", "eval", 16)]
+    assert len({d["digest"] for d in ds}) == 3 and len(data_fingerprint(cfg)) == 16
     run_id = track.start_run(uri, "e", "r", {})
     track.log_datasets(uri, run_id, ds)
     got = track.client(uri).get_run(run_id).inputs.dataset_inputs

@@ -11,23 +11,30 @@ import sys
 import time
 
 from ..config import DistillConfig, RunConfig, StudentConfig, TrainConfig
-from ..cli import cli
+from ..cli import HelpFormatter, cli
+
+DESCRIPTION = ("One distillation run: a student learns from a fine-tuned teacher on a task (--task general: general "
+               "distillation on raw text from --unlabeled-text). It trains on Ray Train with --num-workers data-parallel "
+               "workers, logs to MLflow, writes the best epoch's student to --output, and prints its scores as one "
+               "JSON object on the last line of stdout. Bad input is refused before anything starts.")
 
 
-def add_train_args(p: argparse.ArgumentParser, d: TrainConfig = TrainConfig()) -> None:
-    p.add_argument("--task", required=True, help="task name (sst2, mrpc, rte, stsb, nsmc, korquad, klue_ner, …) or 'general'")
-    p.add_argument("--data-dir", default=None, help="local data folder (default: the Hugging Face hub)")
-    p.add_argument("--epochs", type=int, default=d.epochs)
+def add_train_args(p: argparse.ArgumentParser, d: TrainConfig = TrainConfig(), general: bool = True) -> None:
+    p.add_argument("--task", required=True, help="task name (sst2, mrpc, rte, stsb, nsmc, korquad, klue_ner, …; "
+                   "python -m raydistill list tasks)" + (" or 'general'" if general else ""))
+    p.add_argument("--data-dir", default=None, help="local data folder: the GLUE root (with RTE/, SST-2/, …) or the "
+                   "task's own folder (default: the Hugging Face hub)")
+    p.add_argument("--epochs", type=int, default=d.epochs, help="passes over the training rows")
     p.add_argument("--max-steps", type=int, default=d.max_steps, help="cap on optimizer steps (0 = none)")
     p.add_argument("--train-limit", type=int, default=d.train_limit, help="use the first N training examples")
     p.add_argument("--eval-limit", type=int, default=d.eval_limit, help="use the first N dev examples")
-    p.add_argument("--max-length", type=int, default=d.max_length)
-    p.add_argument("--batch-size", type=int, default=d.batch_size, help="global batch size")
-    p.add_argument("--lr", type=float, default=d.lr)
-    p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--max-length", type=int, default=d.max_length, help="tokens per example (longer ones are cut)")
+    p.add_argument("--batch-size", type=int, default=d.batch_size, help="global batch size, split over the workers")
+    p.add_argument("--lr", type=float, default=d.lr, help="peak learning rate (AdamW, linear warm-up and decay)")
+    p.add_argument("--seed", type=int, default=d.seed, help="random seed of the run")
     add_selection_args(p, d)
     p.add_argument("--tracking-uri", default=None, help="MLflow URI (default: sqlite file under ./raydistill-results)")
-    p.add_argument("--experiment", default="raydistill")
+    p.add_argument("--experiment", default="raydistill", help="MLflow experiment to log the run to")
 
 
 def add_selection_args(p: argparse.ArgumentParser, d: TrainConfig | None = TrainConfig()) -> None:
@@ -37,7 +44,8 @@ def add_selection_args(p: argparse.ArgumentParser, d: TrainConfig | None = Train
                    help="share of the training rows held out (stratified, fixed seed) as the validation split that "
                    "chooses the best epoch and trial" + (f" (default {d.val_fraction:g})" if d else " (default 0.1)"))
     p.add_argument("--select-on", default=d.select_on if d else None,
-                   help="val: choose on the validation split, report dev (default); dev: choose and report on dev")
+                   help="val: choose on the validation split, report dev; dev: choose and report on dev"
+                   + (f" (default: {d.select_on})" if d else " (default: val)"))
 
 
 def train_config(a, **extra) -> dict:
@@ -49,9 +57,12 @@ def train_config(a, **extra) -> dict:
 
 def parser() -> argparse.ArgumentParser:
     s, d = StudentConfig(), DistillConfig()
-    p = argparse.ArgumentParser(prog="python -m raydistill.distill", description=__doc__)
-    p.add_argument("--method", required=True, help="kd | distilbert | tinybert | pkd | two_stage | minilm | finetune")
-    p.add_argument("--teacher", required=True, help="fine-tuned teacher directory (or hub name)")
+    p = argparse.ArgumentParser(prog="python -m raydistill.distill", description=DESCRIPTION,
+                                formatter_class=HelpFormatter)
+    p.add_argument("--method", required=True, help="kd | distilbert | tinybert | pkd | two_stage | minilm | finetune "
+                   "(python -m raydistill list methods)")
+    p.add_argument("--teacher", required=True, help="fine-tuned teacher: a model folder (config.json + weights, as "
+                   "python -m raydistill.finetune writes) or a hub name")
     add_train_args(p)
     sizes = "a number, a fraction of the teacher's (0.5) or 'teacher'"
     p.add_argument("--student-layers", default=None, help=f"{sizes} (default: half the teacher's depth)")
@@ -61,18 +72,24 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--student-heads", default=None, help="a number, 'teacher', 'auto' (default: the "
                    "teacher's head count when it divides hidden) or 'keep_head_size' (hidden / the teacher's head size)")
     p.add_argument("--init", default=s.init, help="random | first_k | every_other | uniform | layers:1,3,5 | slice | "
-                   "prune[:N|block|block,N] | checkpoint:DIR (default: the method's: pkd first_k, distilbert every_other, minilm slice, others random)")
+                   "prune[:N|block|block,N] | checkpoint:DIR (python -m raydistill list inits; default: the method's: pkd first_k, distilbert "
+                   "every_other, minilm slice, others random)")
     p.add_argument("--temperature", type=float, default=d.temperature,
-                   help="default: the method's (tinybert 1; distilbert on --task general 2; others 4)")
+                   help="softmax temperature of the soft loss (default: the method's: tinybert 1; distilbert on --task "
+                   "general 2; others 4)")
     p.add_argument("--alpha", type=float, default=d.alpha, help="weight of the soft loss; 1-alpha weighs the hard "
                    "loss (default: the method's: tinybert 1, others 0.5; distilbert on --task general 5, no hard loss)")
-    p.add_argument("--beta", type=float, default=d.beta, help="weight of the intermediate (patient) loss")
-    p.add_argument("--alpha-cos", type=float, default=d.alpha_cos)
+    p.add_argument("--beta", type=float, default=d.beta, help="weight of the intermediate (patient) loss (pkd)")
+    p.add_argument("--alpha-cos", type=float, default=d.alpha_cos, help="weight of distilbert's cosine loss on the "
+                   "last hidden states")
     p.add_argument("--alpha-mlm", type=float, default=d.alpha_mlm,
                    help="MLM weight of distilbert general distillation (default 2, the paper's 5/2/1 with --alpha 5)")
-    p.add_argument("--mapping", default=d.mapping, help="uniform | skip | last | top | bottom | 3,6,9,12")
-    p.add_argument("--stage", default=d.stage, help="all | intermediate | pred (tinybert, two_stage)")
-    p.add_argument("--intermediate-epochs", type=int, default=0)
+    p.add_argument("--mapping", default=d.mapping, help="which teacher layer each student layer learns from (pkd, "
+                   "tinybert, two_stage): uniform | skip | last | top | bottom | a list of teacher layers such as 3,6,9,12")
+    p.add_argument("--stage", default=d.stage, help="all | intermediate | pred: both stages or one of them (tinybert, "
+                   "two_stage, minilm; minilm on --task general runs intermediate)")
+    p.add_argument("--intermediate-epochs", type=int, default=0, help="epochs of the intermediate stage with --stage "
+                   "all (0 = half of --epochs)")
     p.add_argument("--version", type=int, default=d.version, help="minilm: 1 = MiniLM, 2 = MiniLMv2 relations")
     p.add_argument("--relation-heads", type=int, default=d.relation_heads,
                    help="minilm v2: relation heads (0 = 4x the teacher's attention heads, MiniLMv2's 48 for a 12-head "
@@ -82,14 +99,16 @@ def parser() -> argparse.ArgumentParser:
                    "or over every real query of the batch alike (query)")
     p.add_argument("--teacher-layer", type=int, default=d.teacher_layer,
                    help="minilm: teacher layer to distil from (0 = last, -k = k-th from the top)")
-    p.add_argument("--num-workers", type=int, default=1, help="DDP workers (Ray Train)")
-    p.add_argument("--use-gpu", action="store_true")
+    p.add_argument("--num-workers", type=int, default=1, help="data-parallel (DDP) workers on Ray Train")
+    p.add_argument("--use-gpu", action="store_true", help="one GPU per worker")
     p.add_argument("--max-failures", type=int, default=0, help="worker failures to recover from a checkpoint")
-    p.add_argument("--augment-dir", default=None, help="folder with train.jsonl from raydistill.distill.augment")
-    p.add_argument("--unlabeled-text", default=None, help="general distillation corpus, one text per line")
-    p.add_argument("--output", default="outputs/student")
+    p.add_argument("--augment-dir", default=None, help="train on the augmented rows in DIR/train.jsonl, written by "
+                   "python -m raydistill.distill.augment (default: the task's own training rows)")
+    p.add_argument("--unlabeled-text", default=None, help="--task general: the corpus, a text file with one text per "
+                   "line (default: none)")
+    p.add_argument("--output", default="outputs/student", help="folder to write the student to")
     p.add_argument("--storage-path", default=None, help="Ray results folder (default ./raydistill-results/ray)")
-    p.add_argument("--run-name", default=None)
+    p.add_argument("--run-name", default=None, help="MLflow run name (default: METHOD-TASK-SIZE-time)")
     add_teacher_args(p)
     p.add_argument("--placement-strategy", default="PACK", help="PACK or SPREAD the DDP workers over nodes")
     p.add_argument("--verbose", action="store_true", help="Ray Train's own progress lines too")
@@ -110,7 +129,7 @@ def add_teacher_args(p: argparse.ArgumentParser) -> None:
                    help="teacher-output cache folder (default ./raydistill-results/teacher-cache)")
     p.add_argument("--no-teacher-cache", action="store_true", help="run the live teacher every step (of every trial)")
     p.add_argument("--teacher-cache-gb", type=float, default=RunConfig.teacher_cache_gb,
-                   help="size budget for full-sequence teacher states/attention scores in the cache (GiB)")
+                   help="size budget in GiB for full-sequence teacher states and attention scores in the cache")
     p.add_argument("--fp32-teacher", action="store_true",
                    help="run the teacher in fp32 even where the hardware has native bf16 (default: bf16 autocast there)")
 

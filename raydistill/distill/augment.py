@@ -39,7 +39,7 @@ import random
 import tempfile
 from pathlib import Path
 
-from ..cli import cli
+from ..cli import HelpFormatter, cli
 from ..errors import UserError, check
 from .candidates import embedding_candidates, mlm_candidates, whole_word_ids as _whole_word_ids  # noqa: F401
 
@@ -210,23 +210,30 @@ def model_source(args) -> tuple[str, str, str]:
 
 @cli
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python -m raydistill.distill.augment", description=__doc__.splitlines()[0])
-    ap.add_argument("--task", required=True)
-    ap.add_argument("--data-dir", default=None, help="local data directory for the task loader")
+    ap = argparse.ArgumentParser(prog="python -m raydistill.distill.augment", formatter_class=HelpFormatter,
+                                 description="TinyBERT data augmentation: write N copies of every training row of a "
+                                 "task with words swapped for candidates from a masked language model's guesses or "
+                                 "from the nearest whole words in any encoder's word embeddings, for distill "
+                                 "--augment-dir (seeded; cached under OUTPUT/cache).")
+    ap.add_argument("--task", required=True, help="task name (classification or regression; python -m raydistill "
+                    "list tasks)")
+    ap.add_argument("--data-dir", default=None, help="local data folder: the GLUE root or the task's own folder "
+                    "(default: the Hugging Face hub)")
     ap.add_argument("--candidates", default=None, help="mlm: a masked LM's top-k predictions (the paper's; needs "
                     "--mlm) | embedding: the nearest whole words in a model's word embeddings (any encoder, e.g. "
-                    "--teacher). Default: mlm when --mlm is given, else embedding")
-    ap.add_argument("--mlm", default=None, help="masked-LM checkpoint directory, e.g. bert-base-uncased")
+                    "--teacher) (default: mlm when --mlm is given, else embedding)")
+    ap.add_argument("--mlm", default=None, help="masked-LM checkpoint directory, e.g. bert-base-uncased (default: none; needed by --candidates mlm)")
     ap.add_argument("--teacher", default=None, help="any BERT/RoBERTa/ELECTRA encoder directory (e.g. the teacher) "
-                    "whose input word embeddings propose the candidates (--candidates embedding)")
+                    "whose input word embeddings propose the candidates (--candidates embedding; default: none)")
     ap.add_argument("--output", required=True, help="writes OUTPUT/train.jsonl (cache under OUTPUT/cache)")
-    ap.add_argument("--p", type=float, default=0.4)
-    ap.add_argument("--k", type=int, default=15)
-    ap.add_argument("--n", type=int, default=20)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--limit", type=int, default=None, help="augment only the first LIMIT training examples")
-    ap.add_argument("--batch-size", type=int, default=64)
-    ap.add_argument("--max-length", type=int, default=128)
+    ap.add_argument("--p", type=float, default=0.4, help="probability that a word is replaced")
+    ap.add_argument("--k", type=int, default=15, help="candidates per word to draw a replacement from")
+    ap.add_argument("--n", type=int, default=20, help="augmented copies per training row")
+    ap.add_argument("--seed", type=int, default=0, help="random seed of the sampling")
+    ap.add_argument("--limit", type=int, default=None, help="augment only the first LIMIT training examples "
+                    "(default: all)")
+    ap.add_argument("--batch-size", type=int, default=64, help="sentences per model forward pass")
+    ap.add_argument("--max-length", type=int, default=128, help="tokens per sentence (longer ones are cut)")
     args = ap.parse_args(argv)
     candidates, model_dir, field = model_source(args)
     n_in, n_out, out = build(args.task, args.data_dir, model_dir, args.output, candidates=candidates, mlm=args.mlm,

@@ -109,6 +109,7 @@ def _pos(logits, mask):
 
 # ------------------------------------------------------------------ methods
 class Method:
+    description = ""  # one line for python -m raydistill list methods; every registered method sets it
     name = "base"
     stages: tuple[str, ...] = ("pred",)
     uses_beta = False
@@ -168,6 +169,7 @@ class Method:
 @register("finetune")
 class FineTune(Method):
     """No teacher: gold labels only. Used for teacher fine-tuning and the no-teacher student baseline."""
+    description = "no teacher: gold labels only (a teacher's fine-tune, the labels-only student baseline)"
 
     uses_teacher = False
 
@@ -179,6 +181,7 @@ class FineTune(Method):
 @register("kd")
 class HintonKD(Method):
     """Hinton et al. 2015: α·T²·KL(p_t^T ‖ p_s^T) + (1−α)·hard."""
+    description = "Hinton KD: the teacher's softened predictions (T²·KL) beside the gold labels, weighed by alpha"
 
     def losses(self, stage, s, t, batch, obj):
         soft = soft_loss(self.kind, s, t, self.d.temperature, batch)

@@ -109,7 +109,11 @@ def train_val_dev(cfg, task) -> tuple[list, list, list]:
 
 
 def train_and_eval_examples(cfg, task) -> tuple[list, list]:
-    """Train and dev examples of one run (``train_val_dev`` without the validation split)."""
+    """Train and dev examples of one run on a labelled task (``train_val_dev`` without the validation split); the
+    sweep's data check before Ray, so a sweep refuses ``--task general`` there."""
+    from ..tasks import check_labelled
+
+    check_labelled(task, "a sweep")
     train, _, dev = train_val_dev(cfg, task)
     return train, dev
 
@@ -136,7 +140,10 @@ def prune_sample_size(n: int | None, n_train: int) -> int:
 def general_examples(cfg) -> tuple[list, list]:
     """Unlabelled text (one text per line) for general distillation; 10% held out to report MLM loss."""
     path = cfg.unlabeled_text
-    if not path or not os.path.isfile(path):
+    if not path:
+        raise UserError("unlabeled_text", "general distillation reads raw text: pass --unlabeled-text FILE (one text "
+                        "per line)")
+    if not os.path.isfile(path):
         raise UserError("unlabeled_text", f"{path!r} is not a file; pass --unlabeled-text FILE (one text per line)")
     with open(path, encoding="utf-8") as f:
         texts = [{"text": line.strip()} for line in f if line.strip()]

@@ -65,6 +65,25 @@ def _explicit(spec: str | Sequence[int], m: int, n: int) -> list[int]:
                             "list of teacher layers such as 3,6,9,12")
 
 
+def check_spec(spec: str | Sequence[int], teacher_layers: int | None = None) -> None:
+    """A mapping every method can be given, whether or not it maps layers: a name in ``MAPPINGS`` or a list of
+    strictly increasing 1-based teacher layers (within ``1..teacher_layers`` when the teacher is known). How many
+    layers a list names is checked against the student by ``layer_pairs``, for the methods that map layers."""
+    if isinstance(spec, str) and spec.strip() in MAPPINGS:
+        return
+    bad = (f"unknown mapping {spec!r}; use one of {', '.join(MAPPINGS)} or a comma-separated list of teacher layers "
+           "such as 3,6,9,12")
+    try:
+        layers = [int(x) for x in (spec.split(",") if isinstance(spec, str) else spec) if str(x).strip()]
+    except (TypeError, ValueError):
+        raise UserError("distill.mapping", bad) from None
+    check(bool(layers), "distill.mapping", bad)
+    top = teacher_layers or max(layers)
+    check(all(1 <= x <= top for x in layers) and all(a < b for a, b in zip(layers, layers[1:])), "distill.mapping",
+          f"{spec!r} must be strictly increasing 1-based teacher layers" + (f" within 1..{teacher_layers}"
+                                                                              if teacher_layers else ""))
+
+
 def layer_pairs(name_or_list: str | Sequence[int], student_layers: int, teacher_layers: int) -> list[tuple[int, int]]:
     """(student_layer, teacher_layer) pairs, both 1-based, for a mapping name or an explicit list (module docstring)."""
     m, n = student_layers, teacher_layers
@@ -75,3 +94,12 @@ def layer_pairs(name_or_list: str | Sequence[int], student_layers: int, teacher_
     else:
         teachers = _explicit(name_or_list, m, n)
     return [(s, t) for s, t in enumerate(teachers, start=1)]
+
+
+def valid_mapping(name, m: int, n: int) -> bool:
+    """Whether mapping ``name`` gives an ``m``-layer student of an ``n``-layer teacher its layer pairs."""
+    try:
+        layer_pairs(name, m, n)
+        return True
+    except UserError:
+        return False

@@ -19,6 +19,7 @@ from .staged import MiniLM, TinyBERT, TwoStage, relation_heads, teacher_layer  #
 class DistilBERT(HintonKD):
     """Sanh et al. 2019: α·KD + (1−α)·hard + α_cos·cosine(last hidden states) on a task; general distillation
     (pre-training) is α·KD + α_mlm·MLM + α_cos·cosine with the paper's α=5, α_mlm=2, α_cos=1 at T=2."""
+    description = "DistilBERT: KD + cosine of the last hidden states (+ MLM in general distillation)"
 
     default_init = "every_other"  # the paper's student: every other teacher layer, top layer kept
     general_defaults = {"temperature": 2.0, "alpha": 5.0, "alpha_mlm": 2.0}  # DistilBERT's train.py defaults
@@ -49,6 +50,7 @@ class DistilBERT(HintonKD):
 @register("pkd")
 class PatientKD(HintonKD):
     """Sun et al. 2019: (1−α)·CE + α·T²·KL + β·Σ MSE(normalised [CLS] of mapped layers)."""
+    description = "Patient-KD: KD + MSE of the [CLS] states of mapped layers (beta); student from the first k layers"
 
     uses_beta = True
     maps_layers = True

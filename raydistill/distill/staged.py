@@ -45,6 +45,7 @@ class _Intermediate(Method):
 class TinyBERT(_Intermediate):
     """Jiao et al. 2020. Stage ``intermediate``: embedding + pre-softmax attention + hidden MSE (learned
     projection W_h); stage ``pred``: α·T²·KL + (1−α)·hard; by default soft targets only at T=1, the paper's."""
+    description = "TinyBERT: embeddings, attention scores and hidden states of mapped layers, then predictions"
 
     defaults = Method.defaults | {"temperature": 1.0, "alpha": 1.0}
 
@@ -58,6 +59,7 @@ class TinyBERT(_Intermediate):
 class TwoStage(_Intermediate):
     """FitNets-style two-stage task distillation (the Korean RoBERTa recipe): transformer losses first,
     then the prediction loss as MSE on logits (mean of start/end MSE for span QA)."""
+    description = "two-stage: TinyBERT's layer losses, then MSE on the logits (the Korean RoBERTa recipe)"
 
     def losses(self, stage, s, t, batch, obj):
         if stage == "intermediate":
@@ -95,6 +97,7 @@ class MiniLM(Method):
     ``relation_heads`` relation heads (default ``relation_heads()``: the paper's 4x the teacher's heads), so the
     student's width and heads are free. The KL is averaged per sequence, then over the batch (``relation_mean``).
     Stage ``pred``: α·T²·KL + (1−α)·hard, as kd. General distillation runs stage ``intermediate`` alone."""
+    description = "MiniLM / MiniLMv2: the last layer learns one teacher layer's self-attention relations, then predictions"
 
     stages = ("intermediate", "pred")
     default_init = "slice"  # the teacher's weights cut to the student's width; the paper's: a general-distilled MiniLM

@@ -102,7 +102,16 @@ def _fresh(teacher, spec: StudentConfig):
 
 
 def _random(teacher, spec: StudentConfig, arg: str | None):
+    """Fresh random weights: nothing copied from the teacher; any size."""
     return _fresh(teacher, spec)
+
+
+_COPY_DOC = {  # an init's docstring is its one line in ``python -m raydistill list inits``
+    "first_k": "Copy the teacher's bottom M layers (Patient-KD); the teacher's width.",
+    "every_other": "Copy every other teacher layer, the top one kept (DistilBERT); the teacher's width.",
+    "uniform": "Copy M evenly spaced teacher layers ending on the top one (12→4: 3,6,9,12); the teacher's width.",
+    "layers": "Copy exactly these teacher layers (layers:1,3,5, 1-based); the teacher's width.",
+}
 
 
 def _layer_copy(name: str):
@@ -118,7 +127,7 @@ def _layer_copy(name: str):
         copy_weights(teacher, student, [s - 1 for s in src])
         return student
 
-    init.__doc__ = f"Copy embeddings, teacher layers chosen by {name!r}, pooler and head."
+    init.__doc__ = _COPY_DOC[name] + " Embeddings, pooler and head are copied too."
     return init
 
 
@@ -162,7 +171,7 @@ def _slice(teacher, spec: StudentConfig, arg: str | None):
 
 
 def _prune(teacher, spec: StudentConfig, arg: str | None, examples=None):
-    """Cut the student out of the teacher by importance on training examples (``models/prune.py``)."""
+    """Cut the student out of the teacher by importance: the heads, neurons, channels and layers that matter most."""
     rule, n = prune.parse_arg(arg)
     sizes = {k: getattr(spec, k) for k in FIELDS}
     prune.check_shape(sizes, Shape.of(teacher.config))
@@ -186,6 +195,7 @@ def _prune(teacher, spec: StudentConfig, arg: str | None, examples=None):
 
 
 def _checkpoint(teacher, spec: StudentConfig, arg: str | None):
+    """Load a saved student (checkpoint:DIR, e.g. from general distillation); its own sizes win."""
     from transformers import AutoConfig
 
     path = Path(arg or "").expanduser()

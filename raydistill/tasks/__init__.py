@@ -67,10 +67,18 @@ def get_task(name: str) -> Task:
     raise UserError("task", f"unknown task {name!r}; known: {', '.join(TASKS)}")
 
 
+def check_labelled(task: Task, command: str) -> None:
+    """Refuse a task without labels (``general``) in a command that trains or scores on labels: general distillation
+    runs through ``raydistill.distill`` alone."""
+    if not task.labelled:
+        raise UserError("task", f"{command} needs a labelled task (python -m raydistill list tasks); general "
+                        "distillation runs through python -m raydistill.distill --task general --unlabeled-text FILE")
+
+
 def load_split(task: Task | str, data_dir, split: str) -> list[dict]:
     """Examples of one split (see base.py for their format); ``data_dir=None`` means the Hugging Face hub."""
     task = get_task(task) if isinstance(task, str) else task
     return task.loader(task, data_dir, split)
 
 
-__all__ = ["GENERAL", "TASKS", "SPLITS", "Task", "get_task", "load_split"]
+__all__ = ["GENERAL", "TASKS", "SPLITS", "Task", "check_labelled", "get_task", "load_split"]
