@@ -3,7 +3,8 @@
 Prints the best trial's params and metric (last stdout line: JSON). ``--export DIR`` writes its student
 (model + tokenizer) for ``AutoModelFor….from_pretrained`` / ``pipeline()``; ``--onnx`` adds ``model.onnx``;
 ``--quantize`` (with ``--onnx``) adds ``model.int8.onnx``, re-scores both ONNX files on the run's dev set, times them
-against the fp32 teacher at batch 1 and logs the numbers to the trial's run (``raydistill.quantize``);
+at batch 1 against the fp32 teacher in ONNX Runtime (same runtime, the headline) and in PyTorch (cross-runtime) and
+logs the numbers to the trial's run (``raydistill.quantize``);
 ``--register NAME`` puts it in the MLflow model registry under the alias ``best`` (stages are deprecated).
 """
 from __future__ import annotations
@@ -132,8 +133,8 @@ def main(argv=None) -> dict:
     p.add_argument("--export", help="write the best student here as a Hugging Face directory")
     p.add_argument("--onnx", action="store_true", help="with --export: also write model.onnx and compare latency")
     p.add_argument("--quantize", action="store_true", help="with --export --onnx: also write the INT8 model.int8.onnx, "
-                   "re-score it and the fp32 file on the run's dev set, time both against the fp32 teacher at batch 1 "
-                   "and log the numbers to the trial's run")
+                   "re-score it and the fp32 file on the run's dev set, time both at batch 1 against the fp32 teacher "
+                   "in ONNX Runtime (same runtime) and PyTorch (cross-runtime), and log the numbers to the trial's run")
     p.add_argument("--register", help="register the best student in the MLflow model registry under this name")
     p.add_argument("--max-latency-ms", type=float, help="best trial whose batch-1 latency (latency_ms_b1) is at most this")
     p.add_argument("--max-params", type=float, help="best trial whose student has at most this many parameters")
