@@ -229,7 +229,7 @@ def test_teacher_export_failure_keeps_the_cross_runtime_numbers(tiny_teacher, gl
 @pytest.mark.slow
 def test_tiny_sweep_then_best_onnx_quantize(ray_session, tiny_teacher, glue_dir, tmp_path, capsys, monkeypatch):
     """The real path: a sweep's trial, exported with --onnx --quantize; the fp32 ONNX file re-scores the trial's
-    logged best score on its own dev set, and the INT8 numbers land on that trial's run."""
+    logged best dev score on its own dev set, and the INT8 numbers land on that trial's run."""
     from mlflow.tracking import MlflowClient
 
     from raydistill import best, sweep
@@ -244,7 +244,9 @@ def test_tiny_sweep_then_best_onnx_quantize(ray_session, tiny_teacher, glue_dir,
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["trials"] == 1
     best.main(["--experiment", "q8", "--tracking-uri", uri, "--export", str(tmp_path / "best"), "--onnx", "--quantize"])
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert out["fp32_dev_accuracy"] == pytest.approx(out["value"], abs=1e-9)
+    # the trial was chosen on its validation split (``value``); the dev score it reports is ``report``
+    assert out["report_metric"] == "best_eval_accuracy"
+    assert out["fp32_dev_accuracy"] == pytest.approx(out["report"], abs=1e-9)
     assert os.path.isfile(tmp_path / "best" / "model.int8.onnx") and out["speedup_int8_vs_teacher_ort"] > 0
     metrics = MlflowClient(uri).get_run(out["run_id"]).data.metrics
     assert metrics["int8_dev_accuracy"] == pytest.approx(out["int8_dev_accuracy"])
