@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Inference latency: exported 4L-312 student vs its 12L-768 teacher, PyTorch and ONNX Runtime, CPU.
 
-    python benchmarks/latency.py            # batch 1 and 32, length 128
+    python benchmarks/latency.py            # batch 1 and 32, length 128 (``--onnx-teacher`` is the default now)
     python benchmarks/latency.py --smoke    # tiny models, a few seconds (what the tests run)
 
 The teacher is a randomly initialised BERT classifier (``raydistill.testing.make_tiny_model``; latency does not
@@ -21,13 +21,22 @@ process; the report gives medians (ms) and ratios of medians:
                  ``raydistill.best --onnx --quantize`` writes: MatMul weights INT8 per channel); its max abs logit
                  difference from PyTorch fp32 is printed
   student_ort_fused   (extra) ONNX Runtime's BERT fusions (``onnxruntime.transformers.optimizer``) on that file
-  teacher_ort    (``--onnx-teacher``) the teacher exported the same way
+  teacher_ort    the teacher exported the same way (``--no-onnx-teacher`` leaves it and the next one out)
+  teacher_ort_int8    that file dynamically quantised like the student's
+
+Ratios come in three groups (JSON ``summary[bN]``, and one printed line each): ``same_runtime`` (teacher and student
+in the same runtime and precision: PyTorch fp32, ORT fp32, ORT INT8, bf16 autocast, and the INT8 ORT student against
+the fp32 ORT teacher, the ORT form of the 25x target); ``same_model`` (one model, two runtimes or precisions: what the
+runtime alone is worth); ``cross_runtime`` (PyTorch fp32 teacher / ORT student: distillation and the runtime's gain
+together, labelled so it is not read as either).
 
 ORT runs with ``session.intra_op.allow_spinning=0`` (like ``OMP_WAIT_POLICY=PASSIVE`` for torch) unless
 ``--omp-active``. Wall-clock and process-CPU-time medians are both reported.
 
-Last line: ``RATIO b1 teacher/student=… teacher/student_ort=… b32 teacher/student=… teacher/student_ort=…``; the
-line before it: ``INT8 b1 teacher/student_ort=… teacher/student_ort_int8=… b32 …`` (the fp32 and INT8 ONNX students).
+Last line, like with like: ``RATIO b1 teacher/student=… teacher_ort/student_ort=… b32 …`` (PyTorch / PyTorch, ORT
+fp32 / ORT fp32); before it ``INT8 same-runtime b1 teacher_ort/student_ort_int8=…
+teacher_ort_int8/student_ort_int8=… b32 …`` and ``CROSS-RUNTIME b1 teacher/student_ort=…
+teacher/student_ort_int8=… b32 …`` (PyTorch teacher).
 """
 from __future__ import annotations
 
@@ -54,6 +63,19 @@ import torch  # noqa: E402
 from common import TEXTS, loadavg, machine as _machine  # noqa: E402
 
 from raydistill.quantize import ort_session, quantize_onnx  # noqa: E402
+
+
+# (numerator, denominator) variant pairs; a pair is reported when both were timed
+RATIO_GROUPS = {
+    "same_runtime": [("teacher", "student"), ("teacher_ort", "student_ort"), ("teacher_ort", "student_ort_int8"),
+                     ("teacher_ort_int8", "student_ort_int8"), ("teacher_bf16", "student_bf16")],
+    "same_model": [("student", "student_ort"), ("teacher", "teacher_ort"), ("student_ort", "student_ort_int8"),
+                   ("teacher_ort", "teacher_ort_int8"), ("student", "student_ort_fused"), ("student", "student_bf16")],
+    "cross_runtime": [("teacher", "student_ort"), ("teacher", "student_ort_int8"), ("teacher", "student_ort_fused")],
+}
+GROUP_LABELS = {"same_runtime": "same runtime (teacher/student: PyTorch fp32, ORT fp32, ORT INT8 student vs ORT fp32 "
+                "teacher, ORT INT8, bf16)", "same_model": "same model, runtime or precision only",
+                "cross_runtime": "CROSS-RUNTIME (PyTorch fp32 teacher / ORT student)"}
 
 
 def machine() -> dict:
@@ -116,7 +138,8 @@ def main(argv=None) -> dict:
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--threads", type=int, default=0, help="torch and ORT intra-op threads (default: torch's own)")
     p.add_argument("--no-bf16", action="store_true", help="skip the bf16-autocast extra columns")
-    p.add_argument("--onnx-teacher", action="store_true", help="also export and time the teacher in ONNX Runtime")
+    p.add_argument("--onnx-teacher", action="store_true", help="(the default now) time the teacher in ONNX Runtime too")
+    p.add_argument("--no-onnx-teacher", action="store_true", help="leave the teacher's ONNX Runtime columns out")
     p.add_argument("--omp-active", action="store_true", help="leave OMP_WAIT_POLICY unset (see step_speed.py)")
     p.add_argument("--json", help="also write the results here")
     a = p.parse_args(argv)
@@ -169,10 +192,11 @@ def main(argv=None) -> dict:
         else:
             notes["student_ort_fused"] = f"left out: {why if fused is None else f'max diff {why:.2e} > 1e-4'}"
             print(f"note: student_ort_fused {notes['student_ort_fused']}", flush=True)
-        if a.onnx_teacher:
+        if not a.no_onnx_teacher:
             t_exp = export_onnx(t_dir, "classification", length=sz["length"])
             print(f"export_onnx(teacher): max |ORT - torch| = {t_exp['onnx_max_abs_diff']:.2e}", flush=True)
             sessions["teacher_ort"] = ort_session(t_exp["onnx_path"], threads, spin)
+            sessions["teacher_ort_int8"] = ort_session(quantize_onnx(t_exp["onnx_path"]), threads, spin)
 
         def torch_fn(model, amp: bool):
             ctx = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if amp else contextlib.nullcontext
@@ -225,26 +249,16 @@ def main(argv=None) -> dict:
 
     def ratios(b, table):
         r = table[b]
-        out = {"teacher/student": r["teacher"] / r["student"], "teacher/student_ort": r["teacher"] / r["student_ort"],
-               "student/student_ort": r["student"] / r["student_ort"],
-               "teacher/student_ort_int8": r["teacher"] / r["student_ort_int8"],
-               "student_ort/student_ort_int8": r["student_ort"] / r["student_ort_int8"]}
-        if "student_ort_fused" in r:
-            out["teacher/student_ort_fused"] = r["teacher"] / r["student_ort_fused"]
-            out["student/student_ort_fused"] = r["student"] / r["student_ort_fused"]
-        if "teacher_ort" in r:
-            out["teacher_ort/student_ort"] = r["teacher_ort"] / r["student_ort"]
-        if "student_bf16" in r:
-            out["teacher/student_bf16"] = r["teacher"] / r["student_bf16"]
-            out["teacher_bf16/student_bf16"] = r["teacher_bf16"] / r["student_bf16"]
-            out["student/student_bf16"] = r["student"] / r["student_bf16"]
-        return out
+        return {group: {f"{x}/{y}": r[x] / r[y] for x, y in pairs if x in r and y in r}
+                for group, pairs in RATIO_GROUPS.items()}
 
     summary = {f"b{b}": ratios(b, results) for b in sz["batches"]}
     cpu_summary = {f"b{b}": ratios(b, cpu_results) for b in sz["batches"]}
     print(f"params: {json.dumps(params)}  (teacher/student = {params['teacher'] / params['student']:.1f}x)")
-    print("ratios (wall): " + json.dumps(summary), flush=True)
-    print("ratios (cpu time): " + json.dumps(cpu_summary), flush=True)
+    for b in sz["batches"]:
+        for group, label in GROUP_LABELS.items():
+            print(f"ratios b{b} {label}: wall " + "  ".join(f"{k}={v:.2f}" for k, v in summary[f"b{b}"][group].items())
+                  + " | cpu " + "  ".join(f"{k}={v:.2f}" for k, v in cpu_summary[f"b{b}"][group].items()), flush=True)
     if bf16_diff:
         print("bf16 max |logit diff| vs fp32: " + json.dumps(bf16_diff), flush=True)
     out = {"machine": info, "sizes": {k: list(v) if isinstance(v, tuple) else v for k, v in sz.items()},
@@ -257,14 +271,16 @@ def main(argv=None) -> dict:
         with open(a.json, "w") as f:
             json.dump(out, f, indent=1)
     b1, bn = sz["batches"]
-    s1, sn = summary[f"b{b1}"], summary[f"b{bn}"]
-    print(" ".join(f"{'INT8 ' if b == b1 else ''}b{b} teacher/student_ort={s['teacher/student_ort']:.2f} "
-                   f"teacher/student_ort_int8={s['teacher/student_ort_int8']:.2f}" for b, s in ((b1, s1), (bn, sn))),
-          flush=True)
-    print(f"RATIO b{b1} teacher/student={s1['teacher/student']:.2f} "
-          f"teacher/student_ort={s1['teacher/student_ort']:.2f} "
-          f"b{bn} teacher/student={sn['teacher/student']:.2f} teacher/student_ort={sn['teacher/student_ort']:.2f}",
-          flush=True)
+
+    def line(group, keys):
+        return " ".join(f"b{b} " + " ".join(f"{k}={summary[f'b{b}'][group][k]:.2f}" for k in keys
+                                            if k in summary[f"b{b}"][group]) for b in (b1, bn))
+
+    if not a.no_onnx_teacher:
+        print("INT8 same-runtime " + line("same_runtime", ("teacher_ort/student_ort_int8",
+                                                           "teacher_ort_int8/student_ort_int8")), flush=True)
+    print("CROSS-RUNTIME " + line("cross_runtime", ("teacher/student_ort", "teacher/student_ort_int8")), flush=True)
+    print("RATIO " + line("same_runtime", ("teacher/student", "teacher_ort/student_ort")), flush=True)
     return out
 
 

@@ -3,7 +3,8 @@
 Prints the best trial's params and metric (last stdout line: JSON). ``--export DIR`` writes its student
 (model + tokenizer) for ``AutoModelFor….from_pretrained`` / ``pipeline()``; ``--onnx`` adds ``model.onnx``;
 ``--quantize`` (with ``--onnx``) adds ``model.int8.onnx``, re-scores both ONNX files on the run's dev set, times them
-against the fp32 teacher at batch 1 and logs the numbers to the trial's run (``raydistill.quantize``);
+at batch 1 against the fp32 teacher in ONNX Runtime (same runtime, the headline) and in PyTorch (cross-runtime) and
+logs the numbers to the trial's run (``raydistill.quantize``);
 ``--register NAME`` puts it in the MLflow model registry under the alias ``champion`` (stages are deprecated).
 """
 from __future__ import annotations
@@ -88,37 +89,19 @@ def check_onnx_installed() -> None:
 def export_onnx(model_dir: str, kind: str, length: int = 128, segments: bool = False) -> dict:
     """ONNX export of the student plus a check that ONNX Runtime matches PyTorch within 1e-4. ``segments``
     (sentence-pair and QA tasks): the file also takes ``token_type_ids``, which BERT's second segment needs."""
-    import numpy as np
-    import torch
-
     from .latency import measure_latency
     from .models.teacher import load_model
+    from .onnxexport import OPSET, to_onnx
 
     model = load_model(model_dir, kind, attn_implementation="eager").eval()
-    ids = torch.randint(5, model.config.vocab_size, (2, length))
-    mask = torch.ones_like(ids)
-    inputs = {"input_ids": ids, "attention_mask": mask}
-    if segments and getattr(model.config, "type_vocab_size", 1) > 1:  # RoBERTa has one segment: nothing to feed
-        inputs["token_type_ids"] = (torch.arange(length) >= length // 2).long().expand(2, -1).contiguous()
     path = os.path.join(model_dir, "model.onnx")
-    names = ["start_logits", "end_logits"] if kind == "qa" else ["logits"]
-    print(f"ONNX export of {model_dir} (opset 17) …", file=sys.stderr, flush=True)
+    print(f"ONNX export of {model_dir} (opset {OPSET}) …", file=sys.stderr, flush=True)
     t0 = time.perf_counter()
-    torch.onnx.export(model, tuple(inputs.values()), path, input_names=list(inputs), output_names=names,
-                      dynamic_axes={k: {0: "batch", 1: "seq"} for k in inputs}, opset_version=17, dynamo=False)
-    import onnxruntime as ort
-
-    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-    got = sess.run(None, {k: v.numpy() for k, v in inputs.items()})
-    with torch.no_grad():
-        ref = model(**inputs)
-    diff = max(float(np.abs(g - getattr(ref, n).numpy()).max()) for g, n in zip(got, names))
-    check(diff < 1e-4, "onnx", f"ONNX output differs from PyTorch by {diff:.2e} (> 1e-4)")
+    diff, sess, one = to_onnx(model, kind, path, length, segments)
     print(f"ONNX export done in {time.perf_counter() - t0:.1f} s; ONNX Runtime matches PyTorch within {diff:.1e}",
           file=sys.stderr, flush=True)
     torch_ms = measure_latency(model, batch_sizes=(1,), length=length)["latency_ms_b1"]
 
-    one = {k: v[:1].numpy() for k, v in inputs.items()}
     times = []
     for i in range(12):
         t0 = time.perf_counter()
@@ -168,8 +151,8 @@ def main(argv=None) -> dict:
     p.add_argument("--export", help="write the best student to this folder (model + tokenizer; default: no export)")
     p.add_argument("--onnx", action="store_true", help="with --export: also write model.onnx and compare latency")
     p.add_argument("--quantize", action="store_true", help="with --export --onnx: also write the INT8 model.int8.onnx, "
-                   "re-score it and the fp32 file on the run's dev set, time both against the fp32 teacher at batch 1 "
-                   "and log the numbers to the trial's run")
+                   "re-score it and the fp32 file on the run's dev set, time both at batch 1 against the fp32 teacher "
+                   "in ONNX Runtime (same runtime) and PyTorch (cross-runtime), and log the numbers to the trial's run")
     p.add_argument("--register", help="register the best student in the MLflow model registry under this name, "
                    f"with the alias '{ALIAS}' on the new version (default: not registered)")
     p.add_argument("--max-latency-ms", type=float, help="the best trial whose batch-1 latency (latency_ms_b1) is at "

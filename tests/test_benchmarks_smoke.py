@@ -46,11 +46,18 @@ def test_step_speed_smoke(tmp_path):
 def test_latency_smoke(tmp_path):
     pytest.importorskip("onnxruntime")
     last, res = run_script("latency", tmp_path)
-    m = re.fullmatch(rf"RATIO b1 teacher/student={NUM} teacher/student_ort={NUM} "
-                     rf"b4 teacher/student={NUM} teacher/student_ort={NUM}", last)
+    # the last line compares like with like: PyTorch teacher / PyTorch student, ORT teacher / ORT student
+    m = re.fullmatch(rf"RATIO b1 teacher/student={NUM} teacher_ort/student_ort={NUM} "
+                     rf"b4 teacher/student={NUM} teacher_ort/student_ort={NUM}", last)
     assert m, last
     assert all(float(x) > 0 for x in m.groups())
     assert res["onnx_max_abs_diff"] < 1e-4
+    b1, ms = res["summary"]["b1"], res["latency_ms"]["b1"]
+    assert b1["same_runtime"]["teacher_ort/student_ort_int8"] == ms["teacher_ort"] / ms["student_ort_int8"]
+    assert b1["same_runtime"]["teacher_ort_int8/student_ort_int8"] == ms["teacher_ort_int8"] / ms["student_ort_int8"]
+    assert b1["cross_runtime"]["teacher/student_ort_int8"] == ms["teacher"] / ms["student_ort_int8"]
+    # nothing that mixes the PyTorch teacher with an ORT student is filed as same-runtime
+    assert not any(k.startswith("teacher/student_ort") for k in b1["same_runtime"])
 
 
 def test_gpu_benchmark_smoke(tmp_path):

@@ -112,15 +112,26 @@ def test_best_onnx_quantize_reports_and_logs_to_the_trial(tiny_teacher, glue_dir
     assert out["fp32_dev_accuracy"] == pytest.approx(score)  # the fp32 file re-scores what the trial logged
     assert out["int8_drop_points"] == pytest.approx(100 * (out["fp32_dev_accuracy"] - out["int8_dev_accuracy"]))
     assert out["int8_within_1pt"] == (out["int8_drop_points"] <= 1.0) and out["int8_dev_metric"] == "accuracy"
-    for k in ("int8_latency_ms_b1", "fp32_onnx_latency_ms_b1", "teacher_fp32_latency_ms_b1"):
+    for k in ("int8_latency_ms_b1", "fp32_onnx_latency_ms_b1", "teacher_torch_latency_ms_b1",
+              "teacher_ort_latency_ms_b1", "teacher_ort_int8_latency_ms_b1"):
         assert out[k] > 0
-    assert out["int8_speedup_vs_teacher_b1"] == pytest.approx(out["teacher_fp32_latency_ms_b1"]
-                                                              / out["int8_latency_ms_b1"])
+    # same runtime (ONNX Runtime both sides) and, labelled, the PyTorch teacher against the ONNX student
+    assert out["speedup_int8_vs_teacher_ort"] == pytest.approx(out["teacher_ort_latency_ms_b1"]
+                                                               / out["int8_latency_ms_b1"])
+    assert out["speedup_fp32_vs_teacher_ort"] == pytest.approx(out["teacher_ort_latency_ms_b1"]
+                                                               / out["fp32_onnx_latency_ms_b1"])
+    assert out["speedup_int8_vs_teacher_int8_ort"] == pytest.approx(out["teacher_ort_int8_latency_ms_b1"]
+                                                                    / out["int8_latency_ms_b1"])
+    assert out["speedup_int8_vs_teacher_torch_cross_runtime"] == pytest.approx(out["teacher_torch_latency_ms_b1"]
+                                                                               / out["int8_latency_ms_b1"])
+    assert not any(k.startswith("int8_speedup") or k == "teacher_fp32_latency_ms_b1" for k in out)  # old, ambiguous
     assert out["int8_onnx_mb"] < out["fp32_onnx_mb"]
 
     after = c.get_run(rid)
-    for k in ("int8_dev_accuracy", "fp32_dev_accuracy", "int8_drop_points", "int8_speedup_vs_teacher_b1",
-              "fp32_onnx_speedup_vs_teacher_b1", "int8_latency_ms_b1", "teacher_fp32_latency_ms_b1"):
+    for k in ("int8_dev_accuracy", "fp32_dev_accuracy", "int8_drop_points", "speedup_int8_vs_teacher_ort",
+              "speedup_fp32_vs_teacher_ort", "speedup_int8_vs_teacher_int8_ort",
+              "speedup_int8_vs_teacher_torch_cross_runtime", "speedup_fp32_vs_teacher_torch_cross_runtime",
+              "int8_latency_ms_b1", "teacher_torch_latency_ms_b1", "teacher_ort_latency_ms_b1"):
         assert after.data.metrics[k] == pytest.approx(out[k])
     assert after.data.metrics["int8_within_1pt"] == float(out["int8_within_1pt"])
     # nothing that was there changes: status, params, earlier metrics, the student
@@ -148,10 +159,77 @@ def test_int8_drop_over_one_point_warns_on_stderr(tiny_teacher, glue_dir, tmp_pa
     assert len(warn) == 1 and "5.00 points" in warn[0] and "model.onnx (fp32)" in warn[0]
 
 
+def test_same_runtime_ratio_times_onnx_runtime_on_both_sides(tiny_teacher, glue_dir, tmp_path, capsys,
+                                                             monkeypatch):
+    """The headline ratio divides an ONNX Runtime teacher's time by the ONNX Runtime student's: a timer that runs
+    each variant once records which ONNX file (or none: PyTorch) each one ran, and returns made-up medians."""
+    import onnxruntime as ort
+
+    from raydistill import quantize
+
+    teacher = tiny_teacher("classification")
+    d = exported_student(teacher, "classification", tmp_path / "s")
+    fp32 = export_onnx(d, "classification", length=32)["onnx_path"]
+    ran, real_run = [], ort.InferenceSession.run
+    monkeypatch.setattr(ort.InferenceSession, "run", lambda self, *a, **k: (ran.append(self._model_path),
+                                                                            real_run(self, *a, **k))[1])
+    fake_ms = {"teacher_torch": 600.0, "teacher_ort": 300.0, "teacher_ort_int8": 150.0, "fp32_onnx": 20.0,
+               "int8": 10.0}
+    timed = {}
+
+    def fake_time_b1(fns, inputs, rounds=30, warmup=3):
+        for name, fn in fns.items():
+            ran.clear()
+            fn(**inputs)
+            timed[name] = list(ran)
+        return {n: fake_ms[n] for n in fns}
+
+    monkeypatch.setattr(quantize, "time_b1", fake_time_b1)
+    capsys.readouterr()
+    r = quantize.quantize_report(d, fp32, {"task": "sst2", "teacher": teacher, "data_dir": glue_dir,
+                                           "max_length": "32", "eval_limit": "40"}, length=32, rounds=2)
+    # which runtime and which file each timed variant ran: the students' files, the teacher's own ONNX files
+    # (exported to a temporary folder, not into the teacher's), the teacher in PyTorch (no ONNX Runtime call)
+    assert timed["int8"] == [os.path.join(d, "model.int8.onnx")] and timed["fp32_onnx"] == [fp32]
+    assert timed["teacher_torch"] == []
+    t_fp32, t_int8 = timed["teacher_ort"], timed["teacher_ort_int8"]
+    assert len(t_fp32) == len(t_int8) == 1 and t_fp32[0].endswith("teacher.onnx") and t_int8[0].endswith(
+        "teacher.int8.onnx") and os.path.dirname(t_fp32[0]) != teacher and not os.path.exists(t_fp32[0])
+    assert not os.path.exists(os.path.join(teacher, "model.onnx"))
+    assert r["speedup_int8_vs_teacher_ort"] == 30.0 and r["speedup_fp32_vs_teacher_ort"] == 15.0
+    assert r["speedup_int8_vs_teacher_int8_ort"] == 15.0 and r["speedup_teacher_ort_vs_torch"] == 2.0
+    assert r["speedup_int8_vs_teacher_torch_cross_runtime"] == 60.0
+    assert r["speedup_fp32_vs_teacher_torch_cross_runtime"] == 30.0 and r["speedup_int8_vs_fp32_onnx"] == 2.0
+    line = quantize.summary_line(r)  # the headline is the same-runtime ratio, the PyTorch one labelled
+    assert "same runtime (ONNX Runtime): 30.0x the fp32 ONNX teacher's 300.00 ms" in line
+    assert line.index("30.0x") < line.index("cross-runtime vs the PyTorch fp32 teacher's 600.00 ms: 60.0x")
+
+
+def test_teacher_export_failure_keeps_the_cross_runtime_numbers(tiny_teacher, glue_dir, tmp_path, capsys,
+                                                               monkeypatch):
+    from raydistill import onnxexport, quantize
+
+    teacher = tiny_teacher("classification")
+    d = exported_student(teacher, "classification", tmp_path / "s")
+    fp32 = export_onnx(d, "classification", length=32)["onnx_path"]
+
+    def broken(*a, **k):
+        raise RuntimeError("unsupported operator")
+
+    monkeypatch.setattr(onnxexport, "to_onnx", broken)
+    capsys.readouterr()
+    r = quantize.quantize_report(d, fp32, {"task": "sst2", "teacher": teacher, "data_dir": glue_dir,
+                                           "max_length": "32", "eval_limit": "40"}, length=32, rounds=2)
+    warn = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("warning:")]
+    assert len(warn) == 1 and "unsupported operator" in warn[0] and "cross-runtime" in warn[0]
+    assert r["speedup_int8_vs_teacher_torch_cross_runtime"] > 0 and "speedup_int8_vs_teacher_ort" not in r
+    assert "same-runtime ratio not measured" in quantize.summary_line(r)
+
+
 @pytest.mark.slow
 def test_tiny_sweep_then_best_onnx_quantize(ray_session, tiny_teacher, glue_dir, tmp_path, capsys, monkeypatch):
     """The real path: a sweep's trial, exported with --onnx --quantize; the fp32 ONNX file re-scores the trial's
-    logged best score on its own dev set, and the INT8 numbers land on that trial's run."""
+    logged best dev score on its own dev set, and the INT8 numbers land on that trial's run."""
     from mlflow.tracking import MlflowClient
 
     from raydistill import best, sweep
@@ -166,8 +244,11 @@ def test_tiny_sweep_then_best_onnx_quantize(ray_session, tiny_teacher, glue_dir,
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["trials"] == 1
     best.main(["--experiment", "q8", "--tracking-uri", uri, "--export", str(tmp_path / "best"), "--onnx", "--quantize"])
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert out["fp32_dev_accuracy"] == pytest.approx(out["report"], abs=1e-9)  # the dev score of the val pick
-    assert os.path.isfile(tmp_path / "best" / "model.int8.onnx") and out["int8_speedup_vs_teacher_b1"] > 0
+    # the trial was chosen on its validation split (``value``); the dev score it reports is ``report``
+    assert out["report_metric"] == "best_eval_accuracy"
+    assert out["fp32_dev_accuracy"] == pytest.approx(out["report"], abs=1e-9)
+    assert os.path.isfile(tmp_path / "best" / "model.int8.onnx") and out["speedup_int8_vs_teacher_ort"] > 0
     metrics = MlflowClient(uri).get_run(out["run_id"]).data.metrics
     assert metrics["int8_dev_accuracy"] == pytest.approx(out["int8_dev_accuracy"])
-    assert metrics["int8_speedup_vs_teacher_b1"] == pytest.approx(out["int8_speedup_vs_teacher_b1"])
+    for k in ("speedup_int8_vs_teacher_ort", "speedup_int8_vs_teacher_torch_cross_runtime"):
+        assert metrics[k] == pytest.approx(out[k])
