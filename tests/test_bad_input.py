@@ -122,6 +122,7 @@ class Case:
     args: Callable
     field: str  # the stderr line starts with "error: FIELD:"
     lead: bool = False  # fails cleanly only once sweep.py validates before logging (lead's change)
+    no_cuda: bool = False  # refused only where torch sees no CUDA device (skipped on a GPU machine)
 
 
 CASES = [
@@ -143,6 +144,7 @@ CASES = [
     Case("finetune-max-length-past-positions", "finetune", lambda E: finetune(E, "--max-length", "512"), "train.max_length"),
     Case("finetune-output-unwritable", "finetune", lambda E: finetune(E, "--output", UNWRITABLE), "output"),
     Case("finetune-missing-required", "finetune", lambda E: ["--task", "sst2"], "--model"),
+    Case("finetune-use-gpu-without-cuda", "finetune", lambda E: finetune(E, "--use-gpu"), "use_gpu", no_cuda=True),
     # ---------------------------------------------------------------- distill
     Case("distill-unknown-method", "distill", lambda E: distill(E, "--method", "kdd"), "distill.method"),
     Case("distill-unknown-task", "distill", lambda E: distill(E, task="sst-3"), "task"),
@@ -153,6 +155,7 @@ CASES = [
     Case("distill-beta-negative", "distill", lambda E: distill(E, "--beta", "-1"), "distill.beta"),
     Case("distill-cache-budget-negative", "distill", lambda E: distill(E, "--teacher-cache-gb", "-1"),
          "teacher_cache_gb"),
+    Case("distill-use-gpu-without-cuda", "distill", lambda E: distill(E, "--use-gpu"), "use_gpu", no_cuda=True),
     Case("distill-workers-0", "distill", lambda E: distill(E, "--num-workers", "0"), "train.num_workers"),
     Case("distill-workers-not-an-int", "distill", lambda E: distill(E, "--num-workers", "two"), "--num-workers"),
     Case("distill-batch-not-divisible", "distill", lambda E: distill(E, "--batch-size", "10", "--num-workers", "4"),
@@ -386,6 +389,10 @@ def _params(ids=None):
     out = []
     for c in CASES if ids is None else [BY_ID[i] for i in ids]:
         marks = [pytest.mark.xfail(strict=True, raises=(WorkStarted, AssertionError), reason=LEAD)] if c.lead else []
+        if c.no_cuda:
+            import torch
+
+            marks.append(pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA device"))
         out.append(pytest.param(c, id=c.id, marks=marks))
     return out
 
