@@ -40,7 +40,9 @@ def finetune(cfg: RunConfig, output: str, log=print, parent_run_id: str | None =
     result in ``output`` when the fingerprint matches. Logged as its own MLflow run."""
     from . import track
     from .loop import Context, run
+    from .precision import run_device
 
+    device = run_device(cfg.train)  # the GPU with --use-gpu (and a sweep's --use-gpu), else the CPU
     fp = fingerprint(cfg)
     done = os.path.join(output, DONE)
     if os.path.isfile(done):
@@ -67,7 +69,7 @@ def finetune(cfg: RunConfig, output: str, log=print, parent_run_id: str | None =
             saved["student"] = staging
 
     try:
-        metrics = run(cfg, Context(report=report, log=lambda m: log(m), live=sys.stderr.isatty()))
+        metrics = run(cfg, Context(device=device, report=report, log=lambda m: log(m), live=sys.stderr.isatty()))
     except BaseException as e:
         interrupted = isinstance(e, KeyboardInterrupt)  # Ctrl-C / SIGTERM: stopped by the user, not failed
         track.set_tags(uri, run_id, {"interrupted": "true"} if interrupted else
@@ -75,6 +77,10 @@ def finetune(cfg: RunConfig, output: str, log=print, parent_run_id: str | None =
         track.end_run(uri, run_id, "KILLED" if interrupted else "FAILED")
         raise
     track.end_run(uri, run_id)
+    if device.type == "cuda":  # a sweep's driver goes on to start trials on this GPU: its cached memory back
+        import torch
+
+        torch.cuda.empty_cache()
     if os.path.exists(output):
         shutil.rmtree(output)
     os.replace(saved["student"], output)
@@ -96,6 +102,8 @@ def parser():
                    "model folder")
     p.add_argument("--output", required=True, help="folder to write the fine-tuned teacher to")
     add_train_args(p, general=False)
+    p.add_argument("--use-gpu", action="store_true", help="train on this machine's (current) CUDA GPU, the whole step "
+                   "under bf16 autocast, fp32 master weights")
     p.set_defaults(lr=2e-5)
     return p
 
@@ -105,19 +113,22 @@ def config(a) -> RunConfig:
 
     return RunConfig.from_dict(dict(
         task=a.task, teacher=local_abspath(a.model), data_dir=local_abspath(a.data_dir), output=os.path.abspath(a.output),
-        student={"init": "pretrained"}, distill={"method": "finetune"}, train=train_config(a),
+        student={"init": "pretrained"}, distill={"method": "finetune"}, train=train_config(a, use_gpu=a.use_gpu),
         tracking_uri=a.tracking_uri, experiment=a.experiment))
 
 
 @cli
 def main(argv=None) -> dict:
     a = parser().parse_args(argv)
+    from .precision import run_device
     from .preflight import preflight
     from .tasks import check_labelled, get_task
 
     check_labelled(get_task(a.task), "finetune")
 
-    cfg = preflight(config(a), teacher_field="model")
+    cfg = config(a)
+    run_device(cfg.train)  # --use-gpu on a machine torch sees no GPU on: refused before anything loads
+    cfg = preflight(cfg, teacher_field="model")
     log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
     metrics = finetune(cfg, cfg.output, log=log)
     print(json.dumps(metrics), flush=True)
@@ -138,10 +149,15 @@ def prepare_teacher(cfg: RunConfig, storage_root: str, parent_run_id: str | None
         return cfg.teacher
     slug = cfg.teacher.rstrip("/").replace("/", "_").replace(".", "_")
     out = os.path.join(storage_root, "teachers", f"{slug}-{task.name}")
-    log(f"teacher {cfg.teacher} has no {task.name} head: fine-tuning it first into {out}")
+    import torch
+
+    # on this process's GPU when the trials train on GPUs and it has one (a joined cluster's driver may have none)
+    gpu = cfg.train.use_gpu and torch.cuda.is_available()
+    log(f"teacher {cfg.teacher} has no {task.name} head: fine-tuning it first into {out}"
+        + (" on the GPU" if gpu else ""))
     ft = cfg.replace(student=StudentConfig(init="pretrained"), distill=dataclasses.replace(cfg.distill, method="finetune"),
                      train=dataclasses.replace(cfg.train, lr=lr, epochs=epochs, max_steps=0, train_limit=0,
-                                               num_workers=1), augment_dir=None)
+                                               num_workers=1, use_gpu=gpu), augment_dir=None)
     metrics = finetune(ft, out, log=log, parent_run_id=parent_run_id)
     log(f"teacher dev metrics: {json.dumps(metrics)}")
     return out

@@ -29,7 +29,7 @@ from .checkpoint import copy_dir, load_state, resume_student, save_checkpoint
 from .devscore import dev_metrics
 from .distill.general import DynamicMasking
 from .faults import Fault
-from .precision import step_dtype, teacher_dtype
+from .precision import release, step_dtype, teacher_dtype
 from .progress import Progress
 from .step import Distiller, make_optimizer, teacher_outputs, to_device, train_step
 from .tasks import get_task
@@ -165,7 +165,7 @@ def run(cfg: RunConfig, ctx: Context) -> dict:
     cache = _teacher_cache(cfg, stage_needs, teacher, data, device, ctx, t_dtype)  # built on `device` when cold
     if teacher is not None:
         if cache is not None and all(cache.serves(n) for n in stage_needs if n.teacher):
-            teacher.to("cpu")  # every stage reads the cache: no teacher on the device (packed GPU trials)
+            release(teacher, device)  # every stage reads the cache: no teacher on the device (packed GPU trials)
             ctx.log("teacher outputs come from the cache for every stage; the teacher stays off the device")
         else:
             teacher.to(device)
@@ -296,5 +296,3 @@ def _speed(student, device) -> dict:
     out = student_speed(student, length=length)
     student.to(device).train()
     return out
-
-

@@ -11,6 +11,8 @@ import contextlib
 
 import torch
 
+from .errors import check
+
 
 def cpu_bf16() -> bool:
     """True when the CPU has native bf16 matmul (AVX512-BF16 or AMX)."""
@@ -42,3 +44,22 @@ def autocast(device, dtype: str):
 def step_dtype(train, device) -> str:
     """What the student step (forward + losses) runs in: bf16 autocast on GPU when ``train.bf16``, else fp32."""
     return "bf16" if device.type == "cuda" and train.bf16 else "fp32"
+
+
+def run_device(train) -> torch.device:
+    """The device a run in this process trains on (``raydistill.finetune``, a sweep's in-sweep teacher): the current
+    CUDA device with ``train.use_gpu``, else the CPU. Refuses ``use_gpu`` where torch sees no CUDA device."""
+    if not train.use_gpu:
+        return torch.device("cpu")
+    build = f"torch {torch.__version__}" + ("" if torch.version.cuda else ", a CPU-only build")
+    check(torch.cuda.is_available(), "use_gpu", f"torch sees no CUDA device ({build}); drop --use-gpu, or install "
+          "torch's CUDA build on a GPU machine (benchmarks/README.md, GPU machines)")
+    return torch.device("cuda", torch.cuda.current_device())
+
+
+def release(module, device) -> None:
+    """Move ``module`` to the CPU and, when it was on a GPU, hand its memory back to the device (the caching allocator
+    would keep it from the other trials packed on that GPU)."""
+    module.to("cpu")
+    if device.type == "cuda":
+        torch.cuda.empty_cache()

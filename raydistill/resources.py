@@ -87,6 +87,18 @@ def confine_threads(n: int, torch_threads: bool = True) -> None:
         torch.set_num_threads(n)
 
 
+def gpu_memory(device) -> dict:
+    """This process's memory on a CUDA ``device`` in MiB: held by live tensors now (``gpu_memory_mb``), at its peak
+    (``gpu_peak_memory_mb``) and reserved by torch's caching allocator (``gpu_reserved_mb``, what other processes on
+    the GPU cannot use). A trial's peak says how many trials one GPU holds (``--gpus-per-worker``)."""
+    import torch
+
+    mib = float(1 << 20)
+    return {"gpu_memory_mb": torch.cuda.memory_allocated(device) / mib,
+            "gpu_peak_memory_mb": torch.cuda.max_memory_allocated(device) / mib,
+            "gpu_reserved_mb": torch.cuda.memory_reserved(device) / mib}
+
+
 def concurrency(demand: TrialDemand, cluster: Cluster, max_concurrent: int | None, num_samples: int) -> int:
     """Trials at once: as many as the cluster holds, at most ``max_concurrent`` and ``num_samples``. Raises a
     UserError naming the flag when one trial asks for more than the cluster has."""

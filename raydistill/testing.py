@@ -90,3 +90,21 @@ def make_tiny_model(out_dir: str | os.PathLike, kind: str = "classification", nu
     model = auto_class(kind if with_head else "base").from_config(cfg)
     model.save_pretrained(out)
     return str(out)
+
+
+def held_window(history) -> tuple[float, float] | None:
+    """The span (seconds since the epoch) over which a run held GPU memory, from the history of its per-epoch
+    ``gpu_memory_mb`` metric (MLflow ``Metric`` entries: ``value``, ``timestamp`` in ms). Every entry must be > 0 (the
+    student stays on the GPU from before the first epoch's report to after the last one), else None."""
+    if not history or any(m.value <= 0 for m in history):
+        return None
+    ts = sorted(m.timestamp / 1000 for m in history)
+    return ts[0], ts[-1]
+
+
+def common_span(windows) -> float:
+    """Seconds during which every (start, end) window of ``windows`` is open at once (0 when they do not all overlap,
+    or when one is missing)."""
+    if not windows or any(w is None for w in windows):
+        return 0.0
+    return max(0.0, min(e for _, e in windows) - max(s for s, _ in windows))

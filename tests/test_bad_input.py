@@ -127,6 +127,7 @@ class Case:
     says: str = ""  # a phrase the stderr line must contain (the fix it names)
     varies: bool = False  # the line depends on the machine or library versions (CPU count, a transformers message)
     patch: Callable | None = None  # patch(monkeypatch) before the in-process run (e.g. a package made missing)
+    no_cuda: bool = False  # refused only where torch sees no CUDA device (skipped on a GPU machine)
 
 
 CASES = [
@@ -164,6 +165,8 @@ CASES = [
          what='`--output` that cannot be created'),
     Case("finetune-missing-required", "finetune", lambda E: ["--task", "sst2"], "--model",
          what='no `--model` / `--output`'),
+    Case("finetune-use-gpu-without-cuda", "finetune", lambda E: finetune(E, "--use-gpu"), "use_gpu", no_cuda=True,
+         what='`--use-gpu` where torch sees no CUDA device'),
     # ---------------------------------------------------------------- distill
     Case("distill-unknown-method", "distill", lambda E: distill(E, "--method", "kdd"), "distill.method",
          what='`--method kdd`'),
@@ -182,6 +185,8 @@ CASES = [
     Case("distill-cache-budget-negative", "distill", lambda E: distill(E, "--teacher-cache-gb", "-1"),
          "teacher_cache_gb",
          what='`--teacher-cache-gb -1`'),
+    Case("distill-use-gpu-without-cuda", "distill", lambda E: distill(E, "--use-gpu"), "use_gpu", no_cuda=True,
+         what='`--use-gpu` where torch sees no CUDA device'),
     Case("distill-workers-0", "distill", lambda E: distill(E, "--num-workers", "0"), "train.num_workers",
          what='`--num-workers 0`'),
     Case("distill-workers-not-an-int", "distill", lambda E: distill(E, "--num-workers", "two"), "--num-workers",
@@ -561,6 +566,10 @@ def _params(ids=None):
     out = []
     for c in CASES if ids is None else [BY_ID[i] for i in ids]:
         marks = [pytest.mark.xfail(strict=True, raises=(WorkStarted, AssertionError), reason=LEAD)] if c.lead else []
+        if c.no_cuda:
+            import torch
+
+            marks.append(pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA device"))
         out.append(pytest.param(c, id=c.id, marks=marks))
     return out
 

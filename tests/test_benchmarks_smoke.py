@@ -97,3 +97,29 @@ def test_sweep_throughput_smoke(tmp_path):
     rows = {r["label"]: r for r in json.loads(out_json.read_text())["rows"]}
     assert rows["baseline"]["concurrency"] == 1 and rows["default"]["trials"] == 2
     assert all(r["fixed_cost_s"] > 0 and r["time_train_s"] > 0 for r in rows.values())
+
+
+@pytest.mark.slow
+def test_gpu_suite_smoke(tmp_path):
+    """The GPU suite's three parts on the CPU (issue 25): the GPU tests (skipped here), gpu.py's smoke, and the quality
+    run — a tiny encoder fine-tuned as the teacher, a 2-trial pkd_glue sweep, best --export --onnx — results in --out."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    out = tmp_path / "gpu-suite"
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_suite.py"), "--smoke", "--out", str(out)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    last = [ln for ln in proc.stdout.splitlines() if ln.strip()][-1]
+    assert last.startswith("GPU_SUITE ") and last.endswith("ok=True"), last
+    res = json.loads((out / "results.json").read_text())
+    t = res["tests"]
+    assert t["ok"] and t["tests"] >= 10 and (out / "tests" / "junit.xml").is_file()
+    if not res["machine"]["gpu"]:
+        assert t["skipped"] == t["tests"]  # no CUDA: every GPU test skips, and CI stays green
+    m = res["mfu"]
+    assert m["ok"] and m["mfu_intermediate"] > 0 and m["mfu_pred"] > 0 and set(m["packing"]) == {"1", "2"}
+    q = res["quality"]
+    assert q["ok"] and q["teacher"]["best_eval_accuracy"] >= 0 and (out / "quality" / "teacher").is_dir()
+    assert q["sweep"]["trials"] == 2 and q["sweep"]["errors"] == 0 and q["sweep"]["trials_per_hour"] > 0
+    b = q["best"]
+    assert b["metric"] == "best_val_accuracy" and 0 <= b["val"] <= 1 and 0 <= b["dev"] <= 1
+    assert b["onnx_max_abs_diff"] < 1e-4 and (out / "quality" / "best" / "model.onnx").is_file()

@@ -175,7 +175,12 @@ def main(argv=None) -> dict:
     from ..preflight import check_ray_options, preflight
 
     check_ray_options(a.placement_strategy, a.max_failures)
-    cfg = preflight(config_from_args(a))
+    cfg = config_from_args(a)
+    if not os.environ.get("RAY_ADDRESS"):  # the local Ray this command starts has this machine's GPUs, or none
+        from ..precision import run_device
+
+        run_device(cfg.train)  # --use-gpu where torch sees no GPU: refused here, not a worker waiting for ever
+    cfg = preflight(cfg)
     from ..orchestrate.connect import init_ray
     from ..orchestrate.run import execute
     from ..track import RESULTS_DIR

@@ -35,13 +35,19 @@ def _worker(config: dict) -> None:
         resume_dir = os.path.join(ckpt.to_directory(tempfile.mkdtemp(prefix="raydistill-resume-")), "checkpoint")
     rank = tctx.get_world_rank()
 
+    device = ray.train.torch.get_device()
+
     def report(metrics: dict, ckpt_dir: str | None) -> None:
         c = ray.train.Checkpoint.from_directory(os.path.dirname(ckpt_dir)) if ckpt_dir else None
+        if device.type == "cuda" and rank == 0:  # what the trial holds on its GPU: what --gpus-per-worker must leave
+            from ..resources import gpu_memory
+
+            metrics = {**metrics, **gpu_memory(device)}
         ray.train.report(metrics, checkpoint=c)
 
     # to the process's real stderr: Ray forwards it to the driver's stderr (stdout's last line is the command's
     # JSON), and Ray Train's print patch would log a sys.stderr print twice
-    ctx = Context(rank=rank, world_size=tctx.get_world_size(), device=ray.train.torch.get_device(),
+    ctx = Context(rank=rank, world_size=tctx.get_world_size(), device=device,
                   resume_dir=resume_dir, report=report, log=(lambda m: print(f"[rank0] {m}", file=sys.__stderr__, flush=True))
                   if rank == 0 else (lambda m: None))
     try:
