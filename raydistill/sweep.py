@@ -139,6 +139,9 @@ def main(argv=None) -> dict:
     demand = TrialDemand(a.num_workers, a.cpus_per_worker or DEFAULT_CPUS_PER_WORKER,
                          a.gpus_per_worker if a.use_gpu else None)
     check_ray_options(a.placement_strategy, a.max_failures, demand.cpus_per_worker, demand.gpus_per_worker)
+    check(not (a.use_gpu and a.num_workers > 1 and a.gpus_per_worker < 1), "gpus_per_worker",
+          f"{a.num_workers} DDP workers at {a.gpus_per_worker:g} GPU each could share one GPU, which NCCL refuses; pack "
+          "1-worker trials with a fraction (--num-workers 1), or give each worker a whole GPU (--gpus-per-worker 1)")
     base = RunConfig.from_dict(dict(
         task=task.name, teacher=teacher, data_dir=os.path.abspath(a.data_dir) if a.data_dir else spec.data_dir,
         train=train, tracking_uri=resolve_tracking_uri(a.tracking_uri), experiment=a.experiment or spec.name,

@@ -402,6 +402,9 @@ CASES = [
          lambda E: sweep(E, "--set", "method=tinybert", "--set", "student.heads=4", "--set", "student.init=random"),
          "student.heads",
          what='`--set method=tinybert --set student.heads=4` (teacher 2)'),
+    Case("sweep-gpu-fraction-with-ddp", "sweep",
+         lambda E: sweep(E, "--use-gpu", "--num-workers", "2", "--gpus-per-worker", "0.5"), "gpus_per_worker",
+         what='`--use-gpu --num-workers 2 --gpus-per-worker 0.5` (two NCCL ranks could share a GPU)'),
     Case("sweep-num-samples-0", "sweep", lambda E: sweep(E, "--num-samples", "0"), "num_samples",
          what='`--num-samples 0`'),
     # ---------------------------------------------------------------- choosing on a split the report never sees
