@@ -261,3 +261,24 @@ def test_bootstrap_and_verdict():
     assert lo < 0.8 < hi and hi - lo == pytest.approx(2 * 1.96 * math.sqrt(0.8 * 0.2 / 100), abs=0.04)
     assert verdict(0.82, 0.80, 0.03) == "ties" and verdict(0.9, 0.8, 0.03) == "beats"
     assert verdict(0.7, 0.8, 0.03) == "loses to"
+
+
+def test_best_of_a_named_sweep_ranks_by_that_sweeps_metric_not_the_newest(tmp_path):
+    """`best --sweep A` without --metric read the metric of the newest sweep in the experiment, not A's."""
+    import time
+
+    from raydistill import track
+    from raydistill.best import find_best
+
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    for sweep, metric in (("a", "best_val_f1"), ("b", "best_val_accuracy")):  # b is the newer sweep
+        track.start_run(uri, "e", sweep, {"metric": metric}, tags={"raydistill.role": "sweep"})
+        for name, acc, f1 in ((f"{sweep}-acc", 0.9, 0.1), (f"{sweep}-f1", 0.1, 0.9)):
+            rid = track.start_run(uri, "e", name, {}, tags={"raydistill.trial_id": name, "raydistill.sweep": sweep})
+            track.log_metrics(uri, rid, {"best_val_accuracy": acc, "best_val_f1": f1})
+            track.end_run(uri, rid)
+        time.sleep(0.01)
+    run, metric, _ = find_best(uri, "e", None, "max", sweep="a")
+    assert metric == "best_val_f1" and run.info.run_name == "a-f1"
+    run, metric, _ = find_best(uri, "e", None, "max")  # no sweep named: the newest sweep's metric
+    assert metric == "best_val_accuracy"
