@@ -166,7 +166,7 @@ def main(argv=None) -> dict:
     from . import track
     from .finetune import prepare_teacher
     from .orchestrate.connect import cluster as joined, init_ray, shutdown
-    from .orchestrate.tuner import run_sweep
+    from .orchestrate.tuner import run_sweep, trial_opts
     from .summary import finish
 
     state_path = _state_path(a.storage_path, name)
@@ -196,8 +196,12 @@ def main(argv=None) -> dict:
         track.reopen_run(base.tracking_uri, parent)
     state["parent_run_id"] = parent
     _write_json(state_path, state)
-    on_interrupt(lambda: track.close_children(base.tracking_uri, base.experiment, parent, reason="interrupted")
-                 or track.end_run(base.tracking_uri, parent, "KILLED"))
+
+    def killed():  # Ctrl-C / SIGTERM: the running trials and the parent end KILLED, resumable
+        track.close_children(base.tracking_uri, base.experiment, parent, reason="interrupted")
+        track.end_run(base.tracking_uri, parent, "KILLED")
+
+    on_interrupt(killed)
     clock.lap("ray_start")
     base = base.replace(teacher=state.get("teacher") or prepare_teacher(base, storage_root, parent, log,
                                                                         epochs=a.teacher_epochs, lr=a.teacher_lr))
@@ -225,11 +229,11 @@ def main(argv=None) -> dict:
 
     t0 = time.time()
     in_process = demand.in_process() and machine is not None and "://" not in storage and not a.ray_train_trials
+    opts = trial_opts(demand, max_failures=a.max_failures, placement=a.placement_strategy, verbose=a.verbose,
+                      in_process=in_process, augment_dirs=augment_dirs)  # the trials' and their confirmation's
     results = run_sweep(spec, base, metric=metric, mode=mode, n_samples=n_samples, storage=storage, name=name,
-                        parent=parent, teacher=tshape, demand=demand, n_at_once=state.get("concurrency") or n_at_once,
-                        multi_objective=SECOND_OBJECTIVE.get(a.multi_objective), max_failures=a.max_failures,
-                        placement=a.placement_strategy, resume=a.resume, verbose=a.verbose,
-                        in_process=in_process, augment_dirs=augment_dirs)
+                        parent=parent, teacher=tshape, n_at_once=state.get("concurrency") or n_at_once,
+                        multi_objective=SECOND_OBJECTIVE.get(a.multi_objective), resume=a.resume, opts=opts)
     clock.lap("trials")
     rows, run_ids = _rows(results, metric, mode, base, parent)
     confirmed = None
@@ -240,10 +244,7 @@ def main(argv=None) -> dict:
         log(f"confirming the top {len(top)} trial(s) with {confirm['seeds']} more seed(s) each (search.confirm)")
         c_results = run_confirm(confirm_points(top, base.train.seed, confirm["seeds"]), base, storage=storage,
                                 name=name, parent=parent, n_at_once=state.get("concurrency") or n_at_once,
-                                resume=a.resume, max_failures=a.max_failures,
-                                opts={"max_failures": a.max_failures, "placement": a.placement_strategy,
-                                      "cpus": demand.cpus_per_worker, "gpus": demand.gpus_per_worker,
-                                      "verbose": a.verbose, "in_process": in_process, "augment_dirs": augment_dirs})
+                                resume=a.resume, opts=opts)
         c_rows, c_ids = _rows(c_results, metric, mode, base, parent)
         confirmed = confirmed_rows(rows, c_rows, metric, report_metric(metric), mode)
         rows, run_ids = rows + c_rows, {**run_ids, **c_ids}

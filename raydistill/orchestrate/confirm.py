@@ -8,12 +8,17 @@ import os
 
 from ray import tune
 
-from .trial import run_trial
+from .tuner import failure_config, trainable_for
 
 
 def candidates(rows: list[dict], metric: str, top: int) -> list[dict]:
     """The ``top`` finished, exported trials by ``metric`` (rows as ``summary.summarize`` sorts them, best first)."""
-    return [r for r in rows if r.get("exported") and r.get(metric) is not None][:top]
+    return _scored(rows, metric)[:top]
+
+
+def _scored(rows: list[dict], metric: str) -> list[dict]:
+    """Rows of trials that exported a student and scored ``metric``."""
+    return [r for r in rows if r.get("exported") and r.get(metric) is not None]
 
 
 def confirm_points(rows: list[dict], seed: int, seeds: int) -> list[dict]:
@@ -22,13 +27,11 @@ def confirm_points(rows: list[dict], seed: int, seeds: int) -> list[dict]:
 
 
 def run_confirm(points: list[dict], base, *, storage: str, name: str, parent: str, opts: dict, n_at_once: int,
-                resume: bool, max_failures: int) -> list:
+                resume: bool) -> list:
     """Train every point (a trial config with its seed and the trial it repeats) as a trial of its own Tune
-    experiment ``NAME-confirm`` beside the sweep's; returns the Tune results. Restored on ``resume``."""
-    trainable = tune.with_parameters(run_trial, base=base, parent_run_id=parent, storage=storage, sweep_name=name,
-                                     opts=opts)
-    trainable = tune.with_resources(trainable, {"cpu": opts["cpus"]} if opts.get("in_process") else
-                                    {"cpu": 0, "memory": 1})
+    experiment ``NAME-confirm`` beside the sweep's, with the sweep's ``opts`` (``tuner.trial_opts``); returns the Tune
+    results. Restored on ``resume``."""
+    trainable = trainable_for(base, parent=parent, storage=storage, name=name, opts=opts)
     exp = f"{name}-confirm"
     if resume and tune.Tuner.can_restore(os.path.join(storage, exp)):
         tuner = tune.Tuner.restore(os.path.join(storage, exp), trainable=trainable, resume_unfinished=True,
@@ -36,9 +39,7 @@ def run_confirm(points: list[dict], base, *, storage: str, name: str, parent: st
     else:
         tuner = tune.Tuner(
             trainable, param_space={"point": tune.grid_search(points)},
-            run_config=tune.RunConfig(name=exp, storage_path=storage, verbose=0,
-                                      failure_config=tune.FailureConfig(
-                                          max_failures=max_failures if opts.get("in_process") else 0)),
+            run_config=tune.RunConfig(name=exp, storage_path=storage, verbose=0, failure_config=failure_config(opts)),
             tune_config=tune.TuneConfig(num_samples=1, max_concurrent_trials=n_at_once))
     return list(tuner.fit())
 
@@ -48,9 +49,8 @@ def confirmed_rows(rows: list[dict], confirm_rows: list[dict], metric: str, repo
     the seed whose student is exported (the best by ``metric``), best mean first."""
     by_trial = {r["trial"]: r for r in rows}
     groups: dict[str, list[dict]] = {}
-    for r in confirm_rows:
-        if r.get("exported") and r.get(metric) is not None:
-            groups.setdefault(r["config"].get("confirm_of"), []).append(r)
+    for r in _scored(confirm_rows, metric):
+        groups.setdefault(r["config"].get("confirm_of"), []).append(r)
     out = []
     sign = 1 if mode == "max" else -1
     for origin, reps in groups.items():

@@ -13,21 +13,36 @@ from .search import make_scheduler, make_searcher
 from .trial import run_trial
 
 
-def run_sweep(spec, base, *, metric: str, mode: str, n_samples: int, storage: str, name: str, parent: str, teacher,
-              demand, n_at_once: int, multi_objective: str | None, max_failures: int, placement: str, resume: bool,
-              verbose: bool = False, in_process: bool = False, augment_dirs: dict | None = None) -> list:
-    """Every trial's Tune result, once the sweep ends. ``in_process``: each trial trains in its Tune trial process
-    (one CPU worker, no Ray Train; ``orchestrate.run.fit_in_process``), and Tune restarts a failed one from its last
-    checkpoint up to ``max_failures`` times, as Ray Train would restart its worker."""
-    opts = {"max_failures": max_failures, "placement": placement, "cpus": demand.cpus_per_worker,
+def trial_opts(demand, *, max_failures: int, placement: str, verbose: bool = False, in_process: bool = False,
+               augment_dirs: dict | None = None) -> dict:
+    """What every trial of a sweep (and of its confirmation) is run with: resources, recovery, augmented sets."""
+    return {"max_failures": max_failures, "placement": placement, "cpus": demand.cpus_per_worker,
             "gpus": demand.gpus_per_worker, "verbose": verbose, "in_process": in_process,
             "augment_dirs": augment_dirs or {}}
+
+
+def trainable_for(base, *, parent: str, storage: str, name: str, opts: dict):
+    """``run_trial`` with its fixed arguments and its resource bundle, for a Tuner of the sweep ``name``."""
     trainable = tune.with_parameters(run_trial, base=base, parent_run_id=parent, storage=storage, sweep_name=name,
                                      opts=opts)
     # an in-process trial trains in the trial function, which then holds its worker's CPUs; a Ray Train trial's
     # function only waits for its workers: holding a CPU would leave one idle on a small machine
-    trainable = tune.with_resources(trainable, {"cpu": demand.cpus_per_worker} if in_process
-                                    else {"cpu": 0, "memory": 1})  # Tune needs a non-empty bundle
+    return tune.with_resources(trainable, {"cpu": opts["cpus"]} if opts["in_process"]
+                               else {"cpu": 0, "memory": 1})  # Tune needs a non-empty bundle
+
+
+def failure_config(opts: dict):
+    """Tune restarts a failed in-process trial (from its last checkpoint); Ray Train restarts its own workers."""
+    return tune.FailureConfig(max_failures=opts["max_failures"] if opts["in_process"] else 0)
+
+
+def run_sweep(spec, base, *, metric: str, mode: str, n_samples: int, storage: str, name: str, parent: str, teacher,
+              n_at_once: int, multi_objective: str | None, resume: bool, opts: dict) -> list:
+    """Every trial's Tune result, once the sweep ends. ``opts`` (``trial_opts``) with ``in_process``: each trial trains
+    in its Tune trial process (one CPU worker, no Ray Train; ``orchestrate.run.fit_in_process``), and Tune restarts a
+    failed one from its last checkpoint up to ``max_failures`` times, as Ray Train would restart its worker."""
+    verbose = opts["verbose"]
+    trainable = trainable_for(base, parent=parent, storage=storage, name=name, opts=opts)
     if not verbose:  # Tune's newer console output prints its header box to stdout even at verbose=0
         os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
     # Ctrl-C ends the command (cli: runs KILLED, one line, exit 130, --resume goes on), rather than Tune's own handler
@@ -43,8 +58,7 @@ def run_sweep(spec, base, *, metric: str, mode: str, n_samples: int, storage: st
             trainable,
             run_config=tune.RunConfig(name=name, storage_path=storage, callbacks=[live_table(metric)],
                                       verbose=1 if verbose else 0,  # 0: the live table below is the one table
-                                      failure_config=tune.FailureConfig(max_failures=max_failures if in_process
-                                                                        else 0)),
+                                      failure_config=failure_config(opts)),
             tune_config=tune.TuneConfig(search_alg=searcher, scheduler=make_scheduler(spec, base.train.epochs,
                                                                                       multi_objective),
                                         num_samples=n_samples, metric=None if multi_objective else metric,
