@@ -10,26 +10,20 @@ import statistics
 def dev_predictions(model_dir: str, task_name: str, data_dir: str, max_length: int = 128) -> tuple[list, list]:
     """(predictions, gold) of the model in ``model_dir`` on the task's whole dev set: class ids, or scores for a
     regression (classification and regression tasks)."""
-    import numpy as np
     import torch
     from transformers import AutoTokenizer
 
+    from raydistill.devscore import model_outputs
     from raydistill.models.teacher import load_model
-    from raydistill.step import forward, to_device
     from raydistill.tasks import get_task
-    from raydistill.tasks.encode import collate, encode
+    from raydistill.tasks.encode import encode
 
     task = get_task(task_name)
     examples = task.loader(task, data_dir, task.eval_split)
     tok = AutoTokenizer.from_pretrained(model_dir)
-    model = load_model(model_dir, task.kind).eval()
     enc = encode(task, examples, tok, max_length)
-    logits = []
-    with torch.no_grad():
-        for s in range(0, len(enc.features), 64):
-            batch = to_device(collate(enc.features[s:s + 64], tok.pad_token_id or 0), torch.device("cpu"))
-            logits.append(forward(model, batch, need_hidden=False).logits.float().numpy())
-    arr = np.concatenate(logits)
+    arr = model_outputs(load_model(model_dir, task.kind), task, enc, tok.pad_token_id or 0, 64,
+                        torch.device("cpu"))["logits"]
     preds = arr.reshape(-1).tolist() if task.kind == "regression" else arr.argmax(-1).tolist()
     gold = [examples[enc.example_index[i]]["label"] for i in range(len(enc.features))]
     return preds, gold

@@ -13,38 +13,52 @@ def dev_metrics(model, data, batch_size: int, device) -> dict:
     """``eval_<metric>`` of ``model`` on ``data``'s dev set (a ``loop.Data``), and ``val_<metric>`` on its validation
     split when it has one."""
     out = split_metrics(model, data.task, data.eval_examples, data.eval_encoded, data.pad_id, batch_size, device)
-    if getattr(data, "val_examples", None):
+    if data.val_examples:
         out.update(split_metrics(model, data.task, data.val_examples, data.val_encoded, data.pad_id, batch_size,
                                  device, prefix="val"))
     return out
 
 
-@torch.no_grad()
 def split_metrics(model, task, examples, encoded, pad_id: int, batch_size: int, device, prefix: str = "eval") -> dict:
     """``<prefix>_<metric>`` of ``model`` on one split's ``examples`` (``encoded`` by ``tasks.encode.encode``)."""
-    model.eval()
-    kind = task.kind
-    feats = encoded.features
+    if task.kind == "mlm":
+        loss, correct, n = _mlm_sums(model, encoded, pad_id, batch_size, device)
+        return {f"{prefix}_mlm_loss": loss / max(n, 1), f"{prefix}_mlm_accuracy": correct / max(n, 1)}
+    outs = model_outputs(model, task, encoded, pad_id, batch_size, device)
+    return {f"{prefix}_{k}": float(v) for k, v in score(task, examples, encoded, outs).items()}
+
+
+def model_outputs(model, task, encoded, pad_id: int, batch_size: int, device) -> dict:
+    """The model's predictions on every encoded row of a labelled task, in the layout ``tasks.encode.score`` reads:
+    one array per output (logits, or QA start/end), rows cut to their real length for token and QA tasks."""
     outs: dict[str, list] = {}
-    mlm = torch.zeros(3, device=device)  # loss sum, correct, count over masked pieces
-    for start in range(0, len(feats), batch_size):
-        batch = to_device(collate(feats[start:start + batch_size], pad_id), device)
-        o = forward(model, batch, need_hidden=False)
-        if kind == "mlm":
-            sel = batch["labels"] != -100
-            logits, gold = o.logits[sel].float(), batch["labels"][sel]
-            mlm += torch.stack([torch.nn.functional.cross_entropy(logits, gold, reduction="sum"),
-                                (logits.argmax(-1) == gold).sum().float(), sel.sum().float()])
-            continue
+    for batch, o in _forward_batches(model, encoded, pad_id, batch_size, device):
         lengths = batch["attention_mask"].sum(-1).tolist()
         for name, t in o.predictions().items():
             t = t.float().cpu().numpy()
-            rows = [t[i, : lengths[i]] for i in range(len(t))] if kind in ("token", "qa") else list(t)
+            rows = [t[i, : lengths[i]] for i in range(len(t))] if task.kind in ("token", "qa") else list(t)
             outs.setdefault(name, []).extend(rows)
-    model.train()
-    if kind == "mlm":
-        loss, correct, n = mlm.tolist()
-        return {f"{prefix}_mlm_loss": loss / max(n, 1), f"{prefix}_mlm_accuracy": correct / max(n, 1)}
-    if kind not in ("token", "qa"):
-        outs = {k: np.stack(v) for k, v in outs.items()}
-    return {f"{prefix}_{k}": float(v) for k, v in score(task, examples, encoded, outs).items()}
+    return outs if task.kind in ("token", "qa") else {k: np.stack(v) for k, v in outs.items()}
+
+
+def _mlm_sums(model, encoded, pad_id: int, batch_size: int, device) -> list[float]:
+    """Loss sum, correct predictions and count over the masked pieces (general distillation)."""
+    sums = torch.zeros(3, device=device)
+    for batch, o in _forward_batches(model, encoded, pad_id, batch_size, device):
+        sel = batch["labels"] != -100
+        logits, gold = o.logits[sel].float(), batch["labels"][sel]
+        sums += torch.stack([torch.nn.functional.cross_entropy(logits, gold, reduction="sum"),
+                             (logits.argmax(-1) == gold).sum().float(), sel.sum().float()])
+    return sums.tolist()
+
+
+def _forward_batches(model, encoded, pad_id: int, batch_size: int, device):
+    """(batch, outputs) for every ``batch_size`` rows of ``encoded``, the model in eval mode and back in train mode."""
+    model.eval()
+    try:
+        with torch.no_grad():
+            for start in range(0, len(encoded.features), batch_size):
+                batch = to_device(collate(encoded.features[start:start + batch_size], pad_id), device)
+                yield batch, forward(model, batch, need_hidden=False)
+    finally:
+        model.train()
