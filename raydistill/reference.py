@@ -23,6 +23,7 @@ def teacher_reference(cfg: RunConfig, threads: int, log=lambda m: None) -> dict:
     from .models.student import count_params
     from .models.teacher import fingerprint, load_model
     from .tasks import get_task
+    from .tasks.encode import encode
 
     task = get_task(cfg.task)
     length = cfg.train.max_length
@@ -48,7 +49,7 @@ def teacher_reference(cfg: RunConfig, threads: int, log=lambda m: None) -> dict:
         train, val, dev = train_val_dev(cfg, task)
         data = Data.dev_only(task, dev, tok, length)
         if val:
-            data.val_examples, data.val_encoded = val, Data.dev_only(task, val, tok, length).eval_encoded
+            data.val_examples, data.val_encoded = val, encode(task, val, tok, length)
         out = {**dev_metrics(model, data, 64, torch.device("cpu")), **majority(task, train, dev),
                "student_params": float(count_params(model)),
                # at the length a trial times its student (loop._speed)

@@ -27,8 +27,8 @@ def summarize(results, metric: str, mode: str, epochs: int, logged: dict | None 
         m.update((logged or {}).get(m.get("trial_id"), {}))
         status = "ERROR" if r.error else "DONE" if (m.get("epoch") or 0) >= epochs else "STOPPED"
         trial = m.get("trial_id") or os.path.basename(r.path or "")[-8:]
-        rows.append({"trial": trial, "status": status, "exported": status == "DONE" and (
-                     finished is None or trial in finished), "config": cfg,
+        exported = status == "DONE" and (finished is None or trial in finished)
+        rows.append({"trial": trial, "status": status, "exported": exported, "config": cfg,
                      metric: m.get(metric), **({report: m.get(report)} if report != metric else {}),
                      "epoch": m.get("epoch"), "best_epoch": m.get("best_epoch"),
                      "student_params": m.get("student_params"),
@@ -36,7 +36,7 @@ def summarize(results, metric: str, mode: str, epochs: int, logged: dict | None 
                      "trial_wall_s": m.get("trial_wall_s"), "fixed_cost_s": m.get("fixed_cost_s"),
                      **{k: v for k, v in cfg.items() if k != "confirm_of"},
                      "error": failure_reason(r.error)[:160] if r.error else
-                     ("" if status != "DONE" or finished is None or trial in finished else "no exported student")})
+                     ("no exported student" if status == "DONE" and not exported else "")})
     sign = -1 if mode == "max" else 1
     rows.sort(key=lambda r: (not r["exported"], r[metric] is None, sign * (r[metric] or 0)))
     return rows

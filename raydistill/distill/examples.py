@@ -93,8 +93,7 @@ def train_val_dev(cfg, task) -> tuple[list, list, list]:
     if cfg.augment_dir:
         aug = augmented_train(os.path.join(cfg.augment_dir, "train.jsonl"), out_of_train)
         if cfg.train.train_limit and all(SOURCE in r for r in aug):  # the limit counts source rows, copies follow
-            first = {id(ex) for ex in train[: cfg.train.train_limit]}
-            kept = {i for i, ex in enumerate(rows) if id(ex) in first}
+            kept = set([i for i in range(len(rows)) if i not in out_of_train][: cfg.train.train_limit])
             train = [r for r in aug if r[SOURCE] in kept]
         else:
             train = aug[: cfg.train.train_limit] if cfg.train.train_limit else aug
