@@ -121,8 +121,14 @@ def task_rows(a, task_name: str, step: Steps, work: str, log: str) -> dict:
 def sweep_and_export(a, exp: str, name: str, seed: int, extra: list, teacher_dir: str, common: list, work: str,
                      uri: str, log: str) -> dict:
     """One sweep (its best student chosen on val, confirmed where the space says so) and its export."""
-    sw = run(["raydistill.sweep", a.space, "--teacher", teacher_dir, "--seed", str(seed),
-              "--epochs", str(a.epochs), "--experiment", exp, "--name", name, *extra, *common], log)
+    from raydistill.sweep import STATE
+
+    storage = os.path.join(work, "ray")
+    if os.path.isfile(os.path.join(storage, name, STATE)):  # cut off in an earlier session: go on, keep its trials
+        sw = run(["raydistill.sweep", "--resume", "--name", name, "--storage-path", storage], log)
+    else:
+        sw = run(["raydistill.sweep", a.space, "--teacher", teacher_dir, "--seed", str(seed), "--epochs",
+                  str(a.epochs), "--experiment", exp, "--name", name, "--storage-path", storage, *extra, *common], log)
     best_dir = os.path.join(work, "best", name)
     b = run(["raydistill.best", "--experiment", exp, "--tracking-uri", uri, "--sweep", name, "--export", best_dir], log)
     return {"dev": b["report"], "val": b["value"], "dir": best_dir, "trials": sw["trials"], "errors": sw["errors"],
