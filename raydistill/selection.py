@@ -104,13 +104,3 @@ def bootstrap_ci(stat, n_examples: int, n: int = 1000, seed: int = 0, level: flo
     lo = vals[int((1 - level) / 2 * (len(vals) - 1))]
     hi = vals[int(round((1 + level) / 2 * (len(vals) - 1)))]
     return lo, hi
-
-
-def verdict(a: float, b: float, noise: float) -> str:
-    """"beats" / "loses to" only where the difference ``a − b`` exceeds ``noise`` (a bootstrap half-width or the
-    seeds' range); otherwise "ties"."""
-    if a - b > noise:
-        return "beats"
-    if b - a > noise:
-        return "loses to"
-    return "ties"
