@@ -216,9 +216,15 @@ def check_student_space(spec: SweepSpec, teacher: Shape) -> None:
     st = dict(spec.student)
     combos = [parse_size(c) for c in _values(st.pop("size"))] if "size" in st else [{}]
     fields_ = [k for k in FIELDS if k in st]
+    prunes = any(str(v).partition(":")[0] == "prune" for v in _values(st.get("init", "")))
     for base in combos:
         for vals in itertools.product(*(_values(st[k]) for k in fields_)):
-            check_fits(resolve({**base, **dict(zip(fields_, vals))}, teacher), teacher)
+            sizes = resolve({**base, **dict(zip(fields_, vals))}, teacher)
+            check_fits(sizes, teacher)
+            if prunes:  # a student the space may cut out of the teacher by importance keeps whole teacher heads
+                from .models.prune import check_shape
+
+                check_shape(sizes, teacher)
 
 
 def _values(v) -> list:

@@ -159,3 +159,18 @@ def test_named_spaces_ship_inside_the_wheel(tmp_path):
     names = set(zipfile.ZipFile(wheel).namelist())
     shipped = {p.name for p in (root / "raydistill" / "search_spaces").glob("*.yaml")}
     assert shipped and {f"raydistill/search_spaces/{n}" for n in shipped} <= names
+
+
+def test_a_space_that_may_prune_is_checked_for_whole_teacher_heads_before_any_trial():
+    """A space drawing ``init: prune`` with heads that change the head size is refused once the teacher is known
+    (before Ray), naming the field; with ``heads: keep_head_size`` every student it can draw is cut out whole."""
+    minilm = Shape(6, 384, 1536, 12)  # head size 32
+    raw = {"method": "minilm", "student": {"layers": 0.5, "hidden": {"choice": ["teacher", 0.5]}, "heads": 6,
+                                           "init": {"choice": ["slice", "prune"]}}}
+    with pytest.raises(UserError) as e:
+        sp.sample(sp.parse(raw), None, minilm)
+    assert e.value.field == "student.heads" and "head size 32" in str(e.value)
+    raw["student"]["heads"] = "keep_head_size"
+    assert sp.sample(sp.parse(raw), None, minilm)["student_heads"] in (6, 12)
+    raw["student"].update(heads=6, init="slice")  # slice may change the head size: no prune check
+    sp.sample(sp.parse(raw), None, minilm)
