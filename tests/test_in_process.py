@@ -41,3 +41,27 @@ def test_checkpoints_persisted_kept_and_resumed_as_the_uninterrupted_run(tiny_te
     fresh = []  # not a resume: a stale folder of the same name is cleared, the run starts at epoch 1
     fit_in_process(cfg, run_dir=str(tmp_path / "b"), threads=1, resume=False, on_epoch=fresh.append)
     assert [m["epoch"] for m in fresh] == [1, 2, 3]
+
+
+def test_a_trial_the_scheduler_stops_ends_killed_and_tagged_not_failed(tiny_teacher, glue_dir, tmp_path):
+    """Tune stops a trial (ASHA) by ``sys.exit(0)`` inside its report: the MLflow run ends KILLED, tagged
+    ``raydistill.stopped``, with its epochs kept — not FAILED with ``error: SystemExit: 0``."""
+    import dataclasses
+    import sys
+
+    from mlflow.tracking import MlflowClient
+
+    from raydistill.orchestrate.run import execute
+
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    cfg = dataclasses.replace(cfg_for("sst2", tiny_teacher("classification", 2), glue_dir, "kd", epochs=3),
+                              tracking_uri=uri, experiment="stop", output=str(tmp_path / "student"))
+
+    def asha_stops_after_1(m):
+        sys.exit(0)  # what ray.train._internal.session does when the scheduler says stop
+
+    with pytest.raises(SystemExit):
+        execute(cfg, storage_path=str(tmp_path / "ray"), name="t", in_process=asha_stops_after_1)
+    run = MlflowClient(uri).search_runs([MlflowClient(uri).get_experiment_by_name("stop").experiment_id])[0]
+    assert run.info.status == "KILLED" and "error" not in run.data.tags
+    assert run.data.tags["raydistill.stopped"].startswith("early") and run.data.metrics["epoch"] == 1

@@ -188,7 +188,8 @@ def execute(cfg: RunConfig, *, storage_path: str, name: str, parent_run_id: str 
 
     Returns the final metrics (``val_*`` and ``eval_*`` of the best epoch by val, ``best_epoch``, ``student_params``, ``latency_ms_b*``)
     plus ``run_id`` and ``student_dir`` (the best epoch's student). MLflow keeps the per-epoch curves, ``best_eval_*``
-    and ``best_epoch`` among them. A failed fit marks the MLflow run FAILED with the reason, then re-raises.
+    and ``best_epoch`` among them. A failed fit marks the MLflow run FAILED with the reason, then re-raises; a trial the
+    search's scheduler stops early ends KILLED, tagged ``raydistill.stopped``.
     ``in_process`` (a sweep's 1-worker CPU trial: a callable taking each epoch's metrics) runs the loop in this process
     instead of on Ray Train (``fit_in_process``).
     """
@@ -245,6 +246,10 @@ def execute(cfg: RunConfig, *, storage_path: str, name: str, parent_run_id: str 
     except BaseException as e:
         if isinstance(e, KeyboardInterrupt):  # Ctrl-C / SIGTERM: stopped by the user, not failed
             track.set_tags(uri, run_id, {"interrupted": "true"})
+            track.end_run(uri, run_id, "KILLED")
+            raise
+        if isinstance(e, SystemExit) and e.code in (0, None):  # Tune's report() exits 0 when the scheduler (ASHA)
+            track.set_tags(uri, run_id, {"raydistill.stopped": "early, by the search's scheduler"})  # stops it
             track.end_run(uri, run_id, "KILLED")
             raise
         track.set_tags(uri, run_id, {"error": f"{type(e).__name__}: {e}"[:4000]})
