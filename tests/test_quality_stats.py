@@ -39,3 +39,20 @@ def test_regression_rows_score_pearson():
 
     gold = [i / 10 for i in range(50)]
     assert qs.score("stsb", [g * 2 + 1 for g in gold], gold) == pytest.approx(1.0)
+
+
+def test_asha_replay_applies_the_asynchronous_rule_and_marks_what_it_cannot_know():
+    from asha_replay import replay
+
+    t = lambda name, *vals: {"trial": name, "scores": dict(enumerate(vals, 1))}  # noqa: E731
+    trials = [t("a", 0.6, 0.7, 0.72, 0.75), t("b", 0.5, 0.6), t("c", 0.65, 0.71, 0.8, 0.79), t("d", 0.4, 0.5, 0.6)]
+    # grace 2, rf 2, 4 epochs: one rung at epoch 2. a: first at the rung, goes on. b: 0.6 < median{0.7} stops.
+    # c: 0.71 >= the median of {0.7, 0.6} goes on. d: best 0.5 < the median of {0.7, 0.6, 0.71} stops at 2.
+    r = replay(trials, 2, 2, 4)
+    assert (r["epochs"], r["finished"], r["winner"], r["unknown"]) == (4 + 2 + 4 + 2, 2, "c", [])
+    # grace 1: rungs 1 and 2. b stops at 1 (0.5 < 0.6); c goes on at 1 (0.65 >= median{0.6, 0.5}) and at 2;
+    # d stops at 1 (0.4 below the median of {0.6, 0.5, 0.65}).
+    r = replay(trials, 1, 2, 4)
+    assert (r["epochs"], r["winner"]) == (4 + 1 + 4 + 1, "c")
+    r = replay(trials, None, 2, 4)  # off: every trial trains every epoch; b and d's later epochs were never run
+    assert r["epochs"] == 16 and sorted(r["unknown"]) == ["b", "d"] and r["winner"] == "c"
