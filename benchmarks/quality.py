@@ -121,10 +121,10 @@ def task_rows(a, task_name: str, step: Steps, work: str, log: str) -> dict:
 def sweep_and_export(a, exp: str, name: str, seed: int, extra: list, teacher_dir: str, common: list, work: str,
                      uri: str, log: str) -> dict:
     """One sweep (its best student chosen on val, confirmed where the space says so) and its export."""
-    from raydistill.sweep import STATE
+    from raydistill.sweep import _state_path
 
     storage = os.path.join(work, "ray")
-    if os.path.isfile(os.path.join(storage, name, STATE)):  # cut off in an earlier session: go on, keep its trials
+    if os.path.isfile(_state_path(storage, name)):  # cut off in an earlier session: go on, keep its trials
         sw = run(["raydistill.sweep", "--resume", "--name", name, "--storage-path", storage], log)
     else:
         sw = run(["raydistill.sweep", a.space, "--teacher", teacher_dir, "--seed", str(seed), "--epochs",
