@@ -105,6 +105,7 @@ class TrainConfig:
     # validation split everything chooses on ("val"); the dev set only reports. "dev": choose on dev (the old way).
     val_fraction: float = 0.1
     select_on: str = "val"
+    group_by_length: bool = False  # batches of similar-length rows (raydistill/batches.py): less padding per step
 
     def validate(self) -> None:
         check(self.epochs >= 1, "train.epochs", f"must be >= 1, got {self.epochs}")

@@ -25,6 +25,7 @@ import torch
 import torch.distributed as dist
 
 from .config import RunConfig
+from .batches import epoch_batches
 from .checkpoint import copy_dir, load_state, resume_student, save_checkpoint
 from .devscore import dev_metrics
 from .distill.general import DynamicMasking
@@ -102,19 +103,6 @@ def load_data(cfg: RunConfig, tokenizer) -> Data:
                 enc(val_ex) if val_ex else None)
 
 
-def epoch_batches(n: int, batch_size: int, epoch: int, seed: int, rank: int, world: int):
-    """Global batches from a per-epoch seeded permutation; rank r takes its slice of each global batch.
-
-    Drop-last keeps every rank's slice the same size, so averaging DDP gradients equals the
-    gradient of the global batch: 2 workers × 16 reproduce 1 worker × 32.
-    """
-    g = torch.Generator().manual_seed(seed * 1000 + epoch)
-    perm = torch.randperm(n, generator=g).tolist()
-    per_rank = batch_size // world
-    for start in range(0, n - batch_size + 1, batch_size):
-        yield perm[start + rank * per_rank: start + (rank + 1) * per_rank]
-
-
 # ---------------------------------------------------------------- the loop
 def run(cfg: RunConfig, ctx: Context) -> dict:
     from .distill.objective import build_objective
@@ -144,6 +132,7 @@ def run(cfg: RunConfig, ctx: Context) -> dict:
         model = torch.nn.parallel.DistributedDataParallel(model, **ddp_kw)
 
     steps_per_epoch = len(data.train) // cfg.train.batch_size
+    lengths = [len(f["input_ids"]) for f in data.train] if cfg.train.group_by_length else None
     if cfg.train.max_steps:
         steps_per_epoch = min(steps_per_epoch, math.ceil(cfg.train.max_steps / cfg.train.epochs))
     stages = [objective.method.stage_for(e, cfg.train.epochs) for e in range(cfg.train.epochs)]
@@ -196,7 +185,7 @@ def run(cfg: RunConfig, ctx: Context) -> dict:
             progress = Progress(f"epoch {epoch + 1}/{cfg.train.epochs} {stage}", steps_per_epoch, log=ctx.log,
                                 live=ctx.live and ctx.rank == 0) if ctx.rank == 0 else None
             for step, idx in enumerate(epoch_batches(len(data.train), cfg.train.batch_size, epoch, cfg.train.seed,
-                                                     ctx.rank, ctx.world_size)):
+                                                     ctx.rank, ctx.world_size, lengths)):
                 if step >= steps_per_epoch:
                     break
                 poison = fault.at(ctx.rank, epoch + 1, step + 1)  # test hook: None in normal use

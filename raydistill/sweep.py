@@ -122,7 +122,8 @@ def main(argv=None) -> dict:
     mode = spec.mode
     fixed_train = {k: v for k, v in spec.train.items() if not isinstance(v, dict)}
     cli_train = {k: getattr(a, k) for k in ("epochs", "max_steps", "train_limit", "eval_limit", "max_length",
-                                            "batch_size", "seed", "lr", "val_fraction", "select_on")
+                                            "batch_size", "seed", "lr", "val_fraction", "select_on",
+                                            "group_by_length")
                  if getattr(a, k) is not None}
     if a.fp32_teacher:
         cli_train["teacher_bf16"] = False

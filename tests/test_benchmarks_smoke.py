@@ -70,6 +70,17 @@ def test_gpu_benchmark_smoke(tmp_path):
     assert res["packing"]["2"]["trials"] == 2 and res["mfu_pred"]["step_dtype"] == "fp32"  # bf16 step on GPU only
 
 
+def test_group_by_length_smoke(tmp_path):
+    """benchmarks/group_by_length.py: four real one-epoch runs (ABBA) and the padding each batch order costs."""
+    last, res = run_script("group_by_length", tmp_path)
+    m = re.fullmatch(rf"RATIO plain/grouped train_s={NUM} tokens={NUM}", last)
+    assert m, last
+    assert float(m[1]) > 0 and float(m[2]) > 1.2  # the synthetic pairs vary in length: grouping must cut padding
+    assert [r["grouped"] for r in res["runs"]] == [False, True, True, False]
+    plain, grouped = res["token_slots"]["False"], res["token_slots"]["True"]
+    assert plain[1] == grouped[1] and grouped[0] < plain[0]  # the same real tokens in fewer padded slots
+
+
 def test_flop_count_matches_hand_count():
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from gpu import encoder_flops_per_token, step_flops_per_token

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+from dataclasses import replace
 
 import pytest
 import torch
@@ -241,7 +242,17 @@ CASES = [  # (task, kind, method, distill args): every token-level loss family t
 def test_two_workers_train_as_one(task, kind, method, extra, tiny_teacher, glue_dir, korean_dir, tmp_path):
     n = {"classification": 2, "token": len(KO_LABELS), "qa": 2}[kind]
     teacher = tiny_teacher(kind, n, dropout=0.0, **({"label_names": KO_LABELS} if kind == "token" else {}))
-    cfg = _cfg(task, teacher, korean_dir if kind in ("token", "qa") else glue_dir, method, **extra)
+    _assert_two_train_as_one(_cfg(task, teacher, korean_dir if kind in ("token", "qa") else glue_dir, method, **extra),
+                             tmp_path)
+
+
+def test_two_workers_train_as_one_on_length_grouped_batches(tiny_teacher, glue_dir, tmp_path):
+    """--group-by-length: each global batch holds rows of similar length and every rank pads only its own slice."""
+    cfg = _cfg("mrpc", tiny_teacher("classification", 2, dropout=0.0), glue_dir, "kd", alpha=0.5, temperature=2.0)
+    _assert_two_train_as_one(replace(cfg, train=replace(cfg.train, group_by_length=True)), tmp_path)
+
+
+def _assert_two_train_as_one(cfg, tmp_path) -> None:
     one, (r0, r1) = _train(cfg, 1, tmp_path)[0], _train(cfg, 2, tmp_path)
     assert len(one["weights"]) == len(r0["weights"]) == 4
     for a, b, c in zip(one["weights"], r0["weights"], r1["weights"]):

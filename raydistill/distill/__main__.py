@@ -38,21 +38,25 @@ def add_train_args(p: argparse.ArgumentParser, d: TrainConfig = TrainConfig(), g
 
 
 def add_selection_args(p: argparse.ArgumentParser, d: TrainConfig | None = TrainConfig()) -> None:
-    """Which split chooses epochs and trials (every training command and the sweep); ``d=None``: no defaults (the
-    sweep's flags only override its space)."""
+    """Which split chooses epochs and trials, and how batches are drawn (every training command and the sweep);
+    ``d=None``: no defaults (the sweep's flags only override its space)."""
     p.add_argument("--val-fraction", type=float, default=d.val_fraction if d else None,
                    help="share of the training rows held out (stratified, fixed seed) as the validation split that "
                    "chooses the best epoch and trial" + (f" (default {d.val_fraction:g})" if d else " (default 0.1)"))
     p.add_argument("--select-on", default=d.select_on if d else None,
                    help="val: choose on the validation split, report dev; dev: choose and report on dev"
                    + (f" (default: {d.select_on})" if d else " (default: val)"))
+    p.add_argument("--group-by-length", action="store_true", default=d.group_by_length if d else None,
+                   help="draw each batch from rows of similar length (megabatches of 50 batches sorted by length, "
+                   "then shuffled): less padding, faster epochs (default: off"
+                   + ("" if d else ", or the space's train.group_by_length") + ")")
 
 
 def train_config(a, **extra) -> dict:
     """The ``train`` section from the flags every training command shares."""
     return dict(epochs=a.epochs, max_steps=a.max_steps, train_limit=a.train_limit, eval_limit=a.eval_limit,
                 max_length=a.max_length, batch_size=a.batch_size, lr=a.lr, seed=a.seed, val_fraction=a.val_fraction,
-                select_on=a.select_on, **extra)
+                select_on=a.select_on, group_by_length=a.group_by_length, **extra)
 
 
 def parser() -> argparse.ArgumentParser:
