@@ -22,6 +22,12 @@ HUB = "hub"  # a run's data_dir param when its data came from the Hugging Face h
 LOSS_CONVENTION = "soft=T^2*KL(p_t^T||p_s^T); total=alpha*soft+(1-alpha)*hard+beta*intermediate"
 
 
+def split_init(init: str | None) -> tuple[str, str]:
+    """``student.init`` as (rule, argument): ``prune:block,512`` → ("prune", "block,512"), ``first_k`` → ("first_k", "")."""
+    name, _, arg = (init or "random").partition(":")
+    return name, arg
+
+
 @dataclass(frozen=True)
 class StudentConfig:
     layers: int = 4

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import os
 
-from .config import RunConfig
+from .config import RunConfig, split_init
 from .errors import UserError, check
 from .hub import hub_reachable, is_local
 from .models.heads import SUFFIX as HEADS, has_task_head
@@ -98,10 +98,10 @@ def check_student(cfg: RunConfig, tcfg) -> None:
               "init", f"checkpoint {path} is a {ccfg.model_type} model with vocab {getattr(ccfg, 'vocab_size', '?')} "
               f"but the teacher is {tcfg.model_type} with vocab {getattr(tcfg, 'vocab_size', '?')}; distil from a "
               "checkpoint of the teacher's family and tokenizer")
-    elif init == "prune" or init.startswith("prune:"):
+    elif split_init(init)[0] == "prune":
         from .models.prune import check_shape, parse_arg
 
-        parse_arg(init.partition(":")[2])
+        parse_arg(split_init(init)[1])
         check_shape({k: getattr(s, k) for k in ("layers", "hidden", "intermediate", "heads")}, Shape.of(tcfg))
     else:
         check(init in ("random", "slice", "pretrained"), "student.init", f"unknown init {init!r}; use random, slice, "
@@ -174,8 +174,9 @@ def preflight(cfg: RunConfig, load_data: bool = True, require_head: bool = True,
         from .distill.examples import general_examples, prune_sample_size, train_and_eval_examples
 
         train = train_and_eval_examples(cfg, task)[0] if task.labelled else general_examples(cfg)[0]
-        if cfg.student.init.startswith("prune:"):  # the sample init prune scores on: no more than the run trains on
+        rule, arg = split_init(cfg.student.init)
+        if rule == "prune" and arg:  # the sample init prune scores on: no more than the run trains on
             from .models.prune import parse_arg
 
-            prune_sample_size(parse_arg(cfg.student.init[len("prune:"):])[1], len(train))
+            prune_sample_size(parse_arg(arg)[1], len(train))
     return cfg.replace(tracking_uri=resolve_tracking_uri(cfg.tracking_uri))

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, fields
 
 import yaml
 
-from .config import DistillConfig, RunConfig, StudentConfig, TrainConfig
+from .config import DistillConfig, RunConfig, StudentConfig, TrainConfig, split_init
 from .errors import UserError, check
 from .selection import check_search
 from .sizes import FIELDS, Shape, any_relative, check_fits, check_value, parse_size, resolve
@@ -216,7 +216,7 @@ def check_student_space(spec: SweepSpec, teacher: Shape) -> None:
     st = dict(spec.student)
     combos = [parse_size(c) for c in _values(st.pop("size"))] if "size" in st else [{}]
     fields_ = [k for k in FIELDS if k in st]
-    prunes = any(str(v).partition(":")[0] == "prune" for v in _values(st.get("init", "")))
+    prunes = any(split_init(str(v))[0] == "prune" for v in _values(st.get("init", "")))
     for base in combos:
         for vals in itertools.product(*(_values(st[k]) for k in fields_)):
             sizes = resolve({**base, **dict(zip(fields_, vals))}, teacher)

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import torch
 
-from ..config import StudentConfig
+from ..config import StudentConfig, split_init
 from ..errors import UserError, check
 from ..sizes import FIELDS, Shape
 from . import prune
@@ -234,7 +234,7 @@ def build_student(teacher, spec: StudentConfig, examples=None):
     ``spec.init`` (see module docstring). ``examples`` (sample size or None → batches of model inputs) is what
     init ``prune`` scores the teacher on."""
     spec.validate()
-    name, _, arg = (spec.init or "random").partition(":")
+    name, arg = split_init(spec.init)
     check(name in INITS, "student.init", f"unknown init {spec.init!r}; use one of random, first_k, every_other, "
                                          "uniform, layers:1,3,5, slice, prune, checkpoint:DIR")
     check(bool(arg) == (name in ("layers", "checkpoint")) or name == "prune", "student.init",
