@@ -46,10 +46,11 @@ def add_selection_args(p: argparse.ArgumentParser, d: TrainConfig | None = Train
     p.add_argument("--select-on", default=d.select_on if d else None,
                    help="val: choose on the validation split, report dev; dev: choose and report on dev"
                    + (f" (default: {d.select_on})" if d else " (default: val)"))
-    p.add_argument("--group-by-length", action="store_true", default=d.group_by_length if d else None,
+    p.add_argument("--group-by-length", action=argparse.BooleanOptionalAction, default=d.group_by_length if d else None,
                    help="draw each batch from rows of similar length (megabatches of 50 batches sorted by length, "
-                   "then shuffled): less padding, faster epochs (default: off"
-                   + ("" if d else ", or the space's train.group_by_length") + ")")
+                   "then shuffled): less padding, faster epochs; --no-group-by-length: batches drawn at random (default: "
+                   + ("on" if d and d.group_by_length else "off" if d else "the space's train.group_by_length, else on")
+                   + ")")
 
 
 def train_config(a, **extra) -> dict:
