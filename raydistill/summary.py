@@ -38,7 +38,8 @@ def summarize(results, metric: str, mode: str, epochs: int, logged: dict | None 
                      "error": failure_reason(r.error)[:160] if r.error else
                      ("no exported student" if status == "DONE" and not exported else "")})
     sign = -1 if mode == "max" else 1
-    rows.sort(key=lambda r: (not r["exported"], r[metric] is None, sign * (r[metric] or 0)))
+    # ties go to the lowest trial id, the rule raydistill.best applies too (selection.pick_confirmed)
+    rows.sort(key=lambda r: (not r["exported"], r[metric] is None, sign * (r[metric] or 0), r["trial"]))
     return rows
 
 

@@ -280,3 +280,14 @@ def test_best_of_a_named_sweep_ranks_by_that_sweeps_metric_not_the_newest(tmp_pa
     assert metric == "best_val_f1" and run.info.run_name == "a-f1"
     run, metric, _ = find_best(uri, "e", None, "max")  # no sweep named: the newest sweep's metric
     assert metric == "best_val_accuracy"
+
+
+def test_a_tie_goes_to_the_lowest_trial_id_as_in_the_summary():
+    """The sweep's summary and raydistill.best must name the same winner when val scores tie (they did not: best took
+    the last-started run, the summary the first trial)."""
+    runs = [_run("cc", 0.75, 0.70), _run("aa", 0.75, 0.71), _run("bb", 0.75, 0.72), _run("dd", 0.74, 0.80)]
+    for order in (runs, runs[::-1]):
+        from raydistill.selection import pick_confirmed
+
+        best, mean = pick_confirmed(order, "best_val_accuracy")
+        assert best.data.tags["raydistill.trial_id"] == "aa" and mean == 0.75
