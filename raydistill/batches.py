@@ -21,8 +21,9 @@ def epoch_batches(n: int, batch_size: int, epoch: int, seed: int, rank: int, wor
     g = torch.Generator().manual_seed(seed * 1000 + epoch)
     perm = torch.randperm(n, generator=g).tolist()
     usable = n - n % batch_size  # drop-last
-    batches = [perm[s:s + batch_size] for s in range(0, usable, batch_size)]
-    if lengths is not None:
+    if lengths is None:
+        batches = [perm[s:s + batch_size] for s in range(0, usable, batch_size)]
+    else:
         mega = batch_size * MEGA
         grouped = []
         for s in range(0, usable, mega):

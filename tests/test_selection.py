@@ -291,3 +291,19 @@ def test_a_tie_goes_to_the_lowest_trial_id_as_in_the_summary():
 
         best, mean = pick_confirmed(order, "best_val_accuracy")
         assert best.data.tags["raydistill.trial_id"] == "aa" and mean == 0.75
+
+
+def test_a_confirmation_tie_is_broken_as_best_breaks_it():
+    """The sweep's confirmed winner (confirm.confirmed_rows) and raydistill.best (pick_confirmed) apply one rule."""
+    from raydistill.orchestrate.confirm import confirmed_rows
+    from raydistill.selection import pick_confirmed
+
+    rows = [{"trial": t, "exported": True, "config": {"lr": lr}, "best_val_accuracy": 0.8, "best_eval_accuracy": 0.7}
+            for t, lr in (("zz", 1), ("bb", 2))]
+    reps = [{"trial": t, "exported": True, "config": {"lr": lr, "seed": 43, "confirm_of": o}, "best_val_accuracy": 0.8,
+             "best_eval_accuracy": 0.7} for t, lr, o in (("yy", 1, "zz"), ("cc", 2, "bb"))]
+    out = confirmed_rows(rows, reps, "best_val_accuracy", "best_eval_accuracy", "max")
+    assert [r["config_of"] for r in out] == ["bb", "zz"] and out[0]["exported_trial"] == "bb"
+    assert "_first" not in out[0]
+    runs = [_run(t, 0.8, 0.7, confirm_of=o) for t, o in (("zz", None), ("bb", None), ("yy", "zz"), ("cc", "bb"))]
+    assert pick_confirmed(runs, "best_val_accuracy")[0].data.tags["raydistill.trial_id"] == "bb"
