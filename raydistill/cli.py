@@ -14,7 +14,7 @@ from .paths import check_tracking_uri_path, check_writable
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command stopped by Ctrl-C
 # set by a command once it knows how it would be resumed (``interrupted(hint)``) and what to close (``on_interrupt``)
-_INTERRUPT = {"hint": "", "cleanup": []}
+_INTERRUPT = {"hint": "", "cleanup": [], "at_signal": []}
 # arguments that name a place the command writes to: checked writable right after parsing (see ``cli``)
 WRITABLE_ARGS = ("output", "storage_path", "export")
 
@@ -70,8 +70,21 @@ def on_interrupt(fn) -> None:
     _INTERRUPT["cleanup"].append(fn)
 
 
-def _sigterm(signum, frame):
-    raise KeyboardInterrupt  # SIGTERM ends a command the way Ctrl-C does: runs closed, one line, exit 130
+def at_signal(fn) -> None:
+    """Run ``fn()`` the moment Ctrl-C or SIGTERM arrives, before the interrupt unwinds the command (quick things
+    only: e.g. stop printing Ray workers' output, so a trial killed while the sweep unwinds prints nothing)."""
+    _INTERRUPT["at_signal"].append(fn)
+
+
+def _interrupt(signum, frame):
+    """SIGINT and SIGTERM: the ``at_signal`` hooks, then KeyboardInterrupt (SIGTERM ends a command the way Ctrl-C
+    does: runs closed, one line, exit 130)."""
+    for fn in _INTERRUPT["at_signal"]:
+        with contextlib.suppress(Exception):
+            fn()
+    raise KeyboardInterrupt
+
+
 class HelpFormatter(argparse.HelpFormatter):
     """``--help`` of every command: each option's default is shown (``(default: X)``) unless its help already
     says it, it has none (None) or it is an on/off flag."""
@@ -89,7 +102,8 @@ class HelpFormatter(argparse.HelpFormatter):
 def cli(main):
     """Decorator for ``main(argv)`` entry points: a UserError (argparse's own errors included) becomes one
     stderr line ``error: FIELD: how to fix it`` and exit status 2; paths the command writes to are checked first.
-    Ctrl-C or SIGTERM: the command's ``on_interrupt`` cleanups run, then one line (``interrupted; resume with …``
+    Ctrl-C or SIGTERM: the ``at_signal`` hooks run at once, the command unwinds, its ``on_interrupt`` cleanups run,
+    then one line (``interrupted; resume with …``
     where the command said how) and exit status 130, no traceback."""
 
     @functools.wraps(main)
@@ -97,9 +111,12 @@ def cli(main):
         import signal
         import threading
 
-        _INTERRUPT.update(hint="", cleanup=[])
-        if threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGTERM, _sigterm)
+        _INTERRUPT.update(hint="", cleanup=[], at_signal=[])
+        main_thread = threading.current_thread() is threading.main_thread()
+        before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)} if main_thread else {}
+        for sig, handler in before.items():  # an ignored Ctrl-C (a background job) stays ignored
+            if handler is signal.default_int_handler or sig == signal.SIGTERM:
+                signal.signal(sig, _interrupt)
         try:
             with _one_line_argparse():
                 return main(argv)
@@ -116,5 +133,9 @@ def cli(main):
             hint = _INTERRUPT["hint"]
             print("interrupted" + (f"; resume with: {hint}" if hint else ""), file=sys.stderr, flush=True)
             raise SystemExit(EXIT_INTERRUPTED) from None
+        finally:
+            for sig, handler in before.items():  # called in process (tests, a notebook): the caller's handlers again
+                if handler is not None:
+                    signal.signal(sig, handler)
 
     return wrapper

@@ -166,14 +166,14 @@ def main(argv=None) -> dict:
 
     from . import track
     from .finetune import prepare_teacher
-    from .orchestrate.connect import cluster as joined, init_ray, shutdown
+    from .orchestrate.connect import cluster as joined, init_ray, mute_workers, shutdown
     from .orchestrate.tuner import run_sweep, trial_opts
     from .summary import finish
 
     state_path = _state_path(a.storage_path, name)
     state = {**state, "argv": argv, "name": name}
     _write_json(state_path, state)  # resumable from here on: Ctrl-C, SIGTERM or a lost driver
-    from .cli import on_interrupt, resume_hint
+    from .cli import at_signal, on_interrupt, resume_hint
 
     resume_hint(f"python -m raydistill.sweep --resume --name {name}" +
                 (f" --storage-path {a.storage_path}" if a.storage_path else ""))
@@ -181,6 +181,7 @@ def main(argv=None) -> dict:
 
     clock = Clock()  # the work a sweep does around its trials: Ray start, teacher, reference, re-timing
     init_ray(verbose=a.verbose)  # before any MLflow run: a refused cluster connection must not leave a parent run open
+    at_signal(mute_workers)  # Ctrl-C: trial actors Ray kills while the sweep unwinds print nothing
     on_interrupt(shutdown)  # runs last: the trials' forwarded output ends before the one line
     cluster = machine or joined()
     n_at_once = concurrency(demand, cluster, a.max_concurrent, n_samples)

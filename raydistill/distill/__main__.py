@@ -191,9 +191,10 @@ def main(argv=None) -> dict:
     from ..track import RESULTS_DIR
 
     init_ray(verbose=a.verbose)
-    from ..cli import on_interrupt
-    from ..orchestrate.connect import shutdown
+    from ..cli import at_signal, on_interrupt
+    from ..orchestrate.connect import mute_workers, shutdown
 
+    at_signal(mute_workers)  # Ctrl-C: workers Ray kills while the command unwinds print nothing
     on_interrupt(shutdown)  # Ctrl-C: the run is ended KILLED (execute), Ray stopped, then the one line
     storage = os.path.abspath(a.storage_path or os.path.join(RESULTS_DIR, "ray"))
     # a fresh Ray Train run name each time: Train V2 resumes any earlier run stored under the same name

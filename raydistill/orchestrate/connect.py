@@ -163,6 +163,18 @@ def shutdown() -> None:
         ray.shutdown()
 
 
+def mute_workers() -> None:
+    """Stop printing Ray workers' forwarded output in this process (what they printed so far and Ray held back as
+    repeats is printed first). Called the moment Ctrl-C arrives: a trial actor Ray kills while the command unwinds
+    prints its SIGTERM traceback, which must not reach the user ahead of the command's one line."""
+    from ray._private import ray_logging, worker
+
+    ray_logging.global_worker_stdstream_dispatcher.remove_handler("ray_print_logs")
+    for dedup, sink in ((ray_logging.stdout_deduplicator, sys.stdout), (ray_logging.stderr_deduplicator, sys.stderr)):
+        for batch in dedup.flush():
+            worker.print_worker_logs(batch, sink, worker._should_ignore_worker_log_prefix(worker.global_worker))
+
+
 def cluster() -> Cluster:
     """What the Ray this process joined holds (CPUs, GPUs)."""
     return Cluster.of(ray.cluster_resources())

@@ -1,0 +1,88 @@
+"""Ctrl-C and SIGTERM in a ``cli`` command: the ``at_signal`` hooks run the moment the signal arrives (before the
+command unwinds), then the ``on_interrupt`` cleanups, then one line and exit 130; the caller's handlers come back after;
+an ignored Ctrl-C stays ignored. ``mute_workers`` stops the Ray workers' forwarded output (a trial actor killed while
+the sweep unwinds printed Ray's SIGTERM traceback ahead of the one line: CI, test_interrupt_between_trials)."""
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from raydistill.cli import EXIT_INTERRUPTED, at_signal, cli, on_interrupt, resume_hint
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_at_signal_hooks_run_before_the_command_unwinds_then_cleanups_then_one_line(sig, capsys):
+    events = []
+
+    @cli
+    def main(argv=None):
+        resume_hint("go on")
+        at_signal(lambda: events.append("at_signal"))
+        on_interrupt(lambda: events.append("cleanup"))
+        try:
+            os.kill(os.getpid(), sig)
+            for _ in range(10**6):  # the handler runs between bytecodes
+                pass
+        finally:
+            events.append("unwound")
+
+    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    with pytest.raises(SystemExit) as e:
+        main()
+    assert e.value.code == EXIT_INTERRUPTED
+    assert events == ["at_signal", "unwound", "cleanup"]
+    assert capsys.readouterr().err.strip().splitlines() == ["interrupted; resume with: go on"]
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before  # the caller's again
+
+
+def test_a_hook_that_fails_at_the_signal_does_not_stop_the_interrupt(capsys):
+    @cli
+    def main(argv=None):
+        at_signal(lambda: 1 / 0)
+        os.kill(os.getpid(), signal.SIGINT)
+        for _ in range(10**6):
+            pass
+
+    with pytest.raises(SystemExit) as e:
+        main()
+    assert e.value.code == EXIT_INTERRUPTED and capsys.readouterr().err.strip() == "interrupted"
+
+
+def test_an_ignored_ctrl_c_stays_ignored():
+    seen = []
+
+    @cli
+    def main(argv=None):
+        seen.append(signal.getsignal(signal.SIGINT))
+
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        main()
+        assert seen == [signal.SIG_IGN] and signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
+def test_mute_workers_stops_the_forwarded_output_and_prints_what_ray_held_back(capsys):
+    from ray._private import ray_logging
+
+    from raydistill.orchestrate.connect import mute_workers
+
+    dispatcher = ray_logging.global_worker_stdstream_dispatcher
+    saved = list(dispatcher.handlers)
+    printed, other = [], []
+    held = {"ip": "10.0.0.1", "pid": 7, "job": "01", "is_err": True, "lines": ["held back"], "actor_name": "",
+            "task_name": "run_trial", "localhost": "10.0.0.2"}
+    try:
+        dispatcher.add_handler("ray_print_logs", printed.append)
+        dispatcher.add_handler("someone_else", other.append)
+        for pid in (7, 8):  # the same line from a second worker: Ray holds it back to count its repeats
+            ray_logging.stderr_deduplicator.deduplicate({**held, "pid": pid})
+        mute_workers()
+        dispatcher.emit({"lines": ["Traceback (most recent call last):"], "is_err": True})
+        assert printed == [] and len(other) == 1  # only the printing handler is gone
+        assert "held back" in capsys.readouterr().err
+    finally:
+        dispatcher.handlers = saved
