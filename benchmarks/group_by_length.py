@@ -5,10 +5,13 @@ fine-tuned 6L MiniLM teacher, teacher outputs from the cache (built once, untime
 thread, the validation split carved as usual. The two settings alternate (plain, grouped, grouped, plain: ABBA) so a
 drift in the machine's state falls on both. Per run: the training phase's seconds (`time_train_s`, the loop's own
 clock), the padded token slots its batches fill, and the whole epoch's wall (training + val/dev scoring + latency).
+Then scoring alone (``devscore.model_outputs`` on dev + val, the student each epoch is scored as): rows in the split's
+order vs longest first (the default), ABBA again.
 
     python benchmarks/group_by_length.py --teacher WORK/teachers/mrpc --data-dir ../shared/data/glue
     python benchmarks/group_by_length.py --smoke      # tiny teacher and synthetic MRPC, seconds
-Last line: `RATIO plain/grouped train_s=... tokens=...`.
+    ... --scoring-only                               # only the scoring comparison
+Last lines: `RATIO scoring in order/by length=...`, then `RATIO plain/grouped train_s=... tokens=...`.
 """
 from __future__ import annotations
 
@@ -53,6 +56,26 @@ def slots(cfg, grouped: bool) -> tuple[int, int]:
     return padded_tokens(b, lengths), sum(lengths[i] for x in b for i in x)
 
 
+def scoring(cfg, by_length: bool) -> float:
+    """Seconds to score the half-depth student on dev and val (batch 32, as the loop does), rows in split order or
+    longest first."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    from raydistill import devscore, loop
+    from raydistill.models.student import build_student
+
+    data = loop.load_data(cfg, AutoTokenizer.from_pretrained(cfg.teacher))
+    student = build_student(AutoModelForSequenceClassification.from_pretrained(cfg.teacher), cfg.student)
+    real = devscore.by_length
+    devscore.by_length = real if by_length else (lambda feats: list(range(len(feats))))
+    try:
+        t0 = time.perf_counter()
+        devscore.dev_metrics(student, data, 32, torch.device("cpu"))
+        return time.perf_counter() - t0
+    finally:
+        devscore.by_length = real
+
+
 def half_depth(teacher: str) -> dict:
     """The benchmark's student: half the teacher's layers (its first k), at its width."""
     from raydistill.preflight import teacher_config
@@ -85,6 +108,7 @@ def main() -> None:
     p.add_argument("--data-dir", help="GLUE root with MRPC/")
     p.add_argument("--smoke", action="store_true", help="tiny teacher and synthetic data")
     p.add_argument("--json", help="write the results here")
+    p.add_argument("--scoring-only", action="store_true", help="only the scoring comparison (no training epochs)")
     a = p.parse_args()
     from raydistill.config import RunConfig
 
@@ -102,6 +126,13 @@ def main() -> None:
         "task": "mrpc", "teacher": teacher, "data_dir": data_dir, "output": f"{work}/out", "teacher_cache": f"{work}/cache",
         "student": half_depth(teacher),
         "distill": {"method": "pkd", "temperature": 20, "alpha": 0.7, "beta": 100, "mapping": "skip"}, "train": train})
+    if a.scoring_only:
+        score = [(b, scoring(cfg, b)) for b in (False, True, True, False)]
+        for b, sec in score:
+            print(f"scoring dev + val, rows {'longest first' if b else 'in order     '}: {sec:.2f} s; load {loadavg()}")
+        sm = {b: statistics.median(sec for x, sec in score if x == b) for b in (False, True)}
+        print(f"RATIO scoring in order/by length={sm[False] / sm[True]:.2f}")
+        return
     one_epoch(cfg, False)  # builds the teacher cache; untimed
     runs = [one_epoch(cfg, g) for g in (False, True, True, False)]
     tok = {g: slots(cfg, g) for g in (False, True)}
@@ -115,6 +146,16 @@ def main() -> None:
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"machine": machine(), "runs": runs, "token_slots": {str(g): tok[g] for g in tok}}, f, indent=1)
+    score = [(b, scoring(cfg, b)) for b in (False, True, True, False)]
+    for b, sec in score:
+        print(f"scoring dev + val, rows {'longest first' if b else 'in order     '}: {sec:.2f} s")
+    if a.json:
+        with open(a.json) as f:
+            out = json.load(f)
+        with open(a.json, "w") as f:
+            json.dump({**out, "scoring": score}, f, indent=1)
+    sm = {b: statistics.median(sec for x, sec in score if x == b) for b in (False, True)}
+    print(f"RATIO scoring in order/by length={sm[False] / sm[True]:.2f}")
     print(f"RATIO plain/grouped train_s={med[False] / med[True]:.2f} tokens={tok[False][0] / tok[True][0]:.2f}")
 
 

@@ -31,20 +31,29 @@ def split_metrics(model, task, examples, encoded, pad_id: int, batch_size: int, 
 def model_outputs(model, task, encoded, pad_id: int, batch_size: int, device) -> dict:
     """The model's predictions on every encoded row of a labelled task, in the layout ``tasks.encode.score`` reads:
     one array per output (logits, or QA start/end), rows cut to their real length for token and QA tasks."""
+    order = by_length(encoded.features)
     outs: dict[str, list] = {}
-    for batch, o in _forward_batches(model, encoded, pad_id, batch_size, device):
+    for batch, o in _forward_batches(model, encoded, pad_id, batch_size, device, order):
         lengths = batch["attention_mask"].sum(-1).tolist()
         for name, t in o.predictions().items():
             t = t.float().cpu().numpy()
             rows = [t[i, : lengths[i]] for i in range(len(t))] if task.kind in ("token", "qa") else list(t)
             outs.setdefault(name, []).extend(rows)
+    back = np.argsort(order)  # the rows in the split's own order again
+    outs = {k: [v[i] for i in back] for k, v in outs.items()}
     return outs if task.kind in ("token", "qa") else {k: np.stack(v) for k, v in outs.items()}
+
+
+def by_length(features: list[dict]) -> list[int]:
+    """Row indices, longest first (ties in row order): batches of rows of like length pad little. Scores do not
+    depend on the order rows are run in; each row's output is the same (attention masks the padding)."""
+    return sorted(range(len(features)), key=lambda i: -len(features[i]["input_ids"]))
 
 
 def _mlm_sums(model, encoded, pad_id: int, batch_size: int, device) -> list[float]:
     """Loss sum, correct predictions and count over the masked pieces (general distillation)."""
     sums = torch.zeros(3, device=device)
-    for batch, o in _forward_batches(model, encoded, pad_id, batch_size, device):
+    for batch, o in _forward_batches(model, encoded, pad_id, batch_size, device, by_length(encoded.features)):
         sel = batch["labels"] != -100
         logits, gold = o.logits[sel].float(), batch["labels"][sel]
         sums += torch.stack([torch.nn.functional.cross_entropy(logits, gold, reduction="sum"),
@@ -52,13 +61,15 @@ def _mlm_sums(model, encoded, pad_id: int, batch_size: int, device) -> list[floa
     return sums.tolist()
 
 
-def _forward_batches(model, encoded, pad_id: int, batch_size: int, device):
-    """(batch, outputs) for every ``batch_size`` rows of ``encoded``, the model in eval mode and back in train mode."""
+def _forward_batches(model, encoded, pad_id: int, batch_size: int, device, order: list[int]):
+    """(batch, outputs) for every ``batch_size`` rows of ``encoded`` taken in ``order``, the model in eval mode and
+    back in train mode."""
     model.eval()
     try:
         with torch.no_grad():
-            for start in range(0, len(encoded.features), batch_size):
-                batch = to_device(collate(encoded.features[start:start + batch_size], pad_id), device)
+            for start in range(0, len(order), batch_size):
+                rows = [encoded.features[i] for i in order[start:start + batch_size]]
+                batch = to_device(collate(rows, pad_id), device)
                 yield batch, forward(model, batch, need_hidden=False)
     finally:
         model.train()

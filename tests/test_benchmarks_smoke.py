@@ -79,6 +79,7 @@ def test_group_by_length_smoke(tmp_path):
     assert [r["grouped"] for r in res["runs"]] == [False, True, True, False]
     plain, grouped = res["token_slots"]["False"], res["token_slots"]["True"]
     assert plain[1] == grouped[1] and grouped[0] < plain[0]  # the same real tokens in fewer padded slots
+    assert [b for b, sec in res["scoring"]] == [False, True, True, False] and all(s > 0 for _, s in res["scoring"])
 
 
 def test_flop_count_matches_hand_count():
