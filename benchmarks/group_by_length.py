@@ -11,7 +11,9 @@ order vs longest first (the default), ABBA again.
     python benchmarks/group_by_length.py --teacher WORK/teachers/mrpc --data-dir ../shared/data/glue
     python benchmarks/group_by_length.py --smoke      # tiny teacher and synthetic MRPC, seconds
     ... --scoring-only                               # only the scoring comparison
-Last lines: `RATIO scoring in order/by length=...`, then `RATIO plain/grouped train_s=... tokens=...`.
+    ... --optimizer-only                             # only: one grouped epoch with per-tensor vs fused AdamW (ABBA)
+Last lines: `RATIO scoring in order/by length=...`, then `RATIO plain/grouped train_s=... tokens=...`
+(`--optimizer-only`: `RATIO per-tensor/fused AdamW train_s=...`).
 """
 from __future__ import annotations
 
@@ -29,17 +31,19 @@ sys.path.insert(0, os.path.dirname(__file__))
 from common import loadavg, machine  # noqa: E402
 
 
-def one_epoch(cfg, grouped: bool) -> dict:
+def one_epoch(cfg, grouped: bool, fused: bool = True) -> dict:
     from dataclasses import replace
 
-    from raydistill import loop
+    from raydistill import loop, step
+
+    step.FUSED_ADAMW = fused
 
     cfg = replace(cfg, train=replace(cfg.train, group_by_length=grouped))
     reports = []
     t0 = time.perf_counter()
     loop.run(cfg, loop.Context(report=lambda m, c: reports.append(m)))
     m = reports[-1]
-    return {"grouped": grouped, "wall_s": time.perf_counter() - t0, "time_train_s": m["time_train_s"],
+    return {"grouped": grouped, "fused": fused, "wall_s": time.perf_counter() - t0, "time_train_s": m["time_train_s"],
             "val_accuracy": m.get("val_accuracy"), "load": loadavg()}
 
 
@@ -109,6 +113,7 @@ def main() -> None:
     p.add_argument("--smoke", action="store_true", help="tiny teacher and synthetic data")
     p.add_argument("--json", help="write the results here")
     p.add_argument("--scoring-only", action="store_true", help="only the scoring comparison (no training epochs)")
+    p.add_argument("--optimizer-only", action="store_true", help="only per-tensor vs fused AdamW, grouped batches")
     a = p.parse_args()
     from raydistill.config import RunConfig
 
@@ -132,6 +137,18 @@ def main() -> None:
             print(f"scoring dev + val, rows {'longest first' if b else 'in order     '}: {sec:.2f} s; load {loadavg()}")
         sm = {b: statistics.median(sec for x, sec in score if x == b) for b in (False, True)}
         print(f"RATIO scoring in order/by length={sm[False] / sm[True]:.2f}")
+        return
+    if a.optimizer_only:
+        one_epoch(cfg, True)  # builds the teacher cache; untimed
+        runs = [one_epoch(cfg, True, f) for f in (False, True, True, False)]
+        for r in runs:
+            print(f"{'fused     ' if r['fused'] else 'per-tensor'} AdamW: train {r['time_train_s']:.1f} s, epoch wall "
+                  f"{r['wall_s']:.1f} s, val accuracy {r['val_accuracy']:.4f}; load {r['load']}", flush=True)
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump({"machine": machine(), "runs": runs}, f, indent=1)
+        med = {f: statistics.median(r["time_train_s"] for r in runs if r["fused"] == f) for f in (False, True)}
+        print(f"RATIO per-tensor/fused AdamW train_s={med[False] / med[True]:.2f}")
         return
     one_epoch(cfg, False)  # builds the teacher cache; untimed
     runs = [one_epoch(cfg, g) for g in (False, True, True, False)]

@@ -74,13 +74,21 @@ def train_step(model, batch: dict, teacher_out, stage: str, opt, sched, *, devic
     return losses
 
 
+# PyTorch's fused AdamW: one kernel per tensor instead of a dozen elementwise passes, the same update up to rounding.
+# On this CPU a 3L-384 student's step takes 13 ms fused vs 85 ms per-tensor (PyTorch's CPU default), ~8% of an MRPC
+# training step (benchmarks/group_by_length.py --optimizer-only). False: PyTorch's default.
+FUSED_ADAMW = True
+
+
 def make_optimizer(cfg: RunConfig, params, total_steps: int):
-    """AdamW (weight decay on matrices only) and warm-up + linear decay over ``total_steps``."""
+    """AdamW (weight decay on matrices only; fused where the parameters' device has the kernel) and warm-up + linear
+    decay over ``total_steps``."""
     from transformers import get_linear_schedule_with_warmup
 
     decay = [p for p in params if p.ndim >= 2]
     no_decay = [p for p in params if p.ndim < 2]
+    fused = FUSED_ADAMW and all(p.device.type in ("cpu", "cuda") and p.is_floating_point() for p in params)
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.train.weight_decay},
-                             {"params": no_decay, "weight_decay": 0.0}], lr=cfg.train.lr)
+                             {"params": no_decay, "weight_decay": 0.0}], lr=cfg.train.lr, fused=fused or None)
     sched = get_linear_schedule_with_warmup(opt, int(cfg.train.warmup_ratio * total_steps), max(total_steps, 1))
     return opt, sched
