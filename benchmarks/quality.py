@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -46,8 +47,18 @@ def run(cmd: list[str], log: str) -> dict:
     with open(log, "a") as err:
         err.write("$ " + " ".join(cmd) + "\n")
         err.flush()
-        proc = subprocess.run([sys.executable, "-m", *cmd], stdout=subprocess.PIPE, stderr=err, text=True, env=env)
-    lines = [ln for ln in proc.stdout.splitlines() if ln.strip().startswith("{")]
+        proc = subprocess.Popen([sys.executable, "-m", *cmd], stdout=subprocess.PIPE, stderr=err, text=True, env=env)
+        try:
+            out, _ = proc.communicate()
+        except KeyboardInterrupt:  # Ctrl-C: the command ends its runs KILLED and saves its resume state first
+            proc.send_signal(signal.SIGINT)  # (subprocess.run would SIGKILL it 0.25 s later, leaving runs RUNNING)
+            try:
+                proc.wait(timeout=300)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+            raise SystemExit(f"interrupted in {cmd[0]} (exit {proc.returncode}); the same command goes on from "
+                             "its recorded steps") from None
+    lines = [ln for ln in out.splitlines() if ln.strip().startswith("{")]
     if proc.returncode != 0 or not lines:
         raise SystemExit(f"{cmd[0]} failed (exit {proc.returncode}); see {log}")
     return json.loads(lines[-1])
