@@ -60,9 +60,9 @@ def slots(cfg, grouped: bool) -> tuple[int, int]:
     return padded_tokens(b, lengths), sum(lengths[i] for x in b for i in x)
 
 
-def scoring(cfg, by_length: bool) -> float:
+def compare_scoring(cfg) -> tuple[list, float]:
     """Seconds to score the half-depth student on dev and val (batch 32, as the loop does), rows in split order or
-    longest first."""
+    longest first, ABBA; printed per run. Returns the runs and the ratio of the medians (in order / longest first)."""
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     from raydistill import devscore, loop
@@ -70,14 +70,19 @@ def scoring(cfg, by_length: bool) -> float:
 
     data = loop.load_data(cfg, AutoTokenizer.from_pretrained(cfg.teacher))
     student = build_student(AutoModelForSequenceClassification.from_pretrained(cfg.teacher), cfg.student)
-    real = devscore.by_length
-    devscore.by_length = real if by_length else (lambda feats: list(range(len(feats))))
-    try:
-        t0 = time.perf_counter()
-        devscore.dev_metrics(student, data, 32, torch.device("cpu"))
-        return time.perf_counter() - t0
-    finally:
-        devscore.by_length = real
+    real, score = devscore.by_length, []
+    for by_length in (False, True, True, False):
+        devscore.by_length = real if by_length else (lambda feats: list(range(len(feats))))
+        try:
+            t0 = time.perf_counter()
+            devscore.dev_metrics(student, data, 32, torch.device("cpu"))
+            score.append((by_length, time.perf_counter() - t0))
+        finally:
+            devscore.by_length = real
+        print(f"scoring dev + val, rows {'longest first' if by_length else 'in order     '}: {score[-1][1]:.2f} s; "
+              f"load {loadavg()}", flush=True)
+    med = {b: statistics.median(sec for x, sec in score if x == b) for b in (False, True)}
+    return score, med[False] / med[True]
 
 
 def half_depth(teacher: str) -> dict:
@@ -132,11 +137,7 @@ def main() -> None:
         "student": half_depth(teacher),
         "distill": {"method": "pkd", "temperature": 20, "alpha": 0.7, "beta": 100, "mapping": "skip"}, "train": train})
     if a.scoring_only:
-        score = [(b, scoring(cfg, b)) for b in (False, True, True, False)]
-        for b, sec in score:
-            print(f"scoring dev + val, rows {'longest first' if b else 'in order     '}: {sec:.2f} s; load {loadavg()}")
-        sm = {b: statistics.median(sec for x, sec in score if x == b) for b in (False, True)}
-        print(f"RATIO scoring in order/by length={sm[False] / sm[True]:.2f}")
+        print(f"RATIO scoring in order/by length={compare_scoring(cfg)[1]:.2f}")
         return
     if a.optimizer_only:
         one_epoch(cfg, True)  # builds the teacher cache; untimed
@@ -160,19 +161,12 @@ def main() -> None:
         print(f"{'grouped' if g else 'plain  '}: {tok[g][0]} padded token slots for {tok[g][1]} real tokens "
               f"({tok[g][0] / tok[g][1]:.2f}x)")
     med = {g: statistics.median(r["time_train_s"] for r in runs if r["grouped"] == g) for g in (False, True)}
+    score, score_ratio = compare_scoring(cfg)
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"machine": machine(), "runs": runs, "token_slots": {str(g): tok[g] for g in tok}}, f, indent=1)
-    score = [(b, scoring(cfg, b)) for b in (False, True, True, False)]
-    for b, sec in score:
-        print(f"scoring dev + val, rows {'longest first' if b else 'in order     '}: {sec:.2f} s")
-    if a.json:
-        with open(a.json) as f:
-            out = json.load(f)
-        with open(a.json, "w") as f:
-            json.dump({**out, "scoring": score}, f, indent=1)
-    sm = {b: statistics.median(sec for x, sec in score if x == b) for b in (False, True)}
-    print(f"RATIO scoring in order/by length={sm[False] / sm[True]:.2f}")
+            json.dump({"machine": machine(), "runs": runs, "token_slots": {str(g): tok[g] for g in tok},
+                       "scoring": score}, f, indent=1)
+    print(f"RATIO scoring in order/by length={score_ratio:.2f}")
     print(f"RATIO plain/grouped train_s={med[False] / med[True]:.2f} tokens={tok[False][0] / tok[True][0]:.2f}")
 
 

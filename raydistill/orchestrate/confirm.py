@@ -58,11 +58,11 @@ def confirmed_rows(rows: list[dict], confirm_rows: list[dict], metric: str, repo
         vals = [s[metric] for s in seeds]
         devs = [s[report] for s in seeds if s.get(report) is not None]
         pick = min(seeds, key=lambda s: (-sign * s[metric], s["trial"]))  # ties: the lowest trial id, as best
-        out.append({"config_of": origin, "seeds": len(seeds), f"mean_{metric}": sum(vals) / len(vals),
-                    f"mean_{report}": sum(devs) / len(devs) if devs else None,
-                    f"range_{report}": (max(devs) - min(devs)) if devs else None,
-                    "exported_trial": pick["trial"], metric: pick[metric], report: pick.get(report),
-                    "_first": min(s["trial"] for s in seeds)})
-    # the order selection.pick_confirmed (raydistill.best) ranks by: mean, then more seeds, then the lowest trial id
-    out.sort(key=lambda r: (-sign * r[f"mean_{metric}"], -r["seeds"], r.pop("_first")))
-    return out
+        mean = sum(vals) / len(vals)
+        # the order selection.pick_confirmed (raydistill.best) ranks by: mean, then more seeds, then the lowest trial id
+        rank = (-sign * mean, -len(seeds), min(s["trial"] for s in seeds))
+        out.append((rank, {"config_of": origin, "seeds": len(seeds), f"mean_{metric}": mean,
+                           f"mean_{report}": sum(devs) / len(devs) if devs else None,
+                           f"range_{report}": (max(devs) - min(devs)) if devs else None,
+                           "exported_trial": pick["trial"], metric: pick[metric], report: pick.get(report)}))
+    return [row for _, row in sorted(out, key=lambda x: x[0])]

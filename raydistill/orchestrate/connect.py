@@ -170,9 +170,10 @@ def mute_workers() -> None:
     from ray._private import ray_logging, worker
 
     ray_logging.global_worker_stdstream_dispatcher.remove_handler("ray_print_logs")
+    no_prefix = worker._should_ignore_worker_log_prefix(worker.global_worker)
     for dedup, sink in ((ray_logging.stdout_deduplicator, sys.stdout), (ray_logging.stderr_deduplicator, sys.stderr)):
         for batch in dedup.flush():
-            worker.print_worker_logs(batch, sink, worker._should_ignore_worker_log_prefix(worker.global_worker))
+            worker.print_worker_logs(batch, sink, no_prefix)
 
 
 def cluster() -> Cluster:
