@@ -12,7 +12,7 @@ from .errors import UserError
 
 RESULTS_DIR = "raydistill-results"
 # a model-training experiment: MLflow 3's UI then opens it on its runs table, not on the GenAI overview of traces
-# called as watcher("open", uri, run_id, name, tags, params) / watcher("close", uri, run_id) when this process
+# called as watcher("open", uri, run_id, name, tags, params) / watcher("close", uri, run_id, status=...) when this process
 # starts / ends a run (orchestrate/guard.py: the runs to mark FAILED if a joined Ray cluster goes away)
 WATCHERS: list = []
 EXPERIMENT_KIND = ("mlflow.experimentKind", "custom_model_development")
@@ -221,7 +221,7 @@ def replay_spool() -> int:
 def end_run(uri: str, run_id: str, status: str = "FINISHED") -> None:
     retry(client(uri).set_terminated, run_id, status)
     for watcher in WATCHERS:
-        watcher("close", uri, run_id)
+        watcher("close", uri, run_id, status=status)
 
 
 def reopen_run(uri: str, run_id: str) -> None:

@@ -82,3 +82,31 @@ def test_a_driver_hanging_on_an_unreachable_gcs_ends_within_seconds(tmp_path):
     assert p.returncode == 1 and took < 60, (p.returncode, took, p.stderr[-2000:])
     assert len(errors) == 1 and "went away" in errors[0] and "run the command again" in errors[0], p.stderr[-2000:]
     assert status(uri, run_id)[0] == "FAILED"
+
+
+def test_a_run_the_driver_ended_failed_just_before_dying_is_still_named(tmp_path):
+    """The CI race: the driver's own error handling marked its run FAILED (and told the guardian "close"), then Ray
+    took the process down before its one line. The guardian's line names that run (not "none"), keeps the driver's
+    reason on it, and still ends its RUNNING children; a run closed FINISHED is not named."""
+    from raydistill import track
+
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    parent, child = runs(uri)
+    done = track.start_run(uri, "g", "teacher", {})
+    track.end_run(uri, done)
+    track.set_tags(uri, parent, {"error": "RayActorError: the actor died"})
+    track.end_run(uri, parent, "FAILED")
+    address = dead_address()
+    msgs = [{"event": "open", "uri": uri, "run_id": done, "name": "teacher"},
+            {"event": "close", "uri": uri, "run_id": done, "status": "FINISHED"},
+            {"event": "open", "uri": uri, "run_id": parent, "name": "my-sweep", "role": "sweep", "space": "pkd_glue"},
+            {"event": "close", "uri": uri, "run_id": parent, "status": "FAILED"}]
+    g = subprocess.Popen([sys.executable, "-m", "raydistill.orchestrate.guard", address], stdin=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env=env())
+    _, err = g.communicate("".join(json.dumps(m) + "\n" for m in msgs), timeout=120)
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and f"MLflow run(s) {parent} marked FAILED" in lines[0], err
+    assert "--name my-sweep --resume" in lines[0]
+    assert status(uri, parent) == ("FAILED", "RayActorError: the actor died")
+    assert status(uri, child) == ("FAILED", f"the Ray cluster at {address} went away")
+    assert status(uri, done) == ("FINISHED", None)

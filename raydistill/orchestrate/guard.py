@@ -28,7 +28,7 @@ LOST_S = 20.0  # the GCS unreachable this long: the cluster is gone (a restarted
 
 _guardian: subprocess.Popen | None = None
 _address: str | None = None
-_opened: dict[str, dict] = {}  # every MLflow run this driver opened, for its one line
+_opened: dict[str, dict] = {}  # the MLflow runs this driver has open or ended FAILED, for its one line
 _lock = threading.Lock()
 
 
@@ -86,14 +86,13 @@ def release() -> None:
 
 
 def _tell(event: str, uri: str, run_id: str, name: str | None = None, tags: dict | None = None,
-          params: dict | None = None) -> None:
+          params: dict | None = None, status: str | None = None) -> None:
     with _lock:
         if _guardian is None:
             return
         msg = {"event": event, "uri": uri, "run_id": run_id, "name": name, "role": (tags or {}).get("raydistill.role"),
-               "space": (params or {}).get("space")}
-        if event == "open":
-            _opened[run_id] = msg
+               "space": (params or {}).get("space"), "status": status}
+        follow(_opened, msg)
         try:
             _guardian.stdin.write(json.dumps(msg) + "\n")
             _guardian.stdin.flush()
@@ -145,16 +144,28 @@ def _end(runs: dict, reason: str) -> None:
 
     for run_id, r in runs.items():
         try:
-            track.set_tags(r["uri"], run_id, {"error": reason})
             c = track.client(r["uri"])
             exp = c.get_run(run_id).info.experiment_id
             for child in c.search_runs([exp], filter_string=f"tags.`mlflow.parentRunId` = '{run_id}' and "
                                                              "attributes.status = 'RUNNING'"):
                 track.set_tags(r["uri"], child.info.run_id, {"error": reason})
                 track.end_run(r["uri"], child.info.run_id, "FAILED")
-            track.end_run(r["uri"], run_id, "FAILED")
+            if not r.get("ended"):  # one the driver ended FAILED itself keeps its own reason
+                track.set_tags(r["uri"], run_id, {"error": reason})
+                track.end_run(r["uri"], run_id, "FAILED")
         except Exception as e:  # noqa: BLE001 - one run's tracking server down must not keep the others open
             print(f"raydistill: could not mark MLflow run {run_id} FAILED: {e}", file=sys.stderr, flush=True)
+
+
+def follow(runs: dict, msg: dict) -> None:
+    """Keep ``runs`` to the runs the command's one line names: open ones, and ones the driver itself ended FAILED
+    (its own error handling can get there just before Ray takes the process down)."""
+    if msg["event"] == "open":
+        runs[msg["run_id"]] = msg
+    elif msg.get("status") == "FAILED":
+        runs.setdefault(msg["run_id"], msg)["ended"] = True
+    else:
+        runs.pop(msg["run_id"], None)
 
 
 def main(address: str) -> None:
@@ -167,10 +178,7 @@ def main(address: str) -> None:
         msg = json.loads(line)
         if msg.get("bye"):
             return
-        if msg["event"] == "open":
-            runs[msg["run_id"]] = msg
-        else:
-            runs.pop(msg["run_id"], None)
+        follow(runs, msg)
     # the driver died without saying goodbye: the cluster went away (its GCS gone within seconds), or it was killed
     for _ in range(10):
         gone = not reachable(address)
