@@ -230,9 +230,11 @@ def run(cfg: RunConfig, ctx: Context) -> dict:
                 clock.lap("checkpoint")
                 metrics.update(clock.metrics())  # cumulative seconds per phase, so far
             ctx.log(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in metrics.items()))
-            ctx.report(metrics, ckpt_dir)
-            if ckpt_dir:
-                shutil.rmtree(os.path.dirname(ckpt_dir), ignore_errors=True)
+            try:  # report persists the checkpoint; it raises when the trial is stopped (ASHA, Ctrl-C): clean up anyway
+                ctx.report(metrics, ckpt_dir)
+            finally:
+                if ckpt_dir:
+                    shutil.rmtree(os.path.dirname(ckpt_dir), ignore_errors=True)
         if start_epoch >= cfg.train.epochs and history:  # resumed after its last epoch: report the run's result again
             metrics = dict(history[-1])
             ctx.report(metrics, None)

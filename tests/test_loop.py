@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 
 import pytest
 
@@ -362,3 +363,21 @@ def test_each_epoch_shows_progress_on_rank_0(tiny_teacher, glue_dir):
     prog = [ln for ln in lines if ln.startswith("epoch ")]
     assert prog[0].startswith("epoch 1/2 intermediate: 1/4 (25%)") and prog[3].startswith("epoch 1/2 intermediate: 4/4")
     assert prog[-1].startswith("epoch 2/2 pred: 4/4 (100%)") and all("ex/s" in ln and "left" in ln for ln in prog)
+
+
+def test_a_stopped_trials_checkpoint_folder_is_removed(tiny_teacher, glue_dir, tmp_path, monkeypatch):
+    """A trial stopped at a report (ASHA, Ctrl-C: Ray raises out of it) must not leave its epoch's checkpoint folder
+    behind: ~270 MB each for a 3L-384 student, 31 of them found in /tmp after a day of sweeps."""
+    import tempfile
+
+    class Stopped(Exception):
+        pass
+
+    def report(metrics, ckpt_dir):
+        assert os.path.isdir(ckpt_dir)
+        raise Stopped
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with pytest.raises(Stopped):
+        run(cfg_for("sst2", tiny_teacher("classification"), glue_dir, "kd", epochs=2), Context(report=report))
+    assert not [p for p in os.listdir(tmp_path) if p.startswith("raydistill-ckpt-")], os.listdir(tmp_path)
