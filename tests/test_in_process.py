@@ -1,5 +1,5 @@
 """A sweep's 1-worker CPU trial trains in its Tune trial process (``orchestrate.run.fit_in_process``), without Ray
-Train: the same loop, each epoch's checkpoint persisted (the last two kept, never a half-copied one), a restarted
+Train: the same loop, each epoch's checkpoint persisted (the latest kept, never a half-copied one), a restarted
 trial resumed from its latest checkpoint and finishing as the uninterrupted run, the best student exported."""
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def test_checkpoints_persisted_kept_and_resumed_as_the_uninterrupted_run(tiny_te
     full = []
     last, ckpt = fit_in_process(cfg, run_dir=str(tmp_path / "a"), threads=1, resume=False, on_epoch=full.append)
     assert [m["epoch"] for m in full] == [1, 2, 3] and last["epoch"] == 3
-    assert sorted(os.listdir(tmp_path / "a")) == ["checkpoint_000002", "checkpoint_000003"]  # the last two
+    assert sorted(os.listdir(tmp_path / "a")) == ["checkpoint_000003"]  # the latest only
     assert ckpt == str(tmp_path / "a" / "checkpoint_000003")
     out = export_student(ckpt, str(tmp_path / "student"))
     assert os.path.isfile(os.path.join(out, "config.json"))
