@@ -135,3 +135,26 @@ def test_gpu_suite_smoke(tmp_path):
     b = q["best"]
     assert b["metric"] == "best_val_accuracy" and 0 <= b["val"] <= 1 and 0 <= b["dev"] <= 1
     assert b["onnx_max_abs_diff"] < 1e-4 and (out / "quality" / "best" / "model.onnx").is_file()
+
+
+@pytest.mark.slow
+def test_inits_benchmark_smoke(tiny_teacher, glue_dir, tmp_path):
+    """benchmarks/inits.py: the same narrow student under prune and slice, each run through the product's distill
+    command, re-scored on dev, prune compared to slice on the same rows; a second call reruns nothing."""
+    teacher = tiny_teacher("classification", 2)
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "inits.py"), "--teacher", teacher, "--data-dir", str(glue_dir),
+           "--task", "sst2", "--shape", "2,16,32,1", "--seeds", "1", "--epochs", "1", "--max-length", "32",
+           "--batch-size", "16", "--work", str(tmp_path / "w")]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    for _ in range(2):
+        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        last = proc.stdout.strip().splitlines()[-1]
+        m = re.fullmatch(rf'INITS task=sst2 shape=2L-16 prune={NUM} slice={NUM} verdicts=(\{{.*\}})', last)
+        assert m and json.loads(m[3])["slice"] in ("beats", "ties", "loses to"), last
+    steps = json.loads((tmp_path / "w" / "steps.json").read_text())
+    assert sorted(steps) == ["sst2/2L-16/prune/42", "sst2/2L-16/slice/42"]
+    assert proc.stderr.count("$ raydistill.distill") == 0  # the second call ran nothing again
+    res = [json.loads(ln) for ln in (tmp_path / "w" / "inits.jsonl").read_text().splitlines()]
+    assert len(res) == 2 and res[0]["prune"]["vs_slice"]["same_seed_diffs"] == [
+        res[0]["prune"]["seeds"][0] - res[0]["slice"]["seeds"][0]]

@@ -1,0 +1,94 @@
+"""Does a student cut from the teacher by importance (``--init prune``) start better than its leading block (``slice``)?
+The same narrower student, recipe and seeds under each init, trained by the product (``python -m raydistill.distill``),
+each run's epoch chosen on the validation split carved from train and reported on dev.
+
+Per init, --seeds runs (median and range); the median seed of each init re-scored on the whole dev set with a
+bootstrap 95% interval, and prune against every other init on the same dev rows (paired interval). "beats" only where
+that interval excludes 0 and the difference exceeds the other init's seeds' range (benchmarks/quality_stats.py);
+otherwise "ties". Each finished run is recorded in WORK/steps.json, so a cut-off benchmark resumes where it stopped.
+
+    python benchmarks/inits.py --teacher W/teachers/mrpc --data-dir ../shared/data/glue --task mrpc \\
+        --shape 3,192,768,6 --inits prune,slice --work W/inits
+Ends with one `INITS task=… shape=… prune=… slice=… verdicts=…` line.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import quality_stats as qs  # noqa: E402
+from quality import Steps, run  # noqa: E402
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--teacher", required=True, help="the fine-tuned teacher (e.g. quality.py's WORK/teachers/TASK)")
+    p.add_argument("--data-dir", required=True, help="GLUE folder")
+    p.add_argument("--task", default="mrpc")
+    p.add_argument("--shape", default="3,192,768,6", help="student layers,hidden,intermediate,heads")
+    p.add_argument("--inits", default="prune,slice", help="the inits compared; the first is compared to the rest")
+    p.add_argument("--method", default="kd", help="the recipe: kd_glue's published start (T 2, alpha 0.5)")
+    p.add_argument("--temperature", default="2")
+    p.add_argument("--alpha", default="0.5")
+    p.add_argument("--lr", default="1e-4")
+    p.add_argument("--epochs", type=int, default=4)
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--train-limit", type=int, default=0)
+    p.add_argument("--max-length", default="128")
+    p.add_argument("--batch-size", default="32")
+    p.add_argument("--work", default="raydistill-results/inits")
+    a = p.parse_args()
+    work = os.path.abspath(a.work)
+    os.makedirs(work, exist_ok=True)
+    layers, hidden, inter, heads = a.shape.split(",")
+    shape = f"{layers}L-{hidden}"
+    step, log = Steps(os.path.join(work, "steps.json")), os.path.join(work, "inits.log")
+    uri = f"sqlite:///{work}/mlflow.db"
+    inits, seeds = a.inits.split(","), [a.seed + i for i in range(a.seeds)]
+    report = None
+    res: dict = {"task": a.task, "shape": shape, "method": a.method}
+    for init in inits:
+        runs = []
+        for s in seeds:
+            out = os.path.join(work, a.task, shape, init.replace(":", "_"), str(s))
+            r = step(f"{a.task}/{shape}/{init}/{s}", lambda init=init, s=s, out=out: run(
+                ["raydistill.distill", "--method", a.method, "--teacher", a.teacher, "--task", a.task, "--data-dir",
+                 a.data_dir, "--student-layers", layers, "--student-hidden", hidden, "--student-intermediate", inter,
+                 "--student-heads", heads, "--init", init, "--temperature", a.temperature, "--alpha", a.alpha,
+                 "--lr", a.lr, "--epochs", str(a.epochs), "--seed", str(s), "--train-limit", str(a.train_limit),
+                 "--max-length", a.max_length, "--batch-size", a.batch_size,
+                 "--output", out, "--tracking-uri", uri, "--experiment", f"inits-{a.task}-{shape}"], log))
+            report = report or next(k for k in r if k.startswith("best_eval_"))
+            runs.append({"dev": r[report], "val": r[report.replace("eval", "val")], "dir": out, "wall_s": r["wall_s"]})
+        res[init] = {"runs": runs, **qs.seeds_summary([x["dev"] for x in runs])}
+    preds = {}
+    for init in inits:
+        d = res[init]["runs"][qs.median_index(res[init]["seeds"])]["dir"]
+        preds[init], gold = qs.dev_predictions(d, a.task, a.data_dir, int(a.max_length))
+        res[init]["ci"] = qs.interval(a.task, preds[init], gold)
+    first, verdicts = inits[0], {}
+    for other in inits[1:]:
+        diff = res[first]["median"] - res[other]["median"]
+        ci = qs.interval(a.task, preds[first], gold, other=preds[other])
+        res[first][f"vs_{other}"] = {"diff": diff, "ci": ci, "verdict": qs.verdict(ci, diff, res[other]["range"]),
+                                     "same_seed_diffs": [x["dev"] - y["dev"] for x, y in
+                                                         zip(res[first]["runs"], res[other]["runs"])]}
+        verdicts[other] = res[first][f"vs_{other}"]["verdict"]
+    with open(os.path.join(work, "inits.jsonl"), "a") as f:
+        f.write(json.dumps(res, default=str) + "\n")
+    for init in inits:
+        r = res[init]
+        vs = r.get(f"vs_{inits[1]}") if init == first and len(inits) > 1 else None
+        cmp = f" vs {inits[1]} {vs['diff']:+.4f} (CI {vs['ci'][0]:+.4f}…{vs['ci'][1]:+.4f}): {vs['verdict']}" if vs else ""
+        print(f"{init}: seeds {', '.join(f'{v:.4f}' for v in r['seeds'])}; median {r['median']:.4f} (range "
+              f"{r['range']:.4f}; CI {r['ci'][0]:.4f}–{r['ci'][1]:.4f}){cmp}")
+    print(f"INITS task={a.task} shape={shape} " + " ".join(f"{i}={res[i]['median']:.4f}" for i in inits)
+          + f" verdicts={json.dumps(verdicts)}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
