@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import random
+import signal
 import tempfile
 
 import pytest
@@ -12,6 +13,12 @@ os.environ.setdefault("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.2")  # report() wa
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("RAYDISTILL_CACHE_DIR", tempfile.mkdtemp(prefix="raydistill-test-cache-"))  # latency memo
+
+# The interrupt tests send Ctrl-C to the commands they start (and to this process): a suite launched as a background
+# job inherits SIGINT ignored, which the commands rightly keep ignoring (cli.py), so take Ctrl-C back here, as an
+# interactive pytest has it
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 POS = "good great fun love best nice happy".split()
 NEG = "bad boring hate worst terrible sad awful".split()
