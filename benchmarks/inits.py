@@ -49,7 +49,9 @@ def main() -> None:
     step, log = Steps(os.path.join(work, "steps.json")), os.path.join(work, "inits.log")
     uri = f"sqlite:///{work}/mlflow.db"
     inits, seeds = a.inits.split(","), [a.seed + i for i in range(a.seeds)]
-    report = None
+    from raydistill.tasks import get_task
+
+    report = f"best_eval_{get_task(a.task).main_metric}"  # as quality.py: the task's main metric, not the first key
     res: dict = {"task": a.task, "shape": shape, "method": a.method}
     for init in inits:
         runs = []
@@ -62,7 +64,6 @@ def main() -> None:
                  "--lr", a.lr, "--epochs", str(a.epochs), "--seed", str(s), "--train-limit", str(a.train_limit),
                  "--max-length", a.max_length, "--batch-size", a.batch_size,
                  "--output", out, "--tracking-uri", uri, "--experiment", f"inits-{a.task}-{shape}"], log))
-            report = report or next(k for k in r if k.startswith("best_eval_"))
             runs.append({"dev": r[report], "val": r[report.replace("eval", "val")], "dir": out, "wall_s": r["wall_s"]})
         res[init] = {"runs": runs, **qs.seeds_summary([x["dev"] for x in runs])}
     preds = {}
@@ -82,8 +83,8 @@ def main() -> None:
         f.write(json.dumps(res, default=str) + "\n")
     for init in inits:
         r = res[init]
-        vs = r.get(f"vs_{inits[1]}") if init == first and len(inits) > 1 else None
-        cmp = f" vs {inits[1]} {vs['diff']:+.4f} (CI {vs['ci'][0]:+.4f}…{vs['ci'][1]:+.4f}): {vs['verdict']}" if vs else ""
+        vs = [(o, r[f"vs_{o}"]) for o in verdicts] if init == first else []  # the first init against each other
+        cmp = "".join(f" vs {o} {v['diff']:+.4f} (CI {v['ci'][0]:+.4f}…{v['ci'][1]:+.4f}): {v['verdict']}" for o, v in vs)
         print(f"{init}: seeds {', '.join(f'{v:.4f}' for v in r['seeds'])}; median {r['median']:.4f} (range "
               f"{r['range']:.4f}; CI {r['ci'][0]:.4f}–{r['ci'][1]:.4f}){cmp}")
     print(f"INITS task={a.task} shape={shape} " + " ".join(f"{i}={res[i]['median']:.4f}" for i in inits)
