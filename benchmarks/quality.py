@@ -153,6 +153,8 @@ SEARCHED = ("method", "student_layers", "student_hidden", "student_heads", "init
 
 def significance(a, res: dict) -> dict:
     """Re-score every reported model on the whole dev set: intervals, and the search row against each other row."""
+    from raydistill.tasks import get_task
+
     t = res["task"]
     preds = {}
 
@@ -173,6 +175,11 @@ def significance(a, res: dict) -> dict:
         res[row]["dev_rescored"] = qs.score(t, p, gold)
         res[row]["ci"] = qs.interval(t, p, gold)
         res[row]["pct_of_teacher"] = res[row]["median"] / res["teacher"]["dev"]
+    uri = f"sqlite:///{os.path.abspath(a.work)}/mlflow.db"
+    for row in ("search", "random"):  # does the split that chose predict dev? (rank agreement over the sweep's runs)
+        if row in res:
+            res[row]["val_dev_rho"] = qs.val_dev_agreement(uri, f"quality-{t}-{a.space}-{row}", f"{t}-{row}-{a.seed}",
+                                                           get_task(t).main_metric)
     if "search" in res:
         s, _ = pred(res["search"]["dir"])
         for row in ROWS[:2] + ROWS[3:]:
@@ -251,6 +258,11 @@ def table(res: dict) -> str:
             cmp = f"{vs['verdict']} ({vs['diff']:+.4f}, CI {vs['ci'][0]:+.4f}…{vs['ci'][1]:+.4f})" if vs else ""
             lines.append(f"| {row} ({len(r['runs'])} seed{'s' if len(r['runs']) > 1 else ''}) | {f(r['median'])} | "
                          f"{f(r['range'])} | {f(r['ci'][0])}–{f(r['ci'][1])} | {100 * r['pct_of_teacher']:.1f}% | {cmp} |")
+    rhos = [(row, res[row]["val_dev_rho"]) for row in ("search", "random") if res.get(row, {}).get("val_dev_rho")]
+    lines += [""] if rhos else []
+    for row, rho in rhos:
+        lines.append(f"{row}: val↔dev rank agreement over its {rho['runs']} finished runs, Spearman ρ = "
+                         f"{'—' if rho['rho'] is None else format(rho['rho'], '+.2f')}")
     return "\n".join(lines)
 
 

@@ -71,3 +71,41 @@ def median_index(values: list[float]) -> int:
     """The seed whose score is the median (the lower middle for an even count): its predictions stand for the row."""
     order = sorted(range(len(values)), key=lambda i: values[i])
     return order[(len(values) - 1) // 2]
+
+
+def spearman(x: list[float], y: list[float]) -> float | None:
+    """Spearman's rank correlation (average ranks for ties); None where fewer than 3 pairs or a constant side."""
+    def ranks(v):
+        order = sorted(range(len(v)), key=lambda i: v[i])
+        r, i = [0.0] * len(v), 0
+        while i < len(v):
+            j = i
+            while j + 1 < len(v) and v[order[j + 1]] == v[order[i]]:
+                j += 1
+            for k in range(i, j + 1):
+                r[order[k]] = (i + j) / 2 + 1
+            i = j + 1
+        return r
+
+    if len(x) < 3:
+        return None
+    rx, ry = ranks(x), ranks(y)
+    mx, my = statistics.mean(rx), statistics.mean(ry)
+    sxy = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
+    sxx, syy = sum((a - mx) ** 2 for a in rx), sum((b - my) ** 2 for b in ry)
+    return None if sxx == 0 or syy == 0 else sxy / (sxx * syy) ** 0.5
+
+
+def val_dev_agreement(uri: str, experiment: str, sweep: str, metric: str) -> dict:
+    """How well the validation split that chose predicts dev across one sweep's runs (every trial, those ASHA stopped
+    included, and the confirmations): Spearman's rho of best_val_<metric> against best_eval_<metric>. Near 0 or
+    below, choosing on val cannot do better than luck on dev, however good the search."""
+    from raydistill import track
+
+    c = track.client(uri)
+    exp = c.get_experiment_by_name(experiment)
+    runs = c.search_runs([exp.experiment_id], max_results=5000,
+                         filter_string=f"tags.`raydistill.sweep` = '{sweep}'") if exp else []
+    pairs = [(r.data.metrics[f"best_val_{metric}"], r.data.metrics[f"best_eval_{metric}"]) for r in runs
+             if f"best_val_{metric}" in r.data.metrics and f"best_eval_{metric}" in r.data.metrics]
+    return {"runs": len(pairs), "rho": spearman([p[0] for p in pairs], [p[1] for p in pairs])}

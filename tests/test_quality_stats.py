@@ -56,3 +56,33 @@ def test_asha_replay_applies_the_asynchronous_rule_and_marks_what_it_cannot_know
     assert (r["epochs"], r["winner"]) == (4 + 1 + 4 + 1, "c")
     r = replay(trials, None, 2, 4)  # off: every trial trains every epoch; b and d's later epochs were never run
     assert r["epochs"] == 16 and sorted(r["unknown"]) == ["b", "d"] and r["winner"] == "c"
+
+
+def test_spearman_against_hand_computed_ranks():
+    import quality_stats as qs
+
+    # y's ranks with a tie: 1, 2, 3.5, 5, 3.5 -> Pearson of ranks = 8 / sqrt(10 * 9.5)
+    assert qs.spearman([1, 2, 3, 4, 5], [5, 6, 7, 8, 7]) == pytest.approx(8 / (95 ** 0.5))
+    assert qs.spearman([1, 2, 3], [3, 2, 1]) == pytest.approx(-1.0)
+    assert qs.spearman([1, 2], [1, 2]) is None and qs.spearman([1, 2, 3], [4, 4, 4]) is None
+
+
+def test_val_dev_agreement_reads_every_run_of_one_sweep(tmp_path):
+    import mlflow
+    import quality_stats as qs
+
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    c = mlflow.MlflowClient(uri)
+    exp = c.create_experiment("q")
+    # an ASHA-stopped trial (KILLED) counts; a run with no dev score yet and another sweep's run do not
+    rows = [("s", "FINISHED", 0.6, 0.5), ("s", "FINISHED", 0.7, 0.6), ("s", "KILLED", 0.8, 0.55),
+            ("s", "FAILED", 0.9, None), ("other", "FINISHED", 0.5, 0.9)]
+    for sweep, status, val, dev in rows:
+        r = c.create_run(exp, tags={"raydistill.sweep": sweep})
+        c.log_metric(r.info.run_id, "best_val_accuracy", val)
+        if dev is not None:
+            c.log_metric(r.info.run_id, "best_eval_accuracy", dev)
+        c.set_terminated(r.info.run_id, status)
+    got = qs.val_dev_agreement(uri, "q", "s", "accuracy")
+    assert got["runs"] == 3 and got["rho"] == pytest.approx(0.5)  # ranks (1,2,3) vs (1,3,2)
+    assert qs.val_dev_agreement(uri, "missing", "s", "accuracy") == {"runs": 0, "rho": None}
