@@ -261,7 +261,7 @@ def table(res: dict) -> str:
     rhos = [(row, res[row]["val_dev_rho"]) for row in ("search", "random") if res.get(row, {}).get("val_dev_rho")]
     lines += [""] if rhos else []
     for row, rho in rhos:
-        lines.append(f"{row}: val↔dev rank agreement over its {rho['runs']} finished runs, Spearman ρ = "
+        lines.append(f"{row}: val↔dev rank agreement over its {rho['runs']} runs, Spearman ρ = "
                          f"{'—' if rho['rho'] is None else format(rho['rho'], '+.2f')}")
     return "\n".join(lines)
 
