@@ -74,26 +74,11 @@ def median_index(values: list[float]) -> int:
 
 
 def spearman(x: list[float], y: list[float]) -> float | None:
-    """Spearman's rank correlation (average ranks for ties); None where fewer than 3 pairs or a constant side."""
-    def ranks(v):
-        order = sorted(range(len(v)), key=lambda i: v[i])
-        r, i = [0.0] * len(v), 0
-        while i < len(v):
-            j = i
-            while j + 1 < len(v) and v[order[j + 1]] == v[order[i]]:
-                j += 1
-            for k in range(i, j + 1):
-                r[order[k]] = (i + j) / 2 + 1
-            i = j + 1
-        return r
+    """Spearman's rank correlation (the task metric's, scipy's, average ranks for ties); None where fewer than 3 pairs
+    or a constant side, where the task metric would say 0.0."""
+    from raydistill.tasks.metrics import spearman as rank_correlation
 
-    if len(x) < 3:
-        return None
-    rx, ry = ranks(x), ranks(y)
-    mx, my = statistics.mean(rx), statistics.mean(ry)
-    sxy = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
-    sxx, syy = sum((a - mx) ** 2 for a in rx), sum((b - my) ** 2 for b in ry)
-    return None if sxx == 0 or syy == 0 else sxy / (sxx * syy) ** 0.5
+    return None if len(x) < 3 or len(set(x)) < 2 or len(set(y)) < 2 else rank_correlation(x, y)
 
 
 def val_dev_agreement(uri: str, experiment: str, sweep: str, metric: str) -> dict:
