@@ -89,7 +89,8 @@ def default_encoder() -> str | None:
 
 
 def task_rows(a, task_name: str, step: Steps, work: str, log: str) -> dict:
-    """Every row of one task: scores (chosen on val, reported on dev), models, walls."""
+    """Every row of one task: scores (chosen on val, reported on dev), models, walls; for a search, how well val
+    predicted dev over its runs."""
     from raydistill.tasks import get_task
 
     task = get_task(task_name)
@@ -126,6 +127,8 @@ def task_rows(a, task_name: str, step: Steps, work: str, log: str) -> dict:
                 a, exp, key.replace("/", "-"), s, [*a.sweep_extra, *extra], teacher_dir, common, work, uri, log))
             runs.append(sw)
         out[row] = {"runs": runs}
+        if row != "recipe":  # a search: does the split that chose predict dev? (rank agreement over its runs)
+            out[row]["val_dev_rho"] = qs.val_dev_agreement(uri, exp, key.replace("/", "-"), task.main_metric)
     return out
 
 
@@ -153,8 +156,6 @@ SEARCHED = ("method", "student_layers", "student_hidden", "student_heads", "init
 
 def significance(a, res: dict) -> dict:
     """Re-score every reported model on the whole dev set: intervals, and the search row against each other row."""
-    from raydistill.tasks import get_task
-
     t = res["task"]
     preds = {}
 
@@ -175,11 +176,6 @@ def significance(a, res: dict) -> dict:
         res[row]["dev_rescored"] = qs.score(t, p, gold)
         res[row]["ci"] = qs.interval(t, p, gold)
         res[row]["pct_of_teacher"] = res[row]["median"] / res["teacher"]["dev"]
-    uri = f"sqlite:///{os.path.abspath(a.work)}/mlflow.db"
-    for row in ("search", "random"):  # does the split that chose predict dev? (rank agreement over the sweep's runs)
-        if row in res:
-            res[row]["val_dev_rho"] = qs.val_dev_agreement(uri, f"quality-{t}-{a.space}-{row}", f"{t}-{row}-{a.seed}",
-                                                           get_task(t).main_metric)
     if "search" in res:
         s, _ = pred(res["search"]["dir"])
         for row in ROWS[:2] + ROWS[3:]:
