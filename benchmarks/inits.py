@@ -1,6 +1,9 @@
-"""Does a student cut from the teacher by importance (``--init prune``) start better than its leading block (``slice``)?
-The same narrower student, recipe and seeds under each init, trained by the product (``python -m raydistill.distill``),
-each run's epoch chosen on the validation split carved from train and reported on dev.
+"""Student levers, one at a time: does a student cut from the teacher by importance (``--init prune``) start better
+than its leading block (``slice``)? Does TinyBERT augmentation without a masked LM (``--augment N``: N copies of every
+training row, words swapped for their nearest whole words in the teacher's own word embeddings, the product's
+``python -m raydistill.distill.augment``) help? The same student, recipe and seeds under each variant (an init, with
+and without augmented rows), trained by the product (``python -m raydistill.distill``), each run's epoch chosen on the
+validation split carved from train (never augmented) and reported on dev.
 
 Per init, --seeds runs (median and range); the median seed of each init re-scored on the whole dev set with a
 bootstrap 95% interval, and prune against every other init on the same dev rows (paired interval). "beats" only where
@@ -9,7 +12,9 @@ otherwise "ties". Each finished run is recorded in WORK/steps.json, so a cut-off
 
     python benchmarks/inits.py --teacher W/teachers/mrpc --data-dir ../shared/data/glue --task mrpc \\
         --shape 3,192,768,6 --inits prune,slice --work W/inits
-Ends with one `INITS task=… shape=… prune=… slice=… verdicts=…` line.
+    python benchmarks/inits.py ... --shape 3,384,1536,12 --inits first_k --augment 2,0 --method pkd \\
+        --temperature 20 --alpha 0.7 --beta 100 --mapping skip        # pkd_glue's first recipe, with and without
+Ends with one `INITS task=… shape=… prune=… slice=… verdicts=…` line (variants named INIT or INIT+augN).
 """
 from __future__ import annotations
 
@@ -33,6 +38,10 @@ def main() -> None:
     p.add_argument("--method", default="kd", help="the recipe: kd_glue's published start (T 2, alpha 0.5)")
     p.add_argument("--temperature", default="2")
     p.add_argument("--alpha", default="0.5")
+    p.add_argument("--beta", default=None, help="pkd's intermediate-loss weight (default: the method's)")
+    p.add_argument("--mapping", default=None, help="pkd's layer mapping (default: the method's)")
+    p.add_argument("--augment", default="0", help="augmented copies per training row, e.g. 2,0: each init with each "
+                   "(0 = the task's rows only); the first variant is compared to the rest")
     p.add_argument("--lr", default="1e-4")
     p.add_argument("--epochs", type=int, default=4)
     p.add_argument("--seeds", type=int, default=3)
@@ -48,24 +57,29 @@ def main() -> None:
     shape = f"{layers}L-{hidden}"
     step, log = Steps(os.path.join(work, "steps.json")), os.path.join(work, "inits.log")
     uri = f"sqlite:///{work}/mlflow.db"
-    inits, seeds = a.inits.split(","), [a.seed + i for i in range(a.seeds)]
+    seeds = [a.seed + i for i in range(a.seeds)]
+    variants = {(i if n == "0" else f"{i}+aug{n}"): (i, n) for i in a.inits.split(",") for n in a.augment.split(",")}
+    inits = list(variants)  # variant names: the init, or INIT+augN
+    aug_dirs = {n: augmented(a, n, step, work, log) for n in a.augment.split(",") if n != "0"}
+    extra = [x for k, v in (("--beta", a.beta), ("--mapping", a.mapping)) if v is not None for x in (k, v)]
     from raydistill.tasks import get_task
 
     report = f"best_eval_{get_task(a.task).main_metric}"  # as quality.py: the task's main metric, not the first key
     res: dict = {"task": a.task, "shape": shape, "method": a.method}
-    for init in inits:
+    for name, (init, n) in variants.items():
         runs = []
+        aug = ["--augment-dir", aug_dirs[n]] if n != "0" else []
         for s in seeds:
-            out = os.path.join(work, a.task, shape, init.replace(":", "_"), str(s))
-            r = step(f"{a.task}/{shape}/{init}/{s}", lambda init=init, s=s, out=out: run(
+            out = os.path.join(work, a.task, shape, name.replace(":", "_"), str(s))
+            r = step(f"{a.task}/{shape}/{name}/{s}", lambda init=init, s=s, out=out, aug=aug: run(
                 ["raydistill.distill", "--method", a.method, "--teacher", a.teacher, "--task", a.task, "--data-dir",
                  a.data_dir, "--student-layers", layers, "--student-hidden", hidden, "--student-intermediate", inter,
                  "--student-heads", heads, "--init", init, "--temperature", a.temperature, "--alpha", a.alpha,
-                 "--lr", a.lr, "--epochs", str(a.epochs), "--seed", str(s), "--train-limit", str(a.train_limit),
-                 "--max-length", a.max_length, "--batch-size", a.batch_size,
+                 *extra, "--lr", a.lr, "--epochs", str(a.epochs), "--seed", str(s), "--train-limit",
+                 str(a.train_limit), "--max-length", a.max_length, "--batch-size", a.batch_size, *aug,
                  "--output", out, "--tracking-uri", uri, "--experiment", f"inits-{a.task}-{shape}"], log))
             runs.append({"dev": r[report], "val": r[report.replace("eval", "val")], "dir": out, "wall_s": r["wall_s"]})
-        res[init] = {"runs": runs, **qs.seeds_summary([x["dev"] for x in runs])}
+        res[name] = {"runs": runs, **qs.seeds_summary([x["dev"] for x in runs])}
     preds = {}
     for init in inits:
         d = res[init]["runs"][qs.median_index(res[init]["seeds"])]["dir"]
@@ -89,6 +103,15 @@ def main() -> None:
               f"{r['range']:.4f}; CI {r['ci'][0]:.4f}–{r['ci'][1]:.4f}){cmp}")
     print(f"INITS task={a.task} shape={shape} " + " ".join(f"{i}={res[i]['median']:.4f}" for i in inits)
           + f" verdicts={json.dumps(verdicts)}", flush=True)
+
+
+def augmented(a, n: str, step, work: str, log: str) -> str:
+    """The task's training rows with n augmented copies each (the product's augment command, seed 0), built once."""
+    out = os.path.join(work, "augmented", a.task, n)
+    step(f"{a.task}/augment/{n}", lambda: run(
+        ["raydistill.distill.augment", "--task", a.task, "--data-dir", a.data_dir, "--teacher", a.teacher,
+         "--candidates", "embedding", "--n", n, "--seed", "0", "--max-length", a.max_length, "--output", out], log))
+    return out
 
 
 if __name__ == "__main__":

@@ -158,3 +158,25 @@ def test_inits_benchmark_smoke(tiny_teacher, glue_dir, tmp_path):
     res = [json.loads(ln) for ln in (tmp_path / "w" / "inits.jsonl").read_text().splitlines()]
     assert len(res) == 2 and res[0]["prune"]["vs_slice"]["same_seed_diffs"] == [
         res[0]["prune"]["seeds"][0] - res[0]["slice"]["seeds"][0]]
+
+
+@pytest.mark.slow
+def test_inits_benchmark_augment_smoke(tiny_teacher, glue_dir, tmp_path):
+    """benchmarks/inits.py --augment: the augmented set built once by the product's augment command, the same student
+    trained on it and on the task's rows alone, the augmented variant compared to the plain one on the same dev rows."""
+    teacher = tiny_teacher("classification", 2)
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "inits.py"), "--teacher", teacher, "--data-dir", str(glue_dir),
+           "--task", "sst2", "--shape", "2,32,64,2", "--inits", "first_k", "--augment", "1,0", "--method", "kd",
+           "--seeds", "1", "--epochs", "1", "--max-length", "32", "--batch-size", "16", "--work", str(tmp_path / "w")]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    last = proc.stdout.strip().splitlines()[-1]
+    m = re.fullmatch(rf'INITS task=sst2 shape=2L-32 first_k\+aug1={NUM} first_k={NUM} verdicts=(\{{.*\}})', last)
+    assert m and json.loads(m[3])["first_k"] in ("beats", "ties", "loses to"), last
+    steps = json.loads((tmp_path / "w" / "steps.json").read_text())
+    assert sorted(steps) == ["sst2/2L-32/first_k+aug1/42", "sst2/2L-32/first_k/42", "sst2/augment/1"]
+    aug = steps["sst2/augment/1"]
+    assert aug["copies"] == 1 and aug["rows"] == 2 * aug["examples"] > 0  # every kept row and one copy of it
+    knobs = json.loads((tmp_path / "w" / "augmented" / "sst2" / "1" / "augment.json").read_text())
+    assert knobs["candidates"] == "embedding" and knobs["model"] == teacher

@@ -240,6 +240,7 @@ def main(argv=None):
                              field=field, p=args.p, k=args.k, n=args.n, seed=args.seed, limit=args.limit,
                              batch_size=args.batch_size, max_length=args.max_length)
     print(f"{n_in} examples -> {n_out} (with {args.n} augmented copies each): {out}")
+    print(json.dumps({"examples": n_in, "rows": n_out, "copies": args.n, "train": out}))  # last line JSON, as elsewhere
 
 
 def build(task_name: str, data_dir, model_dir: str, output: str, candidates: str = "embedding", mlm=None,
