@@ -113,7 +113,7 @@ def test_deterministic_under_a_seed_and_copies_use_candidates(teacher):
     assert len(a) == 3 * 5 and a[:3] == EXAMPLES
     for i, ex in enumerate(EXAMPLES):
         copies = a[3 + 4 * i: 3 + 4 * i + 4]
-        assert all(c["label"] == ex["label"] and c["text_pair"] is None for c in copies)
+        assert all(c["label"] is None and c["text_pair"] is None for c in copies)  # the teacher labels a copy
     assert any(c["text"] != EXAMPLES[j // 4]["text"] for j, c in enumerate(a[3:]))
     tok, emb = aug._load_embeddings(d, "augment_teacher")
     words = set(whole_word_ids(tok, emb.shape[0])[1])
@@ -200,7 +200,9 @@ def test_the_teacher_gives_every_augmented_copy_its_own_soft_targets(tiny_teache
         live = model(**tok([r["text"] for r in rows], truncation=True, max_length=32, padding=True,
                            return_tensors="pt")).logits
     assert torch.allclose(torch.from_numpy(cache.arrays["pred"][:].astype("float32")), live, atol=2e-3)
-    assert [f["labels"] for f in data.train] == [int(r["label"]) for r in rows]  # copies keep the original's label
+    # originals keep their gold label; a copy has none (the gold-label loss skips it), only the teacher's targets
+    assert [f["labels"] for f in data.train] == [-100 if r["label"] is None else int(r["label"]) for r in rows]
+    assert {f["labels"] for f in data.train if rows[f["feature_index"]]["label"] is None} == {-100}
 
 
 # --------------------------------------------------------------------------- the real teacher
@@ -217,7 +219,7 @@ def test_real_minilm_teacher_on_real_mrpc_rows(shared_data, tmp_path):
     changed = 0
     for j, c in enumerate(rows[4:]):
         o = rows[j // 3]
-        assert c["label"] == o["label"] and c["source_index"] == o["source_index"]
+        assert c["label"] is None and c["source_index"] == o["source_index"]  # the teacher labels a copy
         for field in ("text", "text_pair"):  # words as BERT's basic tokenizer splits them: runs of \w
             new, orig = re.findall(r"\w+|[^\w\s]", c[field]), re.findall(r"\w+|[^\w\s]", o[field])
             assert len(new) == len(orig)

@@ -38,7 +38,7 @@ def _init(rank: int, world: int, port: int) -> None:
 LENGTHS = (2, 7, 4, 3)  # rank 0 takes examples 0-1 (padded to 7, 9 real tokens), rank 1 examples 2-3 (to 4, 7)
 HS, HT, C, A = 4, 6, 5, 2
 LOSS_NAMES = ("soft_ce", "hard_token", "mlm", "logit_mse", "hidden_mse", "cosine", "attention_mse",
-              "qa_logit_mse", "hard_qa", "relation_kl", "relation_kl_query")
+              "qa_logit_mse", "hard_qa", "relation_kl", "relation_kl_query", "hard_cls_copies", "hard_reg_copies")
 PER_SEQUENCE = {"relation_kl"}  # a mean per example: equal slices (drop-last) make the per-rank mean the global one
 
 
@@ -52,7 +52,10 @@ def _examples() -> list[dict]:
         out.append({"x": torch.randn(n, HS, generator=g), "t_h": torch.randn(n, HT, generator=g),
                     "t_logits": torch.randn(n, C, generator=g), "t_scores": torch.randn(A, n, n, generator=g),
                     "labels": labels, "start_positions": torch.tensor(100 if i == 3 else n - 1),  # 100: ignored
-                    "end_positions": torch.tensor(n // 2)})
+                    "end_positions": torch.tensor(n // 2),
+                    # sequence labels; example 1 is an augmented copy (no gold label): rank 0 has 1 labelled, rank 1 2
+                    "cls_label": torch.tensor(-100 if i == 1 else i % C),
+                    "reg_label": torch.tensor(float("nan") if i == 1 else float(i))})
     return out
 
 
@@ -72,7 +75,7 @@ def _pad(examples: list[dict]) -> dict:
                                  for e in examples])
     for i, e in enumerate(examples):
         b["attention_mask"][i, : len(e["x"])] = 1
-    for k in ("start_positions", "end_positions"):
+    for k in ("start_positions", "end_positions", "cls_label", "reg_label"):
         b[k] = torch.stack([e[k] for e in examples])
     return b
 
@@ -108,6 +111,8 @@ class Toy(torch.nn.Module):
             "hard_qa": lambda: L.hard_loss("qa", (q_start, q_end), b),
             "relation_kl": lambda: L.relation_kl(h, x, b["t_h"], b["t_h"], A, mask),  # widths 4 vs 6, A relation heads
             "relation_kl_query": lambda: L.relation_kl(h, x, b["t_h"], b["t_h"], A, mask, per="query"),
+            "hard_cls_copies": lambda: L.hard_loss("classification", logits[:, 0], {"labels": b["cls_label"]}),
+            "hard_reg_copies": lambda: L.hard_loss("regression", logits[:, 0, :1], {"labels": b["reg_label"]}),
         }[name]()
 
 

@@ -1,7 +1,10 @@
 """Encoding, dynamic-padding collation and scoring round trips for every task kind, with small offline tokenizers."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
+
 import pytest
 import torch
 
@@ -46,6 +49,16 @@ def test_regression_labels_are_float(tok):
     enc = encode(task, [{"text": "good", "text_pair": "great", "label": 4.5}], tok, 32)
     batch = collate(enc.features, tok.pad_token_id)
     assert batch["labels"].dtype == torch.float32 and batch["labels"].tolist() == [4.5]
+
+
+def test_an_augmented_copy_has_no_gold_label(tok):
+    """A copy (label None, written by distill.augment) gets the label the losses skip: -100, or NaN for regression."""
+    for name, gold, dtype in (("mrpc", 1, torch.long), ("stsb", 4.5, torch.float32)):
+        ex = [{"text": "good", "text_pair": "great", "label": gold}, {"text": "fine", "text_pair": "great", "label": None}]
+        batch = collate(encode(get_task(name), ex, tok, 32).features, tok.pad_token_id)
+        got = batch["labels"].tolist()
+        assert batch["labels"].dtype == dtype and got[0] == gold
+        assert got[1] == -100 if dtype == torch.long else math.isnan(got[1])
 
 
 def test_token_labels_on_first_piece_only(tok):

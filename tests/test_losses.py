@@ -57,6 +57,11 @@ def test_hard_loss_per_kind():
     assert ce.item() == approx(math.log(1 + math.exp(-2)))
     # regression: ((1.5-1)² + (0-1)²) / 2
     assert L.hard_loss("regression", t([[1.5], [0.0]]), {"labels": t([1.0, 1.0])}).item() == approx(0.625)
+    # augmented copies have no gold label (-100, NaN): the mean is over the labelled rows only
+    ce = L.hard_loss("classification", t([[2.0, 0.0], [9.0, -9.0], [0.0, math.log(3)]]), {"labels": t([0, -100, 1])})
+    assert ce.item() == approx((math.log(1 + math.exp(-2)) + math.log(4 / 3)) / 2)
+    mse = L.hard_loss("regression", t([[1.5], [7.0], [0.0]]), {"labels": t([1.0, float("nan"), 1.0])})
+    assert mse.item() == approx(0.625)
     # token: only the first token counts; CE([0, ln 3], y=1) = log(4/3)
     logits = t([[[0.0, math.log(3)], [5.0, 0.0]]])
     assert L.hard_loss("token", logits, {"labels": t([[1, -100]])}).item() == approx(math.log(4 / 3))

@@ -19,9 +19,11 @@ words cut off by ``max_length`` (mlm) and words the tokenizer cannot spell (embe
 As in the paper, candidates are computed once per word on the original sentence (mlm: one masked forward per
 single-piece word, batched across sentences; embedding: once per distinct word); the ``n`` copies then only
 sample. Pair tasks augment ``text`` and ``text_pair`` independently and copy ``i`` of an example always pairs
-copy ``i`` of its own ``text`` with copy ``i`` of its own ``text_pair``; every other field (the label) is copied
-unchanged. A run trains on the set through ``--augment-dir``; the teacher (live or through its cache, whose key
-covers the exact rows) gives every augmented copy its own soft targets.
+copy ``i`` of its own ``text`` with copy ``i`` of its own ``text_pair``; every other field is copied unchanged except the gold label: a copy
+carries ``label: null``, since swapping 40% of the words can change what the original's label says (a paraphrase pair
+that no longer is one). As in TinyBERT, the teacher labels the copies: a run trains on the set through
+``--augment-dir``, the teacher (live or through its cache, whose key covers the exact rows) gives every copy its own
+soft targets, and the gold-label loss counts only the originals (``tasks.encode``: no label = ignored).
 
 The command line augments only the rows a run trains on: a task whose dev set is held out of train (NSMC, see
 ``raydistill.distill.examples.split_train``) has those rows left out, and every row written carries ``source_index``
@@ -43,7 +45,7 @@ from ..cli import HelpFormatter, cli
 from ..errors import UserError, check
 from .candidates import embedding_candidates, mlm_candidates, whole_word_ids as _whole_word_ids  # noqa: F401
 
-CACHE_VERSION = "augment-v1"
+CACHE_VERSION = "augment-v2"  # v2: copies carry label None (the teacher labels them)
 CANDIDATES = ("mlm", "embedding")
 _MLM_HINT = ("pass a masked-LM checkpoint such as bert-base-uncased or roberta-base "
              "(a directory with a *ForMaskedLM model and its tokenizer), or use --candidates embedding --teacher DIR "
@@ -132,7 +134,7 @@ def augment(examples, model_dir, p=0.4, k=15, n=20, seed=0, batch_size=64, max_l
     copies = []
     for ex in examples:
         for _ in range(n):
-            new = dict(ex)
+            new = {**ex, "label": None} if "label" in ex else dict(ex)  # the teacher labels a copy, not the gold
             for f in ("text", "text_pair"):
                 if ex.get(f) is not None:
                     new[f] = _sample(ex[f], slots[ex[f]], p, rng)

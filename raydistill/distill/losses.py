@@ -76,8 +76,9 @@ def soft_ce(student_logits, teacher_logits, T: float, mask=None):
 
 
 def hard_loss(kind: str, logits_or_outputs, batch: dict):
-    """Gold-label loss: classification CE(z, y); regression mean (z − y)²; token CE over tokens whose label is not
-    −100; qa (CE(start) + CE(end)) / 2 with out-of-range positions ignored (as Hugging Face does); mlm = ``mlm_loss``.
+    """Gold-label loss over the rows that have one: classification CE(z, y) over labels that are not −100; regression
+    mean (z − y)² over labels that are not NaN (augmented copies carry neither); token CE over tokens whose label is
+    not −100; qa (CE(start) + CE(end)) / 2 with out-of-range positions ignored (as Hugging Face does); mlm = ``mlm_loss``.
     ``logits_or_outputs`` is a model output, a logits tensor, or (start_logits, end_logits) for qa."""
     out = logits_or_outputs
     if kind == "qa":
@@ -88,9 +89,11 @@ def hard_loss(kind: str, logits_or_outputs, batch: dict):
     logits = (out.logits if hasattr(out, "logits") else out).float()
     labels = batch["labels"]
     if kind == "classification":
-        return F.cross_entropy(logits, labels)
+        return _ce(logits, labels)
     if kind == "regression":
-        return F.mse_loss(logits.reshape(-1), labels.float().reshape(-1))
+        y = labels.float().reshape(-1)
+        has = ~torch.isnan(y)
+        return _mean(torch.where(has, logits.reshape(-1) - y, 0.0).pow(2).sum(), has.sum())
     if kind in ("token", "mlm"):
         return _ce(logits.reshape(-1, logits.size(-1)), labels.reshape(-1))
     raise ValueError(f"unknown task kind {kind!r}")

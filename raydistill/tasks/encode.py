@@ -74,7 +74,9 @@ def encode(task, examples: list[dict], tokenizer, max_length: int) -> Encoded:
     enc = tokenizer(texts, pairs if any(p is not None for p in pairs) else None, truncation=True,
                     max_length=max_length)
     cast = float if task.kind == "regression" else int
-    feats = [{**_inputs(enc, i), "labels": cast(ex["label"]), "feature_index": i} for i, ex in enumerate(examples)]
+    none = float("nan") if task.kind == "regression" else IGNORE  # an augmented copy: no gold label, the loss skips it
+    feats = [{**_inputs(enc, i), "labels": none if ex["label"] is None else cast(ex["label"]), "feature_index": i}
+             for i, ex in enumerate(examples)]
     return Encoded(feats, list(range(len(examples))))
 
 
