@@ -5,10 +5,11 @@ training row, words swapped for their nearest whole words in the teacher's own w
 and without augmented rows), trained by the product (``python -m raydistill.distill``), each run's epoch chosen on the
 validation split carved from train (never augmented) and reported on dev.
 
-Per init, --seeds runs (median and range); the median seed of each init re-scored on the whole dev set with a
-bootstrap 95% interval, and prune against every other init on the same dev rows (paired interval). "beats" only where
-that interval excludes 0 and the difference exceeds the other init's seeds' range (benchmarks/quality_stats.py);
-otherwise "ties". Each finished run is recorded in WORK/steps.json, so a cut-off benchmark resumes where it stopped.
+Per variant, --seeds runs (median and range); the median seed of each re-scored on the whole dev set with a
+bootstrap 95% interval, and the first variant against every other on the same dev rows (paired interval). "beats"
+only where that interval excludes 0 and the difference exceeds the other variant's seeds' range
+(benchmarks/quality_stats.py); otherwise "ties". Each finished run is recorded in WORK/steps.json, so a cut-off
+benchmark resumes where it stopped.
 
     python benchmarks/inits.py --teacher W/teachers/mrpc --data-dir ../shared/data/glue --task mrpc \\
         --shape 3,192,768,6 --inits prune,slice --work W/inits
@@ -59,7 +60,7 @@ def main() -> None:
     uri = f"sqlite:///{work}/mlflow.db"
     seeds = [a.seed + i for i in range(a.seeds)]
     variants = {(i if n == "0" else f"{i}+aug{n}"): (i, n) for i in a.inits.split(",") for n in a.augment.split(",")}
-    inits = list(variants)  # variant names: the init, or INIT+augN
+    names = list(variants)  # the init, or INIT+augN
     aug_dirs = {n: augmented(a, n, step, work, log) for n in a.augment.split(",") if n != "0"}
     extra = [x for k, v in (("--beta", a.beta), ("--mapping", a.mapping)) if v is not None for x in (k, v)]
     from raydistill.tasks import get_task
@@ -81,12 +82,12 @@ def main() -> None:
             runs.append({"dev": r[report], "val": r[report.replace("eval", "val")], "dir": out, "wall_s": r["wall_s"]})
         res[name] = {"runs": runs, **qs.seeds_summary([x["dev"] for x in runs])}
     preds = {}
-    for init in inits:
+    for init in names:
         d = res[init]["runs"][qs.median_index(res[init]["seeds"])]["dir"]
         preds[init], gold = qs.dev_predictions(d, a.task, a.data_dir, int(a.max_length))
         res[init]["ci"] = qs.interval(a.task, preds[init], gold)
-    first, verdicts = inits[0], {}
-    for other in inits[1:]:
+    first, verdicts = names[0], {}
+    for other in names[1:]:
         diff = res[first]["median"] - res[other]["median"]
         ci = qs.interval(a.task, preds[first], gold, other=preds[other])
         res[first][f"vs_{other}"] = {"diff": diff, "ci": ci, "verdict": qs.verdict(ci, diff, res[other]["range"]),
@@ -95,13 +96,13 @@ def main() -> None:
         verdicts[other] = res[first][f"vs_{other}"]["verdict"]
     with open(os.path.join(work, "inits.jsonl"), "a") as f:
         f.write(json.dumps(res, default=str) + "\n")
-    for init in inits:
+    for init in names:
         r = res[init]
         vs = [(o, r[f"vs_{o}"]) for o in verdicts] if init == first else []  # the first init against each other
         cmp = "".join(f" vs {o} {v['diff']:+.4f} (CI {v['ci'][0]:+.4f}…{v['ci'][1]:+.4f}): {v['verdict']}" for o, v in vs)
         print(f"{init}: seeds {', '.join(f'{v:.4f}' for v in r['seeds'])}; median {r['median']:.4f} (range "
               f"{r['range']:.4f}; CI {r['ci'][0]:.4f}–{r['ci'][1]:.4f}){cmp}")
-    print(f"INITS task={a.task} shape={shape} " + " ".join(f"{i}={res[i]['median']:.4f}" for i in inits)
+    print(f"INITS task={a.task} shape={shape} " + " ".join(f"{i}={res[i]['median']:.4f}" for i in names)
           + f" verdicts={json.dumps(verdicts)}", flush=True)
 
 

@@ -19,11 +19,11 @@ words cut off by ``max_length`` (mlm) and words the tokenizer cannot spell (embe
 As in the paper, candidates are computed once per word on the original sentence (mlm: one masked forward per
 single-piece word, batched across sentences; embedding: once per distinct word); the ``n`` copies then only
 sample. Pair tasks augment ``text`` and ``text_pair`` independently and copy ``i`` of an example always pairs
-copy ``i`` of its own ``text`` with copy ``i`` of its own ``text_pair``; every other field is copied unchanged except the gold label: a copy
-carries ``label: null``, since swapping 40% of the words can change what the original's label says (a paraphrase pair
-that no longer is one). As in TinyBERT, the teacher labels the copies: a run trains on the set through
-``--augment-dir``, the teacher (live or through its cache, whose key covers the exact rows) gives every copy its own
-soft targets, and the gold-label loss counts only the originals (``tasks.encode``: no label = ignored).
+copy ``i`` of its own ``text`` with copy ``i`` of its own ``text_pair``. Every other field is copied unchanged except
+the gold label: a copy carries ``label: null``, since swapping 40% of the words can change what the original's label
+says (a paraphrase pair that no longer is one). As in TinyBERT, the teacher labels the copies: a run trains on the set
+through ``--augment-dir``, the teacher (live or through its cache, whose key covers the exact rows) gives every copy
+its own soft targets, and the gold-label loss counts only the originals (``tasks.encode``: no label = ignored).
 
 The command line augments only the rows a run trains on: a task whose dev set is held out of train (NSMC, see
 ``raydistill.distill.examples.split_train``) has those rows left out, and every row written carries ``source_index``

@@ -78,8 +78,8 @@ def soft_ce(student_logits, teacher_logits, T: float, mask=None):
 def hard_loss(kind: str, logits_or_outputs, batch: dict):
     """Gold-label loss over the rows that have one: classification CE(z, y) over labels that are not −100; regression
     mean (z − y)² over labels that are not NaN (augmented copies carry neither); token CE over tokens whose label is
-    not −100; qa (CE(start) + CE(end)) / 2 with out-of-range positions ignored (as Hugging Face does); mlm = ``mlm_loss``.
-    ``logits_or_outputs`` is a model output, a logits tensor, or (start_logits, end_logits) for qa."""
+    not −100; qa (CE(start) + CE(end)) / 2 with out-of-range positions ignored (as Hugging Face does); mlm =
+    ``mlm_loss``. ``logits_or_outputs`` is a model output, a logits tensor, or (start_logits, end_logits) for qa."""
     out = logits_or_outputs
     if kind == "qa":
         start, end = (out.start_logits, out.end_logits) if hasattr(out, "start_logits") else out
