@@ -137,19 +137,24 @@ def test_gpu_suite_smoke(tmp_path):
     assert b["onnx_max_abs_diff"] < 1e-4 and (out / "quality" / "best" / "model.onnx").is_file()
 
 
+def _inits(teacher, glue_dir, work, *args):
+    """One call of benchmarks/inits.py on the tiny SST-2 folder (1 seed, 1 epoch): the process and its last line."""
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "inits.py"), "--teacher", teacher, "--data-dir", str(glue_dir),
+           "--task", "sst2", "--seeds", "1", "--epochs", "1", "--max-length", "32", "--batch-size", "16", "--work",
+           str(work), *args]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc, proc.stdout.strip().splitlines()[-1]
+
+
 @pytest.mark.slow
 def test_inits_benchmark_smoke(tiny_teacher, glue_dir, tmp_path):
     """benchmarks/inits.py: the same narrow student under prune and slice, each run through the product's distill
     command, re-scored on dev, prune compared to slice on the same rows; a second call reruns nothing."""
     teacher = tiny_teacher("classification", 2)
-    cmd = [sys.executable, str(ROOT / "benchmarks" / "inits.py"), "--teacher", teacher, "--data-dir", str(glue_dir),
-           "--task", "sst2", "--shape", "2,16,32,1", "--seeds", "1", "--epochs", "1", "--max-length", "32",
-           "--batch-size", "16", "--work", str(tmp_path / "w")]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     for _ in range(2):
-        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-        last = proc.stdout.strip().splitlines()[-1]
+        proc, last = _inits(teacher, glue_dir, tmp_path / "w", "--shape", "2,16,32,1")
         m = re.fullmatch(rf'INITS task=sst2 shape=2L-16 prune={NUM} slice={NUM} verdicts=(\{{.*\}})', last)
         assert m and json.loads(m[3])["slice"] in ("beats", "ties", "loses to"), last
     steps = json.loads((tmp_path / "w" / "steps.json").read_text())
@@ -165,13 +170,8 @@ def test_inits_benchmark_augment_smoke(tiny_teacher, glue_dir, tmp_path):
     """benchmarks/inits.py --augment: the augmented set built once by the product's augment command, the same student
     trained on it and on the task's rows alone, the augmented variant compared to the plain one on the same dev rows."""
     teacher = tiny_teacher("classification", 2)
-    cmd = [sys.executable, str(ROOT / "benchmarks" / "inits.py"), "--teacher", teacher, "--data-dir", str(glue_dir),
-           "--task", "sst2", "--shape", "2,32,64,2", "--inits", "first_k", "--augment", "1,0", "--method", "kd",
-           "--seeds", "1", "--epochs", "1", "--max-length", "32", "--batch-size", "16", "--work", str(tmp_path / "w")]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    last = proc.stdout.strip().splitlines()[-1]
+    _, last = _inits(teacher, glue_dir, tmp_path / "w", "--shape", "2,32,64,2", "--inits", "first_k", "--augment",
+                     "1,0", "--method", "kd")
     m = re.fullmatch(rf'INITS task=sst2 shape=2L-32 first_k\+aug1={NUM} first_k={NUM} verdicts=(\{{.*\}})', last)
     assert m and json.loads(m[3])["first_k"] in ("beats", "ties", "loses to"), last
     steps = json.loads((tmp_path / "w" / "steps.json").read_text())
