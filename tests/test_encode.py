@@ -4,7 +4,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-
 import pytest
 import torch
 
@@ -58,7 +57,7 @@ def test_an_augmented_copy_has_no_gold_label(tok):
         batch = collate(encode(get_task(name), ex, tok, 32).features, tok.pad_token_id)
         got = batch["labels"].tolist()
         assert batch["labels"].dtype == dtype and got[0] == gold
-        assert got[1] == -100 if dtype == torch.long else math.isnan(got[1])
+        assert (got[1] == -100) if dtype == torch.long else math.isnan(got[1])
 
 
 def test_token_labels_on_first_piece_only(tok):
