@@ -119,16 +119,16 @@ def task_rows(a, task_name: str, step: Steps, work: str, log: str) -> dict:
                        ("random", ["--num-samples", str(a.num_samples), "--set", "search.algorithm=random"])):
         if row not in a.rows:
             continue
-        runs = []
+        runs, exp = [], f"quality-{task_name}-{a.space}-{row}"
         for s in (seeds if row == "recipe" else [a.seed]):
             key = f"{task_name}/{row}/{s}"
-            exp = f"quality-{task_name}-{a.space}-{row}"
-            sw = step(key, lambda exp=exp, s=s, key=key, extra=extra: sweep_and_export(
-                a, exp, key.replace("/", "-"), s, [*a.sweep_extra, *extra], teacher_dir, common, work, uri, log))
+            name = key.replace("/", "-")  # the sweep's name
+            sw = step(key, lambda s=s, name=name, extra=extra: sweep_and_export(
+                a, exp, name, s, [*a.sweep_extra, *extra], teacher_dir, common, work, uri, log))
             runs.append(sw)
         out[row] = {"runs": runs}
         if row != "recipe":  # a search: does the split that chose predict dev? (rank agreement over its runs)
-            out[row]["val_dev_rho"] = qs.val_dev_agreement(uri, exp, key.replace("/", "-"), task.main_metric)
+            out[row]["val_dev_rho"] = qs.val_dev_agreement(uri, exp, name, task.main_metric)
     return out
 
 
