@@ -108,14 +108,16 @@ PIPELINES = {"classification": "text-classification", "regression": "text-classi
              "token": "token-classification", "qa": "question-answering", "mlm": "fill-mask"}
 
 
-def log_student_model(uri: str, run_id: str, model_dir: str, kind: str) -> str | None:
-    """The run's student as an MLflow logged model (transformers flavour, with its tokenizer): the Models column of
-    the UI, and what ``raydistill.best --register`` registers. Returns its model id; a failure is a tag and a
-    warning, never a failed run (the student is already logged as files)."""
+def log_student_model(uri: str, run_id: str, model_dir: str, kind: str, card: str | None = None) -> str | None:
+    """The run's student as an MLflow logged model (transformers flavour, with its tokenizer and ``card``, the model
+    card's text, see ``card.py``): the Models column of the UI, and what ``raydistill.best --register`` registers.
+    Returns its model id; a failure is a tag and a warning, never a failed run (the student is already logged as
+    files)."""
     import importlib.metadata as md
 
     import mlflow
     import transformers
+    from huggingface_hub import ModelCard
 
     try:
         mlflow.set_tracking_uri(uri)
@@ -123,7 +125,8 @@ def log_student_model(uri: str, run_id: str, model_dir: str, kind: str) -> str |
         pipe = transformers.pipeline(PIPELINES[kind], model=model_dir, tokenizer=model_dir)
         reqs = [f"{p}=={md.version(p)}" for p in ("transformers", "torch", "tokenizers")]
         with mlflow.start_run(run_id=run_id):  # the fluent API is the flavour's only way in; the caller ends the run
-            info = mlflow.transformers.log_model(pipe, name="student", pip_requirements=reqs)
+            info = mlflow.transformers.log_model(pipe, name="student", pip_requirements=reqs,
+                                                model_card=ModelCard(card) if card else None)
         return info.model_id
     except Exception as e:  # noqa: BLE001
         print(f"warning: the student was not logged as an MLflow model ({type(e).__name__}: {e})", flush=True)

@@ -18,6 +18,7 @@ def last_json(capsys) -> dict:
 
 
 def test_tiny_sweep_end_to_end(ray_session, tiny_teacher, glue_dir, tmp_path, capsys, monkeypatch):
+    import mlflow
     from mlflow.tracking import MlflowClient
 
     from raydistill import best, evaluate, sweep
@@ -66,7 +67,10 @@ def test_tiny_sweep_end_to_end(ray_session, tiny_teacher, glue_dir, tmp_path, ca
         assert r.inputs.dataset_inputs and "pct_of_teacher" in r.data.metrics
         contexts = {t.value for d in r.inputs.dataset_inputs for t in d.tags if t.key == "mlflow.data.context"}
         assert contexts == {"training", "validation", "eval"}
-        assert c.search_logged_models([exp.experiment_id], filter_string=f"source_run_id = '{r.info.run_id}'")
+        (model,) = c.search_logged_models([exp.experiment_id], filter_string=f"source_run_id = '{r.info.run_id}'")
+        local = mlflow.artifacts.download_artifacts(f"models:/{model.model_id}", tracking_uri=uri)
+        card = open(os.path.join(local, "model_card.md")).read()
+        assert f"with `{r.data.params['method']}` from the teacher" in card  # written from the run, not the Hub
         assert {"temperature", "alpha", "beta", "mapping", "student_layers", "init", "method"} <= set(r.data.params)
         assert {"eval_accuracy", "val_accuracy", "best_val_accuracy", "best_eval_accuracy", "student_params",
                 "latency_ms_b1", "train_loss"} <= set(r.data.metrics)

@@ -237,9 +237,13 @@ def execute(cfg: RunConfig, *, storage_path: str, name: str, parent_run_id: str 
         student_dir = export_student(checkpoint, cfg.output)
         final = final_metrics(last)
         track.log_artifacts(uri, run_id, student_dir, "student")
+        from ..card import student_card
         from ..tasks import get_task
 
-        track.log_student_model(uri, run_id, student_dir, get_task(cfg.task).kind)  # the UI's Models column
+        kind = get_task(cfg.task).kind
+        card = student_card(student_dir, task=cfg.task, teacher=cfg.teacher, method=cfg.distill.method,
+                            pipeline_tag=track.PIPELINES[kind], metrics=final)
+        track.log_student_model(uri, run_id, student_dir, kind, card)  # the UI's Models column
         t3 = time.perf_counter()
         # where the run's seconds went outside the workers' loop (Ray Train start and stop, MLflow, export)
         timing = {"time_run_start_s": t1 - t0, "time_fit_s": t2 - t1, "time_export_s": t3 - t2}

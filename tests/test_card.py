@@ -1,0 +1,40 @@
+"""The student's model card: written from the run and stored with its MLflow logged model, never fetched from the Hub."""
+
+import logging
+import os
+
+import mlflow
+import yaml
+
+from raydistill import track
+from raydistill.card import student_card
+
+
+def test_card_describes_the_student(tiny_teacher):
+    d = tiny_teacher()
+    text = student_card(d, task="mrpc", teacher="/models/teacher", method="pkd", pipeline_tag="text-classification",
+                        metrics={"best_val_accuracy": 0.75, "best_eval_accuracy": 0.7108, "best_epoch": 3,
+                                 "eval_accuracy": 0.70})
+    front, body = text.split("---\n")[1:3]
+    assert yaml.safe_load(front) == {"license": "unknown", "library_name": "transformers",
+                                     "pipeline_tag": "text-classification",
+                                     "tags": ["raydistill", "knowledge-distillation", "mrpc"]}
+    assert "`pkd` from the teacher `/models/teacher`: 4 layers, hidden 32, 2 heads, FFN 64" in body
+    assert "| best_eval_accuracy | 0.7108 |" in body and "| best_epoch | 3 |" in body
+    assert "| eval_accuracy |" not in body  # the last epoch's score is not the student's
+
+
+def test_logged_student_carries_its_card(tiny_teacher, mlflow_uri, caplog):
+    d = tiny_teacher()
+    card = student_card(d, task="sst2", teacher="t", method="kd", pipeline_tag="text-classification",
+                        metrics={"best_eval_accuracy": 0.5})
+    run_id = track.start_run(mlflow_uri, "cards", "r", {})
+    with caplog.at_level(logging.WARNING):
+        model_id = track.log_student_model(mlflow_uri, run_id, d, "classification", card)
+    track.end_run(mlflow_uri, run_id)
+    assert model_id
+    assert not [r for r in caplog.records if "model card" in r.getMessage() or "license" in r.getMessage()]
+    mlflow.set_tracking_uri(mlflow_uri)
+    local = mlflow.artifacts.download_artifacts(f"models:/{model_id}")
+    assert open(os.path.join(local, "model_card.md")).read() == card.split("---\n", 2)[2]
+    assert yaml.safe_load(open(os.path.join(local, "model_card_data.yaml")))["license"] == "unknown"
