@@ -58,6 +58,7 @@ def main() -> None:
     shape = f"{layers}L-{hidden}"
     step, log = Steps(os.path.join(work, "steps.json")), os.path.join(work, "inits.log")
     uri = f"sqlite:///{work}/mlflow.db"
+    same_recipe(a, work)
     seeds = [a.seed + i for i in range(a.seeds)]
     variants = {(i if n == "0" else f"{i}+aug{n}"): (i, n) for i in a.inits.split(",") for n in a.augment.split(",")}
     names = list(variants)  # the init, or INIT+augN
@@ -104,6 +105,23 @@ def main() -> None:
               f"{r['range']:.4f}; CI {r['ci'][0]:.4f}–{r['ci'][1]:.4f}){cmp}")
     print(f"INITS task={a.task} shape={shape} " + " ".join(f"{i}={res[i]['median']:.4f}" for i in names)
           + f" verdicts={json.dumps(verdicts)}", flush=True)
+
+
+def same_recipe(a, work: str) -> None:
+    """Finished runs are found again by task, shape, variant and seed: one WORK holds one recipe per task, so a call
+    with another recipe stops here instead of reporting the old recipe's runs as its own."""
+    keys = ("teacher", "method", "temperature", "alpha", "beta", "mapping", "lr", "epochs", "train_limit",
+            "max_length", "batch_size")
+    recipe, path = {k: str(getattr(a, k)) for k in keys}, os.path.join(work, "recipes.json")
+    known = json.load(open(path)) if os.path.isfile(path) else {}
+    old = known.setdefault(a.task, recipe)
+    if old != recipe:
+        diff = ", ".join(f"{k} {old.get(k)} → {v}" for k, v in recipe.items() if old.get(k) != v)
+        print(f"error: --work {work} holds {a.task} runs of another recipe ({diff}): pass another --work",
+              file=sys.stderr)
+        sys.exit(2)
+    with open(path, "w") as f:
+        json.dump(known, f, indent=1)
 
 
 def augmented(a, n: str, step, work: str, log: str) -> str:

@@ -137,15 +137,15 @@ def test_gpu_suite_smoke(tmp_path):
     assert b["onnx_max_abs_diff"] < 1e-4 and (out / "quality" / "best" / "model.onnx").is_file()
 
 
-def _inits(teacher, glue_dir, work, *args):
+def _inits(teacher, glue_dir, work, *args, rc=0):
     """One call of benchmarks/inits.py on the tiny SST-2 folder (1 seed, 1 epoch): the process and its last line."""
     cmd = [sys.executable, str(ROOT / "benchmarks" / "inits.py"), "--teacher", teacher, "--data-dir", str(glue_dir),
            "--task", "sst2", "--seeds", "1", "--epochs", "1", "--max-length", "32", "--batch-size", "16", "--work",
            str(work), *args]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return proc, proc.stdout.strip().splitlines()[-1]
+    assert proc.returncode == rc, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc, (proc.stdout.strip().splitlines() or [""])[-1]
 
 
 @pytest.mark.slow
@@ -163,6 +163,10 @@ def test_inits_benchmark_smoke(tiny_teacher, glue_dir, tmp_path):
     res = [json.loads(ln) for ln in (tmp_path / "w" / "inits.jsonl").read_text().splitlines()]
     assert len(res) == 2 and res[0]["prune"]["vs_slice"]["same_seed_diffs"] == [
         res[0]["prune"]["seeds"][0] - res[0]["slice"]["seeds"][0]]
+    # the finished runs are found by task, shape, init and seed: another recipe in the same WORK is refused
+    proc, _ = _inits(teacher, glue_dir, tmp_path / "w", "--shape", "2,16,32,1", "--temperature", "4", rc=2)
+    assert proc.stderr.strip().splitlines() == [f"error: --work {tmp_path / 'w'} holds sst2 runs of another recipe "
+                                                "(temperature 2 → 4): pass another --work"]
 
 
 @pytest.mark.slow
