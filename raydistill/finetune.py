@@ -6,7 +6,9 @@ chosen on dev, the old way).
 
 Runs in this process (the same plain-PyTorch loop the distillation workers use), writes a directory that
 ``AutoModelFor….from_pretrained`` and ``AutoTokenizer.from_pretrained`` load, and prints the dev metrics as
-one JSON object on the last line. A finished result with identical inputs is reused, not trained again.
+one JSON object on the last line. A finished result with identical inputs is reused, not trained again; one stopped
+after a finished epoch (Ctrl-C, a failure) goes on from that epoch's checkpoint, kept in ``OUTPUT.resume`` until the
+fine-tune ends, into the same MLflow run.
 """
 from __future__ import annotations
 
@@ -39,6 +41,7 @@ def finetune(cfg: RunConfig, output: str, log=print, parent_run_id: str | None =
     """Train ``cfg.teacher`` with its own task head on gold labels; returns dev metrics. Reuses a finished
     result in ``output`` when the fingerprint matches. Logged as its own MLflow run."""
     from . import track
+    from .checkpoint import copy_dir
     from .loop import Context, run
     from .precision import run_device
 
@@ -51,30 +54,48 @@ def finetune(cfg: RunConfig, output: str, log=print, parent_run_id: str | None =
         if prev.get("fingerprint") == fp:
             log(f"reusing finished fine-tune in {output} (fingerprint {fp})")
             return prev["metrics"]
-    saved = {}
-    uri = cfg.tracking_uri
-    run_id = track.start_run(uri, cfg.experiment, f"finetune-{cfg.task}", {**cfg.to_params(), "fingerprint": fp},
-                             tags={"raydistill.role": "teacher"}, parent_run_id=parent_run_id)
-    from .distill.examples import datasets
+    saved, uri = {}, cfg.tracking_uri
+    # each finished epoch's checkpoint (latest and best student, optimizer, schedule) is kept beside the output, so a
+    # fine-tune stopped by Ctrl-C, a failure or the end of a session goes on from its last epoch into the same run
+    resume = output.rstrip("/") + ".resume"
+    state = os.path.join(resume, "resume.json")
+    prev = json.load(open(state)) if os.path.isfile(state) else {}
+    resume_dir = os.path.join(resume, "checkpoint") if prev.get("fingerprint") == fp else None
+    if resume_dir and os.path.isdir(resume_dir):
+        run_id = prev["run_id"]
+        track.reopen_run(uri, run_id)
+        log(f"resuming the fine-tune in {output} after its epoch {prev['epoch']} (fingerprint {fp})")
+    else:
+        resume_dir = None
+        shutil.rmtree(resume, ignore_errors=True)
+        run_id = track.start_run(uri, cfg.experiment, f"finetune-{cfg.task}", {**cfg.to_params(), "fingerprint": fp},
+                                 tags={"raydistill.role": "teacher"}, parent_run_id=parent_run_id)
+        from .distill.examples import datasets
 
-    track.log_datasets(uri, run_id, datasets(cfg))
+        track.log_datasets(uri, run_id, datasets(cfg))
 
     def report(metrics, ckpt_dir):
         track.log_epoch(uri, run_id, metrics)
-        saved["metrics"], saved["student"] = metrics, None
-        if ckpt_dir:  # keep only the best epoch's model so far (the loop's pick), staged beside the output
-            staging = output.rstrip("/") + ".staging"
-            shutil.rmtree(staging, ignore_errors=True)
-            shutil.copytree(os.path.join(ckpt_dir, "best_student"), staging)
-            saved["student"] = staging
+        saved["metrics"] = metrics
+        if ckpt_dir:  # the epoch's checkpoint replaces the previous one, then the record that names it
+            os.makedirs(resume, exist_ok=True)
+            copy_dir(ckpt_dir, os.path.join(resume, "next"))  # hard links where it can
+            shutil.rmtree(os.path.join(resume, "checkpoint"), ignore_errors=True)
+            os.replace(os.path.join(resume, "next"), os.path.join(resume, "checkpoint"))
+            with open(state + ".tmp", "w") as f:
+                json.dump({"fingerprint": fp, "run_id": run_id, "epoch": metrics.get("epoch")}, f)
+            os.replace(state + ".tmp", state)
 
     try:
-        metrics = run(cfg, Context(device=device, report=report, log=lambda m: log(m), live=sys.stderr.isatty()))
+        metrics = run(cfg, Context(device=device, report=report, log=lambda m: log(m), live=sys.stderr.isatty(),
+                                   resume_dir=resume_dir))
     except BaseException as e:
         interrupted = isinstance(e, KeyboardInterrupt)  # Ctrl-C / SIGTERM: stopped by the user, not failed
         track.set_tags(uri, run_id, {"interrupted": "true"} if interrupted else
                        {"error": f"{type(e).__name__}: {e}"[:4000]})
         track.end_run(uri, run_id, "KILLED" if interrupted else "FAILED")
+        if os.path.isfile(state):
+            log(f"the fine-tune's finished epochs are kept in {resume}: the same command goes on from there")
         raise
     track.end_run(uri, run_id)
     if device.type == "cuda":  # a sweep's driver goes on to start trials on this GPU: its cached memory back
@@ -83,7 +104,8 @@ def finetune(cfg: RunConfig, output: str, log=print, parent_run_id: str | None =
         torch.cuda.empty_cache()
     if os.path.exists(output):
         shutil.rmtree(output)
-    os.replace(saved["student"], output)
+    os.replace(os.path.join(resume, "checkpoint", "best_student"), output)  # the epoch chosen on val
+    shutil.rmtree(resume)
     with open(done + ".tmp", "w") as f:
         json.dump({"fingerprint": fp, "metrics": metrics, "config": cfg.to_params()}, f, indent=1)
     os.replace(done + ".tmp", done)
@@ -97,7 +119,8 @@ def parser():
         "Fine-tune a pretrained BERT/RoBERTa encoder on a labelled task, to serve as a teacher. It trains in this "
         "process, keeps the epoch that scores best on a validation split carved from the training rows (--select-on "
         "dev: on dev), writes a model folder that transformers loads, and prints the dev scores as one JSON object on "
-        "the last line of stdout. A finished fine-tune with identical inputs is reused, not trained again."))
+        "the last line of stdout. A finished fine-tune with identical inputs is reused, not trained again; a stopped one "
+        "goes on from its last finished epoch (kept in OUTPUT.resume)."))
     p.add_argument("--model", required=True, help="pretrained encoder: a hub name (bert-base-uncased) or a local "
                    "model folder")
     p.add_argument("--output", required=True, help="folder to write the fine-tuned teacher to")
