@@ -17,11 +17,12 @@ import dataclasses
 import hashlib
 import json
 import os
+import shlex
 import shutil
 import sys
 
 from .config import RunConfig, StudentConfig
-from .cli import HelpFormatter, cli
+from .cli import HelpFormatter, cli, resume_hint
 
 DONE = "raydistill_finetune.json"
 
@@ -94,7 +95,7 @@ def finetune(cfg: RunConfig, output: str, log=print, parent_run_id: str | None =
         track.set_tags(uri, run_id, {"interrupted": "true"} if interrupted else
                        {"error": f"{type(e).__name__}: {e}"[:4000]})
         track.end_run(uri, run_id, "KILLED" if interrupted else "FAILED")
-        if os.path.isfile(state):
+        if os.path.isfile(state) and not interrupted:  # interrupted: the command's one line says how to go on
             log(f"the fine-tune's finished epochs are kept in {resume}: the same command goes on from there")
         raise
     track.end_run(uri, run_id)
@@ -150,6 +151,8 @@ def main(argv=None) -> dict:
     check_labelled(get_task(a.task), "finetune")
 
     cfg = config(a)
+    resume_hint(shlex.join(["python", "-m", "raydistill.finetune",
+                            *(sys.argv[1:] if argv is None else argv)]))  # it goes on from its last finished epoch
     run_device(cfg.train)  # --use-gpu on a machine torch sees no GPU on: refused before anything loads
     cfg = preflight(cfg, teacher_field="model")
     log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731

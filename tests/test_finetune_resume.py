@@ -3,6 +3,7 @@ same MLflow run, and ends where the uninterrupted fine-tune ends."""
 
 import json
 import os
+import shlex
 
 import pytest
 from mlflow.tracking import MlflowClient
@@ -10,41 +11,41 @@ from mlflow.tracking import MlflowClient
 from raydistill import finetune, track
 
 
-def _cfg(tiny_teacher, glue_dir, uri, out):
-    a = finetune.parser().parse_args(["--model", tiny_teacher("base"), "--output", out, "--task", "sst2", "--data-dir",
-                                      glue_dir, "--epochs", "3", "--lr", "1e-3", "--batch-size", "16",
-                                      "--max-length", "32", "--tracking-uri", uri, "--experiment", "ft"])
-    return finetune.config(a)
+def _argv(tiny_teacher, glue_dir, uri, out):
+    return ["--model", tiny_teacher("base"), "--output", out, "--task", "sst2", "--data-dir", glue_dir, "--epochs", "3",
+            "--lr", "1e-3", "--batch-size", "16", "--max-length", "32", "--tracking-uri", uri, "--experiment", "ft"]
 
 
-def test_interrupted_finetune_resumes_from_its_last_epoch(tiny_teacher, glue_dir, tmp_path, monkeypatch):
+def test_interrupted_finetune_resumes_from_its_last_epoch(tiny_teacher, glue_dir, tmp_path, monkeypatch, capsys):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    whole = finetune.finetune(_cfg(tiny_teacher, glue_dir, uri, str(tmp_path / "whole")), str(tmp_path / "whole"))
+    whole = finetune.main(_argv(tiny_teacher, glue_dir, uri, str(tmp_path / "whole")))
 
     out = str(tmp_path / "cut")
-    cfg = _cfg(tiny_teacher, glue_dir, uri, out)
-    log_epoch, calls = track.log_epoch, []
+    argv = _argv(tiny_teacher, glue_dir, uri, out)
+    log_epoch = track.log_epoch
 
     def stop_at_epoch_3(uri_, run_id, metrics):  # Ctrl-C while epoch 3 reports: epochs 1 and 2 are kept
-        calls.append(metrics["epoch"])
         if metrics["epoch"] == 3:
             raise KeyboardInterrupt
         log_epoch(uri_, run_id, metrics)
 
     monkeypatch.setattr(track, "log_epoch", stop_at_epoch_3)
-    lines = []
-    with pytest.raises(KeyboardInterrupt):
-        finetune.finetune(cfg, out, log=lines.append)
-    assert lines[-1] == f"the fine-tune's finished epochs are kept in {out}.resume: the same command goes on from there"
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as e:
+        finetune.main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert e.value.code == 130 and err[-1] == "interrupted; resume with: " + shlex.join(
+        ["python", "-m", "raydistill.finetune", *argv])
     state = json.load(open(f"{out}.resume/resume.json"))
     assert state["epoch"] == 2 and not os.path.exists(out)
     c = MlflowClient(uri)
     assert c.get_run(state["run_id"]).info.status == "KILLED"
 
     monkeypatch.setattr(track, "log_epoch", log_epoch)
-    lines.clear()
-    again = finetune.finetune(cfg, out, log=lines.append)
-    assert lines[0] == f"resuming the fine-tune in {out} after its epoch 2 (fingerprint {finetune.fingerprint(cfg)})"
+    again = finetune.main(argv)  # the command the line names
+    cfg = finetune.config(finetune.parser().parse_args(argv))
+    assert (f"resuming the fine-tune in {out} after its epoch 2 (fingerprint {finetune.fingerprint(cfg)})"
+            in capsys.readouterr().err)
     assert not os.path.exists(f"{out}.resume") and os.path.isfile(os.path.join(out, finetune.DONE))
     # what the uninterrupted fine-tune got (the loop's resume replays the same draws), in the same run
     for k in ("best_epoch", "best_val_accuracy", "best_eval_accuracy", "train_loss", "epoch"):
