@@ -55,7 +55,7 @@ def finetune(cfg: RunConfig, output: str, log=print, parent_run_id: str | None =
         if prev.get("fingerprint") == fp:
             log(f"reusing finished fine-tune in {output} (fingerprint {fp})")
             return prev["metrics"]
-    saved, uri = {}, cfg.tracking_uri
+    uri = cfg.tracking_uri
     # each finished epoch's checkpoint (latest and best student, optimizer, schedule) is kept beside the output, so a
     # fine-tune stopped by Ctrl-C, a failure or the end of a session goes on from its last epoch into the same run
     resume = output.rstrip("/") + ".resume"
@@ -77,7 +77,6 @@ def finetune(cfg: RunConfig, output: str, log=print, parent_run_id: str | None =
 
     def report(metrics, ckpt_dir):
         track.log_epoch(uri, run_id, metrics)
-        saved["metrics"] = metrics
         if ckpt_dir:  # the epoch's checkpoint replaces the previous one, then the record that names it
             os.makedirs(resume, exist_ok=True)
             copy_dir(ckpt_dir, os.path.join(resume, "next"))  # hard links where it can
