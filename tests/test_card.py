@@ -5,6 +5,7 @@ import os
 
 import mlflow
 import yaml
+from mlflow.tracking import MlflowClient
 
 from raydistill import track
 from raydistill.card import student_card
@@ -34,7 +35,7 @@ def test_logged_student_carries_its_card(tiny_teacher, mlflow_uri, caplog):
     track.end_run(mlflow_uri, run_id)
     assert model_id
     assert not [r for r in caplog.records if "model card" in r.getMessage() or "license" in r.getMessage()]
-    mlflow.set_tracking_uri(mlflow_uri)
-    local = mlflow.artifacts.download_artifacts(f"models:/{model_id}")
+    where = MlflowClient(mlflow_uri).get_logged_model(model_id).artifact_location
+    local = mlflow.artifacts.download_artifacts(where)
     assert open(os.path.join(local, "model_card.md")).read() == card.split("---\n", 2)[2]
     assert yaml.safe_load(open(os.path.join(local, "model_card_data.yaml")))["license"] == "unknown"
