@@ -217,3 +217,25 @@ def test_a_cluster_lost_mid_command_ends_it_in_one_line(tiny_teacher, glue_dir, 
     runs = MlflowClient(uri).search_runs([MlflowClient(uri).get_experiment_by_name("lost").experiment_id])
     assert len(runs) == 1 and runs[0].info.status == "FAILED", [r.info.status for r in runs]
     assert runs[0].info.run_id in errors[0] and runs[0].data.tags.get("error")
+
+
+def test_guardian_stays_quiet_once_the_driver_said_the_line(monkeypatch, capsys):
+    """The driver prints the lost-cluster line itself and tells the guardian so (``guard.say``); if Ray then ends the
+    driver before its goodbye, the guardian still ends the runs FAILED but does not print the line a second time."""
+    import io
+
+    from raydistill.orchestrate import guard
+
+    ended = []
+    monkeypatch.setattr(guard, "reachable", lambda address, timeout=2.0: False)
+    monkeypatch.setattr(guard, "_end", lambda runs, reason: ended.append((sorted(runs), reason)))
+    monkeypatch.setattr(signal, "signal", lambda *a: None)  # the guardian ignores Ctrl-C; pytest's must stay
+    opened = json.dumps({"event": "open", "uri": "u", "run_id": "r1", "name": "n", "role": None, "space": None,
+                         "status": None})
+    for said in (False, True):
+        stdin = [opened, json.dumps({"said": True})] if said else [opened]
+        monkeypatch.setattr(sys, "stdin", io.StringIO("\n".join(stdin) + "\n"))
+        guard.main("192.0.2.9:1")
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert len(lines) == (0 if said else 1) and all("192.0.2.9:1 went away" in ln for ln in lines), lines
+    assert ended == [(["r1"], "the Ray cluster at 192.0.2.9:1 went away")] * 2

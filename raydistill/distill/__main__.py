@@ -204,9 +204,13 @@ def main(argv=None) -> dict:
                       placement_strategy=a.placement_strategy, verbose=a.verbose)
     except Exception as e:  # noqa: BLE001 — the run failed; its MLflow run already records why
         from ..errors import failure_reason
-        from ..orchestrate.guard import lost
+        from ..orchestrate.guard import lost, say
 
-        print(lost(e) or f"error: training failed: {failure_reason(e)}", file=sys.stderr, flush=True)
+        line = lost(e)
+        if line:
+            say(line)  # the guardian, should Ray end this process before its goodbye, does not print it again
+        else:
+            print(f"error: training failed: {failure_reason(e)}", file=sys.stderr, flush=True)
         raise SystemExit(1) from None
     print(json.dumps({k: v for k, v in out.items()}), flush=True)
     return out

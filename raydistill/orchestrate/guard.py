@@ -114,6 +114,19 @@ def lost(e: BaseException | None = None, wait_s: float = 10.0) -> str | None:
     return lost_line(_address, _opened)
 
 
+def say(line: str) -> None:
+    """Print the command's one line, then tell the guardian it is said: a driver that Ray (or the watchdog) ends
+    before its goodbye must not get the line twice."""
+    print(line, file=sys.stderr, flush=True)
+    with _lock:
+        if _guardian is not None:
+            try:
+                _guardian.stdin.write(json.dumps({"said": True}) + "\n")
+                _guardian.stdin.flush()
+            except OSError:
+                pass
+
+
 def _ray_failure(e: BaseException) -> bool:
     import ray.exceptions as rx
 
@@ -174,10 +187,14 @@ def main(address: str) -> None:
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the driver's to handle; its pipe tells us the rest
     runs: dict[str, dict] = {}
+    said = False  # the driver printed the one line itself (``say``) before it died
     for line in sys.stdin:
         msg = json.loads(line)
         if msg.get("bye"):
             return
+        if msg.get("said"):
+            said = True
+            continue
         follow(runs, msg)
     # the driver died without saying goodbye: the cluster went away (its GCS gone within seconds), or it was killed
     for _ in range(10):
@@ -187,7 +204,8 @@ def main(address: str) -> None:
         time.sleep(1)
     if gone:
         _end(runs, f"the Ray cluster at {address} went away")
-        print(lost_line(address, runs), file=sys.stderr, flush=True)
+        if not said:
+            print(lost_line(address, runs), file=sys.stderr, flush=True)
     elif runs:
         _end(runs, "the driver process died")
         print(f"error: the driver died (the Ray cluster at {address} is still up); MLflow run(s) {', '.join(runs)} "
