@@ -93,11 +93,16 @@ def _tell(event: str, uri: str, run_id: str, name: str | None = None, tags: dict
         msg = {"event": event, "uri": uri, "run_id": run_id, "name": name, "role": (tags or {}).get("raydistill.role"),
                "space": (params or {}).get("space"), "status": status}
         follow(_opened, msg)
-        try:
-            _guardian.stdin.write(json.dumps(msg) + "\n")
-            _guardian.stdin.flush()
-        except OSError:
-            pass
+        _send(msg)
+
+
+def _send(msg: dict) -> None:
+    """One message down the guardian's pipe (the caller holds ``_lock`` and has a guardian)."""
+    try:
+        _guardian.stdin.write(json.dumps(msg) + "\n")
+        _guardian.stdin.flush()
+    except OSError:
+        pass
 
 
 def lost(e: BaseException | None = None, wait_s: float = 10.0) -> str | None:
@@ -120,11 +125,7 @@ def say(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
     with _lock:
         if _guardian is not None:
-            try:
-                _guardian.stdin.write(json.dumps({"said": True}) + "\n")
-                _guardian.stdin.flush()
-            except OSError:
-                pass
+            _send({"said": True})
 
 
 def _ray_failure(e: BaseException) -> bool:
