@@ -60,14 +60,14 @@ def finetune(cfg: RunConfig, output: str, log=print, parent_run_id: str | None =
     # fine-tune stopped by Ctrl-C, a failure or the end of a session goes on from its last epoch into the same run
     resume = output.rstrip("/") + ".resume"
     state = os.path.join(resume, "resume.json")
-    prev = json.load(open(state)) if os.path.isfile(state) else {}
-    resume_dir = os.path.join(resume, "checkpoint") if prev.get("fingerprint") == fp else None
-    if resume_dir and os.path.isdir(resume_dir):
-        run_id = prev["run_id"]
+    kept = json.load(open(state)) if os.path.isfile(state) else {}
+    ckpt = os.path.join(resume, "checkpoint")
+    resume_dir = ckpt if kept.get("fingerprint") == fp and os.path.isdir(ckpt) else None
+    if resume_dir:
+        run_id = kept["run_id"]
         track.reopen_run(uri, run_id)
-        log(f"resuming the fine-tune in {output} after its epoch {prev['epoch']} (fingerprint {fp})")
+        log(f"resuming the fine-tune in {output} after its epoch {kept['epoch']} (fingerprint {fp})")
     else:
-        resume_dir = None
         shutil.rmtree(resume, ignore_errors=True)
         run_id = track.start_run(uri, cfg.experiment, f"finetune-{cfg.task}", {**cfg.to_params(), "fingerprint": fp},
                                  tags={"raydistill.role": "teacher"}, parent_run_id=parent_run_id)
@@ -80,8 +80,8 @@ def finetune(cfg: RunConfig, output: str, log=print, parent_run_id: str | None =
         if ckpt_dir:  # the epoch's checkpoint replaces the previous one, then the record that names it
             os.makedirs(resume, exist_ok=True)
             copy_dir(ckpt_dir, os.path.join(resume, "next"))  # hard links where it can
-            shutil.rmtree(os.path.join(resume, "checkpoint"), ignore_errors=True)
-            os.replace(os.path.join(resume, "next"), os.path.join(resume, "checkpoint"))
+            shutil.rmtree(ckpt, ignore_errors=True)
+            os.replace(os.path.join(resume, "next"), ckpt)
             with open(state + ".tmp", "w") as f:
                 json.dump({"fingerprint": fp, "run_id": run_id, "epoch": metrics.get("epoch")}, f)
             os.replace(state + ".tmp", state)
@@ -104,7 +104,7 @@ def finetune(cfg: RunConfig, output: str, log=print, parent_run_id: str | None =
         torch.cuda.empty_cache()
     if os.path.exists(output):
         shutil.rmtree(output)
-    os.replace(os.path.join(resume, "checkpoint", "best_student"), output)  # the epoch chosen on val
+    os.replace(os.path.join(ckpt, "best_student"), output)  # the epoch chosen on val
     shutil.rmtree(resume)
     with open(done + ".tmp", "w") as f:
         json.dump({"fingerprint": fp, "metrics": metrics, "config": cfg.to_params()}, f, indent=1)
