@@ -221,8 +221,8 @@ def replay_spool() -> int:
     return len(rows)
 
 
-def end_run(uri: str, run_id: str, status: str = "FINISHED") -> None:
-    retry(client(uri).set_terminated, run_id, status)
+def end_run(uri: str, run_id: str, status: str = "FINISHED", end_time: int | None = None) -> None:
+    retry(client(uri).set_terminated, run_id, status, end_time)
     for watcher in WATCHERS:
         watcher("close", uri, run_id, status=status)
 
@@ -261,15 +261,21 @@ def find_run(uri: str, experiment: str, tag: str, value: str) -> str | None:
     return runs[0].info.run_id if runs else None
 
 
-def close_children(uri: str, experiment: str, parent_run_id: str, reason: str = "stopped_early") -> None:
-    """Child runs still RUNNING when the sweep ends were stopped early (ASHA kills the trial), or the sweep was
-    interrupted (``reason="interrupted"``): mark them KILLED with that reason as a tag."""
-    exp = client(uri).get_experiment_by_name(experiment)
-    runs = retry(client(uri).search_runs, [exp.experiment_id],
-                 filter_string=f"tags.`mlflow.parentRunId` = '{parent_run_id}' and attributes.status = 'RUNNING'")
-    for r in runs:
-        set_tags(uri, r.info.run_id, {reason: "true"})
-        end_run(uri, r.info.run_id, "KILLED")
+def close_children(uri: str, experiment: str, parent_run_id: str, reason: str = "stopped_early",
+                   stopped=()) -> None:
+    """Child runs still RUNNING when the sweep ends were stopped early (ASHA kills the trial; ended when they last
+    logged an epoch), or the sweep was interrupted (``reason="interrupted"``): mark them KILLED with that reason as a
+    tag. ``stopped``: the trial ids the scheduler stopped. On Ray Train (GPU, several workers) such a trial can see
+    its controller die as Tune removes its placement group and end its run FAILED first: KILLED too, error dropped."""
+    c = client(uri)
+    for r in child_runs(uri, experiment, parent_run_id).values():
+        status, rid = r.info.status, r.info.run_id
+        if status == "RUNNING" or (status == "FAILED" and r.data.tags.get("raydistill.trial_id") in stopped):
+            if status == "FAILED" and "error" in r.data.tags:
+                retry(c.delete_tag, rid, "error")
+            epochs = retry(c.get_metric_history, rid, "epoch") if reason == "stopped_early" else []
+            set_tags(uri, rid, {reason: "true"})
+            end_run(uri, rid, "KILLED", max((m.timestamp for m in epochs), default=None))
 
 
 def child_runs(uri: str, experiment: str, parent_run_id: str) -> dict:

@@ -1,0 +1,47 @@
+"""A sweep's end marks the runs of trials its scheduler stopped: KILLED, tagged ``stopped_early``, ended when they last
+logged an epoch — also a trial on Ray Train whose run ended FAILED because Tune removed its placement group (seen on
+an H100: ``ActorDiedError … its placement group was removed`` on a trial the summary calls STOPPED)."""
+from __future__ import annotations
+
+
+def test_stopped_trials_end_killed_at_their_last_epoch_and_errors_stay(tmp_path):
+    from raydistill import track
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    c = track.client(uri)
+    parent = track.start_run(uri, "sweep", "parent", {})
+    runs = {t: track.start_run(uri, "sweep", t, {}, tags={"raydistill.trial_id": t}, parent_run_id=parent)
+            for t in ("running", "stopped_failed", "crashed", "done")}
+    for t, rid in runs.items():
+        for epoch, ts in ((1, 1_700_000_000_000), (2, 1_700_000_060_000)):
+            c.log_metric(rid, "epoch", epoch, timestamp=ts, step=epoch)
+    for t in ("stopped_failed", "crashed"):
+        track.set_tags(uri, runs[t], {"error": "ActorDiedError: … its placement group was removed"})
+        track.end_run(uri, runs[t], "FAILED")
+    track.end_run(uri, runs["done"])
+
+    track.close_children(uri, "sweep", parent, stopped={"running", "stopped_failed"})
+
+    got = {t: c.get_run(rid) for t, rid in runs.items()}
+    for t in ("running", "stopped_failed"):
+        assert got[t].info.status == "KILLED", t
+        assert got[t].data.tags.get("stopped_early") == "true", t
+        assert "error" not in got[t].data.tags, t
+        assert got[t].info.end_time == 1_700_000_060_000, t  # when it last reported, not the sweep's end
+    assert got["crashed"].info.status == "FAILED" and got["crashed"].data.tags["error"].startswith("ActorDiedError")
+    assert "stopped_early" not in got["crashed"].data.tags
+    assert got["done"].info.status == "FINISHED" and "stopped_early" not in got["done"].data.tags
+
+
+def test_an_interrupted_sweep_ends_its_running_trials_now(tmp_path):
+    from raydistill import track
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    c = track.client(uri)
+    parent = track.start_run(uri, "sweep", "parent", {})
+    rid = track.start_run(uri, "sweep", "t", {}, tags={"raydistill.trial_id": "t"}, parent_run_id=parent)
+    c.log_metric(rid, "epoch", 1, timestamp=1_700_000_000_000, step=1)
+    track.close_children(uri, "sweep", parent, reason="interrupted")
+    run = c.get_run(rid)
+    assert run.info.status == "KILLED" and run.data.tags.get("interrupted") == "true"
+    assert run.info.end_time > 1_700_000_000_000
