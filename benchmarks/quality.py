@@ -252,8 +252,10 @@ def table(res: dict) -> str:
             r = res[row]
             vs = res.get("search", {}).get(f"vs_{row}")
             cmp = f"{vs['verdict']} ({vs['diff']:+.4f}, CI {vs['ci'][0]:+.4f}…{vs['ci'][1]:+.4f})" if vs else ""
-            lines.append(f"| {row} ({len(r['runs'])} seed{'s' if len(r['runs']) > 1 else ''}) | {f(r['median'])} | "
-                         f"{f(r['range']) if len(r['runs']) > 1 else '—'} | {f(r['ci'][0])}–{f(r['ci'][1])} | {100 * r['pct_of_teacher']:.1f}% | {cmp} |")
+            many = len(r["runs"]) > 1  # one run has no seeds' range
+            lines.append(f"| {row} ({len(r['runs'])} seed{'s' if many else ''}) | {f(r['median'])} | "
+                         f"{f(r['range']) if many else '—'} | {f(r['ci'][0])}–{f(r['ci'][1])} | "
+                         f"{100 * r['pct_of_teacher']:.1f}% | {cmp} |")
     rhos = [(row, res[row]["val_dev_rho"]) for row in ("search", "random") if res.get(row, {}).get("val_dev_rho")]
     lines += [""] if rhos else []
     for row, rho in rhos:

@@ -268,7 +268,9 @@ def close_children(uri: str, experiment: str, parent_run_id: str, reason: str = 
     tag. ``stopped``: the trial ids the scheduler stopped. On Ray Train (GPU, several workers) such a trial can see
     its controller die as Tune removes its placement group and end its run FAILED first: KILLED too, error dropped."""
     c = client(uri)
-    for r in child_runs(uri, experiment, parent_run_id).values():
+    exp = c.get_experiment_by_name(experiment)
+    for r in retry(c.search_runs, [exp.experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{parent_run_id}'",
+                   max_results=10000):
         status, rid = r.info.status, r.info.run_id
         if status == "RUNNING" or (status == "FAILED" and r.data.tags.get("raydistill.trial_id") in stopped):
             if status == "FAILED" and "error" in r.data.tags:
