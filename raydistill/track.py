@@ -268,9 +268,7 @@ def close_children(uri: str, experiment: str, parent_run_id: str, reason: str = 
     tag. ``stopped``: the trial ids the scheduler stopped. On Ray Train (GPU, several workers) such a trial can see
     its controller die as Tune removes its placement group and end its run FAILED first: KILLED too, error dropped."""
     c = client(uri)
-    exp = c.get_experiment_by_name(experiment)
-    for r in retry(c.search_runs, [exp.experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{parent_run_id}'",
-                   max_results=10000):
+    for r in children(uri, experiment, parent_run_id):  # every child: the in-sweep teacher's has no trial id
         status, rid = r.info.status, r.info.run_id
         if status == "RUNNING" or (status == "FAILED" and r.data.tags.get("raydistill.trial_id") in stopped):
             if status == "FAILED" and "error" in r.data.tags:
@@ -280,10 +278,15 @@ def close_children(uri: str, experiment: str, parent_run_id: str, reason: str = 
             end_run(uri, rid, "KILLED", max((m.timestamp for m in epochs), default=None))
 
 
+def children(uri: str, experiment: str, parent_run_id: str) -> list:
+    """Every child run of ``parent_run_id``."""
+    exp = client(uri).get_experiment_by_name(experiment)
+    return retry(client(uri).search_runs, [exp.experiment_id],
+                 filter_string=f"tags.`mlflow.parentRunId` = '{parent_run_id}'", max_results=10000)
+
+
 def child_runs(uri: str, experiment: str, parent_run_id: str) -> dict:
     """Each trial's child run, keyed by trial id."""
-    exp = client(uri).get_experiment_by_name(experiment)
-    runs = retry(client(uri).search_runs, [exp.experiment_id],
-                 filter_string=f"tags.`mlflow.parentRunId` = '{parent_run_id}'", max_results=10000)
-    return {r.data.tags["raydistill.trial_id"]: r for r in runs if "raydistill.trial_id" in r.data.tags}
+    return {r.data.tags["raydistill.trial_id"]: r for r in children(uri, experiment, parent_run_id)
+            if "raydistill.trial_id" in r.data.tags}
 
