@@ -184,3 +184,20 @@ def test_inits_benchmark_augment_smoke(tiny_teacher, glue_dir, tmp_path):
     assert aug["copies"] == 1 and aug["rows"] == 2 * aug["examples"] > 0  # every kept row and one copy of it
     knobs = json.loads((tmp_path / "w" / "augmented" / "sst2" / "1" / "augment.json").read_text())
     assert knobs["candidates"] == "embedding" and knobs["model"] == teacher
+
+
+def test_shape_latency_smoke(tiny_teacher):
+    """benchmarks/shape_latency.py: the teacher and each student shape timed in one process, ratios to the teacher;
+    a student of the teacher's own shape times like the teacher, a smaller one is built with the shape asked."""
+    teacher = tiny_teacher("classification")
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "shape_latency.py"), "--teacher", teacher, "--shapes",
+           "4,32,64,2", "2,16,32,2", "--rounds", "3", "--warmup", "1", "--length", "16"]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    last = proc.stdout.strip().splitlines()[-1]
+    m = re.fullmatch(rf"SHAPES teacher_ms={NUM} (\{{.*\}})", last)
+    assert m, last
+    ratios = json.loads(m[2])
+    assert set(ratios) == {"4L-32", "2L-16"} and all(r > 0 for r in ratios.values())
+    assert re.search(r"4L-32 +0\.\d+M params", proc.stdout) and re.search(r"2L-16 +0\.\d+M params", proc.stdout)
