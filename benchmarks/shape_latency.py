@@ -2,7 +2,8 @@
 """Which student shapes fit inside a latency bound? Batch-1 latency of a teacher and of students of given shapes
 (layers,hidden,intermediate,heads), all PyTorch fp32 in one process, timed in alternating rounds (teacher, s1, s2, …,
 then reversed), medians and ratios of medians. Latency does not depend on the weights, so each student is the
-teacher's config with its shape changed, randomly initialised (the same architecture ``build_student`` gives).
+teacher's config with its shape changed by the product's ``student_config`` (what ``build_student`` builds),
+randomly initialised.
 
     python benchmarks/shape_latency.py --teacher W/teachers/sst2 --shapes 3,192,768,6 2,384,1536,12 3,384,1536,12
 
@@ -11,13 +12,23 @@ batch-1 latency" is a ratio ≤ 0.5.
 """
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import time
+import sys
 
-import torch
-from transformers import AutoConfig, AutoModelForSequenceClassification
+# see benchmarks/step_speed.py: waiting OpenMP threads sleep instead of spinning; set before torch loads
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# benchmark the checkout this file is in, not whatever raydistill is installed
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import time  # noqa: E402
+
+import torch  # noqa: E402
+from transformers import AutoConfig, AutoModelForSequenceClassification  # noqa: E402
+
+from raydistill.config import StudentConfig  # noqa: E402
+from raydistill.models.student import student_config  # noqa: E402
 
 
 def timed(model, ids, mask) -> float:
@@ -36,15 +47,13 @@ def main() -> None:
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's own)")
     a = p.parse_args()
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     if a.threads:
         torch.set_num_threads(a.threads)
     tc = AutoConfig.from_pretrained(a.teacher)
     models = {"teacher": AutoModelForSequenceClassification.from_pretrained(a.teacher).eval()}
     for s in a.shapes:
         layers, hidden, inter, heads = (int(x) for x in s.split(","))
-        cfg = AutoConfig.from_pretrained(a.teacher, num_hidden_layers=layers, hidden_size=hidden,
-                                         intermediate_size=inter, num_attention_heads=heads)
+        cfg = student_config(tc, StudentConfig(layers=layers, hidden=hidden, intermediate=inter, heads=heads))
         models[f"{layers}L-{hidden}"] = AutoModelForSequenceClassification.from_config(cfg).eval()
     ids = torch.randint(5, tc.vocab_size, (1, a.length))
     mask = torch.ones_like(ids)

@@ -187,8 +187,8 @@ def test_inits_benchmark_augment_smoke(tiny_teacher, glue_dir, tmp_path):
 
 
 def test_shape_latency_smoke(tiny_teacher):
-    """benchmarks/shape_latency.py: the teacher and each student shape timed in one process, ratios to the teacher;
-    a student of the teacher's own shape times like the teacher, a smaller one is built with the shape asked."""
+    """benchmarks/shape_latency.py: the teacher and each student shape timed in one process, ratios to the teacher,
+    every shape asked for built and named in the report."""
     teacher = tiny_teacher("classification")
     cmd = [sys.executable, str(ROOT / "benchmarks" / "shape_latency.py"), "--teacher", teacher, "--shapes",
            "4,32,64,2", "2,16,32,2", "--rounds", "3", "--warmup", "1", "--length", "16"]
