@@ -10,22 +10,24 @@ logs the numbers to the trial's run (``raydistill.quantize``);
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
 import sys
-import tempfile
 import time
 
-from .cli import HelpFormatter, cli
+from .cli import HelpFormatter, add_overwrite, cli
+from .outputs import adding_to
 from .errors import check
 
 
-def find_best(uri: str, experiment: str, metric: str | None, mode: str, sweep: str | None = None,
+def find_best(uri: str, experiment: str, metric: str | None, mode: str | None, sweep: str | None = None,
               max_latency_ms: float | None = None, max_params: float | None = None):
     """The best finished trial run by a per-run final ``metric`` (default: the sweep's own, ``best_val_*``: chosen on
-    the validation split). A sweep that confirmed its top configurations with more seeds is decided by their mean,
-    and the winner's best seed is returned, as the sweep's summary names it. Returns (run, metric, mean)."""
+    the validation split) in ``mode`` (default: the sweep's own, recorded with its parent run; else max). A sweep that
+    confirmed its top configurations with more seeds is decided by their mean, and the winner's best seed is returned,
+    as the sweep's summary names it. Returns (run, metric, mean, mode)."""
     from . import track
     from .selection import as_final, pick_confirmed
 
@@ -38,9 +40,11 @@ def find_best(uri: str, experiment: str, metric: str | None, mode: str, sweep: s
     runs = c.search_runs([exp.experiment_id], filter_string=filt, max_results=5000)
     check(bool(runs), "experiment", f"experiment {experiment!r} has no finished trials yet" +
           (f" in sweep {sweep!r}" if sweep else ""))
-    if metric is None:  # the sweep's own objective: of --sweep when given, else of the newest sweep
-        pf = "tags.`raydistill.role` = 'sweep'" + (f" and attributes.run_name = '{sweep}'" if sweep else "")
-        parents = c.search_runs([exp.experiment_id], filter_string=pf, max_results=1, order_by=["attributes.start_time DESC"])
+    # the sweep's own objective and direction: of --sweep when given, else of the newest sweep
+    pf = "tags.`raydistill.role` = 'sweep'" + (f" and attributes.run_name = '{sweep}'" if sweep else "")
+    parents = c.search_runs([exp.experiment_id], filter_string=pf, max_results=1, order_by=["attributes.start_time DESC"])
+    mode = mode or (parents[0].data.params.get("mode") if parents else None) or "max"
+    if metric is None:
         finals = sorted({k for r in runs for k in r.data.metrics if k.startswith("best_val_")} or
                         {k for r in runs for k in r.data.metrics if k.startswith("best_eval_")})
         metric = parents[0].data.params.get("metric") if parents else (finals[0] if finals else None)
@@ -59,19 +63,21 @@ def find_best(uri: str, experiment: str, metric: str | None, mode: str, sweep: s
               f"--{flag.replace('_', '-')} or search smaller students")
         scored = within
     best, mean = pick_confirmed(scored, metric, mode)
-    return best, metric, mean
+    return best, metric, mean, mode
 
 
 def export(uri: str, run_id: str, out_dir: str) -> str:
     import mlflow
 
+    from .outputs import publish, staging
+
     mlflow.set_tracking_uri(uri)
-    with tempfile.TemporaryDirectory() as tmp:
+    tmp = staging(out_dir)
+    try:
         src = mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path="student", dst_path=tmp)
-        if os.path.exists(out_dir):
-            shutil.rmtree(out_dir)
-        shutil.copytree(src, out_dir)
-    return out_dir
+        return publish(src, out_dir, "raydistill best --export")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def check_onnx_installed() -> None:
@@ -146,9 +152,11 @@ def main(argv=None) -> dict:
     p.add_argument("--tracking-uri", help="MLflow URI the sweep logged to (default: sqlite under ./raydistill-results)")
     p.add_argument("--metric", help="per-run metric to rank by: best_val_<m> (chosen on the validation split), "
                    "best_eval_<m> (dev), or eval_<m>/val_<m> meaning the same (default: the sweep's own, best_val_<m>)")
-    p.add_argument("--mode", default="max", choices=["max", "min"], help="whether higher or lower --metric is better")
+    p.add_argument("--mode", default=None, choices=["max", "min"], help="whether higher or lower --metric is better "
+                   "(default: the sweep's own mode, recorded with its parent run; max for sweeps that did not record one)")
     p.add_argument("--sweep", help="only trials of this sweep name (default: every sweep in the experiment)")
     p.add_argument("--export", help="write the best student to this folder (model + tokenizer; default: no export)")
+    add_overwrite(p, "--export")
     p.add_argument("--onnx", action="store_true", help="with --export: also write model.onnx and compare latency")
     p.add_argument("--quantize", action="store_true", help="with --export --onnx: also write the INT8 model.int8.onnx, "
                    "re-score it and the fp32 file on the run's dev set, time both at batch 1 against the fp32 teacher "
@@ -180,16 +188,17 @@ def main(argv=None) -> dict:
     for flag in ("max_latency_ms", "max_params"):
         value = getattr(a, flag)
         check(value is None or value > 0, flag, f"must be > 0, got {value}")
-    best, metric, mean = find_best(uri, a.experiment, a.metric, a.mode, a.sweep, a.max_latency_ms, a.max_params)
+    best, metric, mean, mode = find_best(uri, a.experiment, a.metric, a.mode, a.sweep, a.max_latency_ms, a.max_params)
     from .selection import report_metric
 
     report = report_metric(metric)
-    out = {"run_id": best.info.run_id, "run_name": best.info.run_name, "metric": metric,
+    out = {"run_id": best.info.run_id, "run_name": best.info.run_name, "metric": metric, "mode": mode,
            "value": best.data.metrics[metric], "report_metric": report, "report": best.data.metrics.get(report),
            **({"mean_over_seeds": mean} if mean != best.data.metrics[metric] else {}), "params": dict(best.data.params),
            **{k: best.data.metrics[k] for k in ("student_params", "latency_ms_b1", "latency_ms_b32") if k in best.data.metrics}}
     if a.export:
         out["export"] = export(uri, best.info.run_id, os.path.abspath(a.export))
+    with adding_to(out["export"], "raydistill best --export") if a.export else contextlib.nullcontext():
         if a.onnx:
             from .tasks import get_task
 

@@ -9,14 +9,16 @@ import re
 import sys
 
 from .errors import UserError
+from .outputs import check_output
 from .paths import check_tracking_uri_path, check_writable
 
 EXIT_USAGE = 2
-EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command stopped by Ctrl-C
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command stopped by Ctrl-C (SIGTERM: 143)
 # set by a command once it knows how it would be resumed (``interrupted(hint)``) and what to close (``on_interrupt``)
-_INTERRUPT = {"hint": "", "cleanup": [], "at_signal": []}
+_INTERRUPT: dict = {"hint": "", "cleanup": [], "at_signal": [], "signal": None, "later": []}
 # arguments that name a place the command writes to: checked writable right after parsing (see ``cli``)
 WRITABLE_ARGS = ("output", "storage_path", "export")
+RESULT_ARGS = ("output", "export")  # result folders: refused when they hold files raydistill did not write
 
 
 def _argparse_error(parser: argparse.ArgumentParser, message: str):
@@ -38,7 +40,8 @@ def _argparse_error(parser: argparse.ArgumentParser, message: str):
 @contextlib.contextmanager
 def _one_line_argparse():
     """While a ``cli`` entry point runs: argparse errors become UserErrors, and every parsed argument in
-    ``WRITABLE_ARGS`` (``--output``, ``--storage-path``, ``--export``) is checked writable before any work."""
+    ``WRITABLE_ARGS`` (``--output``, ``--storage-path``, ``--export``) is checked writable before any work, and a result
+    folder (``--output``, ``--export``) holding files raydistill did not write is refused without ``--overwrite``."""
     cls = argparse.ArgumentParser
     orig_error, orig_parse = cls.error, cls.parse_args
 
@@ -49,6 +52,8 @@ def _one_line_argparse():
             value = getattr(ns, dest, None)
             if isinstance(value, str) and value:
                 check_writable(value, dest)
+                if dest in RESULT_ARGS:  # the folder rule (outputs.py): nothing the command did not write is lost
+                    check_output(value, dest, overwrite=bool(getattr(ns, "overwrite", False)))
         if isinstance(getattr(ns, "tracking_uri", None), str):
             check_tracking_uri_path(ns.tracking_uri)
         return ns
@@ -58,6 +63,13 @@ def _one_line_argparse():
         yield
     finally:
         cls.error, cls.parse_args = orig_error, orig_parse
+
+
+def add_overwrite(p: argparse.ArgumentParser, flag: str = "--output") -> None:
+    """``--overwrite`` for a command that writes a result folder (the folder rule: outputs.py)."""
+    p.add_argument("--overwrite", action="store_true", help=f"write into a {flag} folder that holds files raydistill "
+                   "did not write: same-named files are replaced, the others stay (without it such a folder is "
+                   "refused; an empty folder or one holding an earlier result needs no flag)")
 
 
 def resume_hint(command: str) -> None:
@@ -77,12 +89,25 @@ def at_signal(fn) -> None:
 
 
 def _interrupt(signum, frame):
-    """SIGINT and SIGTERM: the ``at_signal`` hooks, then KeyboardInterrupt (SIGTERM ends a command the way Ctrl-C
-    does: runs closed, one line, exit 130)."""
+    """SIGINT and SIGTERM. The first one runs the ``at_signal`` hooks and raises KeyboardInterrupt (SIGTERM ends a
+    command the way Ctrl-C does: runs closed, one line); from then on the handler is deferred: a further signal (a
+    terminal's second Ctrl-C, a supervisor's SIGTERM) is noted, not acted on, so the cleanups always finish."""
+    if _INTERRUPT["signal"] is not None:
+        _INTERRUPT["later"].append(signum)
+        return
+    _INTERRUPT["signal"] = signum
     for fn in _INTERRUPT["at_signal"]:
         with contextlib.suppress(Exception):
             fn()
     raise KeyboardInterrupt
+
+
+def exit_status(signum: int | None) -> int:
+    """A shell's status for a command ended by ``signum``: 130 for SIGINT (or a KeyboardInterrupt no signal of ours
+    raised), 143 for SIGTERM."""
+    import signal
+
+    return 128 + signal.SIGTERM if signum == signal.SIGTERM else EXIT_INTERRUPTED
 
 
 class HelpFormatter(argparse.HelpFormatter):
@@ -102,16 +127,16 @@ class HelpFormatter(argparse.HelpFormatter):
 def cli(main):
     """Decorator for ``main(argv)`` entry points: a UserError (argparse's own errors included) becomes one
     stderr line ``error: FIELD: how to fix it`` and exit status 2; paths the command writes to are checked first.
-    Ctrl-C or SIGTERM: the ``at_signal`` hooks run at once, the command unwinds, its ``on_interrupt`` cleanups run,
-    then one line (``interrupted; resume with …``
-    where the command said how) and exit status 130, no traceback."""
+    Ctrl-C or SIGTERM: the ``at_signal`` hooks run at once, the command unwinds, its ``on_interrupt`` cleanups run
+    (further signals meanwhile are noted, not acted on), then one line (``interrupted; resume with …`` where the
+    command said how) and exit status 130 (SIGINT) or 143 (SIGTERM), no traceback."""
 
     @functools.wraps(main)
     def wrapper(argv=None):
         import signal
         import threading
 
-        _INTERRUPT.update(hint="", cleanup=[], at_signal=[])
+        _INTERRUPT.update(hint="", cleanup=[], at_signal=[], signal=None, later=[])
         main_thread = threading.current_thread() is threading.main_thread()
         before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)} if main_thread else {}
         for sig, handler in before.items():  # an ignored Ctrl-C (a background job) stays ignored
@@ -124,7 +149,8 @@ def cli(main):
             print(f"error: {e}", file=sys.stderr, flush=True)
             raise SystemExit(EXIT_USAGE) from None
         except KeyboardInterrupt:
-            signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the cleanup short
+            if _INTERRUPT["signal"] is None:  # raised by Python's own Ctrl-C handler: defer what follows all the same
+                _INTERRUPT["signal"] = signal.SIGINT
             for fn in reversed(_INTERRUPT["cleanup"]):
                 try:
                     fn()
@@ -132,7 +158,7 @@ def cli(main):
                     print(f"warning: cleanup after the interrupt failed: {e}", file=sys.stderr, flush=True)
             hint = _INTERRUPT["hint"]
             print("interrupted" + (f"; resume with: {hint}" if hint else ""), file=sys.stderr, flush=True)
-            raise SystemExit(EXIT_INTERRUPTED) from None
+            raise SystemExit(exit_status(_INTERRUPT["signal"])) from None
         finally:
             for sig, handler in before.items():  # called in process (tests, a notebook): the caller's handlers again
                 if handler is not None:

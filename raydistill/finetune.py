@@ -22,9 +22,10 @@ import shutil
 import sys
 
 from .config import RunConfig, StudentConfig
-from .cli import HelpFormatter, cli, resume_hint
+from .cli import HelpFormatter, add_overwrite, cli, resume_hint
 
 DONE = "raydistill_finetune.json"
+RESUME_FILES = {"resume.json", "resume.json.tmp", "checkpoint", "next"}  # all OUTPUT.resume ever holds
 
 
 def fingerprint(cfg: RunConfig) -> str:
@@ -43,6 +44,7 @@ def finetune(cfg: RunConfig, output: str, log=print, parent_run_id: str | None =
     result in ``output`` when the fingerprint matches. Logged as its own MLflow run."""
     from . import track
     from .checkpoint import copy_dir
+    from .outputs import publish, remove_if_ours
     from .loop import Context, run
     from .precision import run_device
 
@@ -68,12 +70,9 @@ def finetune(cfg: RunConfig, output: str, log=print, parent_run_id: str | None =
         track.reopen_run(uri, run_id)
         log(f"resuming the fine-tune in {output} after its epoch {kept['epoch']} (fingerprint {fp})")
     else:
-        shutil.rmtree(resume, ignore_errors=True)
+        remove_if_ours(resume, RESUME_FILES)  # a stale record of another fine-tune (a user's folder is left alone)
         run_id = track.start_run(uri, cfg.experiment, f"finetune-{cfg.task}", {**cfg.to_params(), "fingerprint": fp},
                                  tags={"raydistill.role": "teacher"}, parent_run_id=parent_run_id)
-        from .distill.examples import datasets
-
-        track.log_datasets(uri, run_id, datasets(cfg))
 
     def report(metrics, ckpt_dir):
         track.log_epoch(uri, run_id, metrics)
@@ -86,7 +85,11 @@ def finetune(cfg: RunConfig, output: str, log=print, parent_run_id: str | None =
                 json.dump({"fingerprint": fp, "run_id": run_id, "epoch": metrics.get("epoch")}, f)
             os.replace(state + ".tmp", state)
 
-    try:
+    try:  # from here on the run ends FINISHED, FAILED or KILLED, never left RUNNING
+        if not resume_dir:
+            from .distill.examples import datasets
+
+            track.log_datasets(uri, run_id, datasets(cfg))  # re-reads and hashes the data: it can fail too
         metrics = run(cfg, Context(device=device, report=report, log=lambda m: log(m), live=sys.stderr.isatty(),
                                    resume_dir=resume_dir))
     except BaseException as e:
@@ -102,13 +105,11 @@ def finetune(cfg: RunConfig, output: str, log=print, parent_run_id: str | None =
         import torch
 
         torch.cuda.empty_cache()
-    if os.path.exists(output):
-        shutil.rmtree(output)
-    os.replace(os.path.join(ckpt, "best_student"), output)  # the epoch chosen on val
-    shutil.rmtree(resume)
-    with open(done + ".tmp", "w") as f:
+    best = os.path.join(ckpt, "best_student")  # the epoch chosen on val
+    with open(os.path.join(best, DONE), "w") as f:
         json.dump({"fingerprint": fp, "metrics": metrics, "config": cfg.to_params()}, f, indent=1)
-    os.replace(done + ".tmp", done)
+    publish(best, output, "raydistill finetune")
+    remove_if_ours(resume, RESUME_FILES)
     return metrics
 
 
@@ -124,6 +125,7 @@ def parser():
     p.add_argument("--model", required=True, help="pretrained encoder: a hub name (bert-base-uncased) or a local "
                    "model folder")
     p.add_argument("--output", required=True, help="folder to write the fine-tuned teacher to")
+    add_overwrite(p)
     add_train_args(p, general=False)
     p.add_argument("--use-gpu", action="store_true", help="train on this machine's (current) CUDA GPU, the whole step "
                    "under bf16 autocast, fp32 master weights")

@@ -21,6 +21,8 @@ from typing import Callable
 
 import pytest
 
+from raydistill.outputs import MARKER
+
 MODULES = {"data": "raydistill.data", "finetune": "raydistill.finetune", "distill": "raydistill.distill",
            "sweep": "raydistill.sweep", "best": "raydistill.best", "evaluate": "raydistill.evaluate",
            "augment": "raydistill.distill.augment"}
@@ -60,6 +62,8 @@ def paths(tiny_teacher, glue_dir, korean_dir, tmp_path_factory):
     a_file = root / "a-file"
     a_file.write_text("not a folder\n")
     (root / "empty").mkdir()
+    (root / "users").mkdir()
+    (root / "users" / "notes.txt").write_text("the user's own file\n")  # the folder rule: never written into
     return SimpleNamespace(
         teacher=teacher, base=tiny_teacher("base"), mlm=tiny_teacher("mlm"), glue=glue_dir, korean=korean_dir,
         bad_json=broken_teacher("bad-json", '{"model_type": "bert", "hidden_size": 32,'),
@@ -69,6 +73,7 @@ def paths(tiny_teacher, glue_dir, korean_dir, tmp_path_factory):
         empty_train=glue("empty-train", ""),
         header_only=glue("header-only", "sentence\tlabel\n"),
         no_sst2=str(root / "empty"), file=str(a_file), empty_dir=str(root / "empty"),
+        users=str(root / "users"),
         bad_yaml=space("bad-yaml", "name: x\nstudent: {layers: [1, 2\n"),
         list_yaml=space("list-yaml", "- method: kd\n"),
         unknown_key=space("unknown-key", "name: x\nmethod: kd\nepochz: 3\n"),
@@ -161,6 +166,8 @@ CASES = [
          what='`--max-length 4`'),
     Case("finetune-max-length-past-positions", "finetune", lambda E: finetune(E, "--max-length", "512"), "train.max_length",
          what='`--max-length 512` for a model with 130 positions'),
+    Case("finetune-output-holds-users-files", "finetune", lambda E: finetune(E, "--output", E.users), "output",
+         what='`--output` folder holding files raydistill did not write', says="pass --overwrite"),
     Case("finetune-output-unwritable", "finetune", lambda E: finetune(E, "--output", UNWRITABLE), "output",
          what='`--output` that cannot be created'),
     Case("finetune-missing-required", "finetune", lambda E: ["--task", "sst2"], "--model",
@@ -280,6 +287,8 @@ CASES = [
          what='`--augment-dir` without train.jsonl'),
     Case("distill-output-is-a-file", "distill", lambda E: distill(E, "--output", E.file), "output",
          what='`--output` naming a file'),
+    Case("distill-output-holds-users-files", "distill", lambda E: distill(E, "--output", E.users), "output",
+         what='`--output` folder holding files raydistill did not write', says="pass --overwrite"),
     Case("distill-output-unwritable", "distill", lambda E: distill(E, "--output", UNWRITABLE), "output",
          what='`--output` that cannot be created'),
     Case("distill-storage-under-a-file", "distill", lambda E: distill(E, "--storage-path", E.file + "/ray"),
@@ -444,6 +453,9 @@ CASES = [
          what='`--mode highest`'),
     Case("best-no-database", "best", lambda E: ["--experiment", "x", "--tracking-uri", E.uri], "tracking_uri",
          what='`--tracking-uri` sqlite file that does not exist'),
+    Case("best-export-holds-users-files", "best",
+         lambda E: ["--experiment", "x", "--tracking-uri", E.uri, "--export", E.users], "export",
+         what='`--export` folder holding files raydistill did not write', says="pass --overwrite"),
     Case("best-export-is-a-file", "best", lambda E: ["--experiment", "x", "--tracking-uri", E.uri, "--export", E.file],
          "export",
          what='`--export` naming a file'),
@@ -484,6 +496,8 @@ CASES = [
          what='`--mlm` holding a classifier'),
     Case("augment-qa-task", "augment", lambda E: augment(E, task="korquad"), "augment_task",
          what='`--task korquad` (QA examples)'),
+    Case("augment-output-holds-users-files", "augment", lambda E: augment(E, "--output", E.users), "output",
+         what='`--output` folder holding files raydistill did not write', says="pass --overwrite"),
     Case("augment-output-unwritable", "augment", lambda E: augment(E, "--output", UNWRITABLE), "output",
          what='`--output` that cannot be created'),
     Case("augment-data-missing", "augment", lambda E: augment(E, "--data-dir", E.no_sst2), "data_dir",
@@ -506,7 +520,8 @@ assert len(BY_ID) == len(CASES), "case ids must be unique"
 SUBPROCESS = ["data-unknown-task", "finetune-model-missing", "distill-temperature-0",
               "distill-temperature-not-a-number", "distill-tinybert-other-heads", "distill-teacher-broken-json",
               "distill-output-unwritable", "sweep-malformed-yaml", "sweep-set-not-key-value", "best-no-database",
-              "evaluate-model-without-task-head", "augment-p-above-1", "sweep-trial-larger-than-cluster"]
+              "evaluate-model-without-task-head", "augment-p-above-1", "sweep-trial-larger-than-cluster",
+              "best-export-holds-users-files"]
 
 
 # ------------------------------------------------------------------ helpers
@@ -654,6 +669,8 @@ def test_refusal_keeps_what_is_already_there(E, trapped, capsys, monkeypatch):
         os.makedirs(folder)
         with open(os.path.join(folder, "keep.txt"), "w") as f:
             f.write("earlier result\n")
+    with open(os.path.join(E.out, MARKER), "w") as f:  # an earlier result of raydistill's: the folder rule lets it by
+        json.dump({"files": ["keep.txt"]}, f)
     capsys.readouterr()
     for case in ("distill-temperature-0", "distill-tinybert-other-heads", "distill-label-outside-set",
                  "distill-teacher-broken-json"):
@@ -663,8 +680,7 @@ def test_refusal_keeps_what_is_already_there(E, trapped, capsys, monkeypatch):
         assert_one_line(capsys.readouterr().err, BY_ID[case].field)
     assert mlflow_runs(E.uri) == 1
     assert client.get_run(run.info.run_id).data.metrics == {"eval_accuracy": 0.9}
-    for folder in (E.out, E.storage):
-        assert os.listdir(folder) == ["keep.txt"]
+    assert sorted(os.listdir(E.out)) == sorted(["keep.txt", MARKER]) and os.listdir(E.storage) == ["keep.txt"]
 
 
 def test_help_still_works(capsys):

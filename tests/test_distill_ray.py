@@ -24,7 +24,9 @@ def test_distill_cli_logs_mlflow_run_and_saves_student(ray_session, tiny_teacher
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     teacher = tiny_teacher("classification", 2)
-    out = distill(["--method", "pkd", "--task", "sst2", "--teacher", teacher, "--data-dir", glue_dir, *TINY_STUDENT,
+    (tmp_path / "student").mkdir()
+    (tmp_path / "student" / "notes.txt").write_text("mine")  # the folder rule: --overwrite keeps what it did not write
+    out = distill(["--overwrite", "--method", "pkd", "--task", "sst2", "--teacher", teacher, "--data-dir", glue_dir, *TINY_STUDENT,
                    "--mapping", "skip", "--alpha", "0.5", "--beta", "100", "--temperature", "5", "--epochs", "2",
                    "--max-steps", "6", "--batch-size", "16", "--max-length", "32", "--eval-limit", "24",
                    "--output", str(tmp_path / "student"), "--tracking-uri", mlflow_uri, "--experiment", "t",
@@ -34,6 +36,7 @@ def test_distill_cli_logs_mlflow_run_and_saves_student(ray_session, tiny_teacher
     model = AutoModelForSequenceClassification.from_pretrained(tmp_path / "student")
     AutoTokenizer.from_pretrained(tmp_path / "student")
     assert model.config.num_hidden_layers == 2
+    assert (tmp_path / "student" / "notes.txt").read_text() == "mine"
     c = MlflowClient(mlflow_uri)
     run = c.get_run(out["run_id"])
     p = run.data.params

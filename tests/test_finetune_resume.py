@@ -54,3 +54,53 @@ def test_interrupted_finetune_resumes_from_its_last_epoch(tiny_teacher, glue_dir
     assert run.info.status == "FINISHED" and "interrupted" not in run.data.tags
     assert [m.step for m in c.get_metric_history(run.info.run_id, "val_accuracy")] == [1, 2, 3]
     assert len(c.search_runs([run.info.experiment_id])) == 2  # the whole one and the resumed one: no third run
+
+
+@pytest.mark.parametrize("second", ["SIGINT", "SIGTERM"])
+def test_a_second_signal_while_the_run_is_being_ended_does_not_leave_it_running(second, tiny_teacher, glue_dir,
+                                                                                 tmp_path, monkeypatch, capsys):
+    """Ctrl-C, then a second Ctrl-C (or a SIGTERM) while the fine-tune ends its MLflow run: the run still ends KILLED,
+    one line, exit 130 (the first signal's). Before, the second signal aborted the cleanup and left the run RUNNING."""
+    import signal
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    argv = _argv(tiny_teacher, glue_dir, uri, str(tmp_path / "out"))
+    log_epoch, end_run = track.log_epoch, track.end_run
+
+    def ctrl_c_at_epoch_2(uri_, run_id, metrics):
+        if metrics["epoch"] == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+            for _ in range(10**6):
+                pass
+        log_epoch(uri_, run_id, metrics)
+
+    def second_signal_then_end(*args, **kw):
+        os.kill(os.getpid(), getattr(signal, second))
+        for _ in range(10**6):
+            pass
+        return end_run(*args, **kw)
+
+    monkeypatch.setattr(track, "log_epoch", ctrl_c_at_epoch_2)
+    monkeypatch.setattr(track, "end_run", second_signal_then_end)
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as e:
+        finetune.main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert e.value.code == 130 and err[-1].startswith("interrupted; resume with: ")
+    assert sum(line.startswith("interrupted") for line in err) == 1
+    runs = MlflowClient(uri).search_runs([MlflowClient(uri).get_experiment_by_name("ft").experiment_id])
+    assert [r.info.status for r in runs] == ["KILLED"]
+
+
+def test_a_failure_while_logging_the_datasets_ends_the_run_failed(tiny_teacher, glue_dir, tmp_path, monkeypatch):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+
+    def broken(*a, **kw):
+        raise OSError("the data folder went away")
+
+    monkeypatch.setattr(track, "log_datasets", broken)
+    with pytest.raises(OSError):
+        finetune.main(_argv(tiny_teacher, glue_dir, uri, str(tmp_path / "out")))
+    c = MlflowClient(uri)
+    (run,) = c.search_runs([c.get_experiment_by_name("ft").experiment_id])
+    assert run.info.status == "FAILED" and run.data.tags["error"] == "OSError: the data folder went away"

@@ -1,5 +1,6 @@
 """Ctrl-C and SIGTERM in a ``cli`` command: the ``at_signal`` hooks run the moment the signal arrives (before the
-command unwinds), then the ``on_interrupt`` cleanups, then one line and exit 130; the caller's handlers come back after;
+command unwinds), then the ``on_interrupt`` cleanups, then one line and exit 130 (SIGINT) or 143 (SIGTERM); a further
+signal during the unwinding or the cleanups is noted, not acted on, so every cleanup finishes; the caller's handlers come back after;
 an ignored Ctrl-C stays ignored. ``mute_workers`` stops the Ray workers' forwarded output (a trial actor killed while
 the sweep unwinds printed Ray's SIGTERM traceback ahead of the one line: CI, test_interrupt_between_trials)."""
 from __future__ import annotations
@@ -9,7 +10,12 @@ import signal
 
 import pytest
 
-from raydistill.cli import EXIT_INTERRUPTED, at_signal, cli, on_interrupt, resume_hint
+from raydistill.cli import EXIT_INTERRUPTED, at_signal, cli, exit_status, on_interrupt, resume_hint
+
+
+def _spin():
+    for _ in range(10**6):  # a Python signal handler runs between bytecodes
+        pass
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
@@ -31,7 +37,7 @@ def test_at_signal_hooks_run_before_the_command_unwinds_then_cleanups_then_one_l
     before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
     with pytest.raises(SystemExit) as e:
         main()
-    assert e.value.code == EXIT_INTERRUPTED
+    assert e.value.code == (143 if sig == signal.SIGTERM else EXIT_INTERRUPTED) == exit_status(sig)
     assert events == ["at_signal", "unwound", "cleanup"]
     assert capsys.readouterr().err.strip().splitlines() == ["interrupted; resume with: go on"]
     assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before  # the caller's again
@@ -86,3 +92,54 @@ def test_mute_workers_stops_the_forwarded_output_and_prints_what_ray_held_back(c
         assert "held back" in capsys.readouterr().err
     finally:
         dispatcher.handlers = saved
+
+
+@pytest.mark.parametrize("first,second", [(signal.SIGINT, signal.SIGINT), (signal.SIGINT, signal.SIGTERM),
+                                          (signal.SIGTERM, signal.SIGTERM)])
+def test_a_second_signal_during_the_cleanups_does_not_cut_them_short(first, second, capsys):
+    """Two Ctrl-Cs in quick succession (a terminal's reaches the child, then its parent forwards one), or a SIGTERM
+    while the cleanups run: every cleanup finishes, one line, the first signal's status."""
+    events = []
+
+    def cleanup(i):
+        def fn():
+            events.append(f"start {i}")
+            os.kill(os.getpid(), second)
+            _spin()
+            events.append(f"end {i}")
+        return fn
+
+    @cli
+    def main(argv=None):
+        on_interrupt(cleanup(1))
+        on_interrupt(cleanup(2))
+        os.kill(os.getpid(), first)
+        _spin()
+
+    with pytest.raises(SystemExit) as e:
+        main()
+    assert e.value.code == exit_status(first)
+    assert events == ["start 2", "end 2", "start 1", "end 1"]
+    assert capsys.readouterr().err.strip().splitlines() == ["interrupted"]
+
+
+def test_a_second_signal_while_the_command_unwinds_does_not_cut_its_finally_short(capsys):
+    """A run's own ``except``/``finally`` (ending its MLflow run) is part of the cleanup: a second Ctrl-C there is
+    deferred too."""
+    events = []
+
+    @cli
+    def main(argv=None):
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            _spin()
+        finally:
+            events.append("finally starts")
+            os.kill(os.getpid(), signal.SIGINT)
+            _spin()
+            events.append("finally ends")
+
+    with pytest.raises(SystemExit) as e:
+        main()
+    assert e.value.code == EXIT_INTERRUPTED and events == ["finally starts", "finally ends"]
+    assert capsys.readouterr().err.strip() == "interrupted"

@@ -11,7 +11,7 @@ import sys
 import time
 
 from ..config import DistillConfig, RunConfig, StudentConfig, TrainConfig
-from ..cli import HelpFormatter, cli
+from ..cli import HelpFormatter, add_overwrite, cli
 
 DESCRIPTION = ("One distillation run: a student learns from a fine-tuned teacher on a task (--task general: general "
                "distillation on raw text from --unlabeled-text). It trains on Ray Train with --num-workers data-parallel "
@@ -112,6 +112,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--unlabeled-text", default=None, help="--task general: the corpus, a text file with one text per "
                    "line (default: none)")
     p.add_argument("--output", default="outputs/student", help="folder to write the student to")
+    add_overwrite(p)
     p.add_argument("--storage-path", default=None, help="Ray results folder (default ./raydistill-results/ray)")
     p.add_argument("--run-name", default=None, help="MLflow run name (default: METHOD-TASK-SIZE-time)")
     add_teacher_args(p)

@@ -41,7 +41,7 @@ import random
 import tempfile
 from pathlib import Path
 
-from ..cli import HelpFormatter, cli
+from ..cli import HelpFormatter, add_overwrite, cli
 from ..errors import UserError, check
 from .candidates import embedding_candidates, mlm_candidates, whole_word_ids as _whole_word_ids  # noqa: F401
 
@@ -228,6 +228,7 @@ def main(argv=None):
     ap.add_argument("--teacher", default=None, help="any BERT/RoBERTa/ELECTRA encoder directory (e.g. the teacher) "
                     "whose input word embeddings propose the candidates (--candidates embedding; default: none)")
     ap.add_argument("--output", required=True, help="writes OUTPUT/train.jsonl (cache under OUTPUT/cache)")
+    add_overwrite(ap)
     ap.add_argument("--p", type=float, default=0.4, help="probability that a word is replaced")
     ap.add_argument("--k", type=int, default=15, help="candidates per word to draw a replacement from")
     ap.add_argument("--n", type=int, default=20, help="augmented copies per training row")
@@ -266,12 +267,16 @@ def build(task_name: str, data_dir, model_dir: str, output: str, candidates: str
     quiet_hf()  # an encoder loaded without its task head: no load report, no progress bars
     result = augment_cached(examples, model_dir, out / "cache", p=p, k=k, n=n, seed=seed, batch_size=batch_size,
                             max_length=max_length, candidates=candidates, field=field)
-    out.mkdir(parents=True, exist_ok=True)
-    with (out / "train.jsonl").open("w", encoding="utf-8") as f:
+    from ..outputs import publish, staging
+
+    staged = Path(staging(str(out)))  # the result moves in whole, beside the cache it was built from
+    with (staged / "train.jsonl").open("w", encoding="utf-8") as f:
         f.writelines(json.dumps(ex, ensure_ascii=False) + "\n" for ex in result)
     knobs = {"task": task_name, "candidates": candidates, "model": model_dir, "mlm": mlm, "p": p, "k": k, "n": n,
              "seed": seed, "limit": limit, "max_length": max_length, "held_out_rows": len(held)}
-    (out / "augment.json").write_text(json.dumps(knobs, indent=1))  # recorded with every run that trains on it
+    (staged / "augment.json").write_text(json.dumps(knobs, indent=1))  # recorded with every run that trains on it
+    cache = [str(f.relative_to(out)) for f in (out / "cache").rglob("*") if f.is_file()]
+    publish(str(staged), str(out), "raydistill augment", keep=tuple(cache))
     return len(examples), len(result), str(out / "train.jsonl")
 
 if __name__ == "__main__":

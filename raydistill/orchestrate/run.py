@@ -2,6 +2,7 @@
 and checkpoint, MLflow logging from the Train controller, export of the best epoch's student."""
 from __future__ import annotations
 
+import glob
 import logging
 import os
 import shutil
@@ -103,13 +104,12 @@ def export_student(checkpoint, output: str) -> str:
 
 
 def _copy_best(root: str, output: str) -> str:
-    tmp_out = output.rstrip("/") + ".tmp"
-    shutil.rmtree(tmp_out, ignore_errors=True)
+    from ..outputs import publish, staging
+
+    tmp_out = staging(output)
+    os.rmdir(tmp_out)
     shutil.copytree(os.path.join(root, "checkpoint", "best_student"), tmp_out)
-    if os.path.exists(output):
-        shutil.rmtree(output)
-    os.replace(tmp_out, output)
-    return output
+    return publish(tmp_out, output, "raydistill distill")
 
 
 # checkpoints kept per run (in process and on Ray Train): the latest. It is written beside the old one and put in place
@@ -135,8 +135,9 @@ def fit_in_process(cfg: RunConfig, *, run_dir: str, threads: int, resume: bool, 
 
     from ..loop import Context, run
 
-    if not resume:
-        shutil.rmtree(run_dir, ignore_errors=True)
+    if not resume:  # a fresh start: only the checkpoints an earlier attempt made here go (the folder rule)
+        for old in _checkpoints(run_dir) + glob.glob(os.path.join(run_dir, "checkpoint_*.tmp")):
+            shutil.rmtree(old, ignore_errors=True)
     os.makedirs(run_dir, exist_ok=True)
     kept = _checkpoints(run_dir)
     from ..resources import confine_threads
@@ -208,11 +209,11 @@ def execute(cfg: RunConfig, *, storage_path: str, name: str, parent_run_id: str 
               "teacher_fingerprint": fingerprint(cfg.teacher), **augment_params(cfg)}
     run_id = resume_run_id or track.start_run(uri, cfg.experiment, cfg.run_name or name, params, tags=tags,
                                               parent_run_id=parent_run_id)
-    if not resume_run_id:
-        track.log_datasets(uri, run_id, datasets(cfg))
-    else:  # a restarted trial goes on in its run: RUNNING again, without the error of the attempt that failed
-        track.reopen_run(uri, run_id)
-    try:
+    try:  # from here on the run ends FINISHED, FAILED or KILLED, never left RUNNING
+        if not resume_run_id:
+            track.log_datasets(uri, run_id, datasets(cfg))  # re-reads and hashes the data: it can fail too
+        else:  # a restarted trial goes on in its run: RUNNING again, without the error of the attempt that failed
+            track.reopen_run(uri, run_id)
         if in_process is not None:
             from ..resources import threads
 

@@ -1,0 +1,222 @@
+"""The folder rule (raydistill/outputs.py, docs/RELIABILITY.md): a command writes its result into the folder the user
+names and never deletes what it did not write. A folder holding other files is refused before any work (one line,
+exit 2) unless ``--overwrite``; then those files stay beside the result. A folder holding an earlier result (its
+marker) takes the new one without a flag, whole or not at all."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+
+import pytest
+
+from raydistill import outputs
+from raydistill.outputs import MARKER, check_output, publish, staging, written
+
+USER_FILE = "notes.txt"
+
+
+def _result(root, files: dict) -> str:
+    src = staging(root)
+    for rel, text in files.items():
+        os.makedirs(os.path.dirname(os.path.join(src, rel)), exist_ok=True)
+        with open(os.path.join(src, rel), "w") as f:
+            f.write(text)
+    return src
+
+
+def _user_folder(path) -> str:
+    os.makedirs(path, exist_ok=True)
+    with open(os.path.join(path, USER_FILE), "w") as f:
+        f.write("mine")
+    return str(path)
+
+
+def _siblings(dest) -> list[str]:
+    return sorted(n for n in os.listdir(os.path.dirname(dest)) if n != os.path.basename(dest))
+
+
+def test_a_new_folder_gets_the_result_and_its_marker(tmp_path):
+    dest = str(tmp_path / "out")
+    publish(_result(dest, {"a.bin": "1", "sub/b.txt": "2"}), dest, "test")
+    assert sorted(os.listdir(dest)) == sorted([MARKER, "a.bin", "sub"]) and written(dest) == ["a.bin", "sub/b.txt"]
+    assert _siblings(dest) == []  # no staging folder left behind
+
+
+def test_a_result_replaces_the_one_its_marker_lists_and_leaves_everything_else(tmp_path):
+    dest = str(tmp_path / "out")
+    publish(_result(dest, {"a.bin": "old", "gone.bin": "old", "sub/b.txt": "old"}), dest, "test")
+    _user_folder(dest)  # a file the user put beside an earlier result
+    check_output(dest, "output")  # carries the marker: no flag needed
+    publish(_result(dest, {"a.bin": "new"}), dest, "test")
+    assert open(os.path.join(dest, "a.bin")).read() == "new"
+    assert sorted(os.listdir(dest)) == sorted([MARKER, "a.bin", USER_FILE])  # the old result's other files went
+    assert open(os.path.join(dest, USER_FILE)).read() == "mine" and written(dest) == ["a.bin"]
+
+
+def test_a_folder_holding_other_files_is_refused_unless_overwrite(tmp_path):
+    from raydistill.errors import UserError
+
+    dest = _user_folder(tmp_path / "out")
+    with pytest.raises(UserError) as e:
+        check_output(dest, "output")
+    assert e.value.field == "output" and "did not write" in str(e.value) and "--overwrite" in str(e.value)
+    check_output(dest, "output", overwrite=True)
+    check_output(str(tmp_path / "empty"), "output")  # not there yet: fine
+    os.makedirs(tmp_path / "empty")
+    check_output(str(tmp_path / "empty"), "output")  # empty: fine
+    with open(os.path.join(dest, "a.bin"), "w") as f:
+        f.write("the user's a.bin")
+    publish(_result(dest, {"a.bin": "new", "c.bin": "new"}), dest, "test")  # what --overwrite lets through
+    assert open(os.path.join(dest, "a.bin")).read() == "new"  # same name: replaced
+    assert open(os.path.join(dest, USER_FILE)).read() == "mine" and written(dest) == ["a.bin", "c.bin"]
+
+
+def test_a_failure_part_way_leaves_the_old_result_whole(tmp_path, monkeypatch):
+    dest = str(tmp_path / "out")
+    publish(_result(dest, {"a.bin": "old", "b.bin": "old"}), dest, "test")
+    _user_folder(dest)
+    before = {n: open(os.path.join(dest, n)).read() for n in os.listdir(dest)}
+    src = _result(dest, {"a.bin": "new", "b.bin": "new", "c.bin": "new"})
+    real, calls = os.replace, []
+
+    def flaky(a, b):
+        calls.append(a)
+        if len(calls) == 4:  # after the old files went aside and one new file went in
+            raise OSError("disk full")
+        return real(a, b)
+
+    monkeypatch.setattr(outputs.os, "replace", flaky)
+    with pytest.raises(OSError):
+        publish(src, dest, "test")
+    monkeypatch.setattr(outputs.os, "replace", real)
+    assert {n: open(os.path.join(dest, n)).read() for n in os.listdir(dest)} == before
+    assert _siblings(dest) == []  # no staging or backup folder left
+
+
+def test_a_ctrl_c_during_the_move_arrives_after_it(tmp_path, monkeypatch):
+    """SIGINT/SIGTERM are held while the files move: the folder holds the new result whole, then the interrupt. A
+    command has other threads (Ray's, MLflow's): blocking the signal in the main thread alone let it through them."""
+    import threading
+
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait, daemon=True)
+    other.start()
+    dest = str(tmp_path / "out")
+    publish(_result(dest, {"a.bin": "old", "b.bin": "old"}), dest, "test")
+    src = _result(dest, {"a.bin": "new", "b.bin": "new"})
+    real, sent = outputs._move, []
+
+    def move(a, b, rel):
+        if not sent:
+            sent.append(os.kill(os.getpid(), signal.SIGINT))
+        return real(a, b, rel)
+
+    monkeypatch.setattr(outputs, "_move", move)
+    with pytest.raises(KeyboardInterrupt):
+        publish(src, dest, "test")
+        for _ in range(10**6):  # (it would be raised here, at the latest)
+            pass
+    assert {n: open(os.path.join(dest, n)).read() for n in ("a.bin", "b.bin")} == {"a.bin": "new", "b.bin": "new"}
+    stop.set()
+
+
+# ---- the commands: refused before any work, one line, exit 2, the user's file untouched ----
+
+def _refused(main, argv, flag, folder, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert e.value.code == 2 and len(err) == 1, err
+    assert err[0].startswith(f"error: {flag}: ") and "did not write" in err[0] and "--overwrite" in err[0], err
+    assert sorted(os.listdir(folder)) == [USER_FILE] and open(os.path.join(folder, USER_FILE)).read() == "mine"
+
+
+def test_every_result_command_refuses_a_folder_of_the_users(tiny_teacher, glue_dir, tmp_path, capsys, monkeypatch):
+    from raydistill import best, finetune
+    from raydistill.distill import augment
+    from raydistill.distill.__main__ import main as distill
+
+    folder = _user_folder(tmp_path / "mine")
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    common = ["--task", "sst2", "--data-dir", glue_dir, "--tracking-uri", uri]
+    teacher, encoder = tiny_teacher("classification", 2), tiny_teacher("base")
+    capsys.readouterr()
+    _refused(distill, ["--method", "kd", "--teacher", teacher, "--output", folder, *common], "output", folder, capsys)
+    _refused(finetune.main, ["--model", encoder, "--output", folder, *common], "output", folder, capsys)
+    _refused(augment.main, ["--task", "sst2", "--data-dir", glue_dir, "--teacher", encoder, "--output", folder],
+             "output", folder, capsys)
+    _refused(best.main, ["--experiment", "e", "--tracking-uri", uri, "--export", folder], "export", folder, capsys)
+    monkeypatch.chdir(folder)  # `best --export .` in a project folder
+    _refused(best.main, ["--experiment", "e", "--tracking-uri", uri, "--export", "."], "export", folder, capsys)
+
+
+def _logged_student(uri: str, teacher: str, tmp_path) -> None:
+    """A finished trial run with a ``student`` artifact, as a sweep logs it."""
+    from raydistill import track
+
+    rid = track.start_run(uri, "e", "t1", {"task": "sst2"}, tags={"raydistill.trial_id": "t1"})
+    track.log_metrics(uri, rid, {"best_val_accuracy": 0.8})
+    track.log_artifacts(uri, rid, teacher, "student")
+    track.end_run(uri, rid)
+
+
+def test_best_export_with_overwrite_keeps_the_users_file_and_rewrites_its_own_result(tiny_teacher, tmp_path, capsys):
+    from raydistill import best
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    teacher = tiny_teacher("classification", 2)
+    _logged_student(uri, teacher, tmp_path)
+    folder = _user_folder(tmp_path / "mine")
+    argv = ["--experiment", "e", "--tracking-uri", uri, "--export", folder]
+    best.main([*argv, "--overwrite"])
+    assert sorted(os.listdir(folder)) == sorted([USER_FILE, MARKER, *os.listdir(teacher)])
+    assert open(os.path.join(folder, USER_FILE)).read() == "mine"
+    best.main(argv)  # its own result: no flag needed, the user's file still there
+    assert open(os.path.join(folder, USER_FILE)).read() == "mine" and written(folder) == sorted(os.listdir(teacher))
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["export"] == folder
+
+
+def test_finetune_and_augment_with_overwrite_keep_the_users_file(tiny_teacher, glue_dir, tmp_path):
+    from transformers import AutoModelForSequenceClassification
+
+    from raydistill import finetune
+    from raydistill.distill import augment
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    folder = _user_folder(tmp_path / "teacher")
+    argv = ["--model", tiny_teacher("base"), "--output", folder, "--task", "sst2", "--data-dir", glue_dir,
+            "--epochs", "1", "--max-steps", "2", "--batch-size", "8", "--max-length", "16", "--eval-limit", "16",
+            "--tracking-uri", uri, "--experiment", "ft"]
+    finetune.main([*argv, "--overwrite"])
+    AutoModelForSequenceClassification.from_pretrained(folder)
+    assert open(os.path.join(folder, USER_FILE)).read() == "mine" and finetune.DONE in written(folder)
+    finetune.main([*argv[:-4], "--max-steps", "3", *argv[-4:]])  # a new result into its own folder: no flag
+    assert json.load(open(os.path.join(folder, finetune.DONE)))["config"]["max_steps"] in (3, "3")
+    assert open(os.path.join(folder, USER_FILE)).read() == "mine"
+    assert not os.path.exists(folder + ".resume")
+
+    aug = _user_folder(tmp_path / "aug")
+    a_argv = ["--task", "sst2", "--data-dir", glue_dir, "--teacher", tiny_teacher("base"), "--output", aug, "--n",
+              "1", "--limit", "8"]
+    augment.main([*a_argv, "--overwrite"])
+    augment.main(a_argv)  # its own result again (the cache reused)
+    assert open(os.path.join(aug, USER_FILE)).read() == "mine"
+    assert {"train.jsonl", "augment.json"} <= set(written(aug)) and any(f.startswith("cache/") for f in written(aug))
+
+
+def test_general_distillation_holds_out_the_same_text_whatever_the_seed(tmp_path):
+    """Runs of general distillation with different seeds were scored on different held-out rows (the split followed
+    ``--seed``), so their MLM losses did not compare."""
+    from types import SimpleNamespace as NS
+
+    from raydistill.distill.examples import general_examples
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(f"line {i}" for i in range(50)))
+
+    def held_out(seed):
+        return general_examples(NS(unlabeled_text=str(corpus), train=NS(seed=seed, train_limit=None,
+                                                                          eval_limit=None)))[1]
+
+    assert held_out(1) == held_out(2) == held_out(42) and len(held_out(1)) == 5
