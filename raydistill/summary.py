@@ -117,7 +117,8 @@ def finish(rows, metric, mode, base, parent, storage, name, wall, n_samples, log
         if p:
             track.log_artifact(base.tracking_uri, parent, p, "summary")
     track.close_children(base.tracking_uri, base.experiment, parent,
-                         stopped={r["trial"] for r in rows if r["status"] == "STOPPED"})
+                         stopped={r["trial"] for r in rows if r["status"] == "STOPPED"},
+                         errors={r["trial"]: r["error"] for r in rows if r["status"] == "ERROR"})
     done = [r for r in rows if r["exported"] and r.get(metric) is not None]
     best = done[0] if done else None
     if confirmed:  # the confirmed winner: best mean over seeds; its best seed's student is the one exported

@@ -191,7 +191,7 @@ def main(argv=None) -> dict:
         + (f" (--max-concurrent {a.max_concurrent})" if a.max_concurrent else ""))
     parent = state.get("parent_run_id") or track.start_run(
         base.tracking_uri, base.experiment, name,
-        {"space": spec.name, "task": task.name, "teacher": teacher, "metric": metric, "num_samples": n_samples,
+        {"space": spec.name, "task": task.name, "teacher": teacher, "metric": metric, "mode": mode, "num_samples": n_samples,
          "data_fingerprint": data_fingerprint(base), "search": json.dumps(spec.search)},
         tags={"raydistill.role": "sweep"})
     if state.get("parent_run_id"):  # resumed: the parent (and its trials) go on, RUNNING again

@@ -262,14 +262,22 @@ def find_run(uri: str, experiment: str, tag: str, value: str) -> str | None:
 
 
 def close_children(uri: str, experiment: str, parent_run_id: str, reason: str = "stopped_early",
-                   stopped=()) -> None:
+                   stopped=(), errors: dict | None = None) -> None:
     """Child runs still RUNNING when the sweep ends were stopped early (ASHA kills the trial; ended when they last
     logged an epoch), or the sweep was interrupted (``reason="interrupted"``): mark them KILLED with that reason as a
     tag. ``stopped``: the trial ids the scheduler stopped. On Ray Train (GPU, several workers) such a trial can see
-    its controller die as Tune removes its placement group and end its run FAILED first: KILLED too, error dropped."""
+    its controller die as Tune removes its placement group and end its run FAILED first: KILLED too, error dropped.
+    ``errors`` (trial id → Tune's reason): trials whose process died before their run could be ended (the OOM killer
+    ends an in-process trial's actor): FAILED with that reason, not taken for stopped."""
     c = client(uri)
+    errors = errors or {}
     for r in children(uri, experiment, parent_run_id):  # every child: the in-sweep teacher's has no trial id
         status, rid = r.info.status, r.info.run_id
+        trial = r.data.tags.get("raydistill.trial_id")
+        if status == "RUNNING" and trial in errors:
+            set_tags(uri, rid, {"error": errors[trial][:4000]})
+            end_run(uri, rid, "FAILED")
+            continue
         if status == "RUNNING" or (status == "FAILED" and r.data.tags.get("raydistill.trial_id") in stopped):
             if status == "FAILED" and "error" in r.data.tags:
                 retry(c.delete_tag, rid, "error")

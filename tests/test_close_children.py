@@ -45,3 +45,20 @@ def test_an_interrupted_sweep_ends_its_running_trials_now(tmp_path):
     run = c.get_run(rid)
     assert run.info.status == "KILLED" and run.data.tags.get("interrupted") == "true"
     assert run.info.end_time > 1_700_000_000_000
+
+
+def test_a_trial_whose_process_died_ends_failed_with_tunes_reason(tmp_path):
+    """An in-process trial killed with its process (the OOM killer) leaves its run RUNNING; the sweep's end closed it
+    KILLED with ``stopped_early`` as if ASHA had stopped it. It ends FAILED with the reason Tune gave."""
+    from raydistill import track
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    c = track.client(uri)
+    parent = track.start_run(uri, "sweep", "parent", {})
+    rid = track.start_run(uri, "sweep", "t", {}, tags={"raydistill.trial_id": "oom"}, parent_run_id=parent)
+    c.log_metric(rid, "epoch", 1, timestamp=1_700_000_000_000, step=1)
+    reason = "ActorDiedError: The actor died unexpectedly (the worker was killed: out of memory)"
+    track.close_children(uri, "sweep", parent, errors={"oom": reason})
+    run = c.get_run(rid)
+    assert run.info.status == "FAILED" and run.data.tags["error"] == reason
+    assert "stopped_early" not in run.data.tags

@@ -221,7 +221,7 @@ def test_best_ranks_eval_metrics_by_the_exported_epoch_not_the_last(tmp_path):
             track.log_metrics(uri, rid, {"eval_accuracy": v}, step=step)
         track.log_metrics(uri, rid, {"best_eval_accuracy": best_eval, "best_val_accuracy": best_eval})
         track.end_run(uri, rid)
-    run, metric, _ = find_best(uri, "e", "eval_accuracy", "max")
+    run, metric, _, _ = find_best(uri, "e", "eval_accuracy", "max")
     assert metric == "best_eval_accuracy" and run.info.run_name == "early"
 
 
@@ -276,9 +276,9 @@ def test_best_of_a_named_sweep_ranks_by_that_sweeps_metric_not_the_newest(tmp_pa
             track.log_metrics(uri, rid, {"best_val_accuracy": acc, "best_val_f1": f1})
             track.end_run(uri, rid)
         time.sleep(0.01)
-    run, metric, _ = find_best(uri, "e", None, "max", sweep="a")
+    run, metric, _, _ = find_best(uri, "e", None, "max", sweep="a")
     assert metric == "best_val_f1" and run.info.run_name == "a-f1"
-    run, metric, _ = find_best(uri, "e", None, "max")  # no sweep named: the newest sweep's metric
+    run, metric, _, _ = find_best(uri, "e", None, "max")  # no sweep named: the newest sweep's metric
     assert metric == "best_val_accuracy"
 
 
@@ -307,3 +307,21 @@ def test_a_confirmation_tie_is_broken_as_best_breaks_it():
     assert "_first" not in out[0]
     runs = [_run(t, 0.8, 0.7, confirm_of=o) for t, o in (("zz", None), ("bb", None), ("yy", "zz"), ("cc", "bb"))]
     assert pick_confirmed(runs, "best_val_accuracy")[0].data.tags["raydistill.trial_id"] == "bb"
+
+
+def test_best_ranks_in_the_mode_the_sweep_recorded(tmp_path):
+    """A `mode: min` space: `best` without --mode picked the highest value (its default was max and the sweep did not
+    record its mode), another run than the sweep's summary named."""
+    from raydistill import track
+    from raydistill.best import find_best
+
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    track.start_run(uri, "e", "s", {"metric": "best_val_loss", "mode": "min"}, tags={"raydistill.role": "sweep"})
+    for name, loss in (("low", 0.2), ("high", 0.9)):
+        rid = track.start_run(uri, "e", name, {}, tags={"raydistill.trial_id": name, "raydistill.sweep": "s"})
+        track.log_metrics(uri, rid, {"best_val_loss": loss})
+        track.end_run(uri, rid)
+    run, _, _, mode = find_best(uri, "e", None, None, sweep="s")
+    assert mode == "min" and run.info.run_name == "low"
+    run, _, _, mode = find_best(uri, "e", None, "max", sweep="s")  # --mode given: it wins
+    assert mode == "max" and run.info.run_name == "high"
