@@ -84,7 +84,8 @@ def main() -> None:
         res[name] = {"runs": runs, **qs.seeds_summary([x["dev"] for x in runs])}
     preds = {}
     for init in names:
-        d = res[init]["runs"][qs.median_index(res[init]["seeds"])]["dir"]
+        # the median seed on val stands for the variant: dev chooses nothing
+        d = res[init]["runs"][qs.median_index([x["val"] for x in res[init]["runs"]])]["dir"]
         preds[init], gold = qs.dev_predictions(d, a.task, a.data_dir, int(a.max_length))
         res[init]["ci"] = qs.interval(a.task, preds[init], gold)
     first, verdicts = names[0], {}

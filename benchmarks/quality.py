@@ -40,18 +40,35 @@ ROWS = ("labels", "recipe", "search", "random")
 TARGET = 0.97
 
 
+class Stop(BaseException):
+    """SIGINT or SIGTERM to this script: forwarded once to the running command, which ends its runs first."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _stop(signum, frame):
+    raise Stop(signum)
+
+
 def run(cmd: list[str], log: str) -> dict:
-    """Run one product command; its last stdout line is JSON. stderr (progress) goes to ``log``."""
+    """Run one product command; its last stdout line is JSON. stderr (progress) goes to ``log``. The command runs in
+    its own process group, so a terminal's Ctrl-C reaches this script alone, which forwards that one signal: the
+    command never gets two (the second would once have cut its cleanup short)."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     print("$ " + " ".join(cmd), file=sys.stderr, flush=True)
     with open(log, "a") as err:
         err.write("$ " + " ".join(cmd) + "\n")
         err.flush()
-        proc = subprocess.Popen([sys.executable, "-m", *cmd], stdout=subprocess.PIPE, stderr=err, text=True, env=env)
+        proc = subprocess.Popen([sys.executable, "-m", *cmd], stdout=subprocess.PIPE, stderr=err, text=True, env=env,
+                                start_new_session=True)
         try:
             out, _ = proc.communicate()
-        except KeyboardInterrupt:  # Ctrl-C: the command ends its runs KILLED and saves its resume state first
-            proc.send_signal(signal.SIGINT)  # (subprocess.run would SIGKILL it 0.25 s later, leaving runs RUNNING)
+        except (Stop, KeyboardInterrupt) as e:  # the command ends its runs KILLED and saves its resume state first
+            for sig in (signal.SIGINT, signal.SIGTERM):  # further signals: noted by nobody, the command finishes
+                signal.signal(sig, signal.SIG_IGN)
+            proc.send_signal(e.signum if isinstance(e, Stop) else signal.SIGINT)
             try:
                 proc.wait(timeout=300)
             except subprocess.TimeoutExpired:
@@ -103,8 +120,8 @@ def task_rows(a, task_name: str, step: Steps, work: str, log: str) -> dict:
         ["raydistill.finetune", "--model", a.encoder, "--output", teacher_dir, "--epochs", str(a.teacher_epochs),
          "--lr", str(a.teacher_lr), "--experiment", f"quality-{task_name}-teacher", "--task", task_name, "--data-dir",
          a.data, "--tracking-uri", uri, *a.extra], log))
-    out = {"task": task_name, "metric": task.main_metric, "teacher": {"dev": teacher[report], "dir": teacher_dir,
-                                                                      "wall_s": teacher["wall_s"]}}
+    out = {"task": task_name, "metric": task.main_metric, "teacher": {
+        "dev": teacher[report], "dir": teacher_dir, "wall_s": teacher["wall_s"], "max_length": teacher_max_length(teacher_dir)}}
     seeds = [a.seed + i for i in range(a.seeds)]
     if "labels" in a.rows:
         runs = [step(f"{task_name}/labels/{s}", lambda s=s: run(
@@ -112,8 +129,9 @@ def task_rows(a, task_name: str, step: Steps, work: str, log: str) -> dict:
              "--student-layers", "0.5", "--epochs", str(a.epochs), "--lr", str(a.lr), "--seed", str(s), "--output",
              os.path.join(work, "labels-only", task_name, str(s)), "--experiment", f"quality-{task_name}-labels",
              *common], log)) for s in seeds]
-        out["labels"] = {"runs": [{"dev": r[report], "dir": os.path.join(work, "labels-only", task_name, str(s)),
-                                   "wall_s": r["wall_s"]} for r, s in zip(runs, seeds)]}
+        out["labels"] = {"runs": [{"dev": r[report], "val": r[f"best_val_{task.main_metric}"],
+                                   "dir": os.path.join(work, "labels-only", task_name, str(s)), "wall_s": r["wall_s"],
+                                   "max_length": run_max_length(uri, r["run_id"])} for r, s in zip(runs, seeds)]}
     for row, extra in (("recipe", ["--num-samples", "1", "--set", "search.confirm=false"]),
                        ("search", ["--num-samples", str(a.num_samples)]),
                        ("random", ["--num-samples", str(a.num_samples), "--set", "search.algorithm=random"])):
@@ -145,7 +163,8 @@ def sweep_and_export(a, exp: str, name: str, seed: int, extra: list, teacher_dir
                   str(a.epochs), "--experiment", exp, "--name", name, "--storage-path", storage, *extra, *common], log)
     best_dir = os.path.join(work, "best", name)
     b = run(["raydistill.best", "--experiment", exp, "--tracking-uri", uri, "--sweep", name, "--export", best_dir], log)
-    return {"dev": b["report"], "val": b["value"], "dir": best_dir, "trials": sw["trials"], "errors": sw["errors"],
+    return {"dev": b["report"], "val": b["value"], "dir": best_dir, "run_id": b["run_id"],
+            "max_length": int(b["params"]["max_length"]), "trials": sw["trials"], "errors": sw["errors"],
             "sweep_wall_s": sw["wall_s"], "timings": sw.get("timings"), "confirmed": bool(sw.get("confirmed")),
             "params": {k: v for k, v in b["params"].items() if k in SEARCHED}}
 
@@ -154,33 +173,52 @@ SEARCHED = ("method", "student_layers", "student_hidden", "student_heads", "init
             "mapping", "lr", "seed")
 
 
+def teacher_max_length(teacher_dir: str) -> int:
+    """The max length the teacher was fine-tuned and scored at (its fine-tune record)."""
+    from raydistill.finetune import DONE
+
+    with open(os.path.join(teacher_dir, DONE)) as f:
+        return int(json.load(f)["config"]["max_length"])
+
+
+def run_max_length(uri: str, run_id: str) -> int:
+    """The max length a student run trained and was scored at (its MLflow params)."""
+    from raydistill import track
+
+    return int(track.client(uri).get_run(run_id).data.params["max_length"])
+
+
 def significance(a, res: dict) -> dict:
-    """Re-score every reported model on the whole dev set: intervals, and the search row against each other row."""
+    """Re-score every reported model on the whole dev set, each at the max length its run used: intervals, and the
+    search row against each other row. A row of several seeds is represented by its median seed on val (dev chooses
+    nothing)."""
     t = res["task"]
     preds = {}
 
-    def pred(d):
+    def pred(entry: dict):
+        d = entry["dir"]
         if d not in preds:
-            preds[d] = qs.dev_predictions(d, t, a.data)
+            preds[d] = qs.dev_predictions(d, t, a.data, entry["max_length"])
         return preds[d]
 
-    p, gold = pred(res["teacher"]["dir"])
+    p, gold = pred(res["teacher"])
     res["teacher"]["ci"] = qs.interval(t, p, gold)
     for row in ROWS:
         if row not in res:
             continue
         devs = [r["dev"] for r in res[row]["runs"]]
         res[row].update(qs.seeds_summary(devs))
-        res[row]["dir"] = res[row]["runs"][qs.median_index(devs)]["dir"]  # the median seed stands for the row
-        p, _ = pred(res[row]["dir"])
+        res[row]["rep"] = res[row]["runs"][qs.median_index([r["val"] for r in res[row]["runs"]])]
+        res[row]["dir"] = res[row]["rep"]["dir"]
+        p, _ = pred(res[row]["rep"])
         res[row]["dev_rescored"] = qs.score(t, p, gold)
         res[row]["ci"] = qs.interval(t, p, gold)
         res[row]["pct_of_teacher"] = res[row]["median"] / res["teacher"]["dev"]
     if "search" in res:
-        s, _ = pred(res["search"]["dir"])
+        s, _ = pred(res["search"]["rep"])
         for row in ROWS[:2] + ROWS[3:]:
             if row in res:
-                o, _ = pred(res[row]["dir"])
+                o, _ = pred(res[row]["rep"])
                 diff = res["search"]["median"] - res[row]["median"]
                 ci = qs.interval(t, s, gold, other=o)
                 res["search"][f"vs_{row}"] = {"diff": diff, "ci": ci, "verdict": qs.verdict(ci, diff, res[row]["range"])}
@@ -207,6 +245,8 @@ def main() -> None:
                    "WORK/quality.jsonl)")
     p.add_argument("--smoke", action="store_true", help="tiny synthetic teacher and data, 2 seeds, 2-trial sweeps")
     a = p.parse_args()
+    for sig in (signal.SIGINT, signal.SIGTERM):  # either one is forwarded to the running command (``run``)
+        signal.signal(sig, _stop)
     work = os.path.abspath(a.work)
     os.makedirs(work, exist_ok=True)
     a.limits = dict(kv.split("=") for kv in a.train_limit.split(",") if "=" in kv)

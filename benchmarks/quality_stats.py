@@ -68,7 +68,8 @@ def seeds_summary(values: list[float]) -> dict:
 
 
 def median_index(values: list[float]) -> int:
-    """The seed whose score is the median (the lower middle for an even count): its predictions stand for the row."""
+    """The seed whose score is the median (the lower middle for an even count): its predictions stand for the row.
+    Callers pass validation scores, so the split that reports never picks the run it reports."""
     order = sorted(range(len(values)), key=lambda i: values[i])
     return order[(len(values) - 1) // 2]
 
