@@ -7,7 +7,7 @@ import subprocess
 
 import torch
 
-from raydistill.precision import cpu_bf16  # noqa: F401  (re-exported for the scripts)
+from raydistill.train.precision import cpu_bf16  # noqa: F401  (re-exported for the scripts)
 
 TEXTS = ["the movie was good and the acting was great", "a boring film with a terrible plot",
          "what a fun story , i love it", "the company said it had a bad year"]

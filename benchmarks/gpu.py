@@ -68,7 +68,7 @@ def make_teacher(root: str, sz: dict) -> str:
 
 
 def run_config(teacher_dir: str, sz: dict, stage: str, batch: int, use_gpu: bool, cache: str | None = None):
-    from raydistill.config import DistillConfig, RunConfig, StudentConfig, TrainConfig
+    from raydistill.config.schema import DistillConfig, RunConfig, StudentConfig, TrainConfig
 
     return RunConfig(task="sst2", teacher=teacher_dir, teacher_cache=cache,
                      student=StudentConfig(layers=sz["s_layers"], hidden=sz["s_hidden"], intermediate=sz["s_inter"],
@@ -98,10 +98,10 @@ class Step:
     """The body of ``loop.run``'s inner loop on ``device`` (teacher live, or from ``cache`` when given)."""
 
     def __init__(self, cfg, device, cache=None):
-        from raydistill.distill.objective import build_objective
-        from raydistill.loop import quiet_hf
-        from raydistill.step import Distiller, make_optimizer
-        from raydistill.precision import step_dtype, teacher_dtype
+        from raydistill.train.objective import build_objective
+        from raydistill.train.loop import quiet_hf
+        from raydistill.train.step import Distiller, make_optimizer
+        from raydistill.train.precision import step_dtype, teacher_dtype
 
         quiet_hf()
         torch.manual_seed(0)
@@ -119,7 +119,7 @@ class Step:
         self.n_proj = len(self.objective.projections)
 
     def __call__(self, batch, idx=None):
-        from raydistill.step import teacher_outputs, train_step
+        from raydistill.train.step import teacher_outputs, train_step
 
         t_out = teacher_outputs(self.teacher, self.cache, self.objective, batch, idx, self.stage, self.device,
                                 self.t_dtype)
@@ -152,7 +152,7 @@ def mfu(teacher_dir: str, sz: dict, device, stage: str, steps: int, warmup: int,
 def _pack_worker(rank: int, teacher_dir: str, cache_root: str, sz: dict, device_name: str, steps: int, warmup: int,
                  barrier, results) -> None:
     """One packed trial: its own student, teacher logits from the shared cache."""
-    from raydistill.cache import TeacherCache
+    from raydistill.train.teacher_cache import TeacherCache
     from raydistill.tasks.encode import collate
 
     device = torch.device(device_name)
@@ -182,7 +182,7 @@ def _cache_inputs(cfg, sz: dict, n: int = 1024):
     import hashlib
 
     from raydistill.models.teacher import fingerprint
-    from raydistill.precision import teacher_dtype
+    from raydistill.train.precision import teacher_dtype
 
     from transformers import AutoConfig
 
@@ -199,9 +199,9 @@ def _cache_inputs(cfg, sz: dict, n: int = 1024):
 def packing(teacher_dir: str, sz: dict, device, ks: list[int], steps: int, warmup: int, root: str) -> dict:
     import torch.multiprocessing as mp
 
-    from raydistill.cache import TeacherCache
-    from raydistill.distill.objective import build_objective
-    from raydistill.precision import teacher_dtype
+    from raydistill.train.teacher_cache import TeacherCache
+    from raydistill.train.objective import build_objective
+    from raydistill.train.precision import teacher_dtype
     from raydistill.tasks.encode import collate
 
     cache_root = os.path.join(root, "cache")

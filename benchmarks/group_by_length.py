@@ -5,7 +5,7 @@ fine-tuned 6L MiniLM teacher, teacher outputs from the cache (built once, untime
 thread, the validation split carved as usual. The two settings alternate (plain, grouped, grouped, plain: ABBA) so a
 drift in the machine's state falls on both. Per run: the training phase's seconds (`time_train_s`, the loop's own
 clock), the padded token slots its batches fill, and the whole epoch's wall (training + val/dev scoring + latency).
-Then scoring alone (``devscore.model_outputs`` on dev + val, the student each epoch is scored as): rows in the split's
+Then scoring alone (``scoring.model_outputs`` on dev + val, the student each epoch is scored as): rows in the split's
 order vs longest first (the default), ABBA again.
 
     python benchmarks/group_by_length.py --teacher WORK/teachers/mrpc --data-dir ../shared/data/glue
@@ -34,7 +34,7 @@ from common import loadavg, machine  # noqa: E402
 def one_epoch(cfg, grouped: bool, fused: bool = True) -> dict:
     from dataclasses import replace
 
-    from raydistill import loop, step
+    from raydistill.train import loop, step
 
     step.FUSED_ADAMW = fused
 
@@ -51,8 +51,8 @@ def slots(cfg, grouped: bool) -> tuple[int, int]:
     """(padded token slots, real tokens) of epoch 1's batches: the work the steps do, and the least they could."""
     from transformers import AutoTokenizer
 
-    from raydistill import loop
-    from raydistill.batches import epoch_batches, padded_tokens
+    from raydistill.train import loop
+    from raydistill.data.batches import epoch_batches, padded_tokens
 
     data = loop.load_data(cfg, AutoTokenizer.from_pretrained(cfg.teacher))
     lengths = [len(f["input_ids"]) for f in data.train]
@@ -65,20 +65,20 @@ def compare_scoring(cfg) -> tuple[list, float]:
     longest first, ABBA; printed per run. Returns the runs and the ratio of the medians (in order / longest first)."""
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    from raydistill import devscore, loop
+    from raydistill.train import loop, scoring
     from raydistill.models.student import build_student
 
     data = loop.load_data(cfg, AutoTokenizer.from_pretrained(cfg.teacher))
     student = build_student(AutoModelForSequenceClassification.from_pretrained(cfg.teacher), cfg.student)
-    real, score = devscore.by_length, []
+    real, score = scoring.by_length, []
     for by_length in (False, True, True, False):
-        devscore.by_length = real if by_length else (lambda feats: list(range(len(feats))))
+        scoring.by_length = real if by_length else (lambda feats: list(range(len(feats))))
         try:
             t0 = time.perf_counter()
-            devscore.dev_metrics(student, data, 32, torch.device("cpu"))
+            scoring.dev_metrics(student, data, 32, torch.device("cpu"))
             score.append((by_length, time.perf_counter() - t0))
         finally:
-            devscore.by_length = real
+            scoring.by_length = real
         print(f"scoring dev + val, rows {'longest first' if by_length else 'in order     '}: {score[-1][1]:.2f} s; "
               f"load {loadavg()}", flush=True)
     med = {b: statistics.median(sec for x, sec in score if x == b) for b in (False, True)}
@@ -87,8 +87,8 @@ def compare_scoring(cfg) -> tuple[list, float]:
 
 def half_depth(teacher: str) -> dict:
     """The benchmark's student: half the teacher's layers (its first k), at its width."""
-    from raydistill.preflight import teacher_config
-    from raydistill.sizes import Shape
+    from raydistill.train.preflight import teacher_config
+    from raydistill.config.sizes import Shape
 
     t = Shape.of(teacher_config(teacher))
     return {"layers": round(t.layers / 2), "hidden": t.hidden, "intermediate": t.intermediate, "heads": t.heads,
@@ -120,7 +120,7 @@ def main() -> None:
     p.add_argument("--scoring-only", action="store_true", help="only the scoring comparison (no training epochs)")
     p.add_argument("--optimizer-only", action="store_true", help="only per-tensor vs fused AdamW, grouped batches")
     a = p.parse_args()
-    from raydistill.config import RunConfig
+    from raydistill.config.schema import RunConfig
 
     torch.set_num_threads(1)
     work = tempfile.mkdtemp(prefix="bench-gbl-")

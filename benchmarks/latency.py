@@ -17,7 +17,7 @@ process; the report gives medians (ms) and ratios of medians:
   student_ort    ONNX Runtime, CPU provider, intra-op threads = torch threads
   teacher_bf16 / student_bf16   (extra column) PyTorch under torch.autocast("cpu", bfloat16), on CPUs with
                  AVX512-BF16/AMX; outputs are compared with fp32 and the max abs logit difference is printed
-  student_ort_int8    that file dynamically quantised to INT8 (``raydistill.quantize.quantize_onnx``, what
+  student_ort_int8    that file dynamically quantised to INT8 (``raydistill.export.quantize.quantize_onnx``, what
                  ``raydistill.best --onnx --quantize`` writes: MatMul weights INT8 per channel); its max abs logit
                  difference from PyTorch fp32 is printed
   student_ort_fused   (extra) ONNX Runtime's BERT fusions (``onnxruntime.transformers.optimizer``) on that file
@@ -62,7 +62,7 @@ import torch  # noqa: E402
 
 from common import TEXTS, loadavg, machine as _machine  # noqa: E402
 
-from raydistill.quantize import ort_session, quantize_onnx  # noqa: E402
+from raydistill.export.quantize import ort_session, quantize_onnx  # noqa: E402
 
 
 # (numerator, denominator) variant pairs; a pair is reported when both were timed
@@ -94,7 +94,7 @@ def sizes(smoke: bool) -> dict:
 
 def build(root: str, sz: dict) -> tuple[str, str]:
     """Teacher folder and exported student folder."""
-    from raydistill.config import StudentConfig
+    from raydistill.config.schema import StudentConfig
     from raydistill.models.student import build_student
     from raydistill.models.teacher import load_model
     from raydistill.testing import make_tiny_model
@@ -155,7 +155,7 @@ def main(argv=None) -> dict:
     bf16 = info["bf16_native"] and not a.no_bf16
 
     from raydistill.best import export_onnx
-    from raydistill.loop import quiet_hf
+    from raydistill.train.loop import quiet_hf
     from raydistill.models.student import count_params
     from raydistill.models.teacher import load_model
 

@@ -183,7 +183,7 @@ def teacher_max_length(teacher_dir: str) -> int:
 
 def run_max_length(uri: str, run_id: str) -> int:
     """The max length a student run trained and was scored at (its MLflow params)."""
-    from raydistill import track
+    from raydistill.tracking import track
 
     return int(track.client(uri).get_run(run_id).data.params["max_length"])
 

@@ -13,7 +13,7 @@ def dev_predictions(model_dir: str, task_name: str, data_dir: str, max_length: i
     import torch
     from transformers import AutoTokenizer
 
-    from raydistill.devscore import model_outputs
+    from raydistill.train.scoring import model_outputs
     from raydistill.models.teacher import load_model
     from raydistill.tasks import get_task
     from raydistill.tasks.encode import encode
@@ -42,7 +42,7 @@ def score(task_name: str, preds: list, gold: list, idx=None) -> float:
 def interval(task_name: str, preds: list, gold: list, other: list | None = None, n: int = 1000) -> tuple[float, float]:
     """Bootstrap 95% interval over dev examples of the score of ``preds`` (or of its difference to ``other``'s score
     on the same resampled rows)."""
-    from raydistill.selection import bootstrap_ci
+    from raydistill.config.selection import bootstrap_ci
 
     if other is None:
         return bootstrap_ci(lambda idx: score(task_name, preds, gold, idx), len(gold), n=n)
@@ -86,7 +86,7 @@ def val_dev_agreement(uri: str, experiment: str, sweep: str, metric: str) -> dic
     """How well the validation split that chose predicts dev across one sweep's runs (every trial, those ASHA stopped
     included, and the confirmations): Spearman's rho of best_val_<metric> against best_eval_<metric>. Near 0 or
     below, choosing on val cannot do better than luck on dev, however good the search."""
-    from raydistill import track
+    from raydistill.tracking import track
 
     c = track.client(uri)
     exp = c.get_experiment_by_name(experiment)

@@ -27,7 +27,7 @@ import time  # noqa: E402
 import torch  # noqa: E402
 from transformers import AutoConfig, AutoModelForSequenceClassification  # noqa: E402
 
-from raydistill.config import StudentConfig  # noqa: E402
+from raydistill.config.schema import StudentConfig  # noqa: E402
 from raydistill.models.student import student_config  # noqa: E402
 
 

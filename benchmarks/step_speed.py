@@ -83,7 +83,7 @@ def make_batches(n: int, vocab: int, sz: dict, seed: int = 0) -> list[dict]:
 
 
 def run_config(teacher_dir: str, sz: dict, total_steps: int):
-    from raydistill.config import DistillConfig, RunConfig, StudentConfig, TrainConfig
+    from raydistill.config.schema import DistillConfig, RunConfig, StudentConfig, TrainConfig
 
     return RunConfig(task="sst2", teacher=teacher_dir,
                      student=StudentConfig(layers=sz["s_layers"], hidden=sz["s_hidden"], intermediate=sz["s_inter"],
@@ -95,7 +95,7 @@ def run_config(teacher_dir: str, sz: dict, total_steps: int):
 
 def adamw(cfg, params, total_steps: int):
     """The package's optimizer and schedule (decay on matrices only, linear warmup)."""
-    from raydistill.step import make_optimizer
+    from raydistill.train.step import make_optimizer
 
     return make_optimizer(cfg, list(params), total_steps)
 
@@ -105,13 +105,13 @@ CPU = torch.device("cpu")
 
 
 class Ours:
-    """One step of ``raydistill.loop.run`` (the body of its inner loop), optionally with a bf16-autocast teacher."""
+    """One step of ``raydistill.train.loop.run`` (the body of its inner loop), optionally with a bf16-autocast teacher."""
 
     def __init__(self, cfg, total_steps: int, teacher_bf16: bool, seed: int = 0, student_bf16: bool = False,
                  compile: bool = False):
-        from raydistill.distill.objective import build_objective
-        from raydistill.loop import quiet_hf, seed_all
-        from raydistill.step import Distiller
+        from raydistill.train.objective import build_objective
+        from raydistill.train.loop import quiet_hf, seed_all
+        from raydistill.train.step import Distiller
 
         quiet_hf()
         seed_all(seed)
@@ -127,20 +127,20 @@ class Ours:
         self.sums: dict = {}
 
     def _teacher(self, batch):
-        from raydistill.step import teacher_outputs
+        from raydistill.train.step import teacher_outputs
 
         return teacher_outputs(self.teacher, None, self.objective, batch, None, self.stage, CPU,
                                "bf16" if self.teacher_bf16 else "fp32")
 
     def losses(self, batch) -> dict:
-        from raydistill.precision import autocast
+        from raydistill.train.precision import autocast
 
         t_out = self._teacher(batch)
         with autocast(CPU, "bf16" if self.student_bf16 else "fp32"):  # the losses cast to float32 themselves
             return self.model(batch, t_out, self.stage)
 
     def step(self, batch) -> None:
-        from raydistill.step import train_step
+        from raydistill.train.step import train_step
 
         train_step(self.model, batch, self._teacher(batch), self.stage, self.opt, self.sched, device=CPU,
                    amp="bf16" if self.student_bf16 else "fp32", sums=self.sums)  # as loop.run runs it

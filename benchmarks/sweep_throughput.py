@@ -48,7 +48,7 @@ def run_sweep(work: str, common: list[str], label: str, extra: list[str]) -> dic
 
 def trial_phases(uri: str, parent: str) -> dict:
     """Mean seconds per phase over the sweep's trials (their MLflow child runs' last values)."""
-    from raydistill import track
+    from raydistill.tracking import track
 
     c = track.client(uri)
     run = c.get_run(parent)
@@ -66,7 +66,7 @@ def main() -> None:
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--json", help="write the results here")
     a = p.parse_args()
-    from raydistill.resources import Cluster
+    from raydistill.orchestrate.resources import Cluster
 
     work = tempfile.mkdtemp(prefix="bench-throughput-")
     data, teacher, size, examples, length = sweep_setup(a.data_dir and os.path.abspath(a.data_dir), work, a.examples,

@@ -24,7 +24,7 @@ def usage() -> str:
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "list":
-        from .listing import main as list_main
+        from raydistill.commands.listing import main as list_main
 
         return list_main(argv[1:])
     if argv and argv[0] not in ("-h", "--help"):

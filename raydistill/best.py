@@ -4,7 +4,7 @@ Prints the best trial's params and metric (last stdout line: JSON). ``--export D
 (model + tokenizer) for ``AutoModelFor….from_pretrained`` / ``pipeline()``; ``--onnx`` adds ``model.onnx``;
 ``--quantize`` (with ``--onnx``) adds ``model.int8.onnx``, re-scores both ONNX files on the run's dev set, times them
 at batch 1 against the fp32 teacher in ONNX Runtime (same runtime, the headline) and in PyTorch (cross-runtime) and
-logs the numbers to the trial's run (``raydistill.quantize``);
+logs the numbers to the trial's run (``raydistill.export.quantize``);
 ``--register NAME`` puts it in the MLflow model registry under the alias ``champion`` (stages are deprecated).
 """
 from __future__ import annotations
@@ -17,9 +17,9 @@ import shutil
 import sys
 import time
 
-from .cli import HelpFormatter, add_overwrite, cli
-from .outputs import adding_to
-from .errors import check
+from raydistill.commands.cli import HelpFormatter, add_overwrite, cli
+from raydistill.common.outputs import adding_to
+from raydistill.common.errors import check
 
 
 def find_best(uri: str, experiment: str, metric: str | None, mode: str | None, sweep: str | None = None,
@@ -28,8 +28,8 @@ def find_best(uri: str, experiment: str, metric: str | None, mode: str | None, s
     the validation split) in ``mode`` (default: the sweep's own, recorded with its parent run; else max). A sweep that
     confirmed its top configurations with more seeds is decided by their mean, and the winner's best seed is returned,
     as the sweep's summary names it. Returns (run, metric, mean, mode)."""
-    from . import track
-    from .selection import as_final, pick_confirmed
+    from raydistill.tracking import track
+    from raydistill.config.selection import as_final, pick_confirmed
 
     c = track.client(uri)
     exp = c.get_experiment_by_name(experiment)
@@ -69,7 +69,7 @@ def find_best(uri: str, experiment: str, metric: str | None, mode: str | None, s
 def export(uri: str, run_id: str, out_dir: str) -> str:
     import mlflow
 
-    from .outputs import publish, staging
+    from raydistill.common.outputs import publish, staging
 
     mlflow.set_tracking_uri(uri)
     tmp = staging(out_dir)
@@ -95,9 +95,9 @@ def check_onnx_installed() -> None:
 def export_onnx(model_dir: str, kind: str, length: int = 128, segments: bool = False) -> dict:
     """ONNX export of the student plus a check that ONNX Runtime matches PyTorch within 1e-4. ``segments``
     (sentence-pair and QA tasks): the file also takes ``token_type_ids``, which BERT's second segment needs."""
-    from .latency import measure_latency
-    from .models.teacher import load_model
-    from .onnxexport import OPSET, to_onnx
+    from raydistill.models.latency import measure_latency
+    from raydistill.models.teacher import load_model
+    from raydistill.export.onnx import OPSET, to_onnx
 
     model = load_model(model_dir, kind, attn_implementation="eager").eval()
     path = os.path.join(model_dir, "model.onnx")
@@ -126,7 +126,7 @@ def register(uri: str, run_id: str, name: str, alias: str = ALIAS) -> str:
     before there was one) and point ``alias`` at the new version: ``models:/NAME@champion``."""
     import mlflow
 
-    from . import track
+    from raydistill.tracking import track
 
     c = track.client(uri)
     run = c.get_run(run_id)
@@ -178,7 +178,7 @@ def main(argv=None) -> dict:
     for flag in ("experiment", "sweep"):  # both end up quoted inside an MLflow search filter
         value = getattr(a, flag) or ""
         check("'" not in value and "`" not in value, flag, f"{value!r} contains a quote; pass the name as MLflow shows it")
-    from .track import resolve_tracking_uri
+    from raydistill.tracking.track import resolve_tracking_uri
 
     uri = resolve_tracking_uri(a.tracking_uri)
     if uri.startswith("sqlite:///"):  # reading must not create an empty store where the sweep's store was meant
@@ -189,7 +189,7 @@ def main(argv=None) -> dict:
         value = getattr(a, flag)
         check(value is None or value > 0, flag, f"must be > 0, got {value}")
     best, metric, mean, mode = find_best(uri, a.experiment, a.metric, a.mode, a.sweep, a.max_latency_ms, a.max_params)
-    from .selection import report_metric
+    from raydistill.config.selection import report_metric
 
     report = report_metric(metric)
     out = {"run_id": best.info.run_id, "run_name": best.info.run_name, "metric": metric, "mode": mode,
@@ -200,12 +200,12 @@ def main(argv=None) -> dict:
         out["export"] = export(uri, best.info.run_id, os.path.abspath(a.export))
     with adding_to(out["export"], "raydistill best --export") if a.export else contextlib.nullcontext():
         if a.onnx:
-            from .tasks import get_task
+            from raydistill.tasks import get_task
 
             task = get_task(best.data.params["task"])
             out.update(export_onnx(out["export"], task.kind, segments=task.pair or task.kind == "qa"))
         if a.quantize:
-            from .quantize import log_report, quantize_report, summary_line
+            from raydistill.export.quantize import log_report, quantize_report, summary_line
 
             q = quantize_report(out["export"], out["onnx_path"], best.data.params)
             log_report(uri, best.info.run_id, q)

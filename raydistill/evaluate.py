@@ -7,8 +7,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from .cli import HelpFormatter, cli
-from .errors import UserError, check
+from raydistill.commands.cli import HelpFormatter, cli
+from raydistill.common.errors import UserError, check
 
 
 def evaluate_dir(model_dir: str, task_name: str, data_dir: str | None = None, max_length: int = 128,
@@ -16,10 +16,10 @@ def evaluate_dir(model_dir: str, task_name: str, data_dir: str | None = None, ma
     import torch
     from transformers import AutoTokenizer
 
-    from .devscore import dev_metrics
-    from .loop import Data
-    from .models.teacher import load_model
-    from .tasks import get_task
+    from raydistill.train.scoring import dev_metrics
+    from raydistill.train.loop import Data
+    from raydistill.models.teacher import load_model
+    from raydistill.tasks import get_task
 
     task = get_task(task_name)
     examples = task.loader(task, data_dir, task.eval_split)  # data errors before the model is loaded
@@ -50,9 +50,9 @@ def main(argv=None) -> dict:
     p.add_argument("--max-length", type=int, default=128, help="tokens per example (longer ones are cut)")
     p.add_argument("--eval-limit", type=int, default=0, help="score only the first N dev examples (0 = all)")
     a = p.parse_args(argv)
-    from .models.heads import SUFFIX as HEADS, has_task_head
-    from .preflight import max_positions, teacher_config
-    from .tasks import get_task
+    from raydistill.models.heads import SUFFIX as HEADS, has_task_head
+    from raydistill.train.preflight import max_positions, teacher_config
+    from raydistill.tasks import get_task
 
     task = get_task(a.task)
     check(a.max_length >= 8, "max_length", f"must be >= 8, got {a.max_length}")

@@ -21,8 +21,8 @@ import shlex
 import shutil
 import sys
 
-from .config import RunConfig, StudentConfig
-from .cli import HelpFormatter, add_overwrite, cli, resume_hint
+from raydistill.config.schema import RunConfig, StudentConfig
+from raydistill.commands.cli import HelpFormatter, add_overwrite, cli, resume_hint
 
 DONE = "raydistill_finetune.json"
 RESUME_FILES = {"resume.json", "resume.json.tmp", "checkpoint", "next"}  # all OUTPUT.resume ever holds
@@ -30,8 +30,8 @@ RESUME_FILES = {"resume.json", "resume.json.tmp", "checkpoint", "next"}  # all O
 
 def fingerprint(cfg: RunConfig) -> str:
     """Hash of everything that decides the result: config, teacher weights/config, data examples."""
-    from .distill.examples import data_fingerprint
-    from .models.teacher import fingerprint as model_fp
+    from raydistill.data.splits import data_fingerprint
+    from raydistill.models.teacher import fingerprint as model_fp
 
     h = hashlib.sha256(json.dumps(cfg.to_params(), sort_keys=True).encode())
     h.update(model_fp(cfg.teacher).encode() if os.path.isdir(cfg.teacher) else cfg.teacher.encode())
@@ -42,11 +42,11 @@ def fingerprint(cfg: RunConfig) -> str:
 def finetune(cfg: RunConfig, output: str, log=print, parent_run_id: str | None = None) -> dict:
     """Train ``cfg.teacher`` with its own task head on gold labels; returns dev metrics. Reuses a finished
     result in ``output`` when the fingerprint matches. Logged as its own MLflow run."""
-    from . import track
-    from .checkpoint import copy_dir
-    from .outputs import publish, remove_if_ours
-    from .loop import Context, run
-    from .precision import run_device
+    from raydistill.tracking import track
+    from raydistill.train.checkpoint import copy_dir
+    from raydistill.common.outputs import publish, remove_if_ours
+    from raydistill.train.loop import Context, run
+    from raydistill.train.precision import run_device
 
     device = run_device(cfg.train)  # the GPU with --use-gpu (and a sweep's --use-gpu), else the CPU
     fp = fingerprint(cfg)
@@ -87,7 +87,7 @@ def finetune(cfg: RunConfig, output: str, log=print, parent_run_id: str | None =
 
     try:  # from here on the run ends FINISHED, FAILED or KILLED, never left RUNNING
         if not resume_dir:
-            from .distill.examples import datasets
+            from raydistill.data.splits import datasets
 
             track.log_datasets(uri, run_id, datasets(cfg))  # re-reads and hashes the data: it can fail too
         metrics = run(cfg, Context(device=device, report=report, log=lambda m: log(m), live=sys.stderr.isatty(),
@@ -114,7 +114,7 @@ def finetune(cfg: RunConfig, output: str, log=print, parent_run_id: str | None =
 
 
 def parser():
-    from .distill.__main__ import add_train_args
+    from raydistill.distill.__main__ import add_train_args
 
     p = argparse.ArgumentParser(prog="python -m raydistill.finetune", formatter_class=HelpFormatter, description=(
         "Fine-tune a pretrained BERT/RoBERTa encoder on a labelled task, to serve as a teacher. It trains in this "
@@ -134,7 +134,7 @@ def parser():
 
 
 def config(a) -> RunConfig:
-    from .distill.__main__ import local_abspath, train_config
+    from raydistill.distill.__main__ import local_abspath, train_config
 
     return RunConfig.from_dict(dict(
         task=a.task, teacher=local_abspath(a.model), data_dir=local_abspath(a.data_dir), output=os.path.abspath(a.output),
@@ -145,9 +145,9 @@ def config(a) -> RunConfig:
 @cli
 def main(argv=None) -> dict:
     a = parser().parse_args(argv)
-    from .precision import run_device
-    from .preflight import preflight
-    from .tasks import check_labelled, get_task
+    from raydistill.train.precision import run_device
+    from raydistill.train.preflight import preflight
+    from raydistill.tasks import check_labelled, get_task
 
     check_labelled(get_task(a.task), "finetune")
 
@@ -167,9 +167,9 @@ def prepare_teacher(cfg: RunConfig, storage_root: str, parent_run_id: str | None
     """A teacher already fine-tuned for the task is used as is; a pretrained encoder is fine-tuned first
     (cached by fingerprint, its own MLflow run), as the Patient-KD recipe does: on every training row (less the
     validation split) for ``epochs`` at ``lr`` — its own budget, not the trials' ``max_steps`` / ``train_limit``."""
-    from .models.heads import has_task_head
-    from .preflight import teacher_config
-    from .tasks import get_task
+    from raydistill.models.heads import has_task_head
+    from raydistill.train.preflight import teacher_config
+    from raydistill.tasks import get_task
 
     task = get_task(cfg.task)
     if has_task_head(teacher_config(cfg.teacher), task):

@@ -14,12 +14,12 @@ import os
 import sys
 import time
 
-from .cli import HelpFormatter, cli
-from .config import RunConfig
-from .errors import check
-from .resources import DEFAULT_CPUS_PER_WORKER, Cluster, TrialDemand, concurrency
-from .sizes import Shape
-from .track import RESULTS_DIR
+from raydistill.commands.cli import HelpFormatter, cli
+from raydistill.config.schema import RunConfig
+from raydistill.common.errors import check
+from raydistill.orchestrate.resources import DEFAULT_CPUS_PER_WORKER, Cluster, TrialDemand, concurrency
+from raydistill.config.sizes import Shape
+from raydistill.tracking.track import RESULTS_DIR
 
 STATE = "raydistill_sweep.json"
 SECOND_OBJECTIVE = {"params": "student_params", "latency": "latency_ms_b1"}  # --multi-objective: minimised
@@ -27,7 +27,7 @@ TEACHER_EPOCHS, TEACHER_LR = 3, 2e-5  # the in-sweep teacher fine-tune: raydisti
 
 
 def parser():
-    from .distill.__main__ import add_teacher_args
+    from raydistill.distill.__main__ import add_teacher_args
 
     p = argparse.ArgumentParser(prog="python -m raydistill.sweep", formatter_class=HelpFormatter, description=(
         "Search a space of distillation runs (Ray Tune, Optuna TPE, ASHA). Each trial is one distillation run logged "
@@ -55,7 +55,7 @@ def parser():
                        ("max-length", int), ("batch-size", int), ("seed", int), ("lr", float)):
         p.add_argument(f"--{flag}", type=kind, help=f"as in raydistill.distill (default: the space's train."
                        f"{flag.replace('-', '_')}, else raydistill.distill's)")
-    from .distill.__main__ import add_selection_args
+    from raydistill.distill.__main__ import add_selection_args
 
     add_selection_args(p, None)
     p.add_argument("--teacher-epochs", type=int, default=TEACHER_EPOCHS, help="epochs of the teacher's fine-tune when "
@@ -103,12 +103,12 @@ def main(argv=None) -> dict:
                                 (["--storage-path", a.storage_path] if a.storage_path else []))
     check(bool(a.space), "space", "name a search space (python -m raydistill.sweep pkd_glue; a YAML path works too), "
           "or continue a sweep with --resume --name NAME")
-    from . import space as sp
-    from .distill.__main__ import teacher_cache_dir
-    from .distill.examples import data_fingerprint, train_and_eval_examples
-    from .preflight import check_ray_options, preflight, teacher_config
-    from .tasks import get_task
-    from .track import resolve_tracking_uri
+    from raydistill.config import space as sp
+    from raydistill.distill.__main__ import teacher_cache_dir
+    from raydistill.data.splits import data_fingerprint, train_and_eval_examples
+    from raydistill.train.preflight import check_ray_options, preflight, teacher_config
+    from raydistill.tasks import get_task
+    from raydistill.tracking.track import resolve_tracking_uri
 
     log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
     spec = sp.load(a.space, a.set)
@@ -148,7 +148,7 @@ def main(argv=None) -> dict:
         train=train, tracking_uri=resolve_tracking_uri(a.tracking_uri), experiment=a.experiment or spec.name,
         output=os.path.join(storage_root, "students", name, "student"), fault=a.inject_fault,
         teacher_cache=teacher_cache_dir(a), teacher_cache_gb=a.teacher_cache_gb))
-    from .selection import as_final, confirm_of, objective
+    from raydistill.config.selection import as_final, confirm_of, objective
 
     # a trial is worth its best epoch (the student it exports), chosen on the validation split
     metric = as_final(spec.metric, "metric") if spec.metric else objective(task.main_metric, base.train.select_on)
@@ -164,20 +164,20 @@ def main(argv=None) -> dict:
     preflight(sp.trial_config(base, sp.sample(spec, None, tshape)),
               load_data=False, require_head=False)  # types, bounds, sizes, mapping: before any run is logged
 
-    from . import track
-    from .finetune import prepare_teacher
-    from .orchestrate.connect import cluster as joined, init_ray, mute_workers, shutdown
-    from .orchestrate.tuner import run_sweep, trial_opts
-    from .summary import finish
+    from raydistill.tracking import track
+    from raydistill.finetune import prepare_teacher
+    from raydistill.orchestrate.connect import cluster as joined, init_ray, mute_workers, shutdown
+    from raydistill.orchestrate.tuner import run_sweep, trial_opts
+    from raydistill.results.summary import finish
 
     state_path = _state_path(a.storage_path, name)
     state = {**state, "argv": argv, "name": name}
     _write_json(state_path, state)  # resumable from here on: Ctrl-C, SIGTERM or a lost driver
-    from .cli import at_signal, on_interrupt, resume_hint
+    from raydistill.commands.cli import at_signal, on_interrupt, resume_hint
 
     resume_hint(f"python -m raydistill.sweep --resume --name {name}" +
                 (f" --storage-path {a.storage_path}" if a.storage_path else ""))
-    from .loop import Clock
+    from raydistill.train.loop import Clock
 
     clock = Clock()  # the work a sweep does around its trials: Ray start, teacher, reference, re-timing
     init_ray(verbose=a.verbose)  # before any MLflow run: a refused cluster connection must not leave a parent run open
@@ -207,16 +207,16 @@ def main(argv=None) -> dict:
     clock.lap("ray_start")
     base = base.replace(teacher=state.get("teacher") or prepare_teacher(base, storage_root, parent, log,
                                                                         epochs=a.teacher_epochs, lr=a.teacher_lr))
-    from .augmentation import build_sets
+    from raydistill.data.augment_sets import build_sets
 
     augment_dirs = build_sets(spec.raw.get("augment"), base, storage_root, log)  # once, shared by the trials
     clock.lap("teacher")
     preflight(sp.trial_config(base, sp.sample(spec, None, tshape)), load_data=False)
     state.update(teacher=base.teacher, concurrency=state.get("concurrency") or n_at_once)
     _write_json(state_path, state)
-    from .reference import remeasure_latency, teacher_reference, weak_teacher
-    from .resources import threads
-    from .selection import report_metric
+    from raydistill.results.reference import remeasure_latency, teacher_reference, weak_teacher
+    from raydistill.orchestrate.resources import threads
+    from raydistill.config.selection import report_metric
 
     ref = teacher_reference(base, threads(demand.cpus_per_worker), log)  # the yardstick of every trial
     shown = [m[len("best_"):] for m in dict.fromkeys((metric, report_metric(metric))) if m.startswith("best_")]
@@ -240,7 +240,7 @@ def main(argv=None) -> dict:
     rows, run_ids = _rows(results, metric, mode, base, parent)
     confirmed = None
     if confirm["top"] and confirm["seeds"]:
-        from .orchestrate.confirm import candidates, confirm_points, confirmed_rows, run_confirm
+        from raydistill.orchestrate.confirm import candidates, confirm_points, confirmed_rows, run_confirm
 
         top = candidates(rows, metric, confirm["top"])
         log(f"confirming the top {len(top)} trial(s) with {confirm['seeds']} more seed(s) each (search.confirm)")
@@ -264,8 +264,8 @@ def main(argv=None) -> dict:
 
 def _rows(results, metric: str, mode: str, base: RunConfig, parent: str) -> tuple[list[dict], dict]:
     """Summary rows of Tune results, with what their MLflow runs logged, and each trial's run id."""
-    from . import track
-    from .summary import summarize
+    from raydistill.tracking import track
+    from raydistill.results.summary import summarize
 
     children = track.child_runs(base.tracking_uri, base.experiment, parent)
     finished = {t for t, r in children.items() if r.info.status == "FINISHED"}

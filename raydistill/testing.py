@@ -68,7 +68,7 @@ def make_tiny_model(out_dir: str | os.PathLike, kind: str = "classification", nu
     import torch
     from transformers import AutoConfig
 
-    from .models.heads import auto_class
+    from raydistill.models.heads import auto_class
 
     torch.manual_seed(seed)
     out = Path(out_dir)

@@ -11,7 +11,7 @@ import shutil
 
 import torch
 
-from raydistill.config import DistillConfig, RunConfig, StudentConfig, TrainConfig
+from raydistill.config.schema import DistillConfig, RunConfig, StudentConfig, TrainConfig
 from tests.conftest import sentence
 
 METHODS = ("kd", "distilbert", "tinybert", "pkd", "two_stage", "minilm", "finetune")
@@ -37,7 +37,7 @@ class Captured:
     computed in while training, every report, the log, and a copy of the best student of the last report."""
 
     def __init__(self, monkeypatch, out_dir: str):
-        import raydistill.distill.objective as objective
+        import raydistill.train.objective as objective
 
         self.student = self.teacher = None
         self.train_dtypes: set = set()
@@ -62,7 +62,7 @@ class Captured:
             shutil.copytree(os.path.join(ckpt_dir, "best_student"), self.best_dir)
 
     def run(self, cfg: RunConfig, device) -> dict:
-        from raydistill.loop import Context, run
+        from raydistill.train.loop import Context, run
 
         return run(cfg, Context(device=device, report=self.report, log=self.logs.append))
 

@@ -8,9 +8,9 @@ import math
 import optuna
 import pytest
 
-from raydistill import space as sp
-from raydistill.config import RunConfig, TrainConfig
-from raydistill.sizes import Shape
+from raydistill.config import space as sp
+from raydistill.config.schema import RunConfig, TrainConfig
+from raydistill.config.sizes import Shape
 
 pytestmark = pytest.mark.slow
 
@@ -39,8 +39,8 @@ def teachers(tiny_teacher):
 def test_named_space_runs_one_trial_with_any_teacher(name, shape, teachers, glue_dir, korean_dir, monkeypatch):
     """The trial config is built as the sweep builds it (first trial = the space's published recipe), preflighted,
     and trained for two tiny epochs by the same loop the Ray workers run."""
-    from raydistill import loop
-    from raydistill.preflight import preflight, teacher_config
+    from raydistill.train import loop
+    from raydistill.train.preflight import preflight, teacher_config
 
     monkeypatch.setattr(loop, "_speed", lambda student, device: {"student_params": 1})  # latency is not tested here
     task, kind = TASK.get(name, ("sst2", "classification"))

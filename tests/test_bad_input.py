@@ -21,7 +21,7 @@ from typing import Callable
 
 import pytest
 
-from raydistill.outputs import MARKER
+from raydistill.common.outputs import MARKER
 
 MODULES = {"data": "raydistill.data", "finetune": "raydistill.finetune", "distill": "raydistill.distill",
            "sweep": "raydistill.sweep", "best": "raydistill.best", "evaluate": "raydistill.evaluate",
@@ -556,7 +556,8 @@ def trapped(monkeypatch):
     """Starting Ray, training, fine-tuning or logging an MLflow run fails the test at once."""
     import ray
 
-    from raydistill import finetune, track
+    from raydistill import finetune
+    from raydistill.tracking import track
     from raydistill.orchestrate import connect, run
 
     def trap(what):
@@ -577,7 +578,7 @@ def trapped(monkeypatch):
 def main_of(cmd: str):
     import importlib
 
-    mod = MODULES[cmd] + (".__main__" if cmd == "distill" else "")
+    mod = MODULES[cmd] + (".__main__" if cmd in ("distill", "data") else "")
     return importlib.import_module(mod).main
 
 
@@ -693,8 +694,8 @@ def test_argparse_is_left_as_it_was():
     """The one-line argparse errors apply only while an entry point runs."""
     import argparse
 
-    from raydistill.cli import cli
-    from raydistill.errors import UserError
+    from raydistill.commands.cli import cli
+    from raydistill.common.errors import UserError
 
     before = (argparse.ArgumentParser.error, argparse.ArgumentParser.parse_args)
 

@@ -1,4 +1,4 @@
-"""Which rows make each step's batch (raydistill/batches.py): the plain order is the one runs have always used, and
+"""Which rows make each step's batch (raydistill/data/batches.py): the plain order is the one runs have always used, and
 --group-by-length keeps the same rows and steps with far less padding, seeded, and with no long-to-short curriculum."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import random
 
 import torch
 
-from raydistill.batches import MEGA, epoch_batches, padded_tokens
+from raydistill.data.batches import MEGA, epoch_batches, padded_tokens
 
 
 def _old_rule(n, batch_size, epoch, seed, rank, world):

@@ -7,8 +7,8 @@ import mlflow
 import yaml
 from mlflow.tracking import MlflowClient
 
-from raydistill import track
-from raydistill.card import student_card
+from raydistill.tracking import track
+from raydistill.export.card import student_card
 
 
 def test_card_describes_the_student(tiny_teacher):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 
 def test_stopped_trials_end_killed_at_their_last_epoch_and_errors_stay(tmp_path):
-    from raydistill import track
+    from raydistill.tracking import track
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     c = track.client(uri)
@@ -34,7 +34,7 @@ def test_stopped_trials_end_killed_at_their_last_epoch_and_errors_stay(tmp_path)
 
 
 def test_an_interrupted_sweep_ends_its_running_trials_now(tmp_path):
-    from raydistill import track
+    from raydistill.tracking import track
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     c = track.client(uri)
@@ -50,7 +50,7 @@ def test_an_interrupted_sweep_ends_its_running_trials_now(tmp_path):
 def test_a_trial_whose_process_died_ends_failed_with_tunes_reason(tmp_path):
     """An in-process trial killed with its process (the OOM killer) leaves its run RUNNING; the sweep's end closed it
     KILLED with ``stopped_early`` as if ASHA had stopped it. It ends FAILED with the reason Tune gave."""
-    from raydistill import track
+    from raydistill.tracking import track
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     c = track.client(uri)

@@ -16,7 +16,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from raydistill.config import DistillConfig, RunConfig, StudentConfig, TrainConfig
+from raydistill.config.schema import DistillConfig, RunConfig, StudentConfig, TrainConfig
 from raydistill.distill import losses as L
 
 KO_LABELS = ("O", "B-PS", "I-PS", "B-LC", "I-LC", "B-OG", "I-OG", "B-DT", "I-DT", "B-TI", "I-TI", "B-QT", "I-QT")
@@ -185,7 +185,7 @@ def _loop_worker(rank, world, port, cfg, out):
     every step, and rank 0's checkpoints."""
     if world > 1:
         _init(rank, world, port)
-    from raydistill import loop, step as step_mod
+    from raydistill.train import loop, step as step_mod
 
     seen = {"rng": None, "weights": []}
     forward, step = step_mod.Distiller.forward, step_mod.optimizer_step

@@ -7,8 +7,8 @@ import pytest
 import torch
 from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification
 
-from raydistill.devscore import by_length, model_outputs
-from raydistill.step import forward
+from raydistill.train.scoring import by_length, model_outputs
+from raydistill.train.step import forward
 from raydistill.tasks.encode import Encoded, collate
 from raydistill.testing import make_tiny_model
 

@@ -74,7 +74,7 @@ def test_mlflow_server_unreachable_fails_fast_before_training(tiny_teacher, glue
 
 
 def test_metrics_are_spooled_not_dropped_when_mlflow_goes_down(tmp_path, monkeypatch):
-    from raydistill import track
+    from raydistill.tracking import track
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(track.time, "sleep", lambda s: None)
@@ -93,7 +93,7 @@ def test_metrics_are_spooled_not_dropped_when_mlflow_goes_down(tmp_path, monkeyp
 def test_half_written_checkpoint_is_never_taken_as_valid(tiny_teacher, tmp_path):
     import torch
 
-    from raydistill.checkpoint import save_checkpoint
+    from raydistill.train.checkpoint import save_checkpoint
 
     class Boom:
         def save_pretrained(self, path):
@@ -110,7 +110,7 @@ def test_half_written_checkpoint_is_never_taken_as_valid(tiny_teacher, tmp_path)
 
 
 def test_same_config_and_seed_reproduce_the_dev_metric(tiny_teacher, glue_dir):
-    from raydistill.loop import Context, run
+    from raydistill.train.loop import Context, run
     from tests.test_loop import cfg_for
 
     cfg = cfg_for("sst2", tiny_teacher("classification", 2), glue_dir, "pkd", epochs=1, alpha=0.5, beta=10.0,

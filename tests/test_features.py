@@ -1,8 +1,8 @@
 import pytest
 import torch
 
-from raydistill.config import StudentConfig
-from raydistill.errors import UserError
+from raydistill.config.schema import StudentConfig
+from raydistill.common.errors import UserError
 from raydistill.models import features
 from raydistill.models.features import AttentionCapture, forward_features
 from raydistill.models.student import build_student

@@ -10,8 +10,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from raydistill.config import DistillConfig, RunConfig, StudentConfig, TrainConfig, build
-from raydistill.errors import UserError
+from raydistill.config.schema import DistillConfig, RunConfig, StudentConfig, TrainConfig, build
+from raydistill.common.errors import UserError
 from raydistill.models.student import build_student, init_layers
 from raydistill.models.teacher import load_model
 from raydistill.testing import make_tiny_model
@@ -77,7 +77,7 @@ def test_cli_init_defaults_to_the_methods(tmp_path):
 
 
 def test_default_init_reaches_the_student(tiny_teacher):
-    from raydistill.distill.objective import build_objective
+    from raydistill.train.objective import build_objective
 
     teacher_dir = tiny_teacher("classification", 2)
     cfg = RunConfig(task="sst2", teacher=teacher_dir, student=StudentConfig(**TINY),
@@ -175,7 +175,7 @@ def tok(tmp_path_factory):
 
 
 def test_dynamic_masking_fresh_per_epoch_deterministic_and_batch_independent(tok):
-    from raydistill.distill.general import DynamicMasking, encode_mlm
+    from raydistill.data.general import DynamicMasking, encode_mlm
     from tests.conftest import _texts
 
     texts = [{"text": t} for t in _texts()[:20]]
@@ -206,7 +206,7 @@ def nsmc_cfg(korean_dir, method="kd", seed=42, augment_dir=None):
 
 
 def test_every_method_holds_out_dev_from_nsmc_train(korean_dir):
-    from raydistill.distill.examples import train_and_eval_examples
+    from raydistill.data.splits import train_and_eval_examples
     from raydistill.tasks import get_task
 
     task = get_task("nsmc")
@@ -215,7 +215,7 @@ def test_every_method_holds_out_dev_from_nsmc_train(korean_dir):
     splits = {m: train_and_eval_examples(nsmc_cfg(korean_dir, m), task) for m in ("kd", "pkd", "tinybert", "two_stage")}
     assert splits["kd"] == splits["pkd"] == splits["tinybert"] == splits["two_stage"]
     assert train_and_eval_examples(nsmc_cfg(korean_dir, seed=7), task) == splits["kd"]  # a property of the data
-    from raydistill.distill.examples import train_val_dev
+    from raydistill.data.splits import train_val_dev
 
     train, dev = splits["kd"]
     _, val, _ = train_val_dev(nsmc_cfg(korean_dir), task)
@@ -225,21 +225,21 @@ def test_every_method_holds_out_dev_from_nsmc_train(korean_dir):
 
 
 def _held(korean_dir):
-    from raydistill.distill.examples import split_train
+    from raydistill.data.splits import split_train
     from raydistill.tasks import get_task
 
     return split_train(get_task("nsmc"), korean_dir)
 
 
 def test_augmented_rows_of_held_out_examples_never_train(korean_dir, tmp_path):
-    from raydistill.distill.examples import train_and_eval_examples
+    from raydistill.data.splits import train_and_eval_examples
     from raydistill.tasks import get_task
 
     rows, held = _held(korean_dir)
     # an augmented set made from every train row (as before the fix): two copies each, tagged with their source
     aug = [{**ex, "text": ex["text"] + extra, "source_index": i} for i, ex in enumerate(rows) for extra in ("", " !")]
     (tmp_path / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in aug))
-    from raydistill.distill.examples import val_indices
+    from raydistill.data.splits import val_indices
 
     train, dev = train_and_eval_examples(nsmc_cfg(korean_dir, augment_dir=str(tmp_path)), get_task("nsmc"))
     val = set(val_indices(rows, get_task("nsmc"), 0.1, held))  # validation rows never train either
@@ -253,7 +253,7 @@ def test_augmented_rows_of_held_out_examples_never_train(korean_dir, tmp_path):
 
 
 def test_augment_command_augments_only_post_holdout_rows(korean_dir, tiny_teacher, tmp_path):
-    from raydistill.distill import augment
+    from raydistill.data import augment
 
     rows, held = _held(korean_dir)
     augment.main(["--task", "nsmc", "--data-dir", korean_dir, "--mlm", tiny_teacher("mlm"), "--output",

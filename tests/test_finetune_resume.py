@@ -8,7 +8,8 @@ import shlex
 import pytest
 from mlflow.tracking import MlflowClient
 
-from raydistill import finetune, track
+from raydistill import finetune
+from raydistill.tracking import track
 
 
 def _argv(tiny_teacher, glue_dir, uri, out):

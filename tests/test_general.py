@@ -6,8 +6,8 @@ import shutil
 
 import pytest
 
-from raydistill.config import DistillConfig, RunConfig, StudentConfig, TrainConfig
-from raydistill.loop import Context, run
+from raydistill.config.schema import DistillConfig, RunConfig, StudentConfig, TrainConfig
+from raydistill.train.loop import Context, run
 from tests.conftest import _texts
 
 
@@ -45,7 +45,7 @@ def test_general_then_task_distillation(method, extra, tiny_teacher, glue_dir, t
 
 
 def test_tinybert_trains_on_an_augmented_set(tiny_teacher, glue_dir, tmp_path):
-    from raydistill.distill.augment import augment
+    from raydistill.data.augment import augment
     from raydistill.tasks import get_task
 
     task = get_task("sst2")

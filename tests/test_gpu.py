@@ -45,7 +45,7 @@ def sst2(tmp_path_factory):
 # ---------------------------------------------------------------- every method, end to end
 @pytest.mark.parametrize("method", METHODS)
 def test_every_method_end_to_end_on_the_gpu(method, tiny_teacher, sst2, tmp_path, monkeypatch):
-    from raydistill.precision import step_dtype
+    from raydistill.train.precision import step_dtype
 
     cfg = method_cfg(method, tiny_teacher("classification"), sst2, use_gpu=True, epochs=6)  # staged: 3 epochs each
     assert step_dtype(cfg.train, cuda()) == ("bf16" if native_dtype() == torch.bfloat16 else "fp32")
@@ -64,10 +64,10 @@ def test_nccl_process_group_with_one_rank(tiny_teacher, sst2, tmp_path):
     DDP's NCCL gradient sync."""
     import torch.distributed as dist
 
-    from raydistill.distill.objective import build_objective
-    from raydistill.loop import load_data
-    from raydistill.precision import step_dtype, teacher_dtype
-    from raydistill.step import Distiller, make_optimizer, teacher_outputs, to_device, train_step
+    from raydistill.train.objective import build_objective
+    from raydistill.train.loop import load_data
+    from raydistill.train.precision import step_dtype, teacher_dtype
+    from raydistill.train.step import Distiller, make_optimizer, teacher_outputs, to_device, train_step
     from raydistill.tasks.encode import collate
 
     dist.init_process_group("nccl", init_method=f"file://{tmp_path / 'pg'}", rank=0, world_size=1)
@@ -109,7 +109,7 @@ def test_ray_train_run_on_the_gpu(ray_session, tiny_teacher, sst2, tmp_path, mlf
     per-epoch GPU memory logged to MLflow, and the exported student's dev score matching a CPU re-score."""
     from raydistill.evaluate import evaluate_dir
     from raydistill.orchestrate.run import execute, make_trainer
-    from raydistill import track
+    from raydistill.tracking import track
 
     cfg = method_cfg("kd", tiny_teacher("classification"), sst2, use_gpu=True, epochs=2).replace(
         tracking_uri=mlflow_uri, experiment="gpu-run", output=str(tmp_path / "student"))
@@ -126,8 +126,8 @@ def test_ray_train_run_on_the_gpu(ray_session, tiny_teacher, sst2, tmp_path, mlf
 @pytest.mark.parametrize("method", ["pkd", "tinybert"])  # [CLS] + logits; full-sequence states and scores
 def test_teacher_cache_built_on_the_gpu_then_read_with_no_teacher_on_the_device(method, tiny_teacher, sst2, tmp_path,
                                                                                 monkeypatch):
-    from raydistill.cache import cache_key
-    from raydistill.precision import teacher_dtype
+    from raydistill.train.teacher_cache import cache_key
+    from raydistill.train.precision import teacher_dtype
 
     cache = str(tmp_path / "cache")
     cfg = method_cfg(method, tiny_teacher("classification"), sst2, use_gpu=True, cache=cache, epochs=6)
@@ -175,7 +175,7 @@ def gpu_sweep(tiny_teacher, tmp_path_factory):
 
 @pytest.mark.slow
 def test_sweep_puts_two_trials_on_one_gpu_at_once(gpu_sweep):
-    from raydistill import track
+    from raydistill.tracking import track
     from raydistill.testing import common_span, held_window
 
     out = gpu_sweep["out"]

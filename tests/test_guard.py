@@ -26,7 +26,7 @@ def dead_address() -> str:
 
 def runs(uri: str) -> tuple[str, str]:
     """A sweep-like parent run and one RUNNING child."""
-    from raydistill import track
+    from raydistill.tracking import track
 
     parent = track.start_run(uri, "g", "my-sweep", {"space": "pkd_glue"}, tags={"raydistill.role": "sweep"})
     child = track.start_run(uri, "g", "trial", {}, parent_run_id=parent)
@@ -60,7 +60,7 @@ def test_guardian_marks_a_dead_drivers_runs_failed_in_one_line(tmp_path):
 
 HANG = """
 import sys, time
-from raydistill import track
+from raydistill.tracking import track
 from raydistill.orchestrate import guard
 guard.POLL_S, guard.LOST_S = 0.2, 1e9
 guard.watch(sys.argv[1])
@@ -88,7 +88,7 @@ def test_a_run_the_driver_ended_failed_just_before_dying_is_still_named(tmp_path
     """The CI race: the driver's own error handling marked its run FAILED (and told the guardian "close"), then Ray
     took the process down before its one line. The guardian's line names that run (not "none"), keeps the driver's
     reason on it, and still ends its RUNNING children; a run closed FINISHED is not named."""
-    from raydistill import track
+    from raydistill.tracking import track
 
     uri = f"sqlite:///{tmp_path / 'm.db'}"
     parent, child = runs(uri)

@@ -9,8 +9,8 @@ import re
 import pytest
 
 COMMANDS = {"sweep": "raydistill.sweep", "distill": "raydistill.distill.__main__", "finetune": "raydistill.finetune",
-            "best": "raydistill.best", "evaluate": "raydistill.evaluate", "data": "raydistill.data",
-            "augment": "raydistill.distill.augment", "list": "raydistill.listing"}
+            "best": "raydistill.best", "evaluate": "raydistill.evaluate", "data": "raydistill.data.__main__",
+            "augment": "raydistill.distill.augment", "list": "raydistill.commands.listing"}
 
 
 class _Built(BaseException):

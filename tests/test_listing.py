@@ -8,13 +8,13 @@ import sys
 
 import pytest
 
-from raydistill import listing
+from raydistill.commands import listing
 
 
 def test_every_group_lists_every_registered_name_with_a_description():
     from raydistill.distill.methods import METHODS
     from raydistill.models.student import INITS
-    from raydistill.space import SPACES_DIR
+    from raydistill.config.space import SPACES_DIR
     from raydistill.tasks import TASKS
 
     want = {"spaces": {f[:-5] for f in os.listdir(SPACES_DIR) if f.endswith(".yaml")}, "methods": set(METHODS),

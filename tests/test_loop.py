@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from raydistill.config import DistillConfig, RunConfig, StudentConfig, TrainConfig
-from raydistill.loop import Context, run
+from raydistill.config.schema import DistillConfig, RunConfig, StudentConfig, TrainConfig
+from raydistill.train.loop import Context, run
 
 KO_LABELS = ("O", "B-PS", "I-PS", "B-LC", "I-LC", "B-OG", "I-OG", "B-DT", "I-DT", "B-TI", "I-TI", "B-QT", "I-QT")
 
@@ -67,7 +67,7 @@ def test_span_qa_kd_and_two_stage(tiny_teacher, korean_dir):
 
 
 def test_nsmc_two_stage_holds_out_validation(tiny_teacher, korean_dir):
-    from raydistill.distill.examples import train_val_dev
+    from raydistill.data.splits import train_val_dev
     from raydistill.tasks import get_task
 
     cfg = cfg_for("nsmc", tiny_teacher("classification", 2), korean_dir, "two_stage", epochs=2)
@@ -129,7 +129,7 @@ def test_teacher_cache_gives_the_same_losses(task, kind, method, extra, tiny_tea
 def test_teacher_dtype_follows_config_and_hardware(monkeypatch):
     import torch
 
-    from raydistill import precision
+    from raydistill.train import precision
 
     cpu = torch.device("cpu")
     monkeypatch.setattr(precision, "cpu_bf16", lambda: True)
@@ -147,7 +147,7 @@ def test_bf16_teacher_losses_within_one_percent_of_fp32(method, extra, tiny_teac
     the cache built under it is keyed apart from the fp32 one."""
     import os
 
-    from raydistill import precision
+    from raydistill.train import precision
 
     monkeypatch.setattr(precision, "cpu_bf16", lambda: True)  # autocast works on any CPU, natively or not
     teacher = tiny_teacher("classification", 2, dropout=0.0)
@@ -243,7 +243,7 @@ def test_cache_adds_missing_layers_later(tiny_teacher, glue_dir, tmp_path):
     ("kd", {}, set()),
 ])
 def test_projections_only_for_the_layers_the_losses_read(method, extra, layers, tiny_teacher, glue_dir):
-    from raydistill.distill.objective import build_objective
+    from raydistill.train.objective import build_objective
 
     cfg = cfg_for("sst2", tiny_teacher("classification", 2), glue_dir, method, **extra)
     narrow = cfg.replace(student=dataclasses.replace(cfg.student, hidden=16, intermediate=32))
@@ -253,7 +253,7 @@ def test_projections_only_for_the_layers_the_losses_read(method, extra, layers, 
 
 def test_each_stage_gets_its_own_optimizer_and_schedule(tiny_teacher, glue_dir, monkeypatch):
     """Stage 2 starts from an empty AdamW state with its own warm-up from 0 and linear decay over its own steps."""
-    from raydistill import step as step_mod
+    from raydistill.train import step as step_mod
 
     seen, step = [], step_mod.optimizer_step
 
@@ -309,7 +309,7 @@ def test_best_epoch_is_reported_checkpointed_and_kept_on_resume(tiny_teacher, gl
     import torch
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    from raydistill import loop
+    from raydistill.train import loop
 
     real, scripted, dev_scripted = loop.dev_metrics, [], []
 

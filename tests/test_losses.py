@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from raydistill.distill import losses as L
-from raydistill.errors import UserError
+from raydistill.common.errors import UserError
 
 t = torch.tensor
 

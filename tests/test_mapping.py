@@ -1,7 +1,7 @@
 import pytest
 
 from raydistill.distill.mapping import MAPPINGS, layer_pairs
-from raydistill.errors import UserError
+from raydistill.common.errors import UserError
 
 
 def teachers(name, m, n):

@@ -11,8 +11,8 @@ class _Stop(Exception):
 def test_quantize_reads_a_hub_runs_data_dir_as_the_hub(monkeypatch):
     """A run whose data came from the hub logs data_dir "hub"; best --quantize reads it back as no folder (the hub),
     not as a path ("data_dir: hub is not a directory")."""
-    from raydistill import quantize
-    from raydistill.config import RunConfig, data_dir_of
+    from raydistill.export import quantize
+    from raydistill.config.schema import RunConfig, data_dir_of
 
     params = RunConfig.from_dict({"task": "sst2", "teacher": "t"}).to_params()
     assert params["data_dir"] == "hub"
@@ -34,7 +34,7 @@ def test_onnx_check_names_the_missing_package(monkeypatch):
     import sys
 
     from raydistill.best import check_onnx_installed
-    from raydistill.errors import UserError
+    from raydistill.common.errors import UserError
 
     check_onnx_installed()  # installed here
     monkeypatch.setitem(sys.modules, "onnx", None)
@@ -62,9 +62,9 @@ def test_onnx_missing_is_refused_before_any_export(monkeypatch, tmp_path, capsys
 
 
 def test_mapping_spec_is_checked_for_every_method():
-    from raydistill.config import DistillConfig
+    from raydistill.config.schema import DistillConfig
     from raydistill.distill.mapping import MAPPINGS, check_spec
-    from raydistill.errors import UserError
+    from raydistill.common.errors import UserError
 
     for name in MAPPINGS:
         check_spec(name, 4)
@@ -83,7 +83,7 @@ def test_mapping_spec_is_checked_for_every_method():
 
 
 def test_general_task_is_refused_by_training_commands_that_need_labels():
-    from raydistill.errors import UserError
+    from raydistill.common.errors import UserError
     from raydistill.tasks import check_labelled, get_task
 
     check_labelled(get_task("rte"), "finetune")

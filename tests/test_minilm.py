@@ -8,10 +8,10 @@ import math
 import pytest
 import torch
 
-from raydistill.config import DistillConfig, RunConfig, StudentConfig, TrainConfig
+from raydistill.config.schema import DistillConfig, RunConfig, StudentConfig, TrainConfig
 from raydistill.distill import losses as L
 from raydistill.distill.methods import MiniLM, Outputs, relation_heads, teacher_layer
-from raydistill.errors import UserError
+from raydistill.common.errors import UserError
 
 
 def _softmax(xs):
@@ -241,7 +241,7 @@ def test_slice_init_copies_the_leading_block_of_every_other_layer(tiny_teacher):
 
 
 def test_heads_as_a_fraction_of_the_teachers():
-    from raydistill.sizes import Shape, resolve
+    from raydistill.config.sizes import Shape, resolve
 
     t = Shape(6, 384, 1536, 12)
     assert resolve({"layers": 0.5, "hidden": 0.5, "heads": 0.5}, t) == {"layers": 3, "hidden": 192,
@@ -252,7 +252,7 @@ def test_heads_as_a_fraction_of_the_teachers():
 def test_minilm_runs_through_the_loop_and_learns_the_relations(tiny_teacher, glue_dir):
     """Both stages through loop.run (no Ray) with a narrower student of another head count: the relation loss
     falls over stage 1, then the prediction stage trains as kd."""
-    from raydistill.loop import Context, run
+    from raydistill.train.loop import Context, run
 
     teacher = tiny_teacher("classification", 2)
     cfg = RunConfig(task="sst2", teacher=teacher, data_dir=glue_dir,

@@ -11,7 +11,7 @@ pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
 from raydistill.best import export_onnx  # noqa: E402
-from raydistill.config import StudentConfig  # noqa: E402
+from raydistill.config.schema import StudentConfig  # noqa: E402
 from raydistill.models.student import build_student  # noqa: E402
 from raydistill.models.teacher import load_model  # noqa: E402
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from raydistill import step
-from raydistill.config import RunConfig, TrainConfig
+from raydistill.train import step
+from raydistill.config.schema import RunConfig, TrainConfig
 
 
 def _model(seed=0):

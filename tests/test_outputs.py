@@ -1,4 +1,4 @@
-"""The folder rule (raydistill/outputs.py, docs/RELIABILITY.md): a command writes its result into the folder the user
+"""The folder rule (raydistill/common/outputs.py, docs/RELIABILITY.md): a command writes its result into the folder the user
 names and never deletes what it did not write. A folder holding other files is refused before any work (one line,
 exit 2) unless ``--overwrite``; then those files stay beside the result. A folder holding an earlier result (its
 marker) takes the new one without a flag, whole or not at all."""
@@ -10,8 +10,8 @@ import signal
 
 import pytest
 
-from raydistill import outputs
-from raydistill.outputs import MARKER, check_output, publish, staging, written
+from raydistill.common import outputs
+from raydistill.common.outputs import MARKER, check_output, publish, staging, written
 
 USER_FILE = "notes.txt"
 
@@ -55,7 +55,7 @@ def test_a_result_replaces_the_one_its_marker_lists_and_leaves_everything_else(t
 
 
 def test_a_folder_holding_other_files_is_refused_unless_overwrite(tmp_path):
-    from raydistill.errors import UserError
+    from raydistill.common.errors import UserError
 
     dest = _user_folder(tmp_path / "out")
     with pytest.raises(UserError) as e:
@@ -134,7 +134,7 @@ def _refused(main, argv, flag, folder, capsys):
 
 def test_every_result_command_refuses_a_folder_of_the_users(tiny_teacher, glue_dir, tmp_path, capsys, monkeypatch):
     from raydistill import best, finetune
-    from raydistill.distill import augment
+    from raydistill.data import augment
     from raydistill.distill.__main__ import main as distill
 
     folder = _user_folder(tmp_path / "mine")
@@ -153,7 +153,7 @@ def test_every_result_command_refuses_a_folder_of_the_users(tiny_teacher, glue_d
 
 def _logged_student(uri: str, teacher: str, tmp_path) -> None:
     """A finished trial run with a ``student`` artifact, as a sweep logs it."""
-    from raydistill import track
+    from raydistill.tracking import track
 
     rid = track.start_run(uri, "e", "t1", {"task": "sst2"}, tags={"raydistill.trial_id": "t1"})
     track.log_metrics(uri, rid, {"best_val_accuracy": 0.8})
@@ -181,7 +181,7 @@ def test_finetune_and_augment_with_overwrite_keep_the_users_file(tiny_teacher, g
     from transformers import AutoModelForSequenceClassification
 
     from raydistill import finetune
-    from raydistill.distill import augment
+    from raydistill.data import augment
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     folder = _user_folder(tmp_path / "teacher")
@@ -210,7 +210,7 @@ def test_general_distillation_holds_out_the_same_text_whatever_the_seed(tmp_path
     ``--seed``), so their MLM losses did not compare."""
     from types import SimpleNamespace as NS
 
-    from raydistill.distill.examples import general_examples
+    from raydistill.data.splits import general_examples
 
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(f"line {i}" for i in range(50)))

@@ -4,7 +4,7 @@ from __future__ import annotations
 import io
 import sys
 
-from raydistill.progress import Progress, _clock
+from raydistill.common.progress import Progress, _clock
 
 
 def test_a_line_every_tenth_with_rate_and_time_left():

@@ -13,13 +13,13 @@ import optuna
 import pytest
 import torch
 
-from raydistill import space as sp
-from raydistill.config import DistillConfig, RunConfig, StudentConfig, TrainConfig
-from raydistill.errors import UserError
+from raydistill.config import space as sp
+from raydistill.config.schema import DistillConfig, RunConfig, StudentConfig, TrainConfig
+from raydistill.common.errors import UserError
 from raydistill.models import prune
 from raydistill.models.student import build_student
 from raydistill.models.teacher import load_model
-from raydistill.sizes import Shape, resolve
+from raydistill.config.sizes import Shape, resolve
 
 from .test_bad_input import E, assert_one_line, distill, main_of, mlflow_runs, paths, trapped  # noqa: F401
 
@@ -136,8 +136,8 @@ def test_narrow_prune_cuts_every_tensor_by_the_same_kept_indices(teachers, famil
 def test_same_seed_same_student_other_seed_other_sample(tiny_teacher, glue_dir):
     from transformers import AutoTokenizer
 
-    from raydistill.distill.examples import prune_rows, train_and_eval_examples
-    from raydistill.distill.objective import prune_examples
+    from raydistill.data.splits import prune_rows, train_and_eval_examples
+    from raydistill.train.objective import prune_examples
     from raydistill.tasks import get_task
 
     path = tiny_teacher("classification")
@@ -162,8 +162,8 @@ def test_prune_is_closer_to_the_teacher_than_slice_and_random(tiny_teacher, glue
 
     from transformers import AutoTokenizer
 
-    from raydistill.distill.examples import train_and_eval_examples
-    from raydistill.distill.objective import prune_examples
+    from raydistill.data.splits import train_and_eval_examples
+    from raydistill.train.objective import prune_examples
     from raydistill.tasks import get_task
     from raydistill.tasks.encode import collate, encode
 
@@ -198,7 +198,7 @@ def test_prune_is_closer_to_the_teacher_than_slice_and_random(tiny_teacher, glue
 def test_the_loop_builds_a_pruned_student_and_saves_what_it_kept(tiny_teacher, glue_dir):
     """Through loop.run (no Ray): build_objective hands the run's training rows to prune, and every checkpoint's
     student carries prune.json (so the exported student and its MLflow artifacts do)."""
-    from raydistill.loop import Context, run
+    from raydistill.train.loop import Context, run
 
     cfg = RunConfig(task="sst2", teacher=tiny_teacher("classification"), data_dir=glue_dir,
                     student=sizes(2, 16, 32, 1, "prune:32"), distill=DistillConfig(method="kd"),

@@ -1,4 +1,4 @@
-"""INT8 ONNX student (``raydistill.quantize``, ``raydistill.best --onnx --quantize``): close to fp32, smaller, scored
+"""INT8 ONNX student (``raydistill.export.quantize``, ``raydistill.best --onnx --quantize``): close to fp32, smaller, scored
 on the run's dev set by the same code as the PyTorch students, timed against the teacher and logged to the trial."""
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ pytest.importorskip("onnxruntime")
 from raydistill.best import export_onnx  # noqa: E402
 from raydistill.evaluate import evaluate_dir  # noqa: E402
 from raydistill.models.teacher import load_model  # noqa: E402
-from raydistill.quantize import OrtModel, dev_data, dev_score, quantize_onnx  # noqa: E402
+from raydistill.export.quantize import OrtModel, dev_data, dev_score, quantize_onnx  # noqa: E402
 from raydistill.tasks.encode import collate  # noqa: E402
 
 from .test_onnx import exported_student  # noqa: E402
@@ -81,7 +81,7 @@ def test_quantize_without_onnx_and_export_is_refused(tmp_path, argv):
 
 def trial_run(uri: str, experiment: str, student_dir: str, params: dict, metrics: dict) -> str:
     """A finished trial run as a sweep leaves it: params, metrics and the student under ``student/``."""
-    from raydistill import track
+    from raydistill.tracking import track
 
     rid = track.start_run(uri, experiment, "trial-1", params, tags={"raydistill.trial_id": "t1"})
     track.log_metrics(uri, rid, metrics)
@@ -142,7 +142,7 @@ def test_best_onnx_quantize_reports_and_logs_to_the_trial(tiny_teacher, glue_dir
 
 
 def test_int8_drop_over_one_point_warns_on_stderr(tiny_teacher, glue_dir, tmp_path, capsys, monkeypatch):
-    from raydistill import quantize
+    from raydistill.export import quantize
 
     teacher = tiny_teacher("classification")
     d = exported_student(teacher, "classification", tmp_path / "s")
@@ -165,7 +165,7 @@ def test_same_runtime_ratio_times_onnx_runtime_on_both_sides(tiny_teacher, glue_
     each variant once records which ONNX file (or none: PyTorch) each one ran, and returns made-up medians."""
     import onnxruntime as ort
 
-    from raydistill import quantize
+    from raydistill.export import quantize
 
     teacher = tiny_teacher("classification")
     d = exported_student(teacher, "classification", tmp_path / "s")
@@ -207,7 +207,7 @@ def test_same_runtime_ratio_times_onnx_runtime_on_both_sides(tiny_teacher, glue_
 
 def test_teacher_export_failure_keeps_the_cross_runtime_numbers(tiny_teacher, glue_dir, tmp_path, capsys,
                                                                monkeypatch):
-    from raydistill import onnxexport, quantize
+    from raydistill.export import onnx, quantize
 
     teacher = tiny_teacher("classification")
     d = exported_student(teacher, "classification", tmp_path / "s")
@@ -216,7 +216,7 @@ def test_teacher_export_failure_keeps_the_cross_runtime_numbers(tiny_teacher, gl
     def broken(*a, **k):
         raise RuntimeError("unsupported operator")
 
-    monkeypatch.setattr(onnxexport, "to_onnx", broken)
+    monkeypatch.setattr(onnx, "to_onnx", broken)
     capsys.readouterr()
     r = quantize.quantize_report(d, fp32, {"task": "sst2", "teacher": teacher, "data_dir": glue_dir,
                                            "max_length": "32", "eval_limit": "40"}, length=32, rounds=2)

@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from raydistill.config import RunConfig, TrainConfig
-from raydistill.summary import against_teacher, teacher_score
+from raydistill.config.schema import RunConfig, TrainConfig
+from raydistill.results.summary import against_teacher, teacher_score
 
 TEACHER = {"eval_accuracy": 0.8, "student_params": 22.7e6, "latency_ms_b1": 20.0}
 
@@ -23,7 +23,7 @@ def test_rows_measured_against_the_teacher():
 def test_pareto_plot_draws_the_teacher_and_the_97_percent_line(tmp_path, monkeypatch):
     import matplotlib.axes
 
-    from raydistill.report import pareto_plot
+    from raydistill.results.report import pareto_plot
 
     lines = []
     real = matplotlib.axes.Axes.axhline
@@ -38,7 +38,7 @@ def test_pareto_plot_draws_the_teacher_and_the_97_percent_line(tmp_path, monkeyp
 
 
 def test_teacher_reference_scores_the_students_dev_set_once(tiny_teacher, glue_dir, tmp_path, monkeypatch):
-    from raydistill import reference
+    from raydistill.results import reference
     from raydistill.models import teacher as teacher_mod
 
     monkeypatch.setenv("RAYDISTILL_CACHE_DIR", str(tmp_path))
@@ -56,7 +56,7 @@ def test_teacher_reference_scores_the_students_dev_set_once(tiny_teacher, glue_d
 
 
 def test_pareto_front_marks_the_trials_nothing_beats_on_both():
-    from raydistill.summary import mark_front
+    from raydistill.results.summary import mark_front
 
     rows = [{"trial": "a", "m": 0.80, "latency_ms_b1": 10.0}, {"trial": "b", "m": 0.78, "latency_ms_b1": 5.0},
             {"trial": "c", "m": 0.75, "latency_ms_b1": 6.0}, {"trial": "d", "m": None, "latency_ms_b1": 1.0}]
@@ -69,8 +69,9 @@ def test_best_within_a_latency_or_size_bound(tmp_path, capsys):
 
     import pytest
 
-    from raydistill import best, track
-    from raydistill.errors import UserError
+    from raydistill import best
+    from raydistill.tracking import track
+    from raydistill.common.errors import UserError
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     for tid, acc, ms, params in (("t1", 0.80, 10.0, 22e6), ("t2", 0.78, 5.0, 11e6), ("t3", 0.70, 3.0, 5e6)):

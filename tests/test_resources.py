@@ -1,8 +1,8 @@
 """Concurrency from resources: trials at once = whole trials the cluster's CPUs and GPUs hold, capped."""
 import pytest
 
-from raydistill.errors import UserError
-from raydistill.resources import Cluster, TrialDemand, concurrency
+from raydistill.common.errors import UserError
+from raydistill.orchestrate.resources import Cluster, TrialDemand, concurrency
 
 
 @pytest.mark.parametrize("cluster, demand, cap, n, want", [

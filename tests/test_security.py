@@ -70,7 +70,7 @@ def test_trust_remote_code_is_never_switched_on():
 
 def test_loaders_default_to_no_remote_code():
     from raydistill.models.teacher import load_model
-    from raydistill.preflight import teacher_config
+    from raydistill.train.preflight import teacher_config
 
     for fn in (load_model, teacher_config):
         assert inspect.signature(fn).parameters["trust_remote_code"].default is False
@@ -95,9 +95,9 @@ class EvilModel(BertForSequenceClassification):
 def test_model_folder_with_custom_code_never_runs_it(tiny_teacher, tmp_path, model_type):
     """A folder whose config.json points at its own Python code (``auto_map``) loads with the built-in BERT class
     or is refused with one line, and its code never runs."""
-    from raydistill.errors import UserError
+    from raydistill.common.errors import UserError
     from raydistill.models.teacher import load_model
-    from raydistill.preflight import teacher_config
+    from raydistill.train.preflight import teacher_config
 
     d = tmp_path / f"custom-{model_type}"
     shutil.copytree(tiny_teacher("classification"), d)

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from raydistill.errors import UserError
+from raydistill.common.errors import UserError
 
 
 def _task(kind="classification", labels=("neg", "pos")):
@@ -19,7 +19,7 @@ def _rows(labels):
 
 
 def test_val_split_is_stratified_disjoint_and_fixed():
-    from raydistill.distill.examples import val_indices
+    from raydistill.data.splits import val_indices
 
     rows = _rows([0] * 300 + [1] * 100)
     val = val_indices(rows, _task(), 0.1)
@@ -32,7 +32,7 @@ def test_val_split_is_stratified_disjoint_and_fixed():
 
 
 def test_regression_val_split_is_binned_by_score():
-    from raydistill.distill.examples import val_indices
+    from raydistill.data.splits import val_indices
 
     rows = _rows([i / 100 for i in range(500)])
     val = val_indices(rows, _task("regression", ()), 0.1)
@@ -41,7 +41,7 @@ def test_regression_val_split_is_binned_by_score():
 
 
 def test_val_split_refuses_a_label_left_without_validation_rows_and_too_small_tasks():
-    from raydistill.distill.examples import val_indices
+    from raydistill.data.splits import val_indices
 
     with pytest.raises(UserError) as e:
         val_indices(_rows([0] * 200 + [1] * 4), _task(), 0.1)
@@ -52,8 +52,8 @@ def test_val_split_refuses_a_label_left_without_validation_rows_and_too_small_ta
 
 
 def test_train_val_dev_carves_val_before_the_train_limit(glue_dir):
-    from raydistill.config import RunConfig
-    from raydistill.distill.examples import datasets, train_val_dev
+    from raydistill.config.schema import RunConfig
+    from raydistill.data.splits import datasets, train_val_dev
     from raydistill.tasks import get_task
 
     cfg = RunConfig.from_dict({"task": "sst2", "teacher": "x", "data_dir": glue_dir, "train": {"train_limit": 50}})
@@ -72,7 +72,7 @@ def test_train_val_dev_carves_val_before_the_train_limit(glue_dir):
                                           ({"val_fraction": 0.6}, "train.val_fraction"),
                                           ({"select_on": "test"}, "train.select_on")])
 def test_bad_selection_config(train, field):
-    from raydistill.config import RunConfig
+    from raydistill.config.schema import RunConfig
 
     with pytest.raises(UserError) as e:
         RunConfig.from_dict({"task": "sst2", "teacher": "x", "train": train})
@@ -80,7 +80,7 @@ def test_bad_selection_config(train, field):
 
 
 def test_metric_names():
-    from raydistill.selection import as_final, objective, report_metric
+    from raydistill.config.selection import as_final, objective, report_metric
 
     assert objective("accuracy") == "best_val_accuracy" and objective("pearson", "dev") == "best_eval_pearson"
     assert report_metric("best_val_f1") == "best_eval_f1" and report_metric("best_eval_f1") == "best_eval_f1"
@@ -97,7 +97,7 @@ def _run(trial, val, dev, confirm_of=None, status="FINISHED"):
 
 
 def test_confirmed_configuration_wins_by_its_mean_and_exports_its_best_seed():
-    from raydistill.selection import pick_confirmed
+    from raydistill.config.selection import pick_confirmed
 
     runs = [_run("a", 0.90, 0.8), _run("b", 0.85, 0.8), _run("c", 0.95, 0.7),  # c: lucky, never confirmed
             _run("a1", 0.70, 0.8, "a"), _run("a2", 0.72, 0.8, "a"), _run("b1", 0.86, 0.8, "b"),
@@ -132,7 +132,7 @@ def test_confirm_rows_and_points():
                                             ({"top": 2, "rounds": 1}, "search.confirm"),
                                             (3, "search.confirm")])
 def test_bad_confirm(confirm, field):
-    from raydistill.selection import check_search
+    from raydistill.config.selection import check_search
 
     with pytest.raises(UserError) as e:
         check_search({"confirm": confirm})
@@ -142,8 +142,8 @@ def test_bad_confirm(confirm, field):
 
 
 def test_confirm_defaults():
-    from raydistill import space as sp
-    from raydistill.selection import confirm_of
+    from raydistill.config import space as sp
+    from raydistill.config.selection import confirm_of
 
     assert confirm_of({}) == {"top": 0, "seeds": 0} and confirm_of({"confirm": False})["top"] == 0
     assert confirm_of({"confirm": {"seeds": 4}}) == {"top": 3, "seeds": 4}
@@ -154,7 +154,7 @@ def test_confirm_defaults():
 def test_asha_judges_the_epoch_a_trial_reports_even_after_a_restart():
     """A restarted in-process trial counts Tune iterations from 1 again while its epochs carry on: ASHA must read the
     epoch, and never stop a trial at its last epoch."""
-    from raydistill import space as sp
+    from raydistill.config import space as sp
     from raydistill.orchestrate.search import make_scheduler
 
     asha = make_scheduler(sp.load("pkd_glue"), 4, None)
@@ -178,7 +178,7 @@ def test_asha_judges_the_epoch_a_trial_reports_even_after_a_restart():
 
 
 def test_summary_best_and_front_name_only_exported_students():
-    from raydistill.summary import mark_front, summarize
+    from raydistill.results.summary import mark_front, summarize
 
     def res(trial, epoch, val, lat, error=None):
         return SimpleNamespace(config={"lr": 1}, error=error, path=trial,
@@ -197,7 +197,7 @@ def test_summary_best_and_front_name_only_exported_students():
 
 
 def test_resumed_run_is_running_again_without_its_error(tmp_path):
-    from raydistill import track
+    from raydistill.tracking import track
 
     uri = f"sqlite:///{tmp_path / 'm.db'}"
     rid = track.start_run(uri, "e", "r", {})
@@ -211,7 +211,7 @@ def test_resumed_run_is_running_again_without_its_error(tmp_path):
 def test_best_ranks_eval_metrics_by_the_exported_epoch_not_the_last(tmp_path):
     """`best --metric eval_accuracy` ranked by MLflow's latest value (the last epoch) but exported each trial's best
     epoch; it now ranks by best_eval_accuracy, the exported student's own score."""
-    from raydistill import track
+    from raydistill.tracking import track
     from raydistill.best import find_best
 
     uri = f"sqlite:///{tmp_path / 'm.db'}"
@@ -226,7 +226,7 @@ def test_best_ranks_eval_metrics_by_the_exported_epoch_not_the_last(tmp_path):
 
 
 def test_weak_teacher_is_warned_about():
-    from raydistill.reference import majority, weak_teacher
+    from raydistill.results.reference import majority, weak_teacher
     from raydistill.tasks import get_task
 
     task = get_task("sst2")
@@ -240,12 +240,12 @@ def test_weak_teacher_is_warned_about():
 
 def test_in_sweep_teacher_has_its_own_budget(monkeypatch, tmp_path):
     from raydistill import finetune
-    from raydistill.config import RunConfig
+    from raydistill.config.schema import RunConfig
 
     seen = {}
     monkeypatch.setattr(finetune, "finetune", lambda cfg, out, **kw: seen.setdefault("cfg", cfg) and {})
     monkeypatch.setattr("raydistill.models.heads.has_task_head", lambda *a: False)
-    monkeypatch.setattr("raydistill.preflight.teacher_config", lambda t: None)
+    monkeypatch.setattr("raydistill.train.preflight.teacher_config", lambda t: None)
     base = RunConfig.from_dict({"task": "sst2", "teacher": "enc", "train": {"max_steps": 60, "train_limit": 1000,
                                                                            "epochs": 4, "lr": 1e-4}})
     finetune.prepare_teacher(base, str(tmp_path), None, lambda m: None, epochs=3, lr=2e-5)
@@ -254,7 +254,7 @@ def test_in_sweep_teacher_has_its_own_budget(monkeypatch, tmp_path):
 
 
 def test_bootstrap_interval():
-    from raydistill.selection import bootstrap_ci
+    from raydistill.config.selection import bootstrap_ci
 
     correct = [1] * 80 + [0] * 20
     lo, hi = bootstrap_ci(lambda idx: sum(correct[i] for i in idx) / len(idx), len(correct))
@@ -265,7 +265,7 @@ def test_best_of_a_named_sweep_ranks_by_that_sweeps_metric_not_the_newest(tmp_pa
     """`best --sweep A` without --metric read the metric of the newest sweep in the experiment, not A's."""
     import time
 
-    from raydistill import track
+    from raydistill.tracking import track
     from raydistill.best import find_best
 
     uri = f"sqlite:///{tmp_path / 'm.db'}"
@@ -287,7 +287,7 @@ def test_a_tie_goes_to_the_lowest_trial_id_as_in_the_summary():
     the last-started run, the summary the first trial)."""
     runs = [_run("cc", 0.75, 0.70), _run("aa", 0.75, 0.71), _run("bb", 0.75, 0.72), _run("dd", 0.74, 0.80)]
     for order in (runs, runs[::-1]):
-        from raydistill.selection import pick_confirmed
+        from raydistill.config.selection import pick_confirmed
 
         best, mean = pick_confirmed(order, "best_val_accuracy")
         assert best.data.tags["raydistill.trial_id"] == "aa" and mean == 0.75
@@ -296,7 +296,7 @@ def test_a_tie_goes_to_the_lowest_trial_id_as_in_the_summary():
 def test_a_confirmation_tie_is_broken_as_best_breaks_it():
     """The sweep's confirmed winner (confirm.confirmed_rows) and raydistill.best (pick_confirmed) apply one rule."""
     from raydistill.orchestrate.confirm import confirmed_rows
-    from raydistill.selection import pick_confirmed
+    from raydistill.config.selection import pick_confirmed
 
     rows = [{"trial": t, "exported": True, "config": {"lr": lr}, "best_val_accuracy": 0.8, "best_eval_accuracy": 0.7}
             for t, lr in (("zz", 1), ("bb", 2))]
@@ -312,7 +312,7 @@ def test_a_confirmation_tie_is_broken_as_best_breaks_it():
 def test_best_ranks_in_the_mode_the_sweep_recorded(tmp_path):
     """A `mode: min` space: `best` without --mode picked the highest value (its default was max and the sweep did not
     record its mode), another run than the sweep's summary named."""
-    from raydistill import track
+    from raydistill.tracking import track
     from raydistill.best import find_best
 
     uri = f"sqlite:///{tmp_path / 'm.db'}"

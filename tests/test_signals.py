@@ -10,7 +10,7 @@ import signal
 
 import pytest
 
-from raydistill.cli import EXIT_INTERRUPTED, at_signal, cli, exit_status, on_interrupt, resume_hint
+from raydistill.commands.cli import EXIT_INTERRUPTED, at_signal, cli, exit_status, on_interrupt, resume_hint
 
 
 def _spin():

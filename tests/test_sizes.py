@@ -1,4 +1,4 @@
-"""Student sizes relative to the teacher (raydistill/sizes.py): resolved numbers, and one-line refusals."""
+"""Student sizes relative to the teacher (raydistill/config/sizes.py): resolved numbers, and one-line refusals."""
 from __future__ import annotations
 
 import re
@@ -6,9 +6,9 @@ import re
 import optuna
 import pytest
 
-from raydistill import space as sp
-from raydistill.errors import UserError
-from raydistill.sizes import Shape, resolve
+from raydistill.config import space as sp
+from raydistill.common.errors import UserError
+from raydistill.config.sizes import Shape, resolve
 
 MINILM, BASE, LARGE = Shape(6, 384, 1536, 12), Shape(12, 768, 3072, 12), Shape(24, 1024, 4096, 16)
 SHIPPED = ["pkd_glue", "kd_glue", "distilbert_glue", "tinybert_glue", "two_stage_nsmc", "two_stage_korquad",

@@ -6,9 +6,9 @@ import os
 import optuna
 import pytest
 
-from raydistill import space as sp
-from raydistill.errors import UserError
-from raydistill.sizes import Shape, parse_size
+from raydistill.config import space as sp
+from raydistill.common.errors import UserError
+from raydistill.config.sizes import Shape, parse_size
 
 BERT_BASE = Shape(12, 768, 3072, 12)
 
@@ -139,7 +139,8 @@ def test_searcher_does_not_train_a_finished_configuration_again():
 
 
 def test_named_spaces_ship_inside_the_wheel(tmp_path):
-    """A plain (non-editable) install finds the named spaces: they are package data of the wheel."""
+    """A plain (non-editable) install finds the named spaces: ``search_spaces/`` at the repository's top is installed
+    as the package ``raydistill.search_spaces``, and the wheel, installed outside the checkout, lists them."""
     import subprocess
     import sys
     import zipfile
@@ -149,7 +150,8 @@ def test_named_spaces_ship_inside_the_wheel(tmp_path):
 
     root = Path(__file__).resolve().parents[1]
     src = tmp_path / "src"  # a copy: setuptools writes build/ and *.egg-info into the tree it builds
-    shutil.copytree(root / "raydistill", src / "raydistill", ignore=shutil.ignore_patterns("__pycache__"))
+    for d in ("raydistill", "search_spaces"):
+        shutil.copytree(root / d, src / d, ignore=shutil.ignore_patterns("__pycache__"))
     for f in ("pyproject.toml", "README.md"):
         shutil.copy(root / f, src / f)
     r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
@@ -157,8 +159,24 @@ def test_named_spaces_ship_inside_the_wheel(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     (wheel,) = tmp_path.glob("raydistill-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    shipped = {p.name for p in (root / "raydistill" / "search_spaces").glob("*.yaml")}
+    shipped = {p.name for p in (root / "search_spaces").glob("*.yaml")}
     assert shipped and {f"raydistill/search_spaces/{n}" for n in shipped} <= names
+    packages = {n.rsplit("/", 1)[0] for n in names if n.startswith("raydistill/") and n.endswith("/__init__.py")}
+    on_disk = {p.parent.relative_to(root).as_posix() for p in (root / "raydistill").rglob("__init__.py")}
+    assert on_disk | {"raydistill/search_spaces"} <= packages  # no stage left out of pyproject's package list
+    target, away = tmp_path / "site", tmp_path / "elsewhere"
+    away.mkdir()
+    r = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    env = {**os.environ, "PYTHONPATH": str(target)}
+    r = subprocess.run([sys.executable, "-m", "raydistill", "list", "spaces"], cwd=away, env=env, capture_output=True,
+                       text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert all(n[:-5] in r.stdout for n in shipped), r.stdout
+    r = subprocess.run([sys.executable, "-c", "import raydistill.config.space as s; print(s.SPACES_DIR)"], cwd=away,
+                       env=env, capture_output=True, text=True)
+    assert r.stdout.strip().startswith(str(target)), r.stdout + r.stderr  # the wheel's copy, not the checkout's
 
 
 def test_a_space_that_may_prune_is_checked_for_whole_teacher_heads_before_any_trial():

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from raydistill.resources import THREAD_ENV
+from raydistill.orchestrate.resources import THREAD_ENV
 from tests.test_loop import cfg_for
 
 REPO = Path(__file__).resolve().parents[1]
@@ -22,7 +22,7 @@ POOL = """
 import json, os, sys
 n, parallel = int(sys.argv[2]), sys.argv[3]
 if n:
-    from raydistill.resources import confine_threads
+    from raydistill.orchestrate.resources import confine_threads
     confine_threads(n)
 if parallel != "-":
     os.environ["TOKENIZERS_PARALLELISM"] = parallel
@@ -70,7 +70,7 @@ def seen(monkeypatch):
     """What the loop sees when it starts: the thread variables and torch's thread count (restored afterwards)."""
     import torch
 
-    import raydistill.loop
+    import raydistill.train.loop
 
     for k in (*THREAD_ENV, "TOKENIZERS_PARALLELISM"):
         monkeypatch.delenv(k, raising=False)  # restored at teardown
@@ -81,7 +81,7 @@ def seen(monkeypatch):
                    torch=torch.get_num_threads())
         raise Recorded
 
-    monkeypatch.setattr(raydistill.loop, "run", run)
+    monkeypatch.setattr(raydistill.train.loop, "run", run)
     n = torch.get_num_threads()
     yield got
     torch.set_num_threads(n)

@@ -1,9 +1,9 @@
 """What the MLflow UI shows: a model-training experiment (not the GenAI overview) and each run's dataset inputs."""
 from __future__ import annotations
 
-from raydistill import track
-from raydistill.config import RunConfig, TrainConfig
-from raydistill.distill.examples import data_fingerprint, datasets
+from raydistill.tracking import track
+from raydistill.config.schema import RunConfig, TrainConfig
+from raydistill.data.splits import data_fingerprint, datasets
 
 
 def test_experiments_are_model_training_experiments(tmp_path):

@@ -10,8 +10,8 @@ import os
 import sys
 import time
 
-from ..config import DistillConfig, RunConfig, StudentConfig, TrainConfig
-from ..cli import HelpFormatter, add_overwrite, cli
+from raydistill.config.schema import DistillConfig, RunConfig, StudentConfig, TrainConfig
+from raydistill.commands.cli import HelpFormatter, add_overwrite, cli
 
 DESCRIPTION = ("One distillation run: a student learns from a fine-tuned teacher on a task (--task general: general "
                "distillation on raw text from --unlabeled-text). It trains on Ray Train with --num-workers data-parallel "
@@ -124,7 +124,7 @@ def parser() -> argparse.ArgumentParser:
 
 def local_abspath(path: str | None) -> str | None:
     """Absolute local paths (Ray workers run in another directory); hub names stay as they are."""
-    from ..hub import is_local
+    from raydistill.common.hub import is_local
 
     return os.path.abspath(path) if path and is_local(path) else path
 
@@ -141,15 +141,15 @@ def add_teacher_args(p: argparse.ArgumentParser) -> None:
 
 
 def teacher_cache_dir(a) -> str | None:
-    from ..track import RESULTS_DIR
+    from raydistill.tracking.track import RESULTS_DIR
 
     return None if a.no_teacher_cache else os.path.abspath(a.teacher_cache or os.path.join(RESULTS_DIR, "teacher-cache"))
 
 
 def student_sizes(a) -> dict:
     """The student's sizes in numbers: relative ones (and the defaults) resolved against the teacher's config."""
-    from ..preflight import teacher_config
-    from ..sizes import Shape, resolve
+    from raydistill.train.preflight import teacher_config
+    from raydistill.config.sizes import Shape, resolve
 
     raw = {k: getattr(a, f"student_{k}") for k in ("layers", "hidden", "intermediate", "heads")}
     for k, v in raw.items():
@@ -178,22 +178,22 @@ def config_from_args(a) -> RunConfig:
 @cli
 def main(argv=None) -> dict:
     a = parser().parse_args(argv)
-    from ..preflight import check_ray_options, preflight
+    from raydistill.train.preflight import check_ray_options, preflight
 
     check_ray_options(a.placement_strategy, a.max_failures)
     cfg = config_from_args(a)
     if not os.environ.get("RAY_ADDRESS"):  # the local Ray this command starts has this machine's GPUs, or none
-        from ..precision import run_device
+        from raydistill.train.precision import run_device
 
         run_device(cfg.train)  # --use-gpu where torch sees no GPU: refused here, not a worker waiting for ever
     cfg = preflight(cfg)
-    from ..orchestrate.connect import init_ray
-    from ..orchestrate.run import execute
-    from ..track import RESULTS_DIR
+    from raydistill.orchestrate.connect import init_ray
+    from raydistill.orchestrate.run import execute
+    from raydistill.tracking.track import RESULTS_DIR
 
     init_ray(verbose=a.verbose)
-    from ..cli import at_signal, on_interrupt
-    from ..orchestrate.connect import mute_workers, shutdown
+    from raydistill.commands.cli import at_signal, on_interrupt
+    from raydistill.orchestrate.connect import mute_workers, shutdown
 
     at_signal(mute_workers)  # Ctrl-C: workers Ray kills while the command unwinds print nothing
     on_interrupt(shutdown)  # Ctrl-C: the run is ended KILLED (execute), Ray stopped, then the one line
@@ -204,8 +204,8 @@ def main(argv=None) -> dict:
         out = execute(cfg, storage_path=storage, name=name, max_failures=a.max_failures,
                       placement_strategy=a.placement_strategy, verbose=a.verbose)
     except Exception as e:  # noqa: BLE001 — the run failed; its MLflow run already records why
-        from ..errors import failure_reason
-        from ..orchestrate.guard import lost, say
+        from raydistill.common.errors import failure_reason
+        from raydistill.orchestrate.guard import lost, say
 
         line = lost(e)
         if line:

@@ -3,7 +3,7 @@ the task-aware prediction losses, the ``Method`` base class, and the one-stage m
 (``finetune``, ``kd``). Read ``METHODS`` / ``get_method`` from ``raydistill.distill.methods``, which registers
 every method.
 
-Weights follow ``raydistill.config.LOSS_CONVENTION``: α weighs the soft (teacher-prediction) loss,
+Weights follow ``raydistill.config.schema.LOSS_CONVENTION``: α weighs the soft (teacher-prediction) loss,
 (1 − α) the hard loss, β the intermediate loss; the soft loss is T²-scaled KL. Components are returned
 unweighted (logged as ``train_<name>``) next to the weighted ``loss`` that is optimised.
 """
@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..errors import UserError, check
-from . import losses as L
+from raydistill.common.errors import UserError, check
+from raydistill.distill import losses as L
 
 METHODS: dict[str, type["Method"]] = {}
 

@@ -24,7 +24,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from ..errors import check
+from raydistill.common.errors import check
 
 _WORLD = 1  # DDP world size inside ``global_means``
 

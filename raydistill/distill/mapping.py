@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from ..errors import UserError, check
+from raydistill.common.errors import UserError, check
 
 
 def _uniform(m: int, n: int) -> list[int]:

@@ -3,16 +3,15 @@ complete once this module is imported). The core (registry, ``Outputs``, ``Needs
 ``finetune``, ``kd``) lives in ``core.py``, the two-stage methods (``tinybert``, ``two_stage``, ``minilm``) in
 ``staged.py``; this module adds ``distilbert`` and ``pkd`` and is where every caller imports them from.
 
-Weights follow ``raydistill.config.LOSS_CONVENTION``: α weighs the soft (teacher-prediction) loss,
+Weights follow ``raydistill.config.schema.LOSS_CONVENTION``: α weighs the soft (teacher-prediction) loss,
 (1 − α) the hard loss, β the intermediate loss; the soft loss is T²-scaled KL. Components are returned
 unweighted (logged as ``train_<name>``) next to the weighted ``loss`` that is optimised.
 """
 from __future__ import annotations
 
-from . import losses as L
-from .core import (METHODS, FineTune, HintonKD, Method, Needs, Outputs, get_method, hard_loss, logit_mse,  # noqa: F401
-                   register, soft_loss)
-from .staged import MiniLM, TinyBERT, TwoStage, relation_heads, teacher_layer  # noqa: F401  (registers them)
+from raydistill.distill import losses as L
+from raydistill.distill.core import METHODS, FineTune, HintonKD, Method, Needs, Outputs, get_method, hard_loss, logit_mse, register, soft_loss
+from raydistill.distill.staged import MiniLM, TinyBERT, TwoStage, relation_heads, teacher_layer  # noqa: F401  (registers them)
 
 
 @register("distilbert")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import math
 
-from ..errors import check
-from . import losses as L
-from .core import HintonKD, Method, Needs, logit_mse, register
+from raydistill.common.errors import check
+from raydistill.distill import losses as L
+from raydistill.distill.core import HintonKD, Method, Needs, logit_mse, register
 
 
 class _Intermediate(Method):

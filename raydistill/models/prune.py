@@ -35,9 +35,9 @@ import re
 
 import torch
 
-from ..errors import UserError, check
-from ..sizes import KEEP, Shape
-from .teacher import encoder_layers
+from raydistill.common.errors import UserError, check
+from raydistill.config.sizes import KEEP, Shape
+from raydistill.models.teacher import encoder_layers
 
 log = logging.getLogger(__name__)
 

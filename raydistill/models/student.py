@@ -32,12 +32,12 @@ from pathlib import Path
 
 import torch
 
-from ..config import StudentConfig, split_init
-from ..errors import UserError, check
-from ..sizes import FIELDS, Shape
-from . import prune
-from .heads import auto_class
-from .teacher import KNOWN_FAMILIES, encoder_layers, family, head_kind
+from raydistill.config.schema import StudentConfig, split_init
+from raydistill.common.errors import UserError, check
+from raydistill.config.sizes import FIELDS, Shape
+from raydistill.models import prune
+from raydistill.models.heads import auto_class
+from raydistill.models.teacher import KNOWN_FAMILIES, encoder_layers, family, head_kind
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ def _uniform(m: int, n: int, arg: str | None) -> list[int]:
 
 
 def _explicit(m: int, n: int, arg: str | None) -> list[int]:
-    from ..distill.mapping import parse_layer_list
+    from raydistill.distill.mapping import parse_layer_list
 
     return parse_layer_list(arg or "", m, n, "student.init", f"layers:{arg}",
                             f"layers:{arg} is not a comma-separated list of teacher layers, e.g. layers:1,3,5")

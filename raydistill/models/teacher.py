@@ -10,9 +10,9 @@ import json
 import os
 from pathlib import Path
 
-from ..errors import UserError, check
-from ..hub import hub_reachable, is_local
-from .heads import KINDS, SUFFIX, auto_class
+from raydistill.common.errors import UserError, check
+from raydistill.common.hub import hub_reachable, is_local
+from raydistill.models.heads import KINDS, SUFFIX, auto_class
 
 # model_type -> family; other model types are accepted when they have the same encoder layout (check_structure)
 KNOWN_FAMILIES = {"bert": "bert", "roberta": "roberta", "xlm-roberta": "roberta", "camembert": "roberta",

@@ -8,7 +8,7 @@ import os
 
 from ray import tune
 
-from .tuner import failure_config, trainable_for
+from raydistill.orchestrate.tuner import failure_config, trainable_for
 
 
 def candidates(rows: list[dict], metric: str, top: int) -> list[dict]:

@@ -8,7 +8,7 @@ import sys
 
 import ray
 
-from ..resources import Cluster
+from raydistill.orchestrate.resources import Cluster
 
 
 def init_ray(num_cpus: int | None = None, log_to_driver: bool = True, verbose: bool = False) -> None:
@@ -26,7 +26,7 @@ def init_ray(num_cpus: int | None = None, log_to_driver: bool = True, verbose: b
     os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")
     address = os.environ.get("RAY_ADDRESS")
     if address:
-        from ..errors import UserError
+        from raydistill.common.errors import UserError
 
         if address.startswith(("http://", "https://")):
             raise UserError("RAY_ADDRESS", f"{address} is a dashboard / job API address: submit the command with "
@@ -46,7 +46,7 @@ def init_ray(num_cpus: int | None = None, log_to_driver: bool = True, verbose: b
                                 "as RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token "
                                 "(docs/CLUSTER.md, section 2)") from None
             raise
-        from .guard import watch
+        from raydistill.orchestrate.guard import watch
 
         watch(ray.get_runtime_context().gcs_address)  # a cluster lost mid-command: one line, no run left RUNNING
     else:

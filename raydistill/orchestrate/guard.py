@@ -60,7 +60,7 @@ def watch(address: str) -> None:
     global _guardian, _address
     if _guardian is not None:
         return
-    from .. import track
+    from raydistill.tracking import track
 
     _address = address
 
@@ -154,7 +154,7 @@ def _watchdog(address: str) -> None:
 
 
 def _end(runs: dict, reason: str) -> None:
-    from .. import track
+    from raydistill.tracking import track
 
     for run_id, r in runs.items():
         try:

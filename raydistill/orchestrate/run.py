@@ -14,18 +14,18 @@ import ray.train
 import ray.train.torch
 from ray.train.v2.api.callback import UserCallback
 
-from ..config import RunConfig
-from ..track import log_epoch
+from raydistill.config.schema import RunConfig
+from raydistill.tracking.track import log_epoch
 
 log = logging.getLogger("raydistill")
 
 
 def _worker(config: dict) -> None:
     """Runs on every Ray Train worker: Ray context in, plain-PyTorch loop out."""
-    from ..loop import Context, run
+    from raydistill.train.loop import Context, run
 
     cfg = RunConfig.from_dict(config["cfg"])
-    from ..resources import confine_threads
+    from raydistill.orchestrate.resources import confine_threads
 
     # as many threads (torch's on CPU, the tokenizers' pool) as CPUs Ray gave this worker, no more (trials share cores)
     confine_threads(config.get("threads", 1), torch_threads=not cfg.train.use_gpu)
@@ -41,7 +41,7 @@ def _worker(config: dict) -> None:
     def report(metrics: dict, ckpt_dir: str | None) -> None:
         c = ray.train.Checkpoint.from_directory(os.path.dirname(ckpt_dir)) if ckpt_dir else None
         if device.type == "cuda" and rank == 0:  # what the trial holds on its GPU: what --gpus-per-worker must leave
-            from ..resources import gpu_memory
+            from raydistill.orchestrate.resources import gpu_memory
 
             metrics = {**metrics, **gpu_memory(device)}
         ray.train.report(metrics, checkpoint=c)
@@ -74,7 +74,7 @@ def make_trainer(cfg: RunConfig, *, name: str, storage_path: str, callbacks=(), 
     from ray.train import CheckpointConfig, FailureConfig, LoggingConfig, RunConfig as TrainRunConfig, ScalingConfig
     from ray.train.torch import TorchConfig, TorchTrainer
 
-    from ..resources import threads
+    from raydistill.orchestrate.resources import threads
 
     resources = {"CPU": cpus_per_worker}
     if cfg.train.use_gpu:
@@ -104,7 +104,7 @@ def export_student(checkpoint, output: str) -> str:
 
 
 def _copy_best(root: str, output: str) -> str:
-    from ..outputs import publish, staging
+    from raydistill.common.outputs import publish, staging
 
     tmp_out = staging(output)
     os.rmdir(tmp_out)
@@ -133,14 +133,14 @@ def fit_in_process(cfg: RunConfig, *, run_dir: str, threads: int, resume: bool, 
     checkpoint. Returns the last epoch's metrics and the latest checkpoint folder."""
     import torch
 
-    from ..loop import Context, run
+    from raydistill.train.loop import Context, run
 
     if not resume:  # a fresh start: only the checkpoints an earlier attempt made here go (the folder rule)
         for old in _checkpoints(run_dir) + glob.glob(os.path.join(run_dir, "checkpoint_*.tmp")):
             shutil.rmtree(old, ignore_errors=True)
     os.makedirs(run_dir, exist_ok=True)
     kept = _checkpoints(run_dir)
-    from ..resources import confine_threads
+    from raydistill.orchestrate.resources import confine_threads
 
     confine_threads(threads)  # torch threads and the tokenizers' pool: the trial's CPUs, before it first tokenises
     last: dict = {}
@@ -197,9 +197,9 @@ def execute(cfg: RunConfig, *, storage_path: str, name: str, parent_run_id: str 
     ``in_process`` (a sweep's 1-worker CPU trial: a callable taking each epoch's metrics) runs the loop in this process
     instead of on Ray Train (``fit_in_process``).
     """
-    from .. import track
-    from ..distill.examples import data_fingerprint, datasets
-    from ..models.teacher import fingerprint
+    from raydistill.tracking import track
+    from raydistill.data.splits import data_fingerprint, datasets
+    from raydistill.models.teacher import fingerprint
 
     import time
 
@@ -215,7 +215,7 @@ def execute(cfg: RunConfig, *, storage_path: str, name: str, parent_run_id: str 
         else:  # a restarted trial goes on in its run: RUNNING again, without the error of the attempt that failed
             track.reopen_run(uri, run_id)
         if in_process is not None:
-            from ..resources import threads
+            from raydistill.orchestrate.resources import threads
 
             def on_epoch(metrics):
                 log_epoch(uri, run_id, metrics)
@@ -238,8 +238,8 @@ def execute(cfg: RunConfig, *, storage_path: str, name: str, parent_run_id: str 
         student_dir = export_student(checkpoint, cfg.output)
         final = final_metrics(last)
         track.log_artifacts(uri, run_id, student_dir, "student")
-        from ..card import student_card
-        from ..tasks import get_task
+        from raydistill.export.card import student_card
+        from raydistill.tasks import get_task
 
         kind = get_task(cfg.task).kind
         card = student_card(student_dir, task=cfg.task, teacher=cfg.teacher, method=cfg.distill.method,

@@ -8,7 +8,7 @@ from optuna.exceptions import UpdateFinishedTrialError
 from ray.tune.schedulers import ASHAScheduler
 from ray.tune.search.optuna import OptunaSearch
 
-from ..track import RESULTS_DIR
+from raydistill.tracking.track import RESULTS_DIR
 
 
 def make_searcher(spec, base, *, metric: str, mode: str, name: str, teacher, n_at_once: int,
@@ -18,7 +18,7 @@ def make_searcher(spec, base, *, metric: str, mode: str, name: str, teacher, n_a
     import optuna
     from ray.tune.search import ConcurrencyLimiter
 
-    from ..space import start_points
+    from raydistill.config.space import start_points
 
     metrics = [metric, multi_objective] if multi_objective else metric
     modes = [mode, "min"] if multi_objective else mode
@@ -106,6 +106,6 @@ class SpaceFn:
         self.spec, self.teacher = spec, teacher
 
     def __call__(self, trial):
-        from .. import space as sp
+        from raydistill.config import space as sp
 
         return sp.sample(self.spec, trial, self.teacher)

@@ -5,11 +5,11 @@ from __future__ import annotations
 import os
 import time
 
-from ..config import RunConfig
+from raydistill.config.schema import RunConfig
 
 
 def run_name(cfg: RunConfig, trial_id: str) -> str:
-    from ..distill.methods import get_method
+    from raydistill.distill.methods import get_method
 
     s, d = cfg.student, cfg.distill
     name = f"{trial_id} {d.method} {s.layers}L-{s.hidden} T={d.temperature:g} a={d.alpha:g}"
@@ -26,9 +26,9 @@ def run_trial(config: dict, base: RunConfig, parent_run_id: str, storage: str, s
     import ray.tune
     from ray.tune.integration.ray_train import TuneReportCallback
 
-    from .. import track
-    from ..space import trial_config
-    from .run import execute
+    from raydistill.tracking import track
+    from raydistill.config.space import trial_config
+    from raydistill.orchestrate.run import execute
 
     t_start = time.perf_counter()
     trial_id = ray.tune.get_context().get_trial_id()

@@ -8,9 +8,9 @@ import sys
 from ray import tune
 from ray.tune import Callback
 
-from ..report import SHOW, table
-from .search import make_scheduler, make_searcher
-from .trial import run_trial
+from raydistill.results.report import SHOW, table
+from raydistill.orchestrate.search import make_scheduler, make_searcher
+from raydistill.orchestrate.trial import run_trial
 
 
 def trial_opts(demand, *, max_failures: int, placement: str, verbose: bool = False, in_process: bool = False,
@@ -69,7 +69,7 @@ def run_sweep(spec, base, *, metric: str, mode: str, n_samples: int, storage: st
 def live_table(metric: str):
     """A Tune callback printing a compact table of every trial whenever one reports (stderr): the score that chooses
     (``metric``) beside the dev score it reports."""
-    from ..selection import report_metric
+    from raydistill.config.selection import report_metric
 
     shown = list(dict.fromkeys((metric, report_metric(metric))))
 

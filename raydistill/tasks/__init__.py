@@ -4,9 +4,9 @@ All metrics are reported on a 0-1 scale (KorQuAD EM/F1 too, unlike the official 
 """
 from __future__ import annotations
 
-from ..errors import UserError
-from . import glue, korean
-from .base import KINDS, Task
+from raydistill.common.errors import UserError
+from raydistill.tasks import glue, korean
+from raydistill.tasks.base import KINDS, Task
 
 NLI2 = ("entailment", "not_entailment")
 

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import UserError
-from . import metrics
+from raydistill.common.errors import UserError
+from raydistill.tasks import metrics
 
 MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 IGNORE = -100  # label of pieces the loss and the metrics skip

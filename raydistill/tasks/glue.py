@@ -8,8 +8,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..errors import UserError
-from ..hub import hub_reachable
+from raydistill.common.errors import UserError
+from raydistill.common.hub import hub_reachable
 
 SPLIT_ALIASES = {"dev": "validation", "valid": "validation", "eval": "validation"}
 

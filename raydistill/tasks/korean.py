@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import json
 
-from ..errors import UserError
-from .glue import bad_label, check_nonempty, find_file, hub_dataset, norm_split, read_lines
+from raydistill.common.errors import UserError
+from raydistill.tasks.glue import bad_label, check_nonempty, find_file, hub_dataset, norm_split, read_lines
 
 NER_TYPES = {"kmou_ner": ("PS", "LC", "OG", "DT", "TI"), "klue_ner": ("PS", "LC", "OG", "DT", "TI", "QT")}
 

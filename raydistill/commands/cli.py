@@ -1,0 +1,167 @@
+"""Command-line entry points: the ``cli`` decorator turns a UserError (argparse's own errors included) into one
+stderr line ``error: FIELD: how to fix it`` and exit status 2, and checks the places a command writes to first."""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import re
+import sys
+
+from raydistill.common.errors import UserError
+from raydistill.common.outputs import check_output
+from raydistill.common.paths import check_tracking_uri_path, check_writable
+
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command stopped by Ctrl-C (SIGTERM: 143)
+# set by a command once it knows how it would be resumed (``interrupted(hint)``) and what to close (``on_interrupt``)
+_INTERRUPT: dict = {"hint": "", "cleanup": [], "at_signal": [], "signal": None, "later": []}
+# arguments that name a place the command writes to: checked writable right after parsing (see ``cli``)
+WRITABLE_ARGS = ("output", "storage_path", "export")
+RESULT_ARGS = ("output", "export")  # result folders: refused when they hold files raydistill did not write
+
+
+def _argparse_error(parser: argparse.ArgumentParser, message: str):
+    """argparse's own errors (wrong type, bad choice, missing or unknown flag) as a one-line UserError
+    instead of the usage block argparse prints."""
+    message = " ".join(str(message).split())
+    m = re.match(r"argument ([^\s:]+)(?:/\S+)?: (.*)", message)
+    if m:  # "argument --temperature: invalid float value: 'hot'"
+        field, msg = m.group(1), m.group(2)
+    elif m := re.match(r"the following arguments are required: ([^\s,]+)", message):
+        field, msg = m.group(1), message
+    elif m := re.match(r"unrecognized arguments: (\S+)", message):
+        field, msg = m.group(1), message
+    else:
+        field, msg = "arguments", message
+    raise UserError(field, f"{msg} (see {parser.prog} --help)")
+
+
+@contextlib.contextmanager
+def _one_line_argparse():
+    """While a ``cli`` entry point runs: argparse errors become UserErrors, and every parsed argument in
+    ``WRITABLE_ARGS`` (``--output``, ``--storage-path``, ``--export``) is checked writable before any work, and a result
+    folder (``--output``, ``--export``) holding files raydistill did not write is refused without ``--overwrite``."""
+    cls = argparse.ArgumentParser
+    orig_error, orig_parse = cls.error, cls.parse_args
+
+    def parse_args(self, args=None, namespace=None):
+        cls.parse_args = orig_parse  # only the entry point's own parse is checked
+        ns = orig_parse(self, args, namespace)
+        for dest in WRITABLE_ARGS:
+            value = getattr(ns, dest, None)
+            if isinstance(value, str) and value:
+                check_writable(value, dest)
+                if dest in RESULT_ARGS:  # the folder rule (outputs.py): nothing the command did not write is lost
+                    check_output(value, dest, overwrite=bool(getattr(ns, "overwrite", False)))
+        if isinstance(getattr(ns, "tracking_uri", None), str):
+            check_tracking_uri_path(ns.tracking_uri)
+        return ns
+
+    cls.error, cls.parse_args = _argparse_error, parse_args
+    try:
+        yield
+    finally:
+        cls.error, cls.parse_args = orig_error, orig_parse
+
+
+def add_overwrite(p: argparse.ArgumentParser, flag: str = "--output") -> None:
+    """``--overwrite`` for a command that writes a result folder (the folder rule: outputs.py)."""
+    p.add_argument("--overwrite", action="store_true", help=f"write into a {flag} folder that holds files raydistill "
+                   "did not write: same-named files are replaced, the others stay (without it such a folder is "
+                   "refused; an empty folder or one holding an earlier result needs no flag)")
+
+
+def resume_hint(command: str) -> None:
+    """What the one line printed on Ctrl-C / SIGTERM tells the user to run to go on."""
+    _INTERRUPT["hint"] = command
+
+
+def on_interrupt(fn) -> None:
+    """Run ``fn()`` when the command is interrupted, before its one line (e.g. end its MLflow runs KILLED)."""
+    _INTERRUPT["cleanup"].append(fn)
+
+
+def at_signal(fn) -> None:
+    """Run ``fn()`` the moment Ctrl-C or SIGTERM arrives, before the interrupt unwinds the command (quick things
+    only: e.g. stop printing Ray workers' output, so a trial killed while the sweep unwinds prints nothing)."""
+    _INTERRUPT["at_signal"].append(fn)
+
+
+def _interrupt(signum, frame):
+    """SIGINT and SIGTERM. The first one runs the ``at_signal`` hooks and raises KeyboardInterrupt (SIGTERM ends a
+    command the way Ctrl-C does: runs closed, one line); from then on the handler is deferred: a further signal (a
+    terminal's second Ctrl-C, a supervisor's SIGTERM) is noted, not acted on, so the cleanups always finish."""
+    if _INTERRUPT["signal"] is not None:
+        _INTERRUPT["later"].append(signum)
+        return
+    _INTERRUPT["signal"] = signum
+    for fn in _INTERRUPT["at_signal"]:
+        with contextlib.suppress(Exception):
+            fn()
+    raise KeyboardInterrupt
+
+
+def exit_status(signum: int | None) -> int:
+    """A shell's status for a command ended by ``signum``: 130 for SIGINT (or a KeyboardInterrupt no signal of ours
+    raised), 143 for SIGTERM."""
+    import signal
+
+    return 128 + signal.SIGTERM if signum == signal.SIGTERM else EXIT_INTERRUPTED
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """``--help`` of every command: each option's default is shown (``(default: X)``) unless its help already
+    says it, it has none (None) or it is an on/off flag."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if "default" in text or any(action.default is v for v in (None, False, argparse.SUPPRESS)) or action.required:
+            return text
+        if action.option_strings or action.nargs in ("?", "*"):
+            value = action.default if not isinstance(action.default, list) or action.default else "none"
+            return f"{text} (default: {value})" if text else f"(default: {value})"
+        return text
+
+
+def cli(main):
+    """Decorator for ``main(argv)`` entry points: a UserError (argparse's own errors included) becomes one
+    stderr line ``error: FIELD: how to fix it`` and exit status 2; paths the command writes to are checked first.
+    Ctrl-C or SIGTERM: the ``at_signal`` hooks run at once, the command unwinds, its ``on_interrupt`` cleanups run
+    (further signals meanwhile are noted, not acted on), then one line (``interrupted; resume with …`` where the
+    command said how) and exit status 130 (SIGINT) or 143 (SIGTERM), no traceback."""
+
+    @functools.wraps(main)
+    def wrapper(argv=None):
+        import signal
+        import threading
+
+        _INTERRUPT.update(hint="", cleanup=[], at_signal=[], signal=None, later=[])
+        main_thread = threading.current_thread() is threading.main_thread()
+        before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)} if main_thread else {}
+        for sig, handler in before.items():  # an ignored Ctrl-C (a background job) stays ignored
+            if handler is signal.default_int_handler or sig == signal.SIGTERM:
+                signal.signal(sig, _interrupt)
+        try:
+            with _one_line_argparse():
+                return main(argv)
+        except UserError as e:
+            print(f"error: {e}", file=sys.stderr, flush=True)
+            raise SystemExit(EXIT_USAGE) from None
+        except KeyboardInterrupt:
+            if _INTERRUPT["signal"] is None:  # raised by Python's own Ctrl-C handler: defer what follows all the same
+                _INTERRUPT["signal"] = signal.SIGINT
+            for fn in reversed(_INTERRUPT["cleanup"]):
+                try:
+                    fn()
+                except Exception as e:  # noqa: BLE001 — the line below still has to be printed
+                    print(f"warning: cleanup after the interrupt failed: {e}", file=sys.stderr, flush=True)
+            hint = _INTERRUPT["hint"]
+            print("interrupted" + (f"; resume with: {hint}" if hint else ""), file=sys.stderr, flush=True)
+            raise SystemExit(exit_status(_INTERRUPT["signal"])) from None
+        finally:
+            for sig, handler in before.items():  # called in process (tests, a notebook): the caller's handlers again
+                if handler is not None:
+                    signal.signal(sig, handler)
+
+    return wrapper

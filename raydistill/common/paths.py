@@ -1,0 +1,49 @@
+"""Places a command writes to: a folder it creates or replaces, a SQLite MLflow database. Checked before any work."""
+from __future__ import annotations
+
+import os
+import tempfile
+
+from raydistill.common.errors import check
+
+
+def unwritable(path: str) -> str | None:
+    """Why the folder ``path`` cannot be created or written, or None when it can (a probe file is created and
+    removed in its nearest existing ancestor: permission bits alone mislead when running as root)."""
+    p = os.path.abspath(os.path.expanduser(path))
+    if os.path.exists(p) and not os.path.isdir(p):
+        return f"{p} is a file"
+    q = p
+    while not os.path.exists(q):
+        q = os.path.dirname(q)
+    if not os.path.isdir(q):
+        return f"cannot create {p}: {q} is a file"
+    try:
+        tempfile.TemporaryFile(dir=q).close()
+    except OSError as e:
+        why = e.strerror or type(e).__name__
+        return f"cannot write to {p} ({why})" if q == p else f"cannot create {p}: {q} is not writable ({why})"
+    return None
+
+
+def check_writable(path: str, field: str) -> None:
+    """``path`` (a folder the command will create or replace) can be written. Remote URIs (s3://, gs://) are left
+    to their own client."""
+    if not path or "://" in path:
+        return
+    why = unwritable(path)
+    check(why is None, field, f"{why}; pass a directory you can write to (--{field.replace('_', '-')} DIR)")
+
+
+def check_tracking_uri_path(uri: str | None) -> None:
+    """A ``sqlite:///PATH`` tracking URI whose database cannot be created or written is refused up front."""
+    if not uri or not uri.startswith("sqlite:///"):
+        return
+    path = os.path.abspath(uri[len("sqlite:///"):])
+    fix = "pass --tracking-uri sqlite:////writable/path/mlflow.db"
+    check(not os.path.isdir(path), "tracking_uri", f"{path} is a directory, not a database file; {fix}")
+    if os.path.isfile(path):
+        check(os.access(path, os.W_OK), "tracking_uri", f"{path} is read-only; {fix}")
+        return
+    why = unwritable(os.path.dirname(path))
+    check(why is None, "tracking_uri", f"cannot create the MLflow database {path} ({why}); {fix}")

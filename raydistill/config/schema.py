@@ -1,0 +1,283 @@
+"""Typed, frozen run configuration. One RunConfig = one distillation run = one MLflow run.
+
+Loss-weight convention (written once, logged with every run as ``loss_convention``):
+  soft loss  = T² · KL(softmax(z_t/T) ‖ softmax(z_s/T))   (Hinton; T² keeps gradient scale independent of T)
+  α          weighs the soft (teacher-prediction) loss, (1 − α) the hard (gold-label) loss
+  β          weighs the intermediate loss (PKD patient loss; TinyBERT/two-stage transformer losses)
+General distillation (task "general", the one task without labels) has no hard loss: α weighs the soft loss next to α_mlm and α_cos, and may
+exceed 1 (DistilBERT: 5·soft + 2·MLM + 1·cos).
+
+Unset fields (``StudentConfig.init`` "", ``DistillConfig`` temperature / alpha / alpha_mlm None) mean "the method's
+default" (``Method.default_init``, ``Method.defaults``); ``RunConfig`` fills them in when it is made, so a run's
+params, checkpoints and losses always hold the values it used.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field, fields
+
+from raydistill.common.errors import UserError, check
+
+HUB = "hub"  # a run's data_dir param when its data came from the Hugging Face hub (read back as None: ``data_dir_of``)
+LOSS_CONVENTION = "soft=T^2*KL(p_t^T||p_s^T); total=alpha*soft+(1-alpha)*hard+beta*intermediate"
+
+
+def split_init(init: str | None) -> tuple[str, str]:
+    """``student.init`` as (rule, argument): ``prune:block,512`` → ("prune", "block,512"), ``first_k`` → ("first_k", "")."""
+    name, _, arg = (init or "random").partition(":")
+    return name, arg
+
+
+@dataclass(frozen=True)
+class StudentConfig:
+    layers: int = 4
+    hidden: int = 312
+    intermediate: int = 1200
+    heads: int = 12
+    # random | first_k | every_other | uniform | layers:1,3,5 | slice | prune[:…] | checkpoint:DIR | pretrained; "" = the method's default
+    init: str = ""
+
+    def validate(self) -> None:
+        for name in ("layers", "hidden", "intermediate", "heads"):
+            v = getattr(self, name)
+            check(isinstance(v, int) and v > 0, f"student.{name}", f"must be a positive integer, got {v!r}")
+        check(self.hidden % self.heads == 0, "student.hidden",
+              f"{self.hidden} is not divisible by student.heads={self.heads}; pick hidden = k·heads")
+
+
+MINILM_VERSIONS = (1, 2)  # distill.version: 1 = MiniLM, 2 = MiniLMv2
+
+
+@dataclass(frozen=True)
+class DistillConfig:
+    method: str = "kd"
+    temperature: float | None = None  # None = the method's default (see Method.defaults)
+    alpha: float | None = None
+    beta: float = 0.0
+    mapping: str = "uniform"  # uniform | skip | last | top | bottom | explicit list "2,4,6"
+    stage: str = "all"  # tinybert / two_stage: all | intermediate | pred
+    alpha_cos: float = 1.0  # DistilBERT cosine weight
+    alpha_mlm: float | None = None  # DistilBERT MLM weight (general distillation; default 2 there)
+    intermediate_epochs: int = 0  # tinybert/two_stage/minilm with stage=all: epochs of stage 1 (0 = half)
+    version: int = 2  # minilm: 1 = MiniLM (attention + value relation), 2 = MiniLMv2 (Q-Q, K-K, V-V relations)
+    relation_heads: int = 0  # minilm v2: relation heads (0 = 4 x the teacher's heads, the paper's 48 / 64; see MiniLM)
+    relation_mean: str = "sequence"  # minilm: relation KL per sequence then batch (the papers') | query (all alike)
+    teacher_layer: int = 0  # minilm: the teacher layer its relations come from (0 = last, -k = k-th from the top)
+
+    def validate(self, labelled: bool = True) -> None:
+        """None fields are unset (the method's default) and pass; a task without labels lets α exceed 1."""
+        check(self.temperature is None or self.temperature > 0, "distill.temperature", f"must be > 0, got {self.temperature}")
+        if not labelled:  # no hard loss: α is the soft loss's weight beside α_mlm and α_cos
+            check(self.alpha is None or self.alpha >= 0, "distill.alpha", f"must be >= 0, got {self.alpha}")
+        else:
+            check(self.alpha is None or 0.0 <= self.alpha <= 1.0, "distill.alpha", f"must be in [0, 1], got {self.alpha}")
+        check(self.beta >= 0, "distill.beta", f"must be >= 0, got {self.beta}")
+        check(self.alpha_cos >= 0, "distill.alpha_cos", f"must be >= 0, got {self.alpha_cos}")
+        check(self.alpha_mlm is None or self.alpha_mlm >= 0, "distill.alpha_mlm", f"must be >= 0, got {self.alpha_mlm}")
+        check(self.relation_heads >= 0, "distill.relation_heads", f"must be >= 0 (0 = the method's default), got "
+              f"{self.relation_heads}")
+        check(self.relation_mean in ("sequence", "query"), "distill.relation_mean", "must be sequence (each "
+              "sequence's mean over its real queries, then the batch mean: the papers') or query, got "
+              f"{self.relation_mean!r}")
+        check(self.stage in ("all", "intermediate", "pred"), "distill.stage",
+              f"must be one of all, intermediate, pred; got {self.stage!r}")
+        # checked for every method, also one that does not read them: a mistyped value is never silently ignored
+        check(self.version in MINILM_VERSIONS, "distill.version", f"must be 1 (MiniLM) or 2 (MiniLMv2), got "
+              f"{self.version}")
+        check(self.intermediate_epochs >= 0, "distill.intermediate_epochs",
+              f"must be >= 0 (0 = half the epochs), got {self.intermediate_epochs}")
+        from raydistill.distill.mapping import check_spec
+
+        check_spec(self.mapping)
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    epochs: int = 3
+    max_steps: int = 0  # 0 = no cap; otherwise total optimizer steps per run
+    batch_size: int = 32  # global batch, split across workers
+    lr: float = 5e-5
+    weight_decay: float = 0.01
+    warmup_ratio: float = 0.1
+    max_length: int = 128
+    train_limit: int = 0  # 0 = all
+    eval_limit: int = 0
+    seed: int = 42
+    num_workers: int = 1
+    use_gpu: bool = False
+    bf16: bool = True  # bf16 autocast of the whole step, on GPU
+    teacher_bf16: bool = True  # frozen teacher forward under bf16 autocast where native (GPU; CPU AVX512-BF16/AMX)
+    # What chooses (best epoch, trial, recipe) never sees what reports: a stratified share of the training rows is the
+    # validation split everything chooses on ("val"); the dev set only reports. "dev": choose on dev (the old way).
+    val_fraction: float = 0.1
+    select_on: str = "val"
+    # batches of similar-length rows (raydistill/data/batches.py): the same rows and steps with ~1/3 fewer padded token slots
+    # on MRPC, 1.47x faster training epochs (BENCHMARKS.md, group_by_length.py)
+    group_by_length: bool = True
+
+    def validate(self) -> None:
+        check(self.epochs >= 1, "train.epochs", f"must be >= 1, got {self.epochs}")
+        check(self.max_steps >= 0, "train.max_steps", f"must be >= 0, got {self.max_steps}")
+        check(self.batch_size >= 1, "train.batch_size", f"must be >= 1, got {self.batch_size}")
+        check(self.lr > 0, "train.lr", f"must be > 0, got {self.lr}")
+        check(self.max_length >= 8, "train.max_length", f"must be >= 8, got {self.max_length}")
+        check(self.num_workers >= 1, "train.num_workers", f"must be >= 1, got {self.num_workers}")
+        check(self.batch_size % self.num_workers == 0, "train.batch_size",
+              f"the global batch {self.batch_size} does not split evenly over num_workers={self.num_workers}; pass "
+              f"--batch-size {max(self.num_workers, self.batch_size // self.num_workers * self.num_workers)}")
+        check(self.train_limit >= 0, "train.train_limit", f"must be >= 0 (0 = all), got {self.train_limit}")
+        check(self.eval_limit >= 0, "train.eval_limit", f"must be >= 0 (0 = all), got {self.eval_limit}")
+        check(0 < self.val_fraction <= 0.5, "train.val_fraction", f"must be in (0, 0.5] (the share of the training "
+              f"rows held out to choose epochs and trials on), got {self.val_fraction}; pass --val-fraction 0.1")
+        check(self.select_on in SELECT_ON, "train.select_on", f"must be one of {', '.join(SELECT_ON)}, got "
+              f"{self.select_on!r}; pass --select-on val (choose on a split carved from train) or dev")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    task: str
+    teacher: str
+    data_dir: str | None = None
+    student: StudentConfig = field(default_factory=StudentConfig)
+    distill: DistillConfig = field(default_factory=DistillConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    output: str = "outputs/run"
+    tracking_uri: str | None = None
+    experiment: str = "raydistill"
+    run_name: str | None = None
+    parent_run_id: str | None = None
+    augment_dir: str | None = None  # folder of augmented training data (TinyBERT)
+    unlabeled_text: str | None = None  # general distillation corpus (one text per line)
+    teacher_cache: str | None = None  # folder of cached teacher outputs
+    teacher_cache_gb: float = 4.0  # size budget for full-sequence teacher states/scores in that folder
+    # Test hook for fault-injection tests, never set in normal use: "nan:epoch=1" makes that epoch's loss NaN;
+    # "kill:rank=1,epoch=2,step=1,once=PATH" hard-kills that worker once (PATH marks that it happened).
+    fault: str = ""
+
+    def __post_init__(self):
+        # Fill the unset fields from the method, once: every reader then sees numbers and a concrete init.
+        from raydistill.distill.methods import METHODS
+
+        m = METHODS.get(self.distill.method)
+        if m is None:  # validate() names the unknown method
+            return
+        defaults = m.defaults | (m.general_defaults if not _labelled(self.task) else {})
+        unset = {k: v for k, v in defaults.items() if getattr(self.distill, k) is None}
+        if unset:
+            object.__setattr__(self, "distill", dataclasses.replace(self.distill, **unset))
+        if not self.student.init:
+            object.__setattr__(self, "student", dataclasses.replace(self.student, init=m.default_init))
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "RunConfig":
+        """The one way from a dict (YAML, CLI flags, a sampled trial, a checkpoint) to a config: unknown keys are
+        refused and values coerced to their field's type, errors naming the field as ``section.field``; a section
+        may be a dict or a section object; the method's defaults fill unset fields; validated."""
+        known = {f.name for f in fields(cls)}
+        for k in d:
+            check(k in known, k, f"unknown key; known keys: {', '.join(sorted(known))}")
+        for k in ("task", "teacher"):
+            check(bool(d.get(k)), k, f"is required (--{k})")
+        kw = dict(d)
+        for sec, sec_cls in SECTIONS.items():
+            v = kw.get(sec) or {}
+            if isinstance(v, sec_cls):
+                v = dataclasses.asdict(v)
+            check(isinstance(v, dict), sec, f"must be a mapping of {sec} fields, got {v!r}")
+            kw[sec] = build(sec_cls, v, f"{sec}.")
+        if "teacher_cache_gb" in kw:
+            kw["teacher_cache_gb"] = _coerce(kw["teacher_cache_gb"], float, "teacher_cache_gb")
+        return cls(**kw).validate()
+
+    def to_dict(self) -> dict:
+        """Plain values, nested by section: what ``from_dict`` reads back (Tune configs, checkpoints)."""
+        return dataclasses.asdict(self)
+
+    def validate(self) -> "RunConfig":
+        from raydistill.distill.methods import get_method
+
+        get_method(self.distill.method)
+        self.student.validate()
+        self.distill.validate(_labelled(self.task))
+        self.train.validate()
+        check(self.teacher_cache_gb >= 0, "teacher_cache_gb", f"must be >= 0 GiB, got {self.teacher_cache_gb}")
+        return self
+
+    def replace(self, **kw) -> "RunConfig":
+        return dataclasses.replace(self, **kw)
+
+    def to_params(self) -> dict[str, str]:
+        """Flat MLflow params with names that say what they are (see DESIGN conventions)."""
+        p = {
+            "task": self.task, "teacher": self.teacher, "data_dir": self.data_dir or HUB,
+            "method": self.distill.method, "temperature": self.distill.temperature, "alpha": self.distill.alpha,
+            "beta": self.distill.beta, "mapping": self.distill.mapping, "stage": self.distill.stage,
+            "alpha_cos": self.distill.alpha_cos, "alpha_mlm": self.distill.alpha_mlm,
+            "student_layers": self.student.layers, "student_hidden": self.student.hidden,
+            "student_intermediate": self.student.intermediate, "student_heads": self.student.heads,
+            "init": self.student.init, "loss_convention": LOSS_CONVENTION,
+        }
+        if self.distill.method == "minilm":  # its knobs only where they mean something
+            p.update(version=self.distill.version, relation_heads=self.distill.relation_heads,
+                     teacher_layer=self.distill.teacher_layer, relation_mean=self.distill.relation_mean)
+        for f in fields(self.train):
+            key = "num_workers" if f.name == "num_workers" else f.name
+            p[key] = getattr(self.train, f.name)
+        p["augment_dir"] = self.augment_dir or ""
+        return {k: str(v) for k, v in p.items()}
+
+
+def data_dir_of(params: dict) -> str | None:
+    """The data folder of a logged run's params: None (the Hugging Face hub) for the ``"hub"`` placeholder."""
+    v = params.get("data_dir")
+    return None if v in (None, "", "None", HUB) else v
+
+
+def _labelled(task: str) -> bool:
+    """Whether ``task`` has gold labels (an unknown name counts as labelled; preflight names it)."""
+    from raydistill.tasks import TASKS
+
+    t = TASKS.get(task)
+    return t is None or t.labelled
+
+
+SELECT_ON = ("val", "dev")  # the split that chooses epochs, trials and recipes
+SECTIONS = {"student": StudentConfig, "distill": DistillConfig, "train": TrainConfig}
+
+
+def build(section_cls, values: dict, prefix: str):
+    """Make a frozen section from a dict, refusing unknown keys and wrong types with a one-line error."""
+    known = {f.name: f for f in fields(section_cls)}
+    kw = {}
+    for k, v in values.items():
+        if k not in known:
+            raise UserError(f"{prefix}{k}", f"unknown key; known keys: {', '.join(sorted(known))}")
+        kw[k] = _coerce(v, _field_type(section_cls, known[k]), f"{prefix}{k}")
+    return section_cls(**kw)
+
+
+def _field_type(cls, f):
+    """The type a value for field ``f`` is coerced to: its default's, or for an unset-able field (default None) the
+    first type of its annotation ("float | None" → float); None when ``cls`` has no defaults."""
+    try:
+        default = getattr(cls(), f.name)
+    except TypeError:
+        return None
+    if default is not None:
+        return type(default)
+    return {"float": float, "int": int, "str": str, "bool": bool}.get(str(f.type).split("|")[0].strip())
+
+
+def _coerce(v, want, name):
+    if want is None or v is None or isinstance(v, want):
+        return v
+    try:
+        if want is bool:
+            if isinstance(v, str) and v.lower() in ("true", "false", "1", "0"):
+                return v.lower() in ("true", "1")
+            raise ValueError
+        if want is int and isinstance(v, float) and not v.is_integer():
+            raise ValueError
+        return want(v)
+    except (TypeError, ValueError):
+        raise UserError(name, f"expected {want.__name__}, got {v!r}") from None

@@ -1,0 +1,283 @@
+"""TinyBERT data augmentation (Jiao et al. 2020, Algorithm 1), seeded and cached.
+
+For every example we make ``n`` augmented copies. Each copy walks the words of the sentence and, with
+probability ``p``, replaces a word by one of its ``k`` candidates. Where candidates come from (``candidates``):
+
+* ``mlm`` (the paper's, needs a masked-LM head, ``--mlm DIR``): a word that is a single word piece is masked and its
+  candidates are the masked LM's top-``k`` predictions; a word of several pieces gets the ``k`` nearest whole words
+  in the MLM's input embeddings (cosine similarity of the mean of its pieces' embeddings);
+* ``embedding`` (any encoder, e.g. the teacher itself, ``--teacher DIR``): every word gets the ``k`` nearest whole
+  words in the model's input word-embedding matrix, less the word itself: the paper's GloVe path applied to every
+  word, so a teacher without an MLM head (BERT, RoBERTa, ELECTRA, a sentence-embedding MiniLM) can augment.
+
+Departure from the paper: it used GloVe vectors for the multi-piece case. GloVe cannot be downloaded here, so
+we use the model's own *input embeddings* instead. Candidates are restricted to whole-word vocabulary entries
+(``raydistill.data.candidates``): not ``##`` continuations (WordPiece) / ``Ġ``-less pieces (byte-level BPE),
+not special tokens, and containing a letter or digit. Words without a letter or digit (punctuation), single-piece
+words cut off by ``max_length`` (mlm) and words the tokenizer cannot spell (embedding: [UNK]) are never replaced.
+
+As in the paper, candidates are computed once per word on the original sentence (mlm: one masked forward per
+single-piece word, batched across sentences; embedding: once per distinct word); the ``n`` copies then only
+sample. Pair tasks augment ``text`` and ``text_pair`` independently and copy ``i`` of an example always pairs
+copy ``i`` of its own ``text`` with copy ``i`` of its own ``text_pair``. Every other field is copied unchanged except
+the gold label: a copy carries ``label: null``, since swapping 40% of the words can change what the original's label
+says (a paraphrase pair that no longer is one). As in TinyBERT, the teacher labels the copies: a run trains on the set
+through ``--augment-dir``, the teacher (live or through its cache, whose key covers the exact rows) gives every copy
+its own soft targets, and the gold-label loss counts only the originals (``tasks.encode``: no label = ignored).
+
+The command line augments only the rows a run trains on: a task whose dev set is held out of train (NSMC, see
+``raydistill.data.splits.split_train``) has those rows left out, and every row written carries ``source_index``
+(its original's index in the train split), by which runs drop anything made from a held-out row.
+
+Paper defaults: ``p=0.4, k=15, n=20``.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import random
+import tempfile
+from pathlib import Path
+
+from raydistill.commands.cli import HelpFormatter, add_overwrite, cli
+from raydistill.common.errors import UserError, check
+from raydistill.data.candidates import embedding_candidates, mlm_candidates, whole_word_ids as _whole_word_ids  # noqa: F401
+
+CACHE_VERSION = "augment-v2"  # v2: copies carry label None (the teacher labels them)
+CANDIDATES = ("mlm", "embedding")
+_MLM_HINT = ("pass a masked-LM checkpoint such as bert-base-uncased or roberta-base "
+             "(a directory with a *ForMaskedLM model and its tokenizer), or use --candidates embedding --teacher DIR "
+             "(any encoder's word embeddings)")
+
+
+def _load_mlm(mlm_dir):
+    """(tokenizer, masked-LM in eval mode) from ``mlm_dir``; UserError if it is not a masked LM."""
+    import transformers as tf
+
+    if not mlm_dir or not Path(mlm_dir).is_dir():
+        raise UserError("augment_mlm", f"{str(mlm_dir)!r} is not a directory; {_MLM_HINT}")
+    try:
+        archs = tf.AutoConfig.from_pretrained(mlm_dir).architectures or []
+        if not any(a.endswith(("ForMaskedLM", "ForPreTraining")) for a in archs):
+            raise UserError("augment_mlm", f"{str(mlm_dir)!r} holds {archs or 'no architecture'}, not a masked LM; "
+                            + _MLM_HINT)
+        tok = tf.AutoTokenizer.from_pretrained(mlm_dir)
+        model = tf.AutoModelForMaskedLM.from_pretrained(mlm_dir)
+    except UserError:
+        raise
+    except (OSError, ValueError, KeyError) as e:
+        raise UserError("augment_mlm", f"cannot load {str(mlm_dir)!r} as a masked LM ({e}); {_MLM_HINT}") from None
+    check(tok.is_fast and tok.mask_token_id is not None, "augment_mlm",
+          f"{str(mlm_dir)!r} needs a fast tokenizer with a mask token; {_MLM_HINT}")
+    return tok, model.eval()
+
+
+def _load_embeddings(model_dir, field):
+    """(tokenizer, input word-embedding matrix) of any BERT/RoBERTa-like encoder in ``model_dir``."""
+    import transformers as tf
+
+    from raydistill.models.teacher import load_model
+
+    model = load_model(str(model_dir), "base", field=field)
+    try:
+        tok = tf.AutoTokenizer.from_pretrained(str(model_dir))
+    except (OSError, ValueError, KeyError) as e:
+        raise UserError(field, f"cannot load the tokenizer of {str(model_dir)!r} ({e})") from None
+    check(tok.is_fast, field, f"{str(model_dir)!r} needs a fast tokenizer (word offsets); save it with "
+          "AutoTokenizer.from_pretrained(..., use_fast=True)")
+    return tok, model.get_input_embeddings().weight.detach()
+
+
+def _check_candidates(candidates) -> None:
+    check(candidates in CANDIDATES, "augment_candidates", f"must be one of {', '.join(CANDIDATES)}, got "
+          f"{candidates!r}: mlm for a masked LM's predictions (--mlm DIR), embedding for the nearest words in any "
+          "encoder's word embeddings (--teacher DIR)")
+
+
+def _sample(text, slots, p, rng):
+    """One augmented copy of ``text``: each replaceable word swapped with probability ``p``."""
+    parts, last = [], 0
+    for start, end, cands in slots:
+        if cands and rng.random() < p:
+            parts += [text[last:start], rng.choice(cands)]
+            last = end
+    return "".join(parts) + text[last:]
+
+
+def augment(examples, model_dir, p=0.4, k=15, n=20, seed=0, batch_size=64, max_length=128, candidates="mlm",
+            field=None) -> list[dict]:
+    """Originals first, then ``n`` augmented copies per example (example by example, same dict format).
+    ``candidates``: ``mlm`` (``model_dir`` a masked LM) or ``embedding`` (any encoder); ``field`` names the
+    model's flag in errors (default ``augment_mlm`` / ``augment_teacher``)."""
+    check(0.0 <= p <= 1.0, "augment_p", f"must be a probability in [0, 1], got {p}")
+    check(isinstance(k, int) and k >= 1, "augment_k", f"must be an integer >= 1, got {k!r}")
+    check(isinstance(n, int) and n >= 0, "augment_n", f"must be an integer >= 0, got {n!r}")
+    check(batch_size >= 1 and max_length >= 3, "augment_batch", "batch_size must be >= 1 and max_length >= 3")
+    _check_candidates(candidates)
+    examples = list(examples)
+    for ex in examples:
+        check(isinstance(ex, dict) and isinstance(ex.get("text"), str), "augment_task",
+              "data augmentation needs classification/regression examples {'text', 'text_pair', 'label'}")
+    texts = list(dict.fromkeys(s for ex in examples for s in (ex["text"], ex.get("text_pair")) if s is not None))
+    if candidates == "mlm":
+        tok, model = _load_mlm(model_dir)
+        found = mlm_candidates(texts, tok, model, k, batch_size, max_length, field or "augment_mlm")
+    else:
+        field = field or "augment_teacher"
+        tok, emb = _load_embeddings(model_dir, field)
+        found = embedding_candidates(texts, tok, emb, k, field)
+    slots = dict(zip(texts, found))
+
+    rng = random.Random(seed)
+    copies = []
+    for ex in examples:
+        for _ in range(n):
+            new = {**ex, "label": None} if "label" in ex else dict(ex)  # the teacher labels a copy, not the gold
+            for f in ("text", "text_pair"):
+                if ex.get(f) is not None:
+                    new[f] = _sample(ex[f], slots[ex[f]], p, rng)
+            copies.append(new)
+    return [dict(ex) for ex in examples] + copies
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def mlm_fingerprint(mlm_dir) -> str:
+    """Content hash of a checkpoint directory (big files: size plus first and last MiB)."""
+    h = hashlib.sha256()
+    for f in sorted(Path(mlm_dir).iterdir()) if Path(mlm_dir).is_dir() else ():
+        if not f.is_file():
+            continue
+        size = f.stat().st_size
+        with f.open("rb") as fh:
+            if size <= 64 << 20:
+                data = fh.read()
+            else:
+                data = fh.read(1 << 20)
+                fh.seek(-(1 << 20), os.SEEK_END)
+                data += fh.read()
+        h.update(f"{f.name}\0{size}\0{_sha(data)}\n".encode())
+    return h.hexdigest()
+
+
+def cache_path(examples, model_dir, cache_dir, p=0.4, k=15, n=20, seed=0, max_length=128, candidates="mlm") -> Path:
+    """Where ``augment_cached`` keeps this result (batch_size does not change the output, so it is not keyed)."""
+    ex_fp = _sha(json.dumps(list(examples), sort_keys=True, ensure_ascii=False, default=str).encode())
+    knobs = {"p": p, "k": k, "n": n, "seed": seed, "max_length": max_length, "candidates": candidates}
+    key = json.dumps([CACHE_VERSION, ex_fp, mlm_fingerprint(model_dir), knobs], sort_keys=True)
+    return Path(cache_dir) / f"{_sha(key.encode())}.jsonl"
+
+
+def augment_cached(examples, model_dir, cache_dir, p=0.4, k=15, n=20, seed=0, batch_size=64, max_length=128,
+                   candidates="mlm", field=None) -> list[dict]:
+    """``augment`` with the result stored as JSONL under ``cache_dir`` and re-used on the next identical call."""
+    examples = list(examples)
+    path = cache_path(examples, model_dir, cache_dir, p=p, k=k, n=n, seed=seed, max_length=max_length,
+                      candidates=candidates)
+    if path.is_file():
+        with path.open(encoding="utf-8") as f:
+            return [json.loads(line) for line in f]
+    result = augment(examples, model_dir, p=p, k=k, n=n, seed=seed, batch_size=batch_size, max_length=max_length,
+                     candidates=candidates, field=field)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".jsonl")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.writelines(json.dumps(ex, ensure_ascii=False) + "\n" for ex in result)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return result
+
+
+def model_source(args) -> tuple[str, str, str]:
+    """(candidates, model directory, the flag's error field) from the command's flags; refuses what cannot work."""
+    candidates = args.candidates or ("mlm" if args.mlm else "embedding")
+    _check_candidates(candidates)
+    if candidates == "mlm":
+        check(bool(args.mlm), "augment_mlm", "--candidates mlm needs a model with a masked-LM head; " + _MLM_HINT)
+        return candidates, args.mlm, "augment_mlm"
+    check(bool(args.teacher or args.mlm), "augment_teacher", "--candidates embedding needs a model whose word "
+          "embeddings propose the candidates: pass --teacher DIR (the teacher you distil from)")
+    model_dir, field = (args.teacher, "augment_teacher") if args.teacher else (args.mlm, "augment_mlm")
+    check(Path(model_dir).is_dir(), field, f"{model_dir} does not exist or is not a folder; pass a saved model "
+          "folder (config.json + weights), e.g. the teacher you distil from")
+    return candidates, model_dir, field
+
+
+@cli
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m raydistill.distill.augment", formatter_class=HelpFormatter,
+                                 description="TinyBERT data augmentation: write N copies of every training row of a "
+                                 "task with words swapped for candidates from a masked language model's guesses or "
+                                 "from the nearest whole words in any encoder's word embeddings, for distill "
+                                 "--augment-dir (seeded; cached under OUTPUT/cache).")
+    ap.add_argument("--task", required=True, help="task name (classification or regression; python -m raydistill "
+                    "list tasks)")
+    ap.add_argument("--data-dir", default=None, help="local data folder: the GLUE root or the task's own folder "
+                    "(default: the Hugging Face hub)")
+    ap.add_argument("--candidates", default=None, help="mlm: a masked LM's top-k predictions (the paper's; needs "
+                    "--mlm) | embedding: the nearest whole words in a model's word embeddings (any encoder, e.g. "
+                    "--teacher) (default: mlm when --mlm is given, else embedding)")
+    ap.add_argument("--mlm", default=None, help="masked-LM checkpoint directory, e.g. bert-base-uncased (default: none; needed by --candidates mlm)")
+    ap.add_argument("--teacher", default=None, help="any BERT/RoBERTa/ELECTRA encoder directory (e.g. the teacher) "
+                    "whose input word embeddings propose the candidates (--candidates embedding; default: none)")
+    ap.add_argument("--output", required=True, help="writes OUTPUT/train.jsonl (cache under OUTPUT/cache)")
+    add_overwrite(ap)
+    ap.add_argument("--p", type=float, default=0.4, help="probability that a word is replaced")
+    ap.add_argument("--k", type=int, default=15, help="candidates per word to draw a replacement from")
+    ap.add_argument("--n", type=int, default=20, help="augmented copies per training row")
+    ap.add_argument("--seed", type=int, default=0, help="random seed of the sampling")
+    ap.add_argument("--limit", type=int, default=None, help="augment only the first LIMIT training examples "
+                    "(default: all)")
+    ap.add_argument("--batch-size", type=int, default=64, help="sentences per model forward pass")
+    ap.add_argument("--max-length", type=int, default=128, help="tokens per sentence (longer ones are cut)")
+    args = ap.parse_args(argv)
+    candidates, model_dir, field = model_source(args)
+    n_in, n_out, out = build(args.task, args.data_dir, model_dir, args.output, candidates=candidates, mlm=args.mlm,
+                             field=field, p=args.p, k=args.k, n=args.n, seed=args.seed, limit=args.limit,
+                             batch_size=args.batch_size, max_length=args.max_length)
+    print(f"{n_in} examples -> {n_out} (with {args.n} augmented copies each): {out}")
+    print(json.dumps({"examples": n_in, "rows": n_out, "copies": args.n, "train": out}))  # last line JSON, as elsewhere
+
+
+def build(task_name: str, data_dir, model_dir: str, output: str, candidates: str = "embedding", mlm=None,
+          field: str = "augment_teacher", p: float = 0.4, k: int = 15, n: int = 20, seed: int = 0, limit=None,
+          batch_size: int = 64, max_length: int = 128) -> tuple[int, int, str]:
+    """Write OUTPUT/train.jsonl (the training rows after the dev hold-out, each tagged with its source row, and ``n``
+    augmented copies of each) and OUTPUT/augment.json (the knobs); cached under OUTPUT/cache. What the command and a
+    sweep searching ``augment`` call. Returns (rows in, rows out, the train.jsonl path)."""
+    from raydistill.tasks import get_task  # lazy: task loading lives elsewhere
+
+    from raydistill.data.splits import SOURCE, split_train
+
+    task = get_task(task_name)
+    rows, held = split_train(task, data_dir)  # augment after the hold-out: dev rows never get copies
+    examples = [{**ex, SOURCE: i} for i, ex in enumerate(rows) if i not in held]
+    if limit is not None:
+        examples = examples[:limit]
+    out = Path(output)
+    from raydistill.train.loop import quiet_hf
+
+    quiet_hf()  # an encoder loaded without its task head: no load report, no progress bars
+    result = augment_cached(examples, model_dir, out / "cache", p=p, k=k, n=n, seed=seed, batch_size=batch_size,
+                            max_length=max_length, candidates=candidates, field=field)
+    from raydistill.common.outputs import publish, staging
+
+    staged = Path(staging(str(out)))  # the result moves in whole, beside the cache it was built from
+    with (staged / "train.jsonl").open("w", encoding="utf-8") as f:
+        f.writelines(json.dumps(ex, ensure_ascii=False) + "\n" for ex in result)
+    knobs = {"task": task_name, "candidates": candidates, "model": model_dir, "mlm": mlm, "p": p, "k": k, "n": n,
+             "seed": seed, "limit": limit, "max_length": max_length, "held_out_rows": len(held)}
+    (staged / "augment.json").write_text(json.dumps(knobs, indent=1))  # recorded with every run that trains on it
+    cache = [str(f.relative_to(out)) for f in (out / "cache").rglob("*") if f.is_file()]
+    publish(str(staged), str(out), "raydistill augment", keep=tuple(cache))
+    return len(examples), len(result), str(out / "train.jsonl")
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,52 @@
+"""A sweep that searches data augmentation: a space's ``augment`` (augmented copies per training row, 0 = none), fixed
+(``augment: 4``) or searched (``augment: {choice: [0, 4]}``). Each augmented set is built once, before the trials, with
+the teacher's own word embeddings proposing the replacements (``distill.augment --candidates embedding``: any teacher,
+no masked-LM head needed), and every trial that draws that N trains on it (its teacher outputs cached once too).
+Rows made from the dev hold-out or the validation split never train (``distill.examples``)."""
+from __future__ import annotations
+
+import os
+
+from raydistill.common.errors import check
+
+
+def check_augment(raw) -> None:
+    """A space's ``augment``: a non-negative integer, or a domain over them (checked when the space loads)."""
+    if raw is None:
+        return
+    vals = list(next(iter(raw.values()))) if isinstance(raw, dict) else [raw]
+    kind = next(iter(raw)) if isinstance(raw, dict) else "fixed"
+    check(kind in ("fixed", "choice", "int"), "augment", f"must be a number of copies or {{choice: [0, 4]}}, got {raw!r}")
+    if kind == "int":
+        vals = list(range(int(vals[0]), int(vals[1]) + 1))
+    for v in vals:
+        check(isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 64, "augment",
+              f"augmented copies per training row must be an integer in [0, 64] (0 = none), got {v!r}")
+
+
+def counts(raw) -> list[int]:
+    """Every number of copies the space can draw (0 included where it can)."""
+    if raw is None:
+        return []
+    if isinstance(raw, dict):
+        kind, arg = next(iter(raw.items()))
+        return list(range(arg[0], arg[1] + 1)) if kind == "int" else list(arg)
+    return [raw]
+
+
+def build_sets(raw, base, root: str, log) -> dict[int, str]:
+    """One augmented training set per N > 0 the space can draw, under ``root/augment``, from the task's training rows
+    and the teacher's word embeddings; returns N → the folder a trial passes as ``augment_dir``."""
+    from raydistill.data.augment import build
+    from raydistill.models.teacher import fingerprint
+
+    out = {}
+    for n in sorted(set(counts(raw)) - {0}):
+        folder = os.path.join(root, "augment", f"{base.task}-{fingerprint(base.teacher)[:12]}-n{n}")
+        log(f"augmentation: {n} copies of every training row, replacements from the teacher's word embeddings "
+            f"-> {folder}")
+        n_in, n_out, _ = build(base.task, base.data_dir, base.teacher, folder, candidates="embedding", n=n,
+                               max_length=base.train.max_length)
+        log(f"augmentation: {n_in} rows -> {n_out}")
+        out[n] = folder
+    return out

@@ -1,0 +1,210 @@
+"""Which examples a run trains and evaluates on: limits, held-out validation, augmented training data."""
+from __future__ import annotations
+
+import json
+import os
+import random
+
+from raydistill.common.errors import UserError
+
+HOLDOUT = 0.1  # share of train held out as validation when a task has no separate dev split
+# The task hold-out is a property of the data, not of the run: a fixed seed gives every run, whatever its --seed,
+# the same dev set, and lets an augmented set (built before any run) leave out exactly the rows runs hold out.
+HOLDOUT_SEED = 42
+SOURCE = "source_index"  # on augmented rows: index, in the task's train split, of the row they were made from
+
+
+def holdout_indices(n: int, seed: int, frac: float = HOLDOUT) -> set[int]:
+    idx = list(range(n))
+    random.Random(seed).shuffle(idx)
+    return set(idx[: max(1, int(n * frac))])
+
+
+def holdout_split(examples: list, seed: int, frac: float = HOLDOUT) -> tuple[list, list]:
+    val = holdout_indices(len(examples), seed, frac)
+    return [e for i, e in enumerate(examples) if i not in val], [examples[i] for i in sorted(val)]
+
+
+def split_train(task, data_dir) -> tuple[list, set[int]]:
+    """Every row of the task's train split, and the indices held out of it as the dev set.
+
+    One rule for every method: a task whose dev set would be its labelled test split (NSMC) holds out 10% of train
+    (seed ``HOLDOUT_SEED``) as dev, so no run picks epochs or hyper-parameters on the test set, which stays for a
+    final number (``raydistill.evaluate``). Other tasks hold out nothing.
+    """
+    rows = task.loader(task, data_dir, "train")
+    return rows, holdout_indices(len(rows), HOLDOUT_SEED) if task.eval_split == "test" else set()
+
+
+VAL_SEED = 7  # the validation split is a property of the data too: every run and trial of a task chooses on the same rows
+
+
+def val_indices(rows: list, task, frac: float, exclude: set[int] = frozenset()) -> list[int]:
+    """Indices of the validation split carved from ``rows`` (less ``exclude``): ``frac`` of each label's rows
+    (classification), of each fifth of the score range by rank (regression), or of all rows (token, QA tasks), drawn
+    with the fixed seed ``VAL_SEED``. Refuses a split that leaves a label with no validation row or no training row."""
+    keep = [i for i in range(len(rows)) if i not in exclude]
+    strata: dict = {}
+    if task.kind == "classification":
+        for i in keep:
+            strata.setdefault(rows[i]["label"], []).append(i)
+    elif task.kind == "regression":
+        ranked = sorted(keep, key=lambda i: rows[i]["label"])
+        for r, i in enumerate(ranked):
+            strata.setdefault(5 * r // max(len(ranked), 1), []).append(i)
+    else:
+        strata[0] = keep
+    fix = "raise --val-fraction, or choose on dev with --select-on dev"
+    if len(keep) * frac < 2 or len(keep) - len(keep) * frac < 2:
+        raise UserError("val_fraction", f"task {task.name} has {len(keep)} training rows: too few to carve a "
+                        f"{frac:g} validation split and still train; {fix}")
+    rng, out = random.Random(VAL_SEED), []
+    for key in sorted(strata):
+        idx = list(strata[key])
+        rng.shuffle(idx)
+        k = round(len(idx) * frac)
+        if k == 0:
+            name = task.label_names[key] if task.kind == "classification" and isinstance(key, int) and \
+                key < len(task.label_names) else key
+            raise UserError("val_fraction", f"--val-fraction {frac:g} leaves label {name!r} of task {task.name} "
+                            f"({len(idx)} training rows) with no validation row; {fix}")
+        out.extend(idx[:k])
+    return sorted(out)
+
+
+def train_val_dev(cfg, task) -> tuple[list, list, list]:
+    """Train, validation and dev examples for one run (see ``split_train``).
+
+    The validation split (``cfg.train.val_fraction`` of the training rows, stratified, ``val_indices``) is what
+    everything chooses on: a run's best epoch, a sweep's trials. It is carved before ``train_limit`` takes the first
+    rows of what is left, so every run of a task, whatever its limit, chooses on the same rows. With
+    ``select_on == "dev"`` nothing is carved (val is empty) and the dev set chooses, as before there was a val split.
+    ``augment_dir`` swaps the training examples for the augmented set written by ``raydistill.distill.augment``
+    (originals included), less every row made from a held-out or validation row.
+    """
+    if task.kind == "mlm":
+        train, dev = general_examples(cfg)
+        return train, [], dev
+    rows, held = split_train(task, cfg.data_dir)
+    val_idx = val_indices(rows, task, cfg.train.val_fraction, held) if cfg.train.select_on == "val" else []
+    out_of_train = held | set(val_idx)
+    train = [ex for i, ex in enumerate(rows) if i not in out_of_train]
+    dev = [rows[i] for i in sorted(held)] if held else task.loader(task, cfg.data_dir, task.eval_split)
+    if cfg.augment_dir:
+        aug = augmented_train(os.path.join(cfg.augment_dir, "train.jsonl"), out_of_train)
+        if cfg.train.train_limit and all(SOURCE in r for r in aug):  # the limit counts source rows, copies follow
+            kept = set([i for i in range(len(rows)) if i not in out_of_train][: cfg.train.train_limit])
+            train = [r for r in aug if r[SOURCE] in kept]
+        else:
+            train = aug[: cfg.train.train_limit] if cfg.train.train_limit else aug
+    elif cfg.train.train_limit:
+        train = train[: cfg.train.train_limit]
+    if cfg.train.eval_limit:
+        dev = dev[: cfg.train.eval_limit]
+    for name, split in (("train", train), ("validation", dev)):
+        if not split:
+            raise UserError("data_dir", f"the {name} split of task {task.name} is empty; check the data files")
+    return train, [rows[i] for i in val_idx], dev
+
+
+def train_and_eval_examples(cfg, task) -> tuple[list, list]:
+    """Train and dev examples of one run on a labelled task (``train_val_dev`` without the validation split); the
+    sweep's data check before Ray, so a sweep refuses ``--task general`` there."""
+    from raydistill.tasks import check_labelled
+
+    check_labelled(task, "a sweep")
+    train, _, dev = train_val_dev(cfg, task)
+    return train, dev
+
+
+def prune_rows(cfg, task, n: int | None) -> list:
+    """The training rows init ``prune`` scores the teacher on: ``n`` of the rows this run trains on (never a dev
+    row), drawn with the run's seed; ``n`` None = ``min(256, all of them)``."""
+    train = train_and_eval_examples(cfg, task)[0] if task.labelled else general_examples(cfg)[0]
+    k = prune_sample_size(n, len(train))
+    return [train[i] for i in sorted(random.Random(cfg.train.seed).sample(range(len(train)), k))]
+
+
+def prune_sample_size(n: int | None, n_train: int) -> int:
+    """How many training rows init ``prune`` scores on: ``n`` (refused past the ``n_train`` rows a run trains on)
+    or, unset, min(256, n_train)."""
+    if n is None:
+        return min(256, n_train)
+    if n > n_train:
+        raise UserError("student.init", f"prune:{n} asks for {n} scoring examples but the run trains on {n_train}; "
+                        f"give at most {n_train} (prune:{n_train}) or write prune for min(256, all)")
+    return n
+
+
+def general_examples(cfg) -> tuple[list, list]:
+    """Unlabelled text (one text per line) for general distillation; 10% held out to report MLM loss, the same rows
+    whatever the run's seed (``HOLDOUT_SEED``), so runs with different seeds are scored on the same text."""
+    path = cfg.unlabeled_text
+    if not path:
+        raise UserError("unlabeled_text", "general distillation reads raw text: pass --unlabeled-text FILE (one text "
+                        "per line)")
+    if not os.path.isfile(path):
+        raise UserError("unlabeled_text", f"{path!r} is not a file; pass --unlabeled-text FILE (one text per line)")
+    with open(path, encoding="utf-8") as f:
+        texts = [{"text": line.strip()} for line in f if line.strip()]
+    if len(texts) < 2:
+        raise UserError("unlabeled_text", f"{path} has fewer than 2 non-empty lines")
+    train, dev = holdout_split(texts, HOLDOUT_SEED)
+    if cfg.train.train_limit:
+        train = train[: cfg.train.train_limit]
+    if cfg.train.eval_limit:
+        dev = dev[: cfg.train.eval_limit]
+    return train, dev
+
+
+def augmented_train(path: str, held: set[int]) -> list:
+    """The augmented training rows at ``path``, less the originals and augmentations of held-out (dev or
+    validation) rows."""
+    rows = read_jsonl(path, "augment_dir")
+    if not held:
+        return rows
+    if not all(SOURCE in r for r in rows):
+        raise UserError("augment_dir", f"{path} does not say which training row each example was made from, so the "
+                        "rows held out as dev or validation could leak into training; rebuild it with python -m "
+                        "raydistill.distill.augment")
+    return [r for r in rows if r[SOURCE] not in held]
+
+
+def read_jsonl(path: str, field: str) -> list:
+    if not os.path.isfile(path):
+        raise UserError(field, f"{path} does not exist; write it with python -m raydistill.distill.augment")
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def _digest(obj) -> str:
+    import hashlib
+
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, ensure_ascii=False, default=str).encode()).hexdigest()[:16]
+
+
+def _splits(cfg) -> tuple[list, list, list]:
+    from raydistill.tasks import get_task
+
+    task = get_task(cfg.task)
+    if task.labelled:
+        return train_val_dev(cfg, task)
+    train, dev = general_examples(cfg)
+    return train, [], dev
+
+
+def data_fingerprint(cfg) -> str:
+    """Short hash of the exact train, validation and dev examples a run sees (after limits, hold-out, augmentation).
+    Without a validation split it is the hash of train and dev alone, as before there was one."""
+    train, val, dev = _splits(cfg)
+    return _digest([train, dev] + ([val] if val else []))
+
+
+def datasets(cfg) -> list[dict]:
+    """What a run trains and is scored on, as MLflow dataset inputs: name, digest of the exact rows, source, size."""
+    train, val, dev = _splits(cfg)
+    source = cfg.unlabeled_text if cfg.task == "general" else (cfg.augment_dir or cfg.data_dir or "hub")
+    splits = [("train", "training", train)] + ([("val", "validation", val)] if val else []) + [("dev", "eval", dev)]
+    return [{"name": f"{cfg.task}-{split}", "digest": _digest(rows), "context": context,
+             "source": source if split == "train" else (cfg.data_dir or source), "rows": len(rows)}
+            for split, context, rows in splits]

@@ -1,0 +1,121 @@
+"""How many trials run at once: what one trial's workers ask for, and what the cluster holds. Ray-free.
+
+A trial is ``num_workers`` Ray Train workers of ``cpus_per_worker`` CPUs (and ``gpus_per_worker`` GPUs); the Tune
+trial function itself holds nothing (it only waits for its workers), except a 1-worker CPU trial on a local Ray, which
+trains in the trial function and holds that worker's CPUs instead: the same demand either way. So the sweep's concurrency is the number of
+whole trials the cluster's CPUs and GPUs hold, capped by ``--max-concurrent`` and the number of trials. A trial
+that can never be placed is refused here, before it would sit PENDING forever.
+"""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+
+from raydistill.common.errors import UserError, check
+
+# benchmarks/sweep_throughput.py on the 2-core machine: 2 trials × 1 CPU finish more trials per hour than
+# 1 trial × 2 threads (each trial's fixed cost overlaps the other's training; two threads do not halve a step).
+DEFAULT_CPUS_PER_WORKER = 1.0
+
+
+@dataclass(frozen=True)
+class Cluster:
+    cpus: float
+    gpus: float = 0.0
+
+    @classmethod
+    def local(cls) -> "Cluster":
+        """The machine a local Ray would start on (the CPUs this process may use)."""
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        try:
+            import torch
+
+            gpus = torch.cuda.device_count()
+        except Exception:  # noqa: BLE001 - no torch CUDA build: no GPU
+            gpus = 0
+        return cls(float(cpus), float(gpus))
+
+    @classmethod
+    def of(cls, resources: dict) -> "Cluster":
+        """From ``ray.cluster_resources()``."""
+        return cls(float(resources.get("CPU", 0)), float(resources.get("GPU", 0)))
+
+
+@dataclass(frozen=True)
+class TrialDemand:
+    num_workers: int
+    cpus_per_worker: float
+    gpus_per_worker: float | None = None  # None: CPU training
+
+    @property
+    def cpus(self) -> float:
+        return self.num_workers * self.cpus_per_worker
+
+    @property
+    def gpus(self) -> float:
+        return self.num_workers * (self.gpus_per_worker or 0)
+
+    def threads(self) -> int:
+        return threads(self.cpus_per_worker)
+
+    def in_process(self) -> bool:
+        """One CPU worker: the trial can train in its own Tune process, with no Ray Train worker to start."""
+        return self.num_workers == 1 and self.gpus_per_worker is None
+
+
+def threads(cpus_per_worker: float) -> int:
+    """torch threads per worker: the CPUs Ray gave it (a fraction still gets one)."""
+    return max(1, int(cpus_per_worker))
+
+
+# thread pools a trial's process starts, sized by these variables when the pool first starts (not after)
+THREAD_ENV = ("RAYON_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def confine_threads(n: int, torch_threads: bool = True) -> None:
+    """Keep a trial's process to its ``n`` CPUs: torch's intra-op threads, and the pools sized from the environment
+    when they first start — the HF tokenizers' Rust (rayon) pool, which otherwise takes every core of the machine,
+    OpenMP and MKL. Call it before the process first tokenises (a pool already started keeps its size). On one CPU
+    the tokenizers do not start their pool at all (``TOKENIZERS_PARALLELISM=false``)."""
+    os.environ.update({k: str(n) for k in THREAD_ENV})
+    if n <= 1:
+        os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    if torch_threads:
+        import torch
+
+        torch.set_num_threads(n)
+
+
+def gpu_memory(device) -> dict:
+    """This process's memory on a CUDA ``device`` in MiB: held by live tensors now (``gpu_memory_mb``), at its peak
+    (``gpu_peak_memory_mb``) and reserved by torch's caching allocator (``gpu_reserved_mb``, what other processes on
+    the GPU cannot use). A trial's peak says how many trials one GPU holds (``--gpus-per-worker``)."""
+    import torch
+
+    mib = float(1 << 20)
+    return {"gpu_memory_mb": torch.cuda.memory_allocated(device) / mib,
+            "gpu_peak_memory_mb": torch.cuda.max_memory_allocated(device) / mib,
+            "gpu_reserved_mb": torch.cuda.memory_reserved(device) / mib}
+
+
+def concurrency(demand: TrialDemand, cluster: Cluster, max_concurrent: int | None, num_samples: int) -> int:
+    """Trials at once: as many as the cluster holds, at most ``max_concurrent`` and ``num_samples``. Raises a
+    UserError naming the flag when one trial asks for more than the cluster has."""
+    check(max_concurrent is None or max_concurrent >= 1, "max_concurrent",
+          f"must be >= 1 (or left out: as many trials as the cluster holds), got {max_concurrent}")
+    if demand.cpus > cluster.cpus + 1e-9:
+        raise UserError("cpus_per_worker", f"one trial asks for {demand.num_workers} worker(s) × "
+                        f"{demand.cpus_per_worker:g} CPU = {demand.cpus:g} CPUs, but the cluster has {cluster.cpus:g}; "
+                        "lower --num-workers or --cpus-per-worker")
+    if demand.gpus > cluster.gpus + 1e-9:
+        fix = ("lower --num-workers or --gpus-per-worker (a fraction such as 0.25 packs trials per GPU)"
+               if cluster.gpus else "drop --use-gpu, or run on a cluster with GPUs")
+        raise UserError("gpus_per_worker", f"one trial asks for {demand.num_workers} worker(s) × "
+                        f"{demand.gpus_per_worker:g} GPU = {demand.gpus:g} GPUs, but the cluster has {cluster.gpus:g}; "
+                        + fix)
+    fits = [math.floor(cluster.cpus / demand.cpus + 1e-9)]
+    if demand.gpus:
+        fits.append(math.floor(cluster.gpus / demand.gpus + 1e-9))
+    n = max(1, min(fits))
+    return min(n, max_concurrent or n, max(num_samples, 1))

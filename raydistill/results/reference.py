@@ -1,0 +1,140 @@
+"""The teacher as the yardstick of a sweep: its score on the very dev set the students are scored on, its size and its
+batch-1 latency on the threads each trial's worker has — so "% of the teacher" and "× faster" mean what they say.
+Memoised per teacher, dev set, length and machine (the memo folder of ``latency.py``)."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+
+from raydistill.config.schema import RunConfig
+
+
+def teacher_reference(cfg: RunConfig, threads: int, log=lambda m: None) -> dict:
+    """``eval_<metric>`` of the teacher on ``cfg``'s dev set and ``val_<metric>`` on its validation split,
+    ``student_params`` and ``latency_ms_b1`` (the same names a trial logs), measured with ``threads`` torch threads;
+    ``majority_<main metric>``: what always answering the training rows' most common label scores on dev."""
+    import torch
+
+    from raydistill.train.scoring import dev_metrics
+    from raydistill.data.splits import data_fingerprint, train_val_dev
+    from raydistill.models.latency import arch_key, measure_latency, memo_dir, read_memo, write_memo
+    from raydistill.train.loop import Data
+    from raydistill.models.student import count_params
+    from raydistill.models.teacher import fingerprint, load_model
+    from raydistill.tasks import get_task
+    from raydistill.tasks.encode import encode
+
+    task = get_task(cfg.task)
+    length = cfg.train.max_length
+    before = torch.get_num_threads()
+    torch.set_num_threads(max(1, threads))
+    try:
+        from transformers import AutoConfig
+
+        key = hashlib.sha256(json.dumps([fingerprint(cfg.teacher), data_fingerprint(cfg), length,
+                                         arch_key(AutoConfig.from_pretrained(cfg.teacher), "cpu", length)]).encode())
+        path = os.path.join(memo_dir(), "teacher-reference.json")
+        memo = read_memo(path)
+        if key.hexdigest()[:16] in memo:
+            return memo[key.hexdigest()[:16]]
+        from transformers import AutoTokenizer
+
+        from raydistill.train.loop import quiet_hf
+
+        quiet_hf()
+        log(f"teacher reference: scoring {cfg.teacher} on the students' dev set and timing it on {threads} thread(s)")
+        tok = AutoTokenizer.from_pretrained(cfg.teacher)
+        model = load_model(cfg.teacher, task.kind)
+        train, val, dev = train_val_dev(cfg, task)
+        data = Data.dev_only(task, dev, tok, length)
+        if val:
+            data.val_examples, data.val_encoded = val, encode(task, val, tok, length)
+        out = {**dev_metrics(model, data, 64, torch.device("cpu")), **majority(task, train, dev),
+               "student_params": float(count_params(model)),
+               # at the length a trial times its student (loop._speed)
+               "latency_ms_b1": measure_latency(model, batch_sizes=(1,), length=min(
+                   128, model.config.max_position_embeddings - 2))["latency_ms_b1"]}
+    finally:
+        torch.set_num_threads(before)
+    memo[key.hexdigest()[:16]] = out
+    write_memo(path, memo)
+    return out
+
+
+def majority(task, train: list, dev: list) -> dict:
+    """The dev score of a constant answer: the training rows' most common label (classification: accuracy, or 0 for
+    MCC and F1 of a constant), or 0 for a regression's correlation — the floor a teacher must clear."""
+    m = task.main_metric
+    if task.kind == "regression":
+        return {f"majority_{m}": 0.0}
+    if task.kind != "classification" or not train or not dev:
+        return {}
+    labels = [e["label"] for e in train]
+    top = max(set(labels), key=labels.count)
+    acc = sum(e["label"] == top for e in dev) / len(dev)
+    return {f"majority_{m}": acc if m == "accuracy" else 0.0}
+
+
+def weak_teacher(ref: dict, task) -> str | None:
+    """A warning line when the teacher's dev score is within 2 points of the constant answer's (``majority``)."""
+    m = task.main_metric
+    floor, score = ref.get(f"majority_{m}"), ref.get(f"eval_{m}")
+    if floor is None or score is None or score - floor > 0.02:
+        return None
+    what = "a correlation near 0" if task.kind == "regression" else f"always answering the most common label ({floor:.4f})"
+    return (f"warning: the teacher scores dev {m}={score:.4f}, within 2 points of {what}: every student is measured "
+            "against a teacher that learned little; fine-tune it longer (--teacher-epochs, --teacher-lr) or pass a "
+            "better --teacher")
+
+
+def side_by_side(cfg: RunConfig, archs: list[tuple[int, int, int, int]], threads: int) -> dict:
+    """Batch-1 latency (ms) of the teacher (key ``"teacher"``) and of each student architecture (layers, hidden,
+    intermediate, heads), measured one after the other in this process once no trial runs: a trial times its student
+    while other trials train on the same cores, which inflates it by as much as the machine is shared."""
+    import torch
+    from transformers import AutoConfig
+
+    from raydistill.config.schema import StudentConfig
+    from raydistill.models.latency import measure_latency
+    from raydistill.models.heads import auto_class
+    from raydistill.models.student import student_config
+    from raydistill.tasks import get_task
+
+    tcfg = AutoConfig.from_pretrained(cfg.teacher)
+    kind = get_task(cfg.task).kind
+    length = min(128, tcfg.max_position_embeddings - 2)
+    before = torch.get_num_threads()
+    torch.set_num_threads(max(1, threads))
+    out = {}
+    try:
+        for arch in [None, *dict.fromkeys(archs)]:
+            c = student_config(tcfg, StudentConfig(*arch)) if arch else tcfg
+            model = auto_class(kind).from_config(c)  # weights do not change the time
+            out[arch or "teacher"] = measure_latency(model, batch_sizes=(1,), length=length)["latency_ms_b1"]
+    finally:
+        torch.set_num_threads(before)
+    return out
+
+
+ARCH = ("student_layers", "student_hidden", "student_intermediate", "student_heads")
+
+
+def remeasure_latency(rows: list[dict], base: RunConfig, ref: dict, n_threads: int, log, run_ids: dict) -> dict:
+    """Each trial's ``latency_ms_b1`` and the teacher's, timed again side by side now that no trial trains (a trial
+    times its student while others share its cores); logged to the trial runs at the step after their last epoch, so
+    the UI, the Pareto front and ``best --max-latency-ms`` read the quiet numbers. Returns the teacher reference."""
+    from raydistill.tracking import track
+
+    arch = {r["trial"]: tuple(int(r[k]) for k in ARCH) for r in rows if all(r.get(k) is not None for k in ARCH)}
+    if not arch:
+        return ref
+    log(f"timing the teacher and {len(set(arch.values()))} student architecture(s) side by side, no trial running")
+    quiet = side_by_side(base, list(arch.values()), n_threads)
+    for r in rows:
+        if r["trial"] in arch:
+            r["latency_ms_b1_in_trial"], r["latency_ms_b1"] = r.get("latency_ms_b1"), quiet[arch[r["trial"]]]
+            if r["trial"] in run_ids:
+                track.log_metrics(base.tracking_uri, run_ids[r["trial"]], {"latency_ms_b1": r["latency_ms_b1"]},
+                                  step=base.train.epochs + 1)
+    return {**ref, "latency_ms_b1": quiet["teacher"]}

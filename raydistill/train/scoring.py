@@ -1,0 +1,75 @@
+"""A student's metrics on the validation split (``val_*``, what chooses) and the dev set (``eval_*``, what reports),
+computed on rank 0 after every epoch (the task's own scoring; MLM loss and accuracy for general distillation)."""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from raydistill.train.step import forward, to_device
+from raydistill.tasks.encode import collate, score
+
+
+def dev_metrics(model, data, batch_size: int, device) -> dict:
+    """``eval_<metric>`` of ``model`` on ``data``'s dev set (a ``loop.Data``), and ``val_<metric>`` on its validation
+    split when it has one."""
+    out = split_metrics(model, data.task, data.eval_examples, data.eval_encoded, data.pad_id, batch_size, device)
+    if data.val_examples:
+        out.update(split_metrics(model, data.task, data.val_examples, data.val_encoded, data.pad_id, batch_size,
+                                 device, prefix="val"))
+    return out
+
+
+def split_metrics(model, task, examples, encoded, pad_id: int, batch_size: int, device, prefix: str = "eval") -> dict:
+    """``<prefix>_<metric>`` of ``model`` on one split's ``examples`` (``encoded`` by ``tasks.encode.encode``)."""
+    if task.kind == "mlm":
+        loss, correct, n = _mlm_sums(model, encoded, pad_id, batch_size, device)
+        return {f"{prefix}_mlm_loss": loss / max(n, 1), f"{prefix}_mlm_accuracy": correct / max(n, 1)}
+    outs = model_outputs(model, task, encoded, pad_id, batch_size, device)
+    return {f"{prefix}_{k}": float(v) for k, v in score(task, examples, encoded, outs).items()}
+
+
+def model_outputs(model, task, encoded, pad_id: int, batch_size: int, device) -> dict:
+    """The model's predictions on every encoded row of a labelled task, in the layout ``tasks.encode.score`` reads:
+    one array per output (logits, or QA start/end), rows cut to their real length for token and QA tasks."""
+    order = by_length(encoded.features)
+    outs: dict[str, list] = {}
+    for batch, o in _forward_batches(model, encoded, pad_id, batch_size, device, order):
+        lengths = batch["attention_mask"].sum(-1).tolist()
+        for name, t in o.predictions().items():
+            t = t.float().cpu().numpy()
+            rows = [t[i, : lengths[i]] for i in range(len(t))] if task.kind in ("token", "qa") else list(t)
+            outs.setdefault(name, []).extend(rows)
+    back = np.argsort(order)  # the rows in the split's own order again
+    outs = {k: [v[i] for i in back] for k, v in outs.items()}
+    return outs if task.kind in ("token", "qa") else {k: np.stack(v) for k, v in outs.items()}
+
+
+def by_length(features: list[dict]) -> list[int]:
+    """Row indices, longest first (ties in row order): batches of rows of like length pad little. Scores do not
+    depend on the order rows are run in; each row's output is the same (attention masks the padding)."""
+    return sorted(range(len(features)), key=lambda i: -len(features[i]["input_ids"]))
+
+
+def _mlm_sums(model, encoded, pad_id: int, batch_size: int, device) -> list[float]:
+    """Loss sum, correct predictions and count over the masked pieces (general distillation)."""
+    sums = torch.zeros(3, device=device)
+    for batch, o in _forward_batches(model, encoded, pad_id, batch_size, device, by_length(encoded.features)):
+        sel = batch["labels"] != -100
+        logits, gold = o.logits[sel].float(), batch["labels"][sel]
+        sums += torch.stack([torch.nn.functional.cross_entropy(logits, gold, reduction="sum"),
+                             (logits.argmax(-1) == gold).sum().float(), sel.sum().float()])
+    return sums.tolist()
+
+
+def _forward_batches(model, encoded, pad_id: int, batch_size: int, device, order: list[int]):
+    """(batch, outputs) for every ``batch_size`` rows of ``encoded`` taken in ``order``, the model in eval mode and
+    back in train mode."""
+    model.eval()
+    try:
+        with torch.no_grad():
+            for start in range(0, len(order), batch_size):
+                rows = [encoded.features[i] for i in order[start:start + batch_size]]
+                batch = to_device(collate(rows, pad_id), device)
+                yield batch, forward(model, batch, need_hidden=False)
+    finally:
+        model.train()

@@ -1,0 +1,253 @@
+"""Teacher-output cache shared by every trial of a sweep (and by later sweeps).
+
+In task distillation the frozen teacher's forward pass is most of a step, and a sweep would recompute it for
+every trial and epoch. It is computed once per (teacher weights + tokenizer, max length, training data, task
+kind, teacher precision) and stored compactly: fp16, one row per real token or example (no padding; token-level
+arrays flat with offsets), memory-mapped by every trial and DDP rank.
+
+Always stored: the prediction logits and the [CLS] state of every layer (``kd``, ``pkd``, prediction stages).
+Full-sequence hidden states and pre-softmax attention scores (TinyBERT / two-stage intermediate stage, DistilBERT's
+cosine loss) are stored per layer when they fit the size budget: every layer when all fit (one teacher pass serves
+every mapping a sweep can try), else the layers this run asks for, else none, and the live teacher serves that
+stage. Layers added later are written beside the existing arrays; nothing already written is rewritten.
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+
+import numpy as np
+import torch
+
+from raydistill.train.precision import autocast
+from raydistill.common.progress import Progress
+
+VERSION = "2"
+GiB = 1 << 30
+
+
+def _tokenizer_hash(teacher_dir: str) -> str:
+    h = hashlib.sha256()
+    for name in sorted(os.listdir(teacher_dir)) if os.path.isdir(teacher_dir) else []:
+        if name.startswith(("tokenizer", "vocab", "merges", "special_tokens")):
+            with open(os.path.join(teacher_dir, name), "rb") as f:
+                h.update(name.encode() + f.read())
+    return h.hexdigest()
+
+
+def cache_key(cfg, kind: str, dtype: str = "fp32") -> str:
+    """``dtype``: what the teacher forward ran in ('bf16' autocast or 'fp32'); the outputs differ by ~1e-3."""
+    from raydistill.data.splits import data_fingerprint
+    from raydistill.models.teacher import fingerprint
+
+    parts = {"v": VERSION, "teacher": fingerprint(cfg.teacher), "tokenizer": _tokenizer_hash(cfg.teacher),
+             "max_length": cfg.train.max_length, "data": data_fingerprint(cfg), "kind": kind, "dtype": dtype}
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:20]
+
+
+def _save(path: str, arr: np.ndarray) -> None:
+    """Write next to ``path`` and rename: a reader never maps a half-written array."""
+    tmp = path + ".tmp.npy"
+    np.save(tmp, arr)
+    os.replace(tmp, path)
+
+
+def _rows(offsets, idx) -> np.ndarray:
+    """The flat token rows of examples ``idx``, in order (token-level arrays store real tokens only)."""
+    return np.concatenate([np.arange(offsets[i], offsets[i + 1]) for i in idx])
+
+
+class TeacherCache:
+    def __init__(self, root: str, key: str, kind: str):
+        self.dir, self.kind = os.path.join(root, key), kind
+        self.arrays: dict[str, np.ndarray] = {}
+        self.hidden_layers: frozenset = frozenset()  # full-sequence hidden states cached (0 = embeddings)
+        self.att_layers: frozenset = frozenset()  # attention scores cached (0-based layers)
+        self.heads = self.layers = 0
+
+    def _meta(self) -> dict | None:
+        path = os.path.join(self.dir, "meta.json")
+        if not os.path.isfile(path):
+            return None
+        with open(path) as f:
+            return json.load(f)
+
+    def ensure(self, teacher, features: list, collate, pad_id: int, device, log=print, dtype: str = "fp32",
+               hidden_layers=(), att_layers=(), budget_gb: float = 4.0) -> "TeacherCache":
+        """Build what is missing once, under a file lock (concurrent trials and ranks wait, then read), then map.
+
+        ``hidden_layers`` (0..L, −1 = last) and ``att_layers`` (0-based) are the full-sequence features this run's
+        stages ask for; empty when only logits and [CLS] are needed.
+        """
+        os.makedirs(os.path.dirname(self.dir), exist_ok=True)
+        with open(self.dir + ".lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            meta = self._meta()
+            have_h, have_a = (set(meta["hidden"]), set(meta["att"])) if meta else (set(), set())
+            self.layers = meta["layers"] if meta else teacher.config.num_hidden_layers  # no teacher needed on a hit
+            want_h = self._hidden(hidden_layers)
+            want_a = set(att_layers)
+            add_h, add_a = set(), set()
+            if want_h - have_h or want_a - have_a:
+                cfg = teacher.config
+                n_layers = cfg.num_hidden_layers
+                lengths = [len(f["input_ids"]) for f in features]
+                h_bytes = sum(lengths) * cfg.hidden_size * 2
+                a_bytes = sum(n * n for n in lengths) * cfg.num_attention_heads * 2
+                used = sum(os.path.getsize(os.path.join(self.dir, f)) for f in os.listdir(self.dir)) if meta else 0
+                room = budget_gb * GiB - used
+                all_h, all_a = set(range(n_layers + 1)) - have_h, set(range(n_layers)) - have_a
+                if len(all_h) * h_bytes + len(all_a) * a_bytes <= room:
+                    add_h, add_a = all_h, all_a
+                elif len(want_h - have_h) * h_bytes + len(want_a - have_a) * a_bytes <= room:
+                    add_h, add_a = want_h - have_h, want_a - have_a
+                else:
+                    need = (len(want_h - have_h) * h_bytes + len(want_a - have_a) * a_bytes) / GiB
+                    log(f"teacher cache: full-sequence states of layers {sorted(want_h)} / attention {sorted(want_a)} "
+                        f"need {need:.2f} GiB more, over the {budget_gb:g} GiB budget: the live teacher serves that "
+                        "stage (raise --teacher-cache-gb to cache them)")
+            if meta is None or add_h or add_a:
+                what = "teacher outputs" + (f" (+ full states of {len(add_h)} layers, scores of {len(add_a)})"
+                                            if add_h or add_a else "")
+                log(f"teacher cache: computing {what} for {len(features)} examples into {self.dir}")
+                with autocast(device, dtype):  # the same precision as the live teacher of this run
+                    self._build(teacher, features, collate, pad_id, device, meta is None, add_h, add_a, log=log)
+            fcntl.flock(lock, fcntl.LOCK_UN)
+        meta = self._meta()
+        self.arrays = {k: np.load(os.path.join(self.dir, f"{k}.npy"), mmap_mode="r") for k in meta["arrays"]}
+        self.hidden_layers, self.att_layers = frozenset(meta["hidden"]), frozenset(meta["att"])
+        self.heads = meta["heads"]
+        return self
+
+    def _hidden(self, layers) -> set:
+        """Hidden-state layer indices with −1 (the last layer) resolved."""
+        return {self.layers if j < 0 else j for j in layers}
+
+    def serves(self, needs) -> bool:
+        """True when this cache holds every teacher feature a stage with ``needs`` reads."""
+        if not needs.teacher_full:
+            return True
+        if needs.teacher_qkv:  # MiniLM's queries/keys/values are not stored: its relation stage runs the teacher live
+            return False
+        return bool(needs.teacher_hidden or needs.teacher_att) and needs.teacher_att <= self.att_layers \
+            and self._hidden(needs.teacher_hidden) <= self.hidden_layers
+
+    @torch.no_grad()
+    def _build(self, teacher, features, collate, pad_id, device, base: bool, add_h: set, add_a: set,
+               batch_size: int = 64, log=print) -> None:
+        from raydistill.models.features import AttentionCapture
+
+        teacher.to(device).eval()
+        cfg = teacher.config
+        n_layers, heads = cfg.num_hidden_layers, cfg.num_attention_heads
+        lengths = np.array([len(f["input_ids"]) for f in features], dtype=np.int64)
+        offsets = np.concatenate([[0], np.cumsum(lengths)])
+        att_offsets = np.concatenate([[0], np.cumsum(lengths * lengths * heads)])
+        token_level = self.kind in ("token", "qa")
+        out_dir = tempfile.mkdtemp(prefix=".tmp-", dir=os.path.dirname(self.dir)) if base else self.dir
+        arrays: dict[str, np.ndarray] = {}
+
+        def new(name, shape, dtype=np.float16):  # memory-mapped, filled batch by batch
+            shape = tuple(int(d) for d in shape)  # numpy ints would be written into the .npy header as np.int64(…)
+            arrays[name] = np.lib.format.open_memmap(os.path.join(out_dir, f"{name}.tmp.npy"), "w+", dtype, shape)
+            return arrays[name]
+
+        try:
+            order = sorted(range(len(features)), key=lambda i: lengths[i])  # little padding
+            progress = Progress("teacher cache", -(-len(order) // batch_size), log=log)
+            for s in range(0, len(order), batch_size):
+                idx = order[s:s + batch_size]
+                batch = {k: v.to(device) for k, v in collate([features[i] for i in idx], pad_id).items()}
+                inputs = {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids") if k in batch}
+                with AttentionCapture(teacher, add_a) as cap:
+                    out = teacher(**inputs, output_hidden_states=True)
+                rows = _rows(offsets, idx)
+                real = batch["attention_mask"].bool()
+                if base:
+                    pred = torch.stack([out.start_logits, out.end_logits], -1) if self.kind == "qa" else out.logits
+                    pred = pred.float()
+                    if "cls" not in arrays:
+                        new("cls", (len(features), n_layers + 1, cfg.hidden_size))
+                        new("pred", ((offsets[-1],) if token_level else (len(features),)) + tuple(pred.shape[2 if
+                            token_level else 1:]))
+                    arrays["cls"][idx] = torch.stack([h[:, 0] for h in out.hidden_states], 1).cpu().half().numpy()
+                    arrays["pred"][rows if token_level else idx] = (pred[real] if token_level else pred).cpu().numpy()
+                for j in add_h:
+                    arr = arrays.get(f"hidden_{j}")
+                    arr = new(f"hidden_{j}", (offsets[-1], cfg.hidden_size)) if arr is None else arr
+                    arr[rows] = out.hidden_states[j][real].cpu().half().numpy()
+                for j in add_a:
+                    arr = arrays.get(f"att_{j}")
+                    arr = new(f"att_{j}", (att_offsets[-1],)) if arr is None else arr
+                    sc = cap.scores[j].float().cpu()
+                    for r, i in enumerate(idx):
+                        n = lengths[i]
+                        arr[att_offsets[i]:att_offsets[i + 1]] = sc[r, :, :n, :n].reshape(-1).half().numpy()
+                progress.update(items=len(idx))
+            if base:
+                _save(os.path.join(out_dir, "offsets.npy"), offsets)
+            if add_a:
+                _save(os.path.join(out_dir, "att_offsets.npy"), att_offsets)
+            for name, arr in arrays.items():
+                arr.flush()
+                os.replace(os.path.join(out_dir, f"{name}.tmp.npy"), os.path.join(out_dir, f"{name}.npy"))
+            old = self._meta() or {"arrays": [], "hidden": [], "att": []}
+            names = set(old["arrays"]) | set(arrays) | {"offsets"} | ({"att_offsets"} if add_a else set())
+            meta = {"arrays": sorted(names), "hidden": sorted(set(old["hidden"]) | add_h),
+                    "att": sorted(set(old["att"]) | add_a), "kind": self.kind, "n": len(features), "heads": heads,
+                    "layers": n_layers}
+            with open(os.path.join(out_dir, "meta.json.tmp"), "w") as f:
+                json.dump(meta, f)
+            os.replace(os.path.join(out_dir, "meta.json.tmp"), os.path.join(out_dir, "meta.json"))
+            if base:
+                os.replace(out_dir, self.dir)  # atomic: a half-built cache is never read
+        except BaseException:
+            if base:
+                shutil.rmtree(out_dir, ignore_errors=True)
+            for name in arrays:  # layers being added to an existing cache: drop the partial files
+                with contextlib.suppress(OSError):
+                    os.remove(os.path.join(out_dir, f"{name}.tmp.npy"))
+            raise
+
+    def _tokens(self, name: str, idx: list[int], lengths: np.ndarray, L: int, device) -> torch.Tensor:
+        """Rows of a token-level array for ``idx``, laid out on the batch's (right-)padded [B, L] grid, zeros on
+        padding. Lengths come from the cache's offsets, not the device mask: no device→host sync per step."""
+        src = self.arrays[name]
+        out = torch.zeros((len(idx), L) + src.shape[1:], dtype=torch.float16)
+        out[torch.arange(L)[None, :] < torch.from_numpy(lengths)[:, None]] = torch.from_numpy(src[_rows(self.arrays["offsets"], idx)])
+        return out.to(device, non_blocking=True).float()  # fp16 over the bus, fp32 for the losses
+
+    def outputs(self, idx: list[int], batch: dict, needs):
+        """Teacher ``Outputs`` for the examples ``idx`` of this batch, padded to the batch's length. Hidden states
+        are [CLS]-only ([B, 1, H]) except the full-sequence layers ``needs`` asks for."""
+        from raydistill.distill.methods import Outputs
+
+        device, L = batch["input_ids"].device, batch["input_ids"].shape[1]
+        off = self.arrays["offsets"]
+        lengths = np.array([off[i + 1] - off[i] for i in idx], dtype=np.int64)
+        cls = torch.from_numpy(np.asarray(self.arrays["cls"][idx])).to(device, non_blocking=True).float()
+        hidden = [cls[:, j:j + 1] for j in range(cls.shape[1])]
+        scores = {}
+        if needs.teacher_full:
+            for j in self._hidden(needs.teacher_hidden):
+                hidden[j] = self._tokens(f"hidden_{j}", idx, lengths, L, device)
+            for j in needs.teacher_att:
+                src, a_off = self.arrays[f"att_{j}"], self.arrays["att_offsets"]
+                out = torch.zeros(len(idx), self.heads, L, L, dtype=torch.float16)
+                for r, (i, n) in enumerate(zip(idx, lengths)):
+                    block = np.array(src[a_off[i]:a_off[i + 1]]).reshape(self.heads, n, n)  # a copy: the map is read-only
+                    out[r, :, :n, :n] = torch.from_numpy(block)
+                scores[j] = out.to(device, non_blocking=True).float()
+        hidden = tuple(hidden)
+        if self.kind in ("token", "qa"):
+            pred = self._tokens("pred", idx, lengths, L, device)
+            if self.kind == "qa":
+                return Outputs(start=pred[..., 0], end=pred[..., 1], hidden=hidden, scores=scores)
+            return Outputs(logits=pred, hidden=hidden, scores=scores)
+        logits = torch.from_numpy(np.asarray(self.arrays["pred"][idx])).to(device, non_blocking=True).float()
+        return Outputs(logits=logits, hidden=hidden, scores=scores)
