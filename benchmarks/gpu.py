@@ -99,7 +99,7 @@ class Step:
 
     def __init__(self, cfg, device, cache=None):
         from raydistill.train.objective import build_objective
-        from raydistill.train.loop import quiet_hf
+        from raydistill.models.teacher import quiet_hf
         from raydistill.train.step import Distiller, make_optimizer
         from raydistill.train.precision import step_dtype, teacher_dtype
 

@@ -155,7 +155,7 @@ def main(argv=None) -> dict:
     bf16 = info["bf16_native"] and not a.no_bf16
 
     from raydistill.best import export_onnx
-    from raydistill.train.loop import quiet_hf
+    from raydistill.models.teacher import quiet_hf
     from raydistill.models.student import count_params
     from raydistill.models.teacher import load_model
 

@@ -175,7 +175,7 @@ SEARCHED = ("method", "student_layers", "student_hidden", "student_heads", "init
 
 def teacher_max_length(teacher_dir: str) -> int:
     """The max length the teacher was fine-tuned and scored at (its fine-tune record)."""
-    from raydistill.finetune import DONE
+    from raydistill.train.finetune import DONE
 
     with open(os.path.join(teacher_dir, DONE)) as f:
         return int(json.load(f)["config"]["max_length"])

@@ -110,7 +110,8 @@ class Ours:
     def __init__(self, cfg, total_steps: int, teacher_bf16: bool, seed: int = 0, student_bf16: bool = False,
                  compile: bool = False):
         from raydistill.train.objective import build_objective
-        from raydistill.train.loop import quiet_hf, seed_all
+        from raydistill.models.teacher import quiet_hf
+        from raydistill.train.loop import seed_all
         from raydistill.train.step import Distiller
 
         quiet_hf()

@@ -13,108 +13,17 @@ fine-tune ends, into the same MLflow run.
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import hashlib
 import json
 import os
 import shlex
-import shutil
 import sys
 
-from raydistill.config.schema import RunConfig, StudentConfig
 from raydistill.commands.cli import HelpFormatter, add_overwrite, cli, resume_hint
-
-DONE = "raydistill_finetune.json"
-RESUME_FILES = {"resume.json", "resume.json.tmp", "checkpoint", "next"}  # all OUTPUT.resume ever holds
-
-
-def fingerprint(cfg: RunConfig) -> str:
-    """Hash of everything that decides the result: config, teacher weights/config, data examples."""
-    from raydistill.data.splits import data_fingerprint
-    from raydistill.models.teacher import fingerprint as model_fp
-
-    h = hashlib.sha256(json.dumps(cfg.to_params(), sort_keys=True).encode())
-    h.update(model_fp(cfg.teacher).encode() if os.path.isdir(cfg.teacher) else cfg.teacher.encode())
-    h.update(data_fingerprint(cfg).encode())
-    return h.hexdigest()[:24]
-
-
-def finetune(cfg: RunConfig, output: str, log=print, parent_run_id: str | None = None) -> dict:
-    """Train ``cfg.teacher`` with its own task head on gold labels; returns dev metrics. Reuses a finished
-    result in ``output`` when the fingerprint matches. Logged as its own MLflow run."""
-    from raydistill.tracking import track
-    from raydistill.train.checkpoint import copy_dir
-    from raydistill.common.outputs import publish, remove_if_ours
-    from raydistill.train.loop import Context, run
-    from raydistill.train.precision import run_device
-
-    device = run_device(cfg.train)  # the GPU with --use-gpu (and a sweep's --use-gpu), else the CPU
-    fp = fingerprint(cfg)
-    done = os.path.join(output, DONE)
-    if os.path.isfile(done):
-        with open(done) as f:
-            prev = json.load(f)
-        if prev.get("fingerprint") == fp:
-            log(f"reusing finished fine-tune in {output} (fingerprint {fp})")
-            return prev["metrics"]
-    uri = cfg.tracking_uri
-    # each finished epoch's checkpoint (latest and best student, optimizer, schedule) is kept beside the output, so a
-    # fine-tune stopped by Ctrl-C, a failure or the end of a session goes on from its last epoch into the same run
-    resume = output.rstrip("/") + ".resume"
-    state = os.path.join(resume, "resume.json")
-    kept = json.load(open(state)) if os.path.isfile(state) else {}
-    ckpt = os.path.join(resume, "checkpoint")
-    resume_dir = ckpt if kept.get("fingerprint") == fp and os.path.isdir(ckpt) else None
-    if resume_dir:
-        run_id = kept["run_id"]
-        track.reopen_run(uri, run_id)
-        log(f"resuming the fine-tune in {output} after its epoch {kept['epoch']} (fingerprint {fp})")
-    else:
-        remove_if_ours(resume, RESUME_FILES)  # a stale record of another fine-tune (a user's folder is left alone)
-        run_id = track.start_run(uri, cfg.experiment, f"finetune-{cfg.task}", {**cfg.to_params(), "fingerprint": fp},
-                                 tags={"raydistill.role": "teacher"}, parent_run_id=parent_run_id)
-
-    def report(metrics, ckpt_dir):
-        track.log_epoch(uri, run_id, metrics)
-        if ckpt_dir:  # the epoch's checkpoint replaces the previous one, then the record that names it
-            os.makedirs(resume, exist_ok=True)
-            copy_dir(ckpt_dir, os.path.join(resume, "next"))  # hard links where it can
-            shutil.rmtree(ckpt, ignore_errors=True)
-            os.replace(os.path.join(resume, "next"), ckpt)
-            with open(state + ".tmp", "w") as f:
-                json.dump({"fingerprint": fp, "run_id": run_id, "epoch": metrics.get("epoch")}, f)
-            os.replace(state + ".tmp", state)
-
-    try:  # from here on the run ends FINISHED, FAILED or KILLED, never left RUNNING
-        if not resume_dir:
-            from raydistill.data.splits import datasets
-
-            track.log_datasets(uri, run_id, datasets(cfg))  # re-reads and hashes the data: it can fail too
-        metrics = run(cfg, Context(device=device, report=report, log=lambda m: log(m), live=sys.stderr.isatty(),
-                                   resume_dir=resume_dir))
-    except BaseException as e:
-        interrupted = isinstance(e, KeyboardInterrupt)  # Ctrl-C / SIGTERM: stopped by the user, not failed
-        track.set_tags(uri, run_id, {"interrupted": "true"} if interrupted else
-                       {"error": f"{type(e).__name__}: {e}"[:4000]})
-        track.end_run(uri, run_id, "KILLED" if interrupted else "FAILED")
-        if os.path.isfile(state) and not interrupted:  # interrupted: the command's one line says how to go on
-            log(f"the fine-tune's finished epochs are kept in {resume}: the same command goes on from there")
-        raise
-    track.end_run(uri, run_id)
-    if device.type == "cuda":  # a sweep's driver goes on to start trials on this GPU: its cached memory back
-        import torch
-
-        torch.cuda.empty_cache()
-    best = os.path.join(ckpt, "best_student")  # the epoch chosen on val
-    with open(os.path.join(best, DONE), "w") as f:
-        json.dump({"fingerprint": fp, "metrics": metrics, "config": cfg.to_params()}, f, indent=1)
-    publish(best, output, "raydistill finetune")
-    remove_if_ours(resume, RESUME_FILES)
-    return metrics
-
+from raydistill.config.schema import RunConfig
+from raydistill.train.finetune import finetune
 
 def parser():
-    from raydistill.distill.__main__ import add_train_args
+    from raydistill.commands.args import add_train_args
 
     p = argparse.ArgumentParser(prog="python -m raydistill.finetune", formatter_class=HelpFormatter, description=(
         "Fine-tune a pretrained BERT/RoBERTa encoder on a labelled task, to serve as a teacher. It trains in this "
@@ -134,7 +43,7 @@ def parser():
 
 
 def config(a) -> RunConfig:
-    from raydistill.distill.__main__ import local_abspath, train_config
+    from raydistill.commands.args import local_abspath, train_config
 
     return RunConfig.from_dict(dict(
         task=a.task, teacher=local_abspath(a.model), data_dir=local_abspath(a.data_dir), output=os.path.abspath(a.output),
@@ -160,34 +69,6 @@ def main(argv=None) -> dict:
     metrics = finetune(cfg, cfg.output, log=log)
     print(json.dumps(metrics), flush=True)
     return metrics
-
-
-def prepare_teacher(cfg: RunConfig, storage_root: str, parent_run_id: str | None, log, epochs: int = 3,
-                    lr: float = 2e-5) -> str:
-    """A teacher already fine-tuned for the task is used as is; a pretrained encoder is fine-tuned first
-    (cached by fingerprint, its own MLflow run), as the Patient-KD recipe does: on every training row (less the
-    validation split) for ``epochs`` at ``lr`` — its own budget, not the trials' ``max_steps`` / ``train_limit``."""
-    from raydistill.models.heads import has_task_head
-    from raydistill.train.preflight import teacher_config
-    from raydistill.tasks import get_task
-
-    task = get_task(cfg.task)
-    if has_task_head(teacher_config(cfg.teacher), task):
-        return cfg.teacher
-    slug = cfg.teacher.rstrip("/").replace("/", "_").replace(".", "_")
-    out = os.path.join(storage_root, "teachers", f"{slug}-{task.name}")
-    import torch
-
-    # on this process's GPU when the trials train on GPUs and it has one (a joined cluster's driver may have none)
-    gpu = cfg.train.use_gpu and torch.cuda.is_available()
-    log(f"teacher {cfg.teacher} has no {task.name} head: fine-tuning it first into {out}"
-        + (" on the GPU" if gpu else ""))
-    ft = cfg.replace(student=StudentConfig(init="pretrained"), distill=dataclasses.replace(cfg.distill, method="finetune"),
-                     train=dataclasses.replace(cfg.train, lr=lr, epochs=epochs, max_steps=0, train_limit=0,
-                                               num_workers=1, use_gpu=gpu), augment_dir=None)
-    metrics = finetune(ft, out, log=log, parent_run_id=parent_run_id)
-    log(f"teacher dev metrics: {json.dumps(metrics)}")
-    return out
 
 
 if __name__ == "__main__":

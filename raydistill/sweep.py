@@ -27,7 +27,7 @@ TEACHER_EPOCHS, TEACHER_LR = 3, 2e-5  # the in-sweep teacher fine-tune: raydisti
 
 
 def parser():
-    from raydistill.distill.__main__ import add_teacher_args
+    from raydistill.commands.args import add_teacher_args
 
     p = argparse.ArgumentParser(prog="python -m raydistill.sweep", formatter_class=HelpFormatter, description=(
         "Search a space of distillation runs (Ray Tune, Optuna TPE, ASHA). Each trial is one distillation run logged "
@@ -55,7 +55,7 @@ def parser():
                        ("max-length", int), ("batch-size", int), ("seed", int), ("lr", float)):
         p.add_argument(f"--{flag}", type=kind, help=f"as in raydistill.distill (default: the space's train."
                        f"{flag.replace('-', '_')}, else raydistill.distill's)")
-    from raydistill.distill.__main__ import add_selection_args
+    from raydistill.commands.args import add_selection_args
 
     add_selection_args(p, None)
     p.add_argument("--teacher-epochs", type=int, default=TEACHER_EPOCHS, help="epochs of the teacher's fine-tune when "
@@ -104,7 +104,7 @@ def main(argv=None) -> dict:
     check(bool(a.space), "space", "name a search space (python -m raydistill.sweep pkd_glue; a YAML path works too), "
           "or continue a sweep with --resume --name NAME")
     from raydistill.config import space as sp
-    from raydistill.distill.__main__ import teacher_cache_dir
+    from raydistill.commands.args import teacher_cache_dir
     from raydistill.data.splits import data_fingerprint, train_and_eval_examples
     from raydistill.train.preflight import check_ray_options, preflight, teacher_config
     from raydistill.tasks import get_task
@@ -165,7 +165,7 @@ def main(argv=None) -> dict:
               load_data=False, require_head=False)  # types, bounds, sizes, mapping: before any run is logged
 
     from raydistill.tracking import track
-    from raydistill.finetune import prepare_teacher
+    from raydistill.train.finetune import prepare_teacher
     from raydistill.orchestrate.connect import cluster as joined, init_ray, mute_workers, shutdown
     from raydistill.orchestrate.tuner import run_sweep, trial_opts
     from raydistill.results.summary import finish

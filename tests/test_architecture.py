@@ -1,4 +1,5 @@
-"""docs/ARCHITECTURE.md's mechanical claims, checked on the code: no module over 300 lines, Ray imported only under
+"""docs/ARCHITECTURE.md's mechanical claims, checked on the code: one folder per pipeline stage, each importing only
+from the stages below it (command modules exempt), at most 10 modules at the package's top, Ray imported only under
 raydistill/orchestrate/, no import cycle between modules, every module named in the module table."""
 from __future__ import annotations
 
@@ -8,7 +9,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "raydistill"
-MAX_LINES = 300
+# the pipeline's stages, lowest first: a module may import its own stage and those before it. The package's top
+# (the commands: sweep, best, finetune, evaluate, the API) stands above them all.
+STAGES = ("common", "tasks", "tracking", "distill", "config", "models", "data", "train", "export", "results",
+          "orchestrate", "commands")
+# command modules inside a stage's folder, kept at the names users type (``python -m raydistill.distill.augment``)
+COMMANDS = ("__main__", "raydistill.distill.augment")
+MAX_TOP_MODULES = 10
 
 
 def modules() -> dict[str, Path]:
@@ -95,11 +102,36 @@ def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
     return out
 
 
-def test_no_module_over_300_lines():
-    """(distill/methods.py is split in two on another branch; until that lands this test names it.)"""
-    long = {str(f.relative_to(ROOT)): n for f in modules().values()
-            if (n := len(f.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
-    assert not long, f"modules over {MAX_LINES} lines (split them): {long}"
+def stage(name: str) -> int:
+    """The stage index of a dotted module name; the package's top is above every stage."""
+    parts = name.split(".")
+    return STAGES.index(parts[1]) if len(parts) > 2 or (len(parts) == 2 and parts[1] in STAGES) else len(STAGES)
+
+
+def test_every_folder_is_a_stage_and_the_top_stays_small():
+    folders = {p.name for p in PKG.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert folders == set(STAGES), f"folders that are not stages (or stages without a folder): {folders ^ set(STAGES)}"
+    top = sorted(p.name for p in PKG.glob("*.py"))
+    assert len(top) <= MAX_TOP_MODULES, f"{len(top)} modules at the package's top: {top}"
+
+
+def test_each_stage_imports_only_from_stages_below_it():
+    known = modules()
+    upward = []
+    for name, f in known.items():
+        if name.endswith(COMMANDS) or stage(name) == len(STAGES):
+            continue
+        for target, line in imports(name, f, known):
+            if stage(target) > stage(name):
+                upward.append(f"{f.relative_to(ROOT)}:{line} imports {target}")
+    assert not upward, "imports from a stage above:\n" + "\n".join(upward)
+
+
+def test_the_stage_rule_sees_a_lazy_import_from_above(tmp_path):
+    f = tmp_path / "m.py"
+    f.write_text("def f():\n    from raydistill.train.loop import run\n")
+    (target, _), = imports("raydistill.config.m", f, modules())
+    assert stage(target) > stage("raydistill.config.m")
 
 
 def test_ray_is_imported_only_under_orchestrate():

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from raydistill.data import augment as aug
+from raydistill.distill.augment import main as augment_main
 from raydistill.data.candidates import embedding_candidates, nearest_words, whole_word_ids
 from raydistill.common.errors import UserError
 from raydistill.testing import make_tiny_model
@@ -66,7 +67,7 @@ def test_a_vocabulary_without_whole_words_is_refused(tmp_path, glue_dir, capsys)
     tok.save_pretrained(tmp_path / "m")
     capsys.readouterr()  # save_pretrained's progress bar
     with pytest.raises(SystemExit) as ex:
-        aug.main(["--task", "sst2", "--data-dir", glue_dir, "--teacher", str(tmp_path / "m"), "--output",
+        augment_main(["--task", "sst2", "--data-dir", glue_dir, "--teacher", str(tmp_path / "m"), "--output",
                   str(tmp_path / "out"), "--n", "1", "--limit", "3"])
     err = capsys.readouterr().err.strip().splitlines()
     assert ex.value.code == 2 and len(err) == 1 and err[0].startswith("error: augment_teacher: the tokenizer has no")
@@ -153,7 +154,7 @@ def test_command_defaults_to_embedding_and_skips_held_out_rows(korean_dir, tiny_
     from raydistill.tasks import get_task
 
     rows, held = split_train(get_task("nsmc"), korean_dir)
-    aug.main(["--task", "nsmc", "--data-dir", korean_dir, "--teacher", tiny_teacher("classification"), "--output",
+    augment_main(["--task", "nsmc", "--data-dir", korean_dir, "--teacher", tiny_teacher("classification"), "--output",
               str(tmp_path), "--n", "1", "--k", "2"])
     out = [json.loads(line) for line in (tmp_path / "train.jsonl").read_text().splitlines()]
     assert len(out) == 2 * (len(rows) - len(held)) and held
@@ -174,7 +175,7 @@ def test_the_teacher_gives_every_augmented_copy_its_own_soft_targets(tiny_teache
     from raydistill.tasks.encode import collate
 
     teacher = tiny_teacher("classification")
-    aug.main(["--task", "sst2", "--data-dir", glue_dir, "--teacher", teacher, "--output", str(tmp_path / "aug"),
+    augment_main(["--task", "sst2", "--data-dir", glue_dir, "--teacher", teacher, "--output", str(tmp_path / "aug"),
               "--n", "2", "--k", "3", "--p", "0.6", "--limit", "6"])
     cfg = RunConfig(task="sst2", teacher=teacher, data_dir=glue_dir, augment_dir=str(tmp_path / "aug"),
                     teacher_cache=str(tmp_path / "cache"), train=TrainConfig(max_length=32, eval_limit=4)).validate()
@@ -209,7 +210,7 @@ def test_the_teacher_gives_every_augmented_copy_its_own_soft_targets(tiny_teache
 def test_real_minilm_teacher_on_real_mrpc_rows(shared_data, tmp_path):
     if not os.path.isdir(MINILM):
         pytest.skip(f"{MINILM} (the offline MiniLM teacher) is not here")
-    aug.main(["--task", "mrpc", "--data-dir", os.path.join(shared_data, "glue"), "--teacher", MINILM, "--output",
+    augment_main(["--task", "mrpc", "--data-dir", os.path.join(shared_data, "glue"), "--teacher", MINILM, "--output",
               str(tmp_path), "--limit", "4", "--n", "3", "--k", "5", "--seed", "1"])
     rows = [json.loads(line) for line in (tmp_path / "train.jsonl").read_text().splitlines()]
     assert len(rows) == 16 and [r["source_index"] for r in rows[:4]] == [0, 1, 2, 3]

@@ -253,7 +253,7 @@ def test_augmented_rows_of_held_out_examples_never_train(korean_dir, tmp_path):
 
 
 def test_augment_command_augments_only_post_holdout_rows(korean_dir, tiny_teacher, tmp_path):
-    from raydistill.data import augment
+    from raydistill.distill import augment
 
     rows, held = _held(korean_dir)
     augment.main(["--task", "nsmc", "--data-dir", korean_dir, "--mlm", tiny_teacher("mlm"), "--output",

@@ -9,6 +9,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from raydistill import finetune
+from raydistill.train import finetune as train_finetune
 from raydistill.tracking import track
 
 
@@ -45,9 +46,9 @@ def test_interrupted_finetune_resumes_from_its_last_epoch(tiny_teacher, glue_dir
     monkeypatch.setattr(track, "log_epoch", log_epoch)
     again = finetune.main(argv)  # the command the line names
     cfg = finetune.config(finetune.parser().parse_args(argv))
-    assert (f"resuming the fine-tune in {out} after its epoch 2 (fingerprint {finetune.fingerprint(cfg)})"
+    assert (f"resuming the fine-tune in {out} after its epoch 2 (fingerprint {train_finetune.fingerprint(cfg)})"
             in capsys.readouterr().err)
-    assert not os.path.exists(f"{out}.resume") and os.path.isfile(os.path.join(out, finetune.DONE))
+    assert not os.path.exists(f"{out}.resume") and os.path.isfile(os.path.join(out, train_finetune.DONE))
     # what the uninterrupted fine-tune got (the loop's resume replays the same draws), in the same run
     for k in ("best_epoch", "best_val_accuracy", "best_eval_accuracy", "train_loss", "epoch"):
         assert again[k] == pytest.approx(whole[k], abs=1e-6), k

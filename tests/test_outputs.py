@@ -12,6 +12,7 @@ import pytest
 
 from raydistill.common import outputs
 from raydistill.common.outputs import MARKER, check_output, publish, staging, written
+from raydistill.train.finetune import DONE
 
 USER_FILE = "notes.txt"
 
@@ -134,7 +135,7 @@ def _refused(main, argv, flag, folder, capsys):
 
 def test_every_result_command_refuses_a_folder_of_the_users(tiny_teacher, glue_dir, tmp_path, capsys, monkeypatch):
     from raydistill import best, finetune
-    from raydistill.data import augment
+    from raydistill.distill import augment
     from raydistill.distill.__main__ import main as distill
 
     folder = _user_folder(tmp_path / "mine")
@@ -181,7 +182,7 @@ def test_finetune_and_augment_with_overwrite_keep_the_users_file(tiny_teacher, g
     from transformers import AutoModelForSequenceClassification
 
     from raydistill import finetune
-    from raydistill.data import augment
+    from raydistill.distill import augment
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     folder = _user_folder(tmp_path / "teacher")
@@ -190,9 +191,9 @@ def test_finetune_and_augment_with_overwrite_keep_the_users_file(tiny_teacher, g
             "--tracking-uri", uri, "--experiment", "ft"]
     finetune.main([*argv, "--overwrite"])
     AutoModelForSequenceClassification.from_pretrained(folder)
-    assert open(os.path.join(folder, USER_FILE)).read() == "mine" and finetune.DONE in written(folder)
+    assert open(os.path.join(folder, USER_FILE)).read() == "mine" and DONE in written(folder)
     finetune.main([*argv[:-4], "--max-steps", "3", *argv[-4:]])  # a new result into its own folder: no flag
-    assert json.load(open(os.path.join(folder, finetune.DONE)))["config"]["max_steps"] in (3, "3")
+    assert json.load(open(os.path.join(folder, DONE)))["config"]["max_steps"] in (3, "3")
     assert open(os.path.join(folder, USER_FILE)).read() == "mine"
     assert not os.path.exists(folder + ".resume")
 

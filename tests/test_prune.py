@@ -19,7 +19,7 @@ from raydistill.common.errors import UserError
 from raydistill.models import prune
 from raydistill.models.student import build_student
 from raydistill.models.teacher import load_model
-from raydistill.config.sizes import Shape, resolve
+from raydistill.config.sizes import Shape, check_shape, resolve
 
 from .test_bad_input import E, assert_one_line, distill, main_of, mlflow_runs, paths, trapped  # noqa: F401
 
@@ -283,7 +283,7 @@ def test_every_minilm_glue_student_keeps_the_teachers_head_size(teacher):
     for layers, hidden in itertools.product(spec.student["layers"]["choice"], spec.student["hidden"]["choice"]):
         r = resolve({"layers": layers, "hidden": hidden, "heads": spec.student["heads"]}, teacher)
         assert r["hidden"] == r["heads"] * head
-        prune.check_shape(r, teacher)  # prune can cut every one of them
+        check_shape(r, teacher)  # prune can cut every one of them
     study = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=0))
     for p in sp.start_points(spec, teacher):
         study.enqueue_trial(p)

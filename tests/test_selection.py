@@ -239,7 +239,7 @@ def test_weak_teacher_is_warned_about():
 
 
 def test_in_sweep_teacher_has_its_own_budget(monkeypatch, tmp_path):
-    from raydistill import finetune
+    from raydistill.train import finetune
     from raydistill.config.schema import RunConfig
 
     seen = {}

@@ -149,3 +149,20 @@ def parse_size(s: str) -> dict:
     except (ValueError, IndexError):
         raise UserError("student.size", f"{s!r} is not LAYERS L-HIDDEN-INTERMEDIATE[-HEADS], e.g. 4L-312-1200-12") from None
     return {"layers": layers, "hidden": hidden, "intermediate": inter, "heads": heads}
+
+
+def check_shape(sizes: dict, teacher: Shape) -> None:
+    """A student that pruning can cut out of ``teacher``: no deeper, no more heads, no wider FFN, whole heads of the
+    teacher's size (``sizes``: resolved layers, hidden, intermediate, heads)."""
+    t, (m, h, i, a) = teacher, (sizes[k] for k in ("layers", "hidden", "intermediate", "heads"))
+    d = t.hidden // t.heads
+    check(m <= t.layers, "student.layers", f"init prune keeps teacher layers, so the student cannot have more "
+          f"layers ({m}) than the teacher's {t.layers}; lower student.layers")
+    check(a <= t.heads, "student.heads", f"init prune keeps teacher heads, so the student cannot have more heads "
+          f"({a}) than the teacher's {t.heads}; lower student.heads or set it to {KEEP}")
+    check(h % d == 0 and h <= t.hidden, "student.hidden", f"init prune keeps whole teacher heads of size {d}, so "
+          f"hidden must be a multiple of {d} up to {t.hidden}, not {h}; pick hidden = k·{d}")
+    check(a * d == h, "student.heads", f"init prune keeps the teacher's head size {d}, so a {h}-wide student has "
+          f"{h // d} heads, not {a}; set student.heads={h // d} (or {KEEP})")
+    check(i <= t.intermediate, "student.intermediate", f"init prune keeps teacher FFN neurons, so the student cannot "
+          f"have more ({i}) than the teacher's {t.intermediate}; lower student.intermediate (auto follows hidden)")

@@ -123,7 +123,7 @@ def parse(raw: dict, default_name: str = "sweep", overridden: frozenset = frozen
     for k in search:
         check(k in SEARCH_KEYS, f"search.{k}", f"unknown key; known: {', '.join(sorted(SEARCH_KEYS))}")
     check_search(search)  # algorithm and confirm, before Ray
-    from raydistill.data.augment_sets import check_augment
+    from raydistill.config.augment import check_augment
 
     check_augment(raw.get("augment"))
     mode = raw.get("mode", "max")
@@ -235,7 +235,7 @@ def check_student_space(spec: SweepSpec, teacher: Shape) -> None:
             sizes = resolve({**base, **dict(zip(fields_, vals))}, teacher)
             check_fits(sizes, teacher)
             if prunes:  # a student the space may cut out of the teacher by importance keeps whole teacher heads
-                from raydistill.models.prune import check_shape
+                from raydistill.config.sizes import check_shape
 
                 check_shape(sizes, teacher)
 

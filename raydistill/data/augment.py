@@ -33,7 +33,6 @@ Paper defaults: ``p=0.4, k=15, n=20``.
 """
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
@@ -41,13 +40,13 @@ import random
 import tempfile
 from pathlib import Path
 
-from raydistill.commands.cli import HelpFormatter, add_overwrite, cli
 from raydistill.common.errors import UserError, check
+from raydistill.models.teacher import quiet_hf
 from raydistill.data.candidates import embedding_candidates, mlm_candidates, whole_word_ids as _whole_word_ids  # noqa: F401
 
 CACHE_VERSION = "augment-v2"  # v2: copies carry label None (the teacher labels them)
 CANDIDATES = ("mlm", "embedding")
-_MLM_HINT = ("pass a masked-LM checkpoint such as bert-base-uncased or roberta-base "
+MLM_HINT = ("pass a masked-LM checkpoint such as bert-base-uncased or roberta-base "
              "(a directory with a *ForMaskedLM model and its tokenizer), or use --candidates embedding --teacher DIR "
              "(any encoder's word embeddings)")
 
@@ -57,20 +56,20 @@ def _load_mlm(mlm_dir):
     import transformers as tf
 
     if not mlm_dir or not Path(mlm_dir).is_dir():
-        raise UserError("augment_mlm", f"{str(mlm_dir)!r} is not a directory; {_MLM_HINT}")
+        raise UserError("augment_mlm", f"{str(mlm_dir)!r} is not a directory; {MLM_HINT}")
     try:
         archs = tf.AutoConfig.from_pretrained(mlm_dir).architectures or []
         if not any(a.endswith(("ForMaskedLM", "ForPreTraining")) for a in archs):
             raise UserError("augment_mlm", f"{str(mlm_dir)!r} holds {archs or 'no architecture'}, not a masked LM; "
-                            + _MLM_HINT)
+                            + MLM_HINT)
         tok = tf.AutoTokenizer.from_pretrained(mlm_dir)
         model = tf.AutoModelForMaskedLM.from_pretrained(mlm_dir)
     except UserError:
         raise
     except (OSError, ValueError, KeyError) as e:
-        raise UserError("augment_mlm", f"cannot load {str(mlm_dir)!r} as a masked LM ({e}); {_MLM_HINT}") from None
+        raise UserError("augment_mlm", f"cannot load {str(mlm_dir)!r} as a masked LM ({e}); {MLM_HINT}") from None
     check(tok.is_fast and tok.mask_token_id is not None, "augment_mlm",
-          f"{str(mlm_dir)!r} needs a fast tokenizer with a mask token; {_MLM_HINT}")
+          f"{str(mlm_dir)!r} needs a fast tokenizer with a mask token; {MLM_HINT}")
     return tok, model.eval()
 
 
@@ -90,7 +89,7 @@ def _load_embeddings(model_dir, field):
     return tok, model.get_input_embeddings().weight.detach()
 
 
-def _check_candidates(candidates) -> None:
+def check_candidates(candidates) -> None:
     check(candidates in CANDIDATES, "augment_candidates", f"must be one of {', '.join(CANDIDATES)}, got "
           f"{candidates!r}: mlm for a masked LM's predictions (--mlm DIR), embedding for the nearest words in any "
           "encoder's word embeddings (--teacher DIR)")
@@ -115,7 +114,7 @@ def augment(examples, model_dir, p=0.4, k=15, n=20, seed=0, batch_size=64, max_l
     check(isinstance(k, int) and k >= 1, "augment_k", f"must be an integer >= 1, got {k!r}")
     check(isinstance(n, int) and n >= 0, "augment_n", f"must be an integer >= 0, got {n!r}")
     check(batch_size >= 1 and max_length >= 3, "augment_batch", "batch_size must be >= 1 and max_length >= 3")
-    _check_candidates(candidates)
+    check_candidates(candidates)
     examples = list(examples)
     for ex in examples:
         check(isinstance(ex, dict) and isinstance(ex.get("text"), str), "augment_task",
@@ -195,57 +194,6 @@ def augment_cached(examples, model_dir, cache_dir, p=0.4, k=15, n=20, seed=0, ba
     return result
 
 
-def model_source(args) -> tuple[str, str, str]:
-    """(candidates, model directory, the flag's error field) from the command's flags; refuses what cannot work."""
-    candidates = args.candidates or ("mlm" if args.mlm else "embedding")
-    _check_candidates(candidates)
-    if candidates == "mlm":
-        check(bool(args.mlm), "augment_mlm", "--candidates mlm needs a model with a masked-LM head; " + _MLM_HINT)
-        return candidates, args.mlm, "augment_mlm"
-    check(bool(args.teacher or args.mlm), "augment_teacher", "--candidates embedding needs a model whose word "
-          "embeddings propose the candidates: pass --teacher DIR (the teacher you distil from)")
-    model_dir, field = (args.teacher, "augment_teacher") if args.teacher else (args.mlm, "augment_mlm")
-    check(Path(model_dir).is_dir(), field, f"{model_dir} does not exist or is not a folder; pass a saved model "
-          "folder (config.json + weights), e.g. the teacher you distil from")
-    return candidates, model_dir, field
-
-
-@cli
-def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python -m raydistill.distill.augment", formatter_class=HelpFormatter,
-                                 description="TinyBERT data augmentation: write N copies of every training row of a "
-                                 "task with words swapped for candidates from a masked language model's guesses or "
-                                 "from the nearest whole words in any encoder's word embeddings, for distill "
-                                 "--augment-dir (seeded; cached under OUTPUT/cache).")
-    ap.add_argument("--task", required=True, help="task name (classification or regression; python -m raydistill "
-                    "list tasks)")
-    ap.add_argument("--data-dir", default=None, help="local data folder: the GLUE root or the task's own folder "
-                    "(default: the Hugging Face hub)")
-    ap.add_argument("--candidates", default=None, help="mlm: a masked LM's top-k predictions (the paper's; needs "
-                    "--mlm) | embedding: the nearest whole words in a model's word embeddings (any encoder, e.g. "
-                    "--teacher) (default: mlm when --mlm is given, else embedding)")
-    ap.add_argument("--mlm", default=None, help="masked-LM checkpoint directory, e.g. bert-base-uncased (default: none; needed by --candidates mlm)")
-    ap.add_argument("--teacher", default=None, help="any BERT/RoBERTa/ELECTRA encoder directory (e.g. the teacher) "
-                    "whose input word embeddings propose the candidates (--candidates embedding; default: none)")
-    ap.add_argument("--output", required=True, help="writes OUTPUT/train.jsonl (cache under OUTPUT/cache)")
-    add_overwrite(ap)
-    ap.add_argument("--p", type=float, default=0.4, help="probability that a word is replaced")
-    ap.add_argument("--k", type=int, default=15, help="candidates per word to draw a replacement from")
-    ap.add_argument("--n", type=int, default=20, help="augmented copies per training row")
-    ap.add_argument("--seed", type=int, default=0, help="random seed of the sampling")
-    ap.add_argument("--limit", type=int, default=None, help="augment only the first LIMIT training examples "
-                    "(default: all)")
-    ap.add_argument("--batch-size", type=int, default=64, help="sentences per model forward pass")
-    ap.add_argument("--max-length", type=int, default=128, help="tokens per sentence (longer ones are cut)")
-    args = ap.parse_args(argv)
-    candidates, model_dir, field = model_source(args)
-    n_in, n_out, out = build(args.task, args.data_dir, model_dir, args.output, candidates=candidates, mlm=args.mlm,
-                             field=field, p=args.p, k=args.k, n=args.n, seed=args.seed, limit=args.limit,
-                             batch_size=args.batch_size, max_length=args.max_length)
-    print(f"{n_in} examples -> {n_out} (with {args.n} augmented copies each): {out}")
-    print(json.dumps({"examples": n_in, "rows": n_out, "copies": args.n, "train": out}))  # last line JSON, as elsewhere
-
-
 def build(task_name: str, data_dir, model_dir: str, output: str, candidates: str = "embedding", mlm=None,
           field: str = "augment_teacher", p: float = 0.4, k: int = 15, n: int = 20, seed: int = 0, limit=None,
           batch_size: int = 64, max_length: int = 128) -> tuple[int, int, str]:
@@ -262,8 +210,6 @@ def build(task_name: str, data_dir, model_dir: str, output: str, candidates: str
     if limit is not None:
         examples = examples[:limit]
     out = Path(output)
-    from raydistill.train.loop import quiet_hf
-
     quiet_hf()  # an encoder loaded without its task head: no load report, no progress bars
     result = augment_cached(examples, model_dir, out / "cache", p=p, k=k, n=n, seed=seed, batch_size=batch_size,
                             max_length=max_length, candidates=candidates, field=field)
@@ -279,5 +225,3 @@ def build(task_name: str, data_dir, model_dir: str, output: str, candidates: str
     publish(str(staged), str(out), "raydistill augment", keep=tuple(cache))
     return len(examples), len(result), str(out / "train.jsonl")
 
-if __name__ == "__main__":
-    main()

@@ -21,7 +21,7 @@ stream goes (word, position and token-type embeddings, every LayerNorm, every pr
 pooler and the task head), so the kept channels line up from the embeddings to the head. Whatever is kept stays in
 the teacher's order, and ties go to the lower index, so one seed gives one student. Heads keep the teacher's head
 size (student hidden = heads × the teacher's head size; sizes ``heads: keep_head_size`` does that), and nothing can
-be larger than the teacher's: ``check_shape`` refuses it. At the teacher's own shape nothing is cut and the student
+be larger than the teacher's: ``config.sizes.check_shape`` refuses it. At the teacher's own shape nothing is cut and the student
 computes exactly what the teacher does.
 
 What was kept (``plan``: layers 1-based; heads, neurons and channels as 0-based indices into the teacher's) is the
@@ -66,23 +66,6 @@ def parse_arg(arg: str | None) -> tuple[str, int | None]:
             raise UserError("student.init", f"prune:{arg}: {part!r} is neither a sample size nor a layer rule "
                             f"({', '.join(LAYER_RULES)}); write e.g. prune, prune:512, prune:block or prune:block,512")
     return rule, n
-
-
-def check_shape(sizes: dict, teacher: Shape) -> None:
-    """A student that pruning can cut out of ``teacher``: no deeper, no more heads, no wider FFN, whole heads of the
-    teacher's size (``sizes``: resolved layers, hidden, intermediate, heads)."""
-    t, (m, h, i, a) = teacher, (sizes[k] for k in ("layers", "hidden", "intermediate", "heads"))
-    d = t.hidden // t.heads
-    check(m <= t.layers, "student.layers", f"init prune keeps teacher layers, so the student cannot have more "
-          f"layers ({m}) than the teacher's {t.layers}; lower student.layers")
-    check(a <= t.heads, "student.heads", f"init prune keeps teacher heads, so the student cannot have more heads "
-          f"({a}) than the teacher's {t.heads}; lower student.heads or set it to {KEEP}")
-    check(h % d == 0 and h <= t.hidden, "student.hidden", f"init prune keeps whole teacher heads of size {d}, so "
-          f"hidden must be a multiple of {d} up to {t.hidden}, not {h}; pick hidden = k·{d}")
-    check(a * d == h, "student.heads", f"init prune keeps the teacher's head size {d}, so a {h}-wide student has "
-          f"{h // d} heads, not {a}; set student.heads={h // d} (or {KEEP})")
-    check(i <= t.intermediate, "student.intermediate", f"init prune keeps teacher FFN neurons, so the student cannot "
-          f"have more ({i}) than the teacher's {t.intermediate}; lower student.intermediate (auto follows hidden)")
 
 
 def importance(teacher, batches: list[dict]) -> dict:

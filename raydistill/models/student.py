@@ -34,7 +34,7 @@ import torch
 
 from raydistill.config.schema import StudentConfig, split_init
 from raydistill.common.errors import UserError, check
-from raydistill.config.sizes import FIELDS, Shape
+from raydistill.config.sizes import FIELDS, Shape, check_shape
 from raydistill.models import prune
 from raydistill.models.heads import auto_class
 from raydistill.models.teacher import KNOWN_FAMILIES, encoder_layers, family, head_kind
@@ -174,7 +174,7 @@ def _prune(teacher, spec: StudentConfig, arg: str | None, examples=None):
     """Cut the student out of the teacher by importance: the heads, neurons, channels and layers that matter most."""
     rule, n = prune.parse_arg(arg)
     sizes = {k: getattr(spec, k) for k in FIELDS}
-    prune.check_shape(sizes, Shape.of(teacher.config))
+    check_shape(sizes, Shape.of(teacher.config))
     if examples is None:
         raise ValueError("init prune scores the teacher on training examples: build_student(..., examples=fn)")
     batches = examples(n)

@@ -133,3 +133,11 @@ def fingerprint(model_dir: str | os.PathLike, length: int = 12) -> str:
                 fh.update(chunk)
         h.update(f"{f.name}:{fh.hexdigest()}".encode())
     return h.hexdigest()[:length]
+
+
+def quiet_hf() -> None:
+    """Per-save progress bars and load reports drown the per-epoch lines a person reads."""
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()

@@ -40,7 +40,7 @@ def teacher_reference(cfg: RunConfig, threads: int, log=lambda m: None) -> dict:
             return memo[key.hexdigest()[:16]]
         from transformers import AutoTokenizer
 
-        from raydistill.train.loop import quiet_hf
+        from raydistill.models.teacher import quiet_hf
 
         quiet_hf()
         log(f"teacher reference: scoring {cfg.teacher} on the students' dev set and timing it on {threads} thread(s)")

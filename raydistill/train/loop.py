@@ -26,6 +26,7 @@ import torch.distributed as dist
 
 from raydistill.config.schema import RunConfig
 from raydistill.data.batches import epoch_batches
+from raydistill.models.teacher import quiet_hf
 from raydistill.train.checkpoint import copy_dir, load_state, resume_student, save_checkpoint
 from raydistill.train.scoring import dev_metrics
 from raydistill.data.general import DynamicMasking
@@ -52,14 +53,6 @@ class Context:
     report: Callable[[dict, str | None], None] = lambda metrics, ckpt: None
     log: Callable[[str], None] = lambda msg: None
     live: bool = False  # progress as one redrawn line (a terminal), else a line every ~10% of an epoch
-
-
-def quiet_hf() -> None:
-    """Per-save progress bars and load reports drown the per-epoch lines a person reads."""
-    import transformers
-
-    transformers.logging.set_verbosity_error()
-    transformers.utils.logging.disable_progress_bar()
 
 
 def seed_all(seed: int) -> None:

@@ -99,7 +99,8 @@ def check_student(cfg: RunConfig, tcfg) -> None:
               f"but the teacher is {tcfg.model_type} with vocab {getattr(tcfg, 'vocab_size', '?')}; distil from a "
               "checkpoint of the teacher's family and tokenizer")
     elif split_init(init)[0] == "prune":
-        from raydistill.models.prune import check_shape, parse_arg
+        from raydistill.config.sizes import check_shape
+        from raydistill.models.prune import parse_arg
 
         parse_arg(split_init(init)[1])
         check_shape({k: getattr(s, k) for k in ("layers", "hidden", "intermediate", "heads")}, Shape.of(tcfg))
