@@ -11,6 +11,7 @@ rung before it; never at the last epoch). A trial the real sweep stopped has no 
 setting would have kept it going, the replay says so ("unknown") instead of guessing. Trials per hour assumes the
 sweep's concurrency and the measured mean seconds per epoch and fixed seconds per trial.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,14 +33,20 @@ def histories(uri: str, experiment: str, sweep: str, metric: str) -> list[dict]:
         vals = {int(m.step): m.value for m in c.get_metric_history(r.info.run_id, metric)}
         ends = sorted((int(m.step), m.timestamp) for m in c.get_metric_history(r.info.run_id, "epoch"))
         stamps = [r.info.start_time] + [t for _, t in ends]
-        out.append({"trial": r.data.tags["raydistill.trial_id"], "start": r.info.start_time, "scores": vals,
-                    "epoch_s": [(b - a) / 1000 for a, b in zip(stamps[1:], stamps[2:])],
-                    "first_s": (stamps[1] - stamps[0]) / 1000 if len(stamps) > 1 else None})
+        out.append(
+            {
+                "trial": r.data.tags["raydistill.trial_id"],
+                "start": r.info.start_time,
+                "scores": vals,
+                "epoch_s": [(b - a) / 1000 for a, b in zip(stamps[1:], stamps[2:])],
+                "first_s": (stamps[1] - stamps[0]) / 1000 if len(stamps) > 1 else None,
+            }
+        )
     return sorted(out, key=lambda t: t["start"])
 
 
 def replay(trials: list[dict], grace: int | None, rf: int, max_t: int) -> dict:
-    rungs = [] if grace is None else sorted({grace * rf ** k for k in range(10) if grace * rf ** k < max_t})
+    rungs = [] if grace is None else sorted({grace * rf**k for k in range(10) if grace * rf**k < max_t})
     recorded = {m: [] for m in rungs}
     spent, unknown, reached = 0, [], []
     for t in trials:
@@ -59,9 +66,14 @@ def replay(trials: list[dict], grace: int | None, rf: int, max_t: int) -> dict:
         else:
             reached.append((best, t["trial"]))
         spent += epoch
-    return {"epochs": spent, "epochs_per_trial": spent / len(trials), "unknown": unknown,
-            "finished": len(reached), "winner": max(reached)[1] if reached else None,
-            "winner_val": max(reached)[0] if reached else None}
+    return {
+        "epochs": spent,
+        "epochs_per_trial": spent / len(trials),
+        "unknown": unknown,
+        "finished": len(reached),
+        "winner": max(reached)[1] if reached else None,
+        "winner_val": max(reached)[0] if reached else None,
+    }
 
 
 def main() -> None:
@@ -79,17 +91,22 @@ def main() -> None:
     first_s = float(np.mean([t["first_s"] for t in trials if t["first_s"]]))
     fixed_s = max(first_s - epoch_s, 0.0)  # start, data, model, first eval: what the first epoch costs beyond the rest
     at1 = [t["scores"].get(1) for t in trials]
-    print(f"{len(trials)} trials; mean epoch {epoch_s:.0f} s, fixed {fixed_s:.0f} s per trial; epoch-1 {a.metric}: "
-          f"{sorted(round(v, 4) for v in at1 if v is not None)}")
+    print(
+        f"{len(trials)} trials; mean epoch {epoch_s:.0f} s, fixed {fixed_s:.0f} s per trial; epoch-1 {a.metric}: "
+        f"{sorted(round(v, 4) for v in at1 if v is not None)}"
+    )
     rows = []
     for s in a.settings.split(","):
         grace, rf = (None, 2) if s == "off" else map(int, s.split(":"))
         r = replay(trials, grace, rf, a.max_t)
         r["setting"], r["trials_per_hour"] = s, a.concurrency * 3600 / (r["epochs_per_trial"] * epoch_s + fixed_s)
         rows.append(r)
-        print(f"asha {s:>5}: {r['epochs_per_trial']:.2f} epochs per trial -> {r['trials_per_hour']:.1f} trials/h; "
-              f"{r['finished']} known to reach epoch {a.max_t}, best of them {r['winner']} (val {r['winner_val']}); "
-              f"{len(r['unknown'])} unknown (the real sweep stopped them sooner)", flush=True)
+        print(
+            f"asha {s:>5}: {r['epochs_per_trial']:.2f} epochs per trial -> {r['trials_per_hour']:.1f} trials/h; "
+            f"{r['finished']} known to reach epoch {a.max_t}, best of them {r['winner']} (val {r['winner_val']}); "
+            f"{len(r['unknown'])} unknown (the real sweep stopped them sooner)",
+            flush=True,
+        )
     print(json.dumps({"trials": len(trials), "epoch_s": epoch_s, "fixed_s": fixed_s, "rows": rows}))
 
 

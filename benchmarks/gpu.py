@@ -21,6 +21,7 @@ wall time. In a sweep the same packing is ``--use-gpu --gpus-per-worker 1/K``.
 
 Last line: ``RESULT mfu_intermediate=… mfu_pred=… pack_K=<total ex/s ÷ K=1 ex/s> …``.
 """
+
 from __future__ import annotations
 
 import os
@@ -40,10 +41,30 @@ import torch  # noqa: E402
 from common import TEXTS  # noqa: E402
 
 SIZES = {
-    "full": dict(t_layers=12, t_hidden=768, t_heads=12, t_inter=3072, s_layers=4, s_hidden=312, s_inter=1200,
-                 length=128, batch=256, pack_batch=64),
-    "smoke": dict(t_layers=4, t_hidden=64, t_heads=4, t_inter=128, s_layers=2, s_hidden=32, s_inter=64,
-                  length=32, batch=8, pack_batch=8),
+    "full": dict(
+        t_layers=12,
+        t_hidden=768,
+        t_heads=12,
+        t_inter=3072,
+        s_layers=4,
+        s_hidden=312,
+        s_inter=1200,
+        length=128,
+        batch=256,
+        pack_batch=64,
+    ),
+    "smoke": dict(
+        t_layers=4,
+        t_hidden=64,
+        t_heads=4,
+        t_inter=128,
+        s_layers=2,
+        s_hidden=32,
+        s_inter=64,
+        length=32,
+        batch=8,
+        pack_batch=8,
+    ),
 }
 
 
@@ -63,19 +84,30 @@ def step_flops_per_token(sz: dict, stage: str, n_proj: int) -> float:
 def make_teacher(root: str, sz: dict) -> str:
     from raydistill.testing import make_tiny_model
 
-    return make_tiny_model(os.path.join(root, "teacher"), kind="classification", layers=sz["t_layers"],
-                           hidden=sz["t_hidden"], heads=sz["t_heads"], intermediate=sz["t_inter"], texts=TEXTS)
+    return make_tiny_model(
+        os.path.join(root, "teacher"),
+        kind="classification",
+        layers=sz["t_layers"],
+        hidden=sz["t_hidden"],
+        heads=sz["t_heads"],
+        intermediate=sz["t_inter"],
+        texts=TEXTS,
+    )
 
 
 def run_config(teacher_dir: str, sz: dict, stage: str, batch: int, use_gpu: bool, cache: str | None = None):
     from raydistill.config.schema import DistillConfig, RunConfig, StudentConfig, TrainConfig
 
-    return RunConfig(task="sst2", teacher=teacher_dir, teacher_cache=cache,
-                     student=StudentConfig(layers=sz["s_layers"], hidden=sz["s_hidden"], intermediate=sz["s_inter"],
-                                           heads=sz["t_heads"], init="random"),
-                     distill=DistillConfig(method="tinybert", stage=stage, mapping="uniform", alpha=1.0),
-                     train=TrainConfig(batch_size=batch, max_length=sz["length"], epochs=1, max_steps=10 ** 6,
-                                       use_gpu=use_gpu)).validate()
+    return RunConfig(
+        task="sst2",
+        teacher=teacher_dir,
+        teacher_cache=cache,
+        student=StudentConfig(
+            layers=sz["s_layers"], hidden=sz["s_hidden"], intermediate=sz["s_inter"], heads=sz["t_heads"], init="random"
+        ),
+        distill=DistillConfig(method="tinybert", stage=stage, mapping="uniform", alpha=1.0),
+        train=TrainConfig(batch_size=batch, max_length=sz["length"], epochs=1, max_steps=10**6, use_gpu=use_gpu),
+    ).validate()
 
 
 def batches(n: int, vocab: int, batch: int, length: int, device, seed: int = 0) -> list[dict]:
@@ -83,9 +115,17 @@ def batches(n: int, vocab: int, batch: int, length: int, device, seed: int = 0) 
     out = []
     for _ in range(n):
         ids = torch.randint(5, vocab, (batch, length), generator=g)
-        out.append({k: v.to(device) for k, v in {
-            "input_ids": ids, "attention_mask": torch.ones_like(ids), "token_type_ids": torch.zeros_like(ids),
-            "labels": torch.randint(0, 2, (batch,), generator=g)}.items()})
+        out.append(
+            {
+                k: v.to(device)
+                for k, v in {
+                    "input_ids": ids,
+                    "attention_mask": torch.ones_like(ids),
+                    "token_type_ids": torch.zeros_like(ids),
+                    "labels": torch.randint(0, 2, (batch,), generator=g),
+                }.items()
+            }
+        )
     return out
 
 
@@ -111,8 +151,9 @@ class Step:
         if cache is None:
             self.teacher.to(device)  # else served from the cache: the teacher stays on the CPU, as in loop.run
         self.model = Distiller(self.student, self.objective)
-        self.opt, self.sched = make_optimizer(cfg, list(self.student.parameters()) + list(self.objective.parameters()),
-                                              10 ** 6)
+        self.opt, self.sched = make_optimizer(
+            cfg, list(self.student.parameters()) + list(self.objective.parameters()), 10**6
+        )
         self.stage = self.objective.method.stage_for(0, 1)
         self.device, self.cache = device, cache
         self.t_dtype, self.s_dtype = teacher_dtype(cfg.train, device), step_dtype(cfg.train, device)
@@ -121,10 +162,12 @@ class Step:
     def __call__(self, batch, idx=None):
         from raydistill.train.step import teacher_outputs, train_step
 
-        t_out = teacher_outputs(self.teacher, self.cache, self.objective, batch, idx, self.stage, self.device,
-                                self.t_dtype)
-        losses = train_step(self.model, batch, t_out, self.stage, self.opt, self.sched, device=self.device,
-                            amp=self.s_dtype)
+        t_out = teacher_outputs(
+            self.teacher, self.cache, self.objective, batch, idx, self.stage, self.device, self.t_dtype
+        )
+        losses = train_step(
+            self.model, batch, t_out, self.stage, self.opt, self.sched, device=self.device, amp=self.s_dtype
+        )
         return losses["loss"].detach()
 
 
@@ -141,16 +184,24 @@ def mfu(teacher_dir: str, sz: dict, device, stage: str, steps: int, warmup: int,
     dt = (time.perf_counter() - t0) / steps
     tokens = sz["batch"] * sz["length"]
     flops = step_flops_per_token(sz, stage, step.n_proj) * tokens
-    out = {"stage": stage, "s_per_step": dt, "examples_per_s": sz["batch"] / dt, "tflops_per_s": flops / dt / 1e12,
-           "mfu": flops / dt / (peak_tflops * 1e12), "teacher_dtype": step.t_dtype, "step_dtype": step.s_dtype}
+    out = {
+        "stage": stage,
+        "s_per_step": dt,
+        "examples_per_s": sz["batch"] / dt,
+        "tflops_per_s": flops / dt / 1e12,
+        "mfu": flops / dt / (peak_tflops * 1e12),
+        "teacher_dtype": step.t_dtype,
+        "step_dtype": step.s_dtype,
+    }
     del step
     if device.type == "cuda":
         torch.cuda.empty_cache()
     return out
 
 
-def _pack_worker(rank: int, teacher_dir: str, cache_root: str, sz: dict, device_name: str, steps: int, warmup: int,
-                 barrier, results) -> None:
+def _pack_worker(
+    rank: int, teacher_dir: str, cache_root: str, sz: dict, device_name: str, steps: int, warmup: int, barrier, results
+) -> None:
     """One packed trial: its own student, teacher logits from the shared cache."""
     from raydistill.train.teacher_cache import TeacherCache
     from raydistill.tasks.encode import collate
@@ -188,9 +239,15 @@ def _cache_inputs(cfg, sz: dict, n: int = 1024):
 
     g = torch.Generator().manual_seed(1)
     vocab = AutoConfig.from_pretrained(cfg.teacher).vocab_size
-    feats = [{"input_ids": [2] + torch.randint(5, vocab, (sz["length"] - 2,), generator=g).tolist() + [3],
-              "attention_mask": [1] * sz["length"], "token_type_ids": [0] * sz["length"], "labels": i % 2}
-             for i in range(n)]
+    feats = [
+        {
+            "input_ids": [2] + torch.randint(5, vocab, (sz["length"] - 2,), generator=g).tolist() + [3],
+            "attention_mask": [1] * sz["length"],
+            "token_type_ids": [0] * sz["length"],
+            "labels": i % 2,
+        }
+        for i in range(n)
+    ]
     device = torch.device("cuda" if cfg.train.use_gpu else "cpu")
     desc = f"{fingerprint(cfg.teacher)}-{teacher_dtype(cfg.train, device)}-bench-{n}x{sz['length']}"
     return hashlib.sha256(desc.encode()).hexdigest()[:20], feats  # the data is synthetic: keyed by its recipe
@@ -208,15 +265,20 @@ def packing(teacher_dir: str, sz: dict, device, ks: list[int], steps: int, warmu
     cfg = run_config(teacher_dir, sz, "pred", sz["pack_batch"], device.type == "cuda", cache_root)
     key, feats = _cache_inputs(cfg, sz)
     _, _, teacher, _ = build_objective(cfg)
-    TeacherCache(cache_root, key, "classification").ensure(teacher.to(device), feats, collate, 0, device,
-                                                           dtype=teacher_dtype(cfg.train, device))
+    TeacherCache(cache_root, key, "classification").ensure(
+        teacher.to(device), feats, collate, 0, device, dtype=teacher_dtype(cfg.train, device)
+    )
     del teacher
     ctx = mp.get_context("spawn")
     out = {}
     for k in ks:
         barrier, results = ctx.Barrier(k), ctx.Manager().dict()
-        procs = [ctx.Process(target=_pack_worker, args=(r, teacher_dir, cache_root, sz, str(device), steps, warmup,
-                                                        barrier, results)) for r in range(k)]
+        procs = [
+            ctx.Process(
+                target=_pack_worker, args=(r, teacher_dir, cache_root, sz, str(device), steps, warmup, barrier, results)
+            )
+            for r in range(k)
+        ]
         for p in procs:
             p.start()
         for p in procs:
@@ -249,8 +311,12 @@ def main(argv=None) -> dict:
     device = torch.device("cuda" if torch.cuda.is_available() and not a.smoke else "cpu")
     steps, warmup = a.steps or (1 if a.smoke else 20), a.warmup if a.warmup is not None else (1 if a.smoke else 5)
     ks = [int(k) for k in (a.pack or ("1,2" if a.smoke else "1,2,4,8")).split(",")]
-    info = {"device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu", "torch": torch.__version__,
-            "peak_tflops": a.peak_tflops, "sizes": sz}
+    info = {
+        "device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu",
+        "torch": torch.__version__,
+        "peak_tflops": a.peak_tflops,
+        "sizes": sz,
+    }
     print("machine: " + json.dumps(info), flush=True)
     res = {"machine": info}
     with tempfile.TemporaryDirectory(prefix="raydistill-gpu-bench-") as root:
@@ -258,14 +324,22 @@ def main(argv=None) -> dict:
         for stage in ("intermediate", "pred"):
             r = mfu(teacher_dir, sz, device, stage, steps, warmup, a.peak_tflops)
             res[f"mfu_{stage}"] = r
-            print(f"{stage}: {r['examples_per_s']:.1f} examples/s, {r['tflops_per_s']:.1f} TFLOP/s, "
-                  f"MFU {100 * r['mfu']:.1f}% (teacher {r['teacher_dtype']}, step {r['step_dtype']})", flush=True)
+            print(
+                f"{stage}: {r['examples_per_s']:.1f} examples/s, {r['tflops_per_s']:.1f} TFLOP/s, "
+                f"MFU {100 * r['mfu']:.1f}% (teacher {r['teacher_dtype']}, step {r['step_dtype']})",
+                flush=True,
+            )
         res["packing"] = packing(teacher_dir, sz, device, ks, steps, warmup, root)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(res, f, indent=1)
-    print("RESULT " + " ".join([f"mfu_{s}={res[f'mfu_{s}']['mfu']:.3g}" for s in ("intermediate", "pred")]
-                               + [f"pack_{k}={v['vs_first']:.2f}" for k, v in res["packing"].items()]))
+    print(
+        "RESULT "
+        + " ".join(
+            [f"mfu_{s}={res[f'mfu_{s}']['mfu']:.3g}" for s in ("intermediate", "pred")]
+            + [f"pack_{k}={v['vs_first']:.2f}" for k, v in res["packing"].items()]
+        )
+    )
     return res
 
 

@@ -15,6 +15,7 @@ order vs longest first (the default), ABBA again.
 Last lines: `RATIO scoring in order/by length=...`, then `RATIO plain/grouped train_s=... tokens=...`
 (`--optimizer-only`: `RATIO per-tensor/fused AdamW train_s=...`).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,8 +44,14 @@ def one_epoch(cfg, grouped: bool, fused: bool = True) -> dict:
     t0 = time.perf_counter()
     loop.run(cfg, loop.Context(report=lambda m, c: reports.append(m)))
     m = reports[-1]
-    return {"grouped": grouped, "fused": fused, "wall_s": time.perf_counter() - t0, "time_train_s": m["time_train_s"],
-            "val_accuracy": m.get("val_accuracy"), "load": loadavg()}
+    return {
+        "grouped": grouped,
+        "fused": fused,
+        "wall_s": time.perf_counter() - t0,
+        "time_train_s": m["time_train_s"],
+        "val_accuracy": m.get("val_accuracy"),
+        "load": loadavg(),
+    }
 
 
 def slots(cfg, grouped: bool) -> tuple[int, int]:
@@ -79,8 +86,11 @@ def compare_scoring(cfg) -> tuple[list, float]:
             score.append((by_length, time.perf_counter() - t0))
         finally:
             scoring.by_length = real
-        print(f"scoring dev + val, rows {'longest first' if by_length else 'in order     '}: {score[-1][1]:.2f} s; "
-              f"load {loadavg()}", flush=True)
+        print(
+            f"scoring dev + val, rows {'longest first' if by_length else 'in order     '}: {score[-1][1]:.2f} s; "
+            f"load {loadavg()}",
+            flush=True,
+        )
     med = {b: statistics.median(sec for x, sec in score if x == b) for b in (False, True)}
     return score, med[False] / med[True]
 
@@ -91,8 +101,13 @@ def half_depth(teacher: str) -> dict:
     from raydistill.config.sizes import Shape
 
     t = Shape.of(teacher_config(teacher))
-    return {"layers": round(t.layers / 2), "hidden": t.hidden, "intermediate": t.intermediate, "heads": t.heads,
-            "init": "first_k"}
+    return {
+        "layers": round(t.layers / 2),
+        "hidden": t.hidden,
+        "intermediate": t.intermediate,
+        "heads": t.heads,
+        "init": "first_k",
+    }
 
 
 def synthetic_mrpc(root: str, n: int) -> str:
@@ -132,10 +147,18 @@ def main() -> None:
         teacher = make_tiny_model(f"{work}/teacher", layers=4, hidden=32, heads=2, intermediate=64)
     if not (teacher and data_dir):
         sys.exit("pass --teacher and --data-dir (or --smoke)")
-    cfg = RunConfig.from_dict({
-        "task": "mrpc", "teacher": teacher, "data_dir": data_dir, "output": f"{work}/out", "teacher_cache": f"{work}/cache",
-        "student": half_depth(teacher),
-        "distill": {"method": "pkd", "temperature": 20, "alpha": 0.7, "beta": 100, "mapping": "skip"}, "train": train})
+    cfg = RunConfig.from_dict(
+        {
+            "task": "mrpc",
+            "teacher": teacher,
+            "data_dir": data_dir,
+            "output": f"{work}/out",
+            "teacher_cache": f"{work}/cache",
+            "student": half_depth(teacher),
+            "distill": {"method": "pkd", "temperature": 20, "alpha": 0.7, "beta": 100, "mapping": "skip"},
+            "train": train,
+        }
+    )
     if a.scoring_only:
         print(f"RATIO scoring in order/by length={compare_scoring(cfg)[1]:.2f}")
         return
@@ -143,8 +166,11 @@ def main() -> None:
         one_epoch(cfg, True)  # builds the teacher cache; untimed
         runs = [one_epoch(cfg, True, f) for f in (False, True, True, False)]
         for r in runs:
-            print(f"{'fused     ' if r['fused'] else 'per-tensor'} AdamW: train {r['time_train_s']:.1f} s, epoch wall "
-                  f"{r['wall_s']:.1f} s, val accuracy {r['val_accuracy']:.4f}; load {r['load']}", flush=True)
+            print(
+                f"{'fused     ' if r['fused'] else 'per-tensor'} AdamW: train {r['time_train_s']:.1f} s, epoch wall "
+                f"{r['wall_s']:.1f} s, val accuracy {r['val_accuracy']:.4f}; load {r['load']}",
+                flush=True,
+            )
         if a.json:
             with open(a.json, "w") as f:
                 json.dump({"machine": machine(), "runs": runs}, f, indent=1)
@@ -155,17 +181,25 @@ def main() -> None:
     runs = [one_epoch(cfg, g) for g in (False, True, True, False)]
     tok = {g: slots(cfg, g) for g in (False, True)}
     for r in runs:
-        print(f"{'grouped' if r['grouped'] else 'plain  '}: train {r['time_train_s']:.1f} s, epoch wall {r['wall_s']:.1f} s, "
-              f"val accuracy {r['val_accuracy']:.4f}; load {r['load']}", flush=True)
+        print(
+            f"{'grouped' if r['grouped'] else 'plain  '}: train {r['time_train_s']:.1f} s, epoch wall {r['wall_s']:.1f} s, "
+            f"val accuracy {r['val_accuracy']:.4f}; load {r['load']}",
+            flush=True,
+        )
     for g in (False, True):
-        print(f"{'grouped' if g else 'plain  '}: {tok[g][0]} padded token slots for {tok[g][1]} real tokens "
-              f"({tok[g][0] / tok[g][1]:.2f}x)")
+        print(
+            f"{'grouped' if g else 'plain  '}: {tok[g][0]} padded token slots for {tok[g][1]} real tokens "
+            f"({tok[g][0] / tok[g][1]:.2f}x)"
+        )
     med = {g: statistics.median(r["time_train_s"] for r in runs if r["grouped"] == g) for g in (False, True)}
     score, score_ratio = compare_scoring(cfg)
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"machine": machine(), "runs": runs, "token_slots": {str(g): tok[g] for g in tok},
-                       "scoring": score}, f, indent=1)
+            json.dump(
+                {"machine": machine(), "runs": runs, "token_slots": {str(g): tok[g] for g in tok}, "scoring": score},
+                f,
+                indent=1,
+            )
     print(f"RATIO scoring in order/by length={score_ratio:.2f}")
     print(f"RATIO plain/grouped train_s={med[False] / med[True]:.2f} tokens={tok[False][0] / tok[True][0]:.2f}")
 

@@ -17,6 +17,7 @@ benchmark resumes where it stopped.
         --temperature 20 --alpha 0.7 --beta 100 --mapping skip        # pkd_glue's first recipe, with and without
 Ends with one `INITS task=… shape=… prune=… slice=… verdicts=…` line (variants named INIT or INIT+augN).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,8 +42,12 @@ def main() -> None:
     p.add_argument("--alpha", default="0.5")
     p.add_argument("--beta", default=None, help="pkd's intermediate-loss weight (default: the method's)")
     p.add_argument("--mapping", default=None, help="pkd's layer mapping (default: the method's)")
-    p.add_argument("--augment", default="0", help="augmented copies per training row, e.g. 2,0: each init with each "
-                   "(0 = the task's rows only); the first variant is compared to the rest")
+    p.add_argument(
+        "--augment",
+        default="0",
+        help="augmented copies per training row, e.g. 2,0: each init with each "
+        "(0 = the task's rows only); the first variant is compared to the rest",
+    )
     p.add_argument("--lr", default="1e-4")
     p.add_argument("--epochs", type=int, default=4)
     p.add_argument("--seeds", type=int, default=3)
@@ -73,13 +78,57 @@ def main() -> None:
         aug = ["--augment-dir", aug_dirs[n]] if n != "0" else []
         for s in seeds:
             out = os.path.join(work, a.task, shape, name.replace(":", "_"), str(s))
-            r = step(f"{a.task}/{shape}/{name}/{s}", lambda init=init, s=s, out=out, aug=aug: run(
-                ["raydistill.distill", "--method", a.method, "--teacher", a.teacher, "--task", a.task, "--data-dir",
-                 a.data_dir, "--student-layers", layers, "--student-hidden", hidden, "--student-intermediate", inter,
-                 "--student-heads", heads, "--init", init, "--temperature", a.temperature, "--alpha", a.alpha,
-                 *extra, "--lr", a.lr, "--epochs", str(a.epochs), "--seed", str(s), "--train-limit",
-                 str(a.train_limit), "--max-length", a.max_length, "--batch-size", a.batch_size, *aug,
-                 "--output", out, "--tracking-uri", uri, "--experiment", f"inits-{a.task}-{shape}"], log))
+            r = step(
+                f"{a.task}/{shape}/{name}/{s}",
+                lambda init=init, s=s, out=out, aug=aug: run(
+                    [
+                        "raydistill.distill",
+                        "--method",
+                        a.method,
+                        "--teacher",
+                        a.teacher,
+                        "--task",
+                        a.task,
+                        "--data-dir",
+                        a.data_dir,
+                        "--student-layers",
+                        layers,
+                        "--student-hidden",
+                        hidden,
+                        "--student-intermediate",
+                        inter,
+                        "--student-heads",
+                        heads,
+                        "--init",
+                        init,
+                        "--temperature",
+                        a.temperature,
+                        "--alpha",
+                        a.alpha,
+                        *extra,
+                        "--lr",
+                        a.lr,
+                        "--epochs",
+                        str(a.epochs),
+                        "--seed",
+                        str(s),
+                        "--train-limit",
+                        str(a.train_limit),
+                        "--max-length",
+                        a.max_length,
+                        "--batch-size",
+                        a.batch_size,
+                        *aug,
+                        "--output",
+                        out,
+                        "--tracking-uri",
+                        uri,
+                        "--experiment",
+                        f"inits-{a.task}-{shape}",
+                    ],
+                    log,
+                ),
+            )
             runs.append({"dev": r[report], "val": r[report.replace("eval", "val")], "dir": out, "wall_s": r["wall_s"]})
         res[name] = {"runs": runs, **qs.seeds_summary([x["dev"] for x in runs])}
     preds = {}
@@ -92,34 +141,57 @@ def main() -> None:
     for other in names[1:]:
         diff = res[first]["median"] - res[other]["median"]
         ci = qs.interval(a.task, preds[first], gold, other=preds[other])
-        res[first][f"vs_{other}"] = {"diff": diff, "ci": ci, "verdict": qs.verdict(ci, diff, res[other]["range"]),
-                                     "same_seed_diffs": [x["dev"] - y["dev"] for x, y in
-                                                         zip(res[first]["runs"], res[other]["runs"])]}
+        res[first][f"vs_{other}"] = {
+            "diff": diff,
+            "ci": ci,
+            "verdict": qs.verdict(ci, diff, res[other]["range"]),
+            "same_seed_diffs": [x["dev"] - y["dev"] for x, y in zip(res[first]["runs"], res[other]["runs"])],
+        }
         verdicts[other] = res[first][f"vs_{other}"]["verdict"]
     with open(os.path.join(work, "inits.jsonl"), "a") as f:
         f.write(json.dumps(res, default=str) + "\n")
     for init in names:
         r = res[init]
         vs = [(o, r[f"vs_{o}"]) for o in verdicts] if init == first else []  # the first init against each other
-        cmp = "".join(f" vs {o} {v['diff']:+.4f} (CI {v['ci'][0]:+.4f}…{v['ci'][1]:+.4f}): {v['verdict']}" for o, v in vs)
-        print(f"{init}: seeds {', '.join(f'{v:.4f}' for v in r['seeds'])}; median {r['median']:.4f} (range "
-              f"{r['range']:.4f}; CI {r['ci'][0]:.4f}–{r['ci'][1]:.4f}){cmp}")
-    print(f"INITS task={a.task} shape={shape} " + " ".join(f"{i}={res[i]['median']:.4f}" for i in names)
-          + f" verdicts={json.dumps(verdicts)}", flush=True)
+        cmp = "".join(
+            f" vs {o} {v['diff']:+.4f} (CI {v['ci'][0]:+.4f}…{v['ci'][1]:+.4f}): {v['verdict']}" for o, v in vs
+        )
+        print(
+            f"{init}: seeds {', '.join(f'{v:.4f}' for v in r['seeds'])}; median {r['median']:.4f} (range "
+            f"{r['range']:.4f}; CI {r['ci'][0]:.4f}–{r['ci'][1]:.4f}){cmp}"
+        )
+    print(
+        f"INITS task={a.task} shape={shape} "
+        + " ".join(f"{i}={res[i]['median']:.4f}" for i in names)
+        + f" verdicts={json.dumps(verdicts)}",
+        flush=True,
+    )
 
 
 def same_recipe(a, work: str) -> None:
     """Finished runs are found again by task, shape, variant and seed: one WORK holds one recipe per task, so a call
     with another recipe stops here instead of reporting the old recipe's runs as its own."""
-    keys = ("teacher", "method", "temperature", "alpha", "beta", "mapping", "lr", "epochs", "train_limit",
-            "max_length", "batch_size")
+    keys = (
+        "teacher",
+        "method",
+        "temperature",
+        "alpha",
+        "beta",
+        "mapping",
+        "lr",
+        "epochs",
+        "train_limit",
+        "max_length",
+        "batch_size",
+    )
     recipe, path = {k: str(getattr(a, k)) for k in keys}, os.path.join(work, "recipes.json")
     known = json.load(open(path)) if os.path.isfile(path) else {}
     old = known.setdefault(a.task, recipe)
     if old != recipe:
         diff = ", ".join(f"{k} {old.get(k)} → {v}" for k, v in recipe.items() if old.get(k) != v)
-        print(f"error: --work {work} holds {a.task} runs of another recipe ({diff}): pass another --work",
-              file=sys.stderr)
+        print(
+            f"error: --work {work} holds {a.task} runs of another recipe ({diff}): pass another --work", file=sys.stderr
+        )
         sys.exit(2)
     with open(path, "w") as f:
         json.dump(known, f, indent=1)
@@ -128,9 +200,31 @@ def same_recipe(a, work: str) -> None:
 def augmented(a, n: str, step, work: str, log: str) -> str:
     """The task's training rows with n augmented copies each (the product's augment command, seed 0), built once."""
     out = os.path.join(work, "augmented", a.task, n)
-    step(f"{a.task}/augment/{n}", lambda: run(
-        ["raydistill.distill.augment", "--task", a.task, "--data-dir", a.data_dir, "--teacher", a.teacher,
-         "--candidates", "embedding", "--n", n, "--seed", "0", "--max-length", a.max_length, "--output", out], log))
+    step(
+        f"{a.task}/augment/{n}",
+        lambda: run(
+            [
+                "raydistill.distill.augment",
+                "--task",
+                a.task,
+                "--data-dir",
+                a.data_dir,
+                "--teacher",
+                a.teacher,
+                "--candidates",
+                "embedding",
+                "--n",
+                n,
+                "--seed",
+                "0",
+                "--max-length",
+                a.max_length,
+                "--output",
+                out,
+            ],
+            log,
+        ),
+    )
     return out
 
 

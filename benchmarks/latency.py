@@ -38,6 +38,7 @@ fp32 / ORT fp32); before it ``INT8 same-runtime b1 teacher_ort/student_ort_int8=
 teacher_ort_int8/student_ort_int8=… b32 …`` and ``CROSS-RUNTIME b1 teacher/student_ort=…
 teacher/student_ort_int8=… b32 …`` (PyTorch teacher).
 """
+
 from __future__ import annotations
 
 import os
@@ -67,15 +68,29 @@ from raydistill.export.quantize import ort_session, quantize_onnx  # noqa: E402
 
 # (numerator, denominator) variant pairs; a pair is reported when both were timed
 RATIO_GROUPS = {
-    "same_runtime": [("teacher", "student"), ("teacher_ort", "student_ort"), ("teacher_ort", "student_ort_int8"),
-                     ("teacher_ort_int8", "student_ort_int8"), ("teacher_bf16", "student_bf16")],
-    "same_model": [("student", "student_ort"), ("teacher", "teacher_ort"), ("student_ort", "student_ort_int8"),
-                   ("teacher_ort", "teacher_ort_int8"), ("student", "student_ort_fused"), ("student", "student_bf16")],
+    "same_runtime": [
+        ("teacher", "student"),
+        ("teacher_ort", "student_ort"),
+        ("teacher_ort", "student_ort_int8"),
+        ("teacher_ort_int8", "student_ort_int8"),
+        ("teacher_bf16", "student_bf16"),
+    ],
+    "same_model": [
+        ("student", "student_ort"),
+        ("teacher", "teacher_ort"),
+        ("student_ort", "student_ort_int8"),
+        ("teacher_ort", "teacher_ort_int8"),
+        ("student", "student_ort_fused"),
+        ("student", "student_bf16"),
+    ],
     "cross_runtime": [("teacher", "student_ort"), ("teacher", "student_ort_int8"), ("teacher", "student_ort_fused")],
 }
-GROUP_LABELS = {"same_runtime": "same runtime (teacher/student: PyTorch fp32, ORT fp32, ORT INT8 student vs ORT fp32 "
-                "teacher, ORT INT8, bf16)", "same_model": "same model, runtime or precision only",
-                "cross_runtime": "CROSS-RUNTIME (PyTorch fp32 teacher / ORT student)"}
+GROUP_LABELS = {
+    "same_runtime": "same runtime (teacher/student: PyTorch fp32, ORT fp32, ORT INT8 student vs ORT fp32 "
+    "teacher, ORT INT8, bf16)",
+    "same_model": "same model, runtime or precision only",
+    "cross_runtime": "CROSS-RUNTIME (PyTorch fp32 teacher / ORT student)",
+}
 
 
 def machine() -> dict:
@@ -86,10 +101,30 @@ def machine() -> dict:
 
 def sizes(smoke: bool) -> dict:
     if smoke:
-        return dict(t_layers=4, t_hidden=64, t_heads=4, t_inter=128, s_layers=2, s_hidden=32, s_inter=64, s_heads=4,
-                    length=32, batches=(1, 4))
-    return dict(t_layers=12, t_hidden=768, t_heads=12, t_inter=3072, s_layers=4, s_hidden=312, s_inter=1200,
-                s_heads=12, length=128, batches=(1, 32))
+        return dict(
+            t_layers=4,
+            t_hidden=64,
+            t_heads=4,
+            t_inter=128,
+            s_layers=2,
+            s_hidden=32,
+            s_inter=64,
+            s_heads=4,
+            length=32,
+            batches=(1, 4),
+        )
+    return dict(
+        t_layers=12,
+        t_hidden=768,
+        t_heads=12,
+        t_inter=3072,
+        s_layers=4,
+        s_hidden=312,
+        s_inter=1200,
+        s_heads=12,
+        length=128,
+        batches=(1, 32),
+    )
 
 
 def build(root: str, sz: dict) -> tuple[str, str]:
@@ -99,12 +134,23 @@ def build(root: str, sz: dict) -> tuple[str, str]:
     from raydistill.models.teacher import load_model
     from raydistill.testing import make_tiny_model
 
-    t_dir = make_tiny_model(os.path.join(root, "teacher"), kind="classification", layers=sz["t_layers"],
-                            hidden=sz["t_hidden"], heads=sz["t_heads"], intermediate=sz["t_inter"], texts=TEXTS)
+    t_dir = make_tiny_model(
+        os.path.join(root, "teacher"),
+        kind="classification",
+        layers=sz["t_layers"],
+        hidden=sz["t_hidden"],
+        heads=sz["t_heads"],
+        intermediate=sz["t_inter"],
+        texts=TEXTS,
+    )
     teacher = load_model(t_dir, "classification")
     torch.manual_seed(0)
-    student = build_student(teacher, StudentConfig(layers=sz["s_layers"], hidden=sz["s_hidden"],
-                                                   intermediate=sz["s_inter"], heads=sz["s_heads"], init="random"))
+    student = build_student(
+        teacher,
+        StudentConfig(
+            layers=sz["s_layers"], hidden=sz["s_hidden"], intermediate=sz["s_inter"], heads=sz["s_heads"], init="random"
+        ),
+    )
     s_dir = os.path.join(root, "student")
     student.save_pretrained(s_dir)
     from transformers import AutoTokenizer
@@ -119,8 +165,14 @@ def fused_onnx(path: str, config, threads: int, spin: bool, ids, mask, ref):
     try:
         from onnxruntime.transformers.optimizer import optimize_model
 
-        opt = optimize_model(path, model_type="bert", num_heads=config.num_attention_heads,
-                             hidden_size=config.hidden_size, opt_level=1, use_gpu=False)
+        opt = optimize_model(
+            path,
+            model_type="bert",
+            num_heads=config.num_attention_heads,
+            hidden_size=config.hidden_size,
+            opt_level=1,
+            use_gpu=False,
+        )
         out = path.replace(".onnx", ".fused.onnx")
         opt.save_model_to_file(out)
         sess = ort_session(out, threads, spin)
@@ -167,23 +219,36 @@ def main(argv=None) -> dict:
         params = {"teacher": count_params(teacher), "student": count_params(student)}
         t0 = time.perf_counter()
         exp = export_onnx(s_dir, "classification", length=sz["length"])
-        print(f"export_onnx(student): {time.perf_counter() - t0:.1f} s, max |ORT - torch| = "
-              f"{exp['onnx_max_abs_diff']:.2e}", flush=True)
+        print(
+            f"export_onnx(student): {time.perf_counter() - t0:.1f} s, max |ORT - torch| = "
+            f"{exp['onnx_max_abs_diff']:.2e}",
+            flush=True,
+        )
         spin = a.omp_active
         t0 = time.perf_counter()
         int8_path = quantize_onnx(exp["onnx_path"])
-        sessions = {"student_ort": ort_session(exp["onnx_path"], threads, spin),
-                    "student_ort_int8": ort_session(int8_path, threads, spin)}
+        sessions = {
+            "student_ort": ort_session(exp["onnx_path"], threads, spin),
+            "student_ort_int8": ort_session(int8_path, threads, spin),
+        }
         g = torch.Generator().manual_seed(1)
         ids = torch.randint(5, teacher.config.vocab_size, (2, sz["length"]), generator=g)
         with torch.inference_mode():
             ref = student(input_ids=ids, attention_mask=torch.ones_like(ids)).logits.numpy()
-        got = sessions["student_ort_int8"].run(None, {"input_ids": ids.numpy(),
-                                                      "attention_mask": torch.ones_like(ids).numpy()})[0]
-        int8 = {"max_abs_logit_diff": float(abs(got - ref).max()), "quantize_s": time.perf_counter() - t0,
-                "fp32_mb": os.path.getsize(exp["onnx_path"]) / 2**20, "int8_mb": os.path.getsize(int8_path) / 2**20}
-        print(f"student_ort_int8: quantised in {int8['quantize_s']:.1f} s, {int8['int8_mb']:.1f} MB (fp32 "
-              f"{int8['fp32_mb']:.1f} MB), max |ORT int8 - torch fp32| = {int8['max_abs_logit_diff']:.2e}", flush=True)
+        got = sessions["student_ort_int8"].run(
+            None, {"input_ids": ids.numpy(), "attention_mask": torch.ones_like(ids).numpy()}
+        )[0]
+        int8 = {
+            "max_abs_logit_diff": float(abs(got - ref).max()),
+            "quantize_s": time.perf_counter() - t0,
+            "fp32_mb": os.path.getsize(exp["onnx_path"]) / 2**20,
+            "int8_mb": os.path.getsize(int8_path) / 2**20,
+        }
+        print(
+            f"student_ort_int8: quantised in {int8['quantize_s']:.1f} s, {int8['int8_mb']:.1f} MB (fp32 "
+            f"{int8['fp32_mb']:.1f} MB), max |ORT int8 - torch fp32| = {int8['max_abs_logit_diff']:.2e}",
+            flush=True,
+        )
         fused, why = fused_onnx(exp["onnx_path"], student.config, threads, spin, ids, torch.ones_like(ids), ref)
         notes = {}
         if fused is not None and why < 1e-4:
@@ -234,7 +299,7 @@ def main(argv=None) -> dict:
             times = {n: [] for n in names}
             cpu_times = {n: [] for n in names}
             for r in range(a.warmup + reps):
-                for n in (names if r % 2 == 0 else names[::-1]):
+                for n in names if r % 2 == 0 else names[::-1]:
                     c0, t0 = time.process_time(), time.perf_counter()
                     variants[n](ids, mask)
                     ms, cpu_ms = (time.perf_counter() - t0) * 1000, (time.process_time() - c0) * 1000
@@ -249,36 +314,56 @@ def main(argv=None) -> dict:
 
     def ratios(b, table):
         r = table[b]
-        return {group: {f"{x}/{y}": r[x] / r[y] for x, y in pairs if x in r and y in r}
-                for group, pairs in RATIO_GROUPS.items()}
+        return {
+            group: {f"{x}/{y}": r[x] / r[y] for x, y in pairs if x in r and y in r}
+            for group, pairs in RATIO_GROUPS.items()
+        }
 
     summary = {f"b{b}": ratios(b, results) for b in sz["batches"]}
     cpu_summary = {f"b{b}": ratios(b, cpu_results) for b in sz["batches"]}
     print(f"params: {json.dumps(params)}  (teacher/student = {params['teacher'] / params['student']:.1f}x)")
     for b in sz["batches"]:
         for group, label in GROUP_LABELS.items():
-            print(f"ratios b{b} {label}: wall " + "  ".join(f"{k}={v:.2f}" for k, v in summary[f"b{b}"][group].items())
-                  + " | cpu " + "  ".join(f"{k}={v:.2f}" for k, v in cpu_summary[f"b{b}"][group].items()), flush=True)
+            print(
+                f"ratios b{b} {label}: wall "
+                + "  ".join(f"{k}={v:.2f}" for k, v in summary[f"b{b}"][group].items())
+                + " | cpu "
+                + "  ".join(f"{k}={v:.2f}" for k, v in cpu_summary[f"b{b}"][group].items()),
+                flush=True,
+            )
     if bf16_diff:
         print("bf16 max |logit diff| vs fp32: " + json.dumps(bf16_diff), flush=True)
-    out = {"machine": info, "sizes": {k: list(v) if isinstance(v, tuple) else v for k, v in sz.items()},
-           "params": params, "latency_ms": {f"b{b}": r for b, r in results.items()},
-           "cpu_ms": {f"b{b}": r for b, r in cpu_results.items()}, "summary": summary, "cpu_summary": cpu_summary,
-           "notes": notes,
-           "bf16_max_abs_logit_diff": bf16_diff, "onnx_max_abs_diff": exp["onnx_max_abs_diff"], "int8": int8,
-           "repeats": {"b1": rep1, "large": repn, "warmup": a.warmup}}
+    out = {
+        "machine": info,
+        "sizes": {k: list(v) if isinstance(v, tuple) else v for k, v in sz.items()},
+        "params": params,
+        "latency_ms": {f"b{b}": r for b, r in results.items()},
+        "cpu_ms": {f"b{b}": r for b, r in cpu_results.items()},
+        "summary": summary,
+        "cpu_summary": cpu_summary,
+        "notes": notes,
+        "bf16_max_abs_logit_diff": bf16_diff,
+        "onnx_max_abs_diff": exp["onnx_max_abs_diff"],
+        "int8": int8,
+        "repeats": {"b1": rep1, "large": repn, "warmup": a.warmup},
+    }
     if a.json:
         with open(a.json, "w") as f:
             json.dump(out, f, indent=1)
     b1, bn = sz["batches"]
 
     def line(group, keys):
-        return " ".join(f"b{b} " + " ".join(f"{k}={summary[f'b{b}'][group][k]:.2f}" for k in keys
-                                            if k in summary[f"b{b}"][group]) for b in (b1, bn))
+        return " ".join(
+            f"b{b} " + " ".join(f"{k}={summary[f'b{b}'][group][k]:.2f}" for k in keys if k in summary[f"b{b}"][group])
+            for b in (b1, bn)
+        )
 
     if not a.no_onnx_teacher:
-        print("INT8 same-runtime " + line("same_runtime", ("teacher_ort/student_ort_int8",
-                                                           "teacher_ort_int8/student_ort_int8")), flush=True)
+        print(
+            "INT8 same-runtime "
+            + line("same_runtime", ("teacher_ort/student_ort_int8", "teacher_ort_int8/student_ort_int8")),
+            flush=True,
+        )
     print("CROSS-RUNTIME " + line("cross_runtime", ("teacher/student_ort", "teacher/student_ort_int8")), flush=True)
     print("RATIO " + line("same_runtime", ("teacher/student", "teacher_ort/student_ort")), flush=True)
     return out

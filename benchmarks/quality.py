@@ -23,6 +23,7 @@ and every finished step is recorded in WORK/steps.json, so a task cut off mid-wa
     python benchmarks/quality.py --smoke          # tiny synthetic teacher and data: the plumbing
 Ends with one `QUALITY task=… search=… verdicts=…` line per task.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -61,8 +62,9 @@ def run(cmd: list[str], log: str) -> dict:
     with open(log, "a") as err:
         err.write("$ " + " ".join(cmd) + "\n")
         err.flush()
-        proc = subprocess.Popen([sys.executable, "-m", *cmd], stdout=subprocess.PIPE, stderr=err, text=True, env=env,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", *cmd], stdout=subprocess.PIPE, stderr=err, text=True, env=env, start_new_session=True
+        )
         try:
             out, _ = proc.communicate()
         except (Stop, KeyboardInterrupt) as e:  # the command ends its runs KILLED and saves its resume state first
@@ -73,8 +75,9 @@ def run(cmd: list[str], log: str) -> dict:
                 proc.wait(timeout=300)
             except subprocess.TimeoutExpired:
                 proc.kill()
-            raise SystemExit(f"interrupted in {cmd[0]} (exit {proc.returncode}); the same command goes on from "
-                             "its recorded steps") from None
+            raise SystemExit(
+                f"interrupted in {cmd[0]} (exit {proc.returncode}); the same command goes on from its recorded steps"
+            ) from None
     lines = [ln for ln in out.splitlines() if ln.strip().startswith("{")]
     if proc.returncode != 0 or not lines:
         raise SystemExit(f"{cmd[0]} failed (exit {proc.returncode}); see {log}")
@@ -116,33 +119,104 @@ def task_rows(a, task_name: str, step: Steps, work: str, log: str) -> dict:
     common = ["--task", task_name, "--data-dir", a.data, "--tracking-uri", uri, *lim, *a.extra]
     report = f"best_eval_{task.main_metric}"
     teacher_dir = os.path.join(work, "teachers", task_name)
-    teacher = step(f"{task_name}/teacher", lambda: run(
-        ["raydistill.finetune", "--model", a.encoder, "--output", teacher_dir, "--epochs", str(a.teacher_epochs),
-         "--lr", str(a.teacher_lr), "--experiment", f"quality-{task_name}-teacher", "--task", task_name, "--data-dir",
-         a.data, "--tracking-uri", uri, *a.extra], log))
-    out = {"task": task_name, "metric": task.main_metric, "teacher": {
-        "dev": teacher[report], "dir": teacher_dir, "wall_s": teacher["wall_s"], "max_length": teacher_max_length(teacher_dir)}}
+    teacher = step(
+        f"{task_name}/teacher",
+        lambda: run(
+            [
+                "raydistill.finetune",
+                "--model",
+                a.encoder,
+                "--output",
+                teacher_dir,
+                "--epochs",
+                str(a.teacher_epochs),
+                "--lr",
+                str(a.teacher_lr),
+                "--experiment",
+                f"quality-{task_name}-teacher",
+                "--task",
+                task_name,
+                "--data-dir",
+                a.data,
+                "--tracking-uri",
+                uri,
+                *a.extra,
+            ],
+            log,
+        ),
+    )
+    out = {
+        "task": task_name,
+        "metric": task.main_metric,
+        "teacher": {
+            "dev": teacher[report],
+            "dir": teacher_dir,
+            "wall_s": teacher["wall_s"],
+            "max_length": teacher_max_length(teacher_dir),
+        },
+    }
     seeds = [a.seed + i for i in range(a.seeds)]
     if "labels" in a.rows:
-        runs = [step(f"{task_name}/labels/{s}", lambda s=s: run(
-            ["raydistill.distill", "--method", "finetune", "--teacher", teacher_dir, "--init", "first_k",
-             "--student-layers", "0.5", "--epochs", str(a.epochs), "--lr", str(a.lr), "--seed", str(s), "--output",
-             os.path.join(work, "labels-only", task_name, str(s)), "--experiment", f"quality-{task_name}-labels",
-             *common], log)) for s in seeds]
-        out["labels"] = {"runs": [{"dev": r[report], "val": r[f"best_val_{task.main_metric}"],
-                                   "dir": os.path.join(work, "labels-only", task_name, str(s)), "wall_s": r["wall_s"],
-                                   "max_length": run_max_length(uri, r["run_id"])} for r, s in zip(runs, seeds)]}
-    for row, extra in (("recipe", ["--num-samples", "1", "--set", "search.confirm=false"]),
-                       ("search", ["--num-samples", str(a.num_samples)]),
-                       ("random", ["--num-samples", str(a.num_samples), "--set", "search.algorithm=random"])):
+        runs = [
+            step(
+                f"{task_name}/labels/{s}",
+                lambda s=s: run(
+                    [
+                        "raydistill.distill",
+                        "--method",
+                        "finetune",
+                        "--teacher",
+                        teacher_dir,
+                        "--init",
+                        "first_k",
+                        "--student-layers",
+                        "0.5",
+                        "--epochs",
+                        str(a.epochs),
+                        "--lr",
+                        str(a.lr),
+                        "--seed",
+                        str(s),
+                        "--output",
+                        os.path.join(work, "labels-only", task_name, str(s)),
+                        "--experiment",
+                        f"quality-{task_name}-labels",
+                        *common,
+                    ],
+                    log,
+                ),
+            )
+            for s in seeds
+        ]
+        out["labels"] = {
+            "runs": [
+                {
+                    "dev": r[report],
+                    "val": r[f"best_val_{task.main_metric}"],
+                    "dir": os.path.join(work, "labels-only", task_name, str(s)),
+                    "wall_s": r["wall_s"],
+                    "max_length": run_max_length(uri, r["run_id"]),
+                }
+                for r, s in zip(runs, seeds)
+            ]
+        }
+    for row, extra in (
+        ("recipe", ["--num-samples", "1", "--set", "search.confirm=false"]),
+        ("search", ["--num-samples", str(a.num_samples)]),
+        ("random", ["--num-samples", str(a.num_samples), "--set", "search.algorithm=random"]),
+    ):
         if row not in a.rows:
             continue
         runs, exp = [], f"quality-{task_name}-{a.space}-{row}"
-        for s in (seeds if row == "recipe" else [a.seed]):
+        for s in seeds if row == "recipe" else [a.seed]:
             key = f"{task_name}/{row}/{s}"
             name = key.replace("/", "-")  # the sweep's name
-            sw = step(key, lambda s=s, name=name, extra=extra: sweep_and_export(
-                a, exp, name, s, [*a.sweep_extra, *extra], teacher_dir, common, work, uri, log))
+            sw = step(
+                key,
+                lambda s=s, name=name, extra=extra: sweep_and_export(
+                    a, exp, name, s, [*a.sweep_extra, *extra], teacher_dir, common, work, uri, log
+                ),
+            )
             runs.append(sw)
         out[row] = {"runs": runs}
         if row != "recipe":  # a search: does the split that chose predict dev? (rank agreement over its runs)
@@ -150,8 +224,9 @@ def task_rows(a, task_name: str, step: Steps, work: str, log: str) -> dict:
     return out
 
 
-def sweep_and_export(a, exp: str, name: str, seed: int, extra: list, teacher_dir: str, common: list, work: str,
-                     uri: str, log: str) -> dict:
+def sweep_and_export(
+    a, exp: str, name: str, seed: int, extra: list, teacher_dir: str, common: list, work: str, uri: str, log: str
+) -> dict:
     """One sweep (its best student chosen on val, confirmed where the space says so) and its export."""
     from raydistill.sweep import _state_path
 
@@ -159,18 +234,57 @@ def sweep_and_export(a, exp: str, name: str, seed: int, extra: list, teacher_dir
     if os.path.isfile(_state_path(storage, name)):  # cut off in an earlier session: go on, keep its trials
         sw = run(["raydistill.sweep", "--resume", "--name", name, "--storage-path", storage], log)
     else:
-        sw = run(["raydistill.sweep", a.space, "--teacher", teacher_dir, "--seed", str(seed), "--epochs",
-                  str(a.epochs), "--experiment", exp, "--name", name, "--storage-path", storage, *extra, *common], log)
+        sw = run(
+            [
+                "raydistill.sweep",
+                a.space,
+                "--teacher",
+                teacher_dir,
+                "--seed",
+                str(seed),
+                "--epochs",
+                str(a.epochs),
+                "--experiment",
+                exp,
+                "--name",
+                name,
+                "--storage-path",
+                storage,
+                *extra,
+                *common,
+            ],
+            log,
+        )
     best_dir = os.path.join(work, "best", name)
     b = run(["raydistill.best", "--experiment", exp, "--tracking-uri", uri, "--sweep", name, "--export", best_dir], log)
-    return {"dev": b["report"], "val": b["value"], "dir": best_dir, "run_id": b["run_id"],
-            "max_length": int(b["params"]["max_length"]), "trials": sw["trials"], "errors": sw["errors"],
-            "sweep_wall_s": sw["wall_s"], "timings": sw.get("timings"), "confirmed": bool(sw.get("confirmed")),
-            "params": {k: v for k, v in b["params"].items() if k in SEARCHED}}
+    return {
+        "dev": b["report"],
+        "val": b["value"],
+        "dir": best_dir,
+        "run_id": b["run_id"],
+        "max_length": int(b["params"]["max_length"]),
+        "trials": sw["trials"],
+        "errors": sw["errors"],
+        "sweep_wall_s": sw["wall_s"],
+        "timings": sw.get("timings"),
+        "confirmed": bool(sw.get("confirmed")),
+        "params": {k: v for k, v in b["params"].items() if k in SEARCHED},
+    }
 
 
-SEARCHED = ("method", "student_layers", "student_hidden", "student_heads", "init", "temperature", "alpha", "beta",
-            "mapping", "lr", "seed")
+SEARCHED = (
+    "method",
+    "student_layers",
+    "student_hidden",
+    "student_heads",
+    "init",
+    "temperature",
+    "alpha",
+    "beta",
+    "mapping",
+    "lr",
+    "seed",
+)
 
 
 def teacher_max_length(teacher_dir: str) -> int:
@@ -221,7 +335,11 @@ def significance(a, res: dict) -> dict:
                 o, _ = pred(res[row]["rep"])
                 diff = res["search"]["median"] - res[row]["median"]
                 ci = qs.interval(t, s, gold, other=o)
-                res["search"][f"vs_{row}"] = {"diff": diff, "ci": ci, "verdict": qs.verdict(ci, diff, res[row]["range"])}
+                res["search"][f"vs_{row}"] = {
+                    "diff": diff,
+                    "ci": ci,
+                    "verdict": qs.verdict(ci, diff, res[row]["range"]),
+                }
     return res
 
 
@@ -241,8 +359,9 @@ def main() -> None:
     p.add_argument("--teacher-lr", type=float, default=1e-4, help="MiniLM-L6 fine-tunes best near 1e-4")
     p.add_argument("--train-limit", default="sst2=8000", help="per-task caps on training examples, e.g. sst2=8000")
     p.add_argument("--work", default="raydistill-results/quality", help="teachers, MLflow store, students, steps")
-    p.add_argument("--results", default=None, help="JSONL file each finished task is appended to (default "
-                   "WORK/quality.jsonl)")
+    p.add_argument(
+        "--results", default=None, help="JSONL file each finished task is appended to (default WORK/quality.jsonl)"
+    )
     p.add_argument("--smoke", action="store_true", help="tiny synthetic teacher and data, 2 seeds, 2-trial sweeps")
     a = p.parse_args()
     for sig in (signal.SIGINT, signal.SIGTERM):  # either one is forwarded to the running command (``run``)
@@ -259,8 +378,9 @@ def main() -> None:
         from sweep_cache import sst2_folder  # noqa: E402
 
         a.data_dir = sst2_folder(None, os.path.join(work, "glue"), 160)
-        a.encoder = make_tiny_model(os.path.join(work, "encoder"), kind="base", layers=4, hidden=32, heads=2,
-                                    intermediate=64, texts=_texts())
+        a.encoder = make_tiny_model(
+            os.path.join(work, "encoder"), kind="base", layers=4, hidden=32, heads=2, intermediate=64, texts=_texts()
+        )
         a.tasks, a.num_samples, a.seeds, a.epochs, a.teacher_epochs = "sst2", 2, 2, 2, 1
         a.extra = ["--max-length", "32", "--batch-size", "16"]
         a.sweep_extra += ["--set", "search.confirm={top: 1, seeds: 1}"]
@@ -271,20 +391,33 @@ def main() -> None:
     results = a.results or os.path.join(work, "quality.jsonl")
     for t in a.tasks.split(","):
         res = significance(a, task_rows(a, t, step, work, log))
-        res.update(space=a.space, num_samples=a.num_samples, seeds=a.seeds, epochs=a.epochs, encoder=a.encoder,
-                   when=time.strftime("%Y-%m-%d %H:%M"), load=os.getloadavg()[0])
+        res.update(
+            space=a.space,
+            num_samples=a.num_samples,
+            seeds=a.seeds,
+            epochs=a.epochs,
+            encoder=a.encoder,
+            when=time.strftime("%Y-%m-%d %H:%M"),
+            load=os.getloadavg()[0],
+        )
         with open(results, "a") as f:
             f.write(json.dumps(res, default=str) + "\n")
         print(table(res))
         verdicts = {k[3:]: v["verdict"] for k, v in res.get("search", {}).items() if k.startswith("vs_")}
-        print(f"QUALITY task={t} search={res.get('search', {}).get('median')} teacher={res['teacher']['dev']} "
-              f"verdicts={json.dumps(verdicts)}", flush=True)
+        print(
+            f"QUALITY task={t} search={res.get('search', {}).get('median')} teacher={res['teacher']['dev']} "
+            f"verdicts={json.dumps(verdicts)}",
+            flush=True,
+        )
 
 
 def table(res: dict) -> str:
     f = lambda v: "—" if v is None else f"{v:.4f}"  # noqa: E731
-    lines = [f"| {res['task']} ({res['metric']}) | dev (median of seeds) | seeds' range | 95% CI (dev rows) | "
-             f"% of teacher | search vs this row |", "|---|---:|---:|---|---:|---|"]
+    lines = [
+        f"| {res['task']} ({res['metric']}) | dev (median of seeds) | seeds' range | 95% CI (dev rows) | "
+        f"% of teacher | search vs this row |",
+        "|---|---:|---:|---|---:|---|",
+    ]
     t = res["teacher"]
     lines.append(f"| teacher | {f(t['dev'])} | — | {f(t['ci'][0])}–{f(t['ci'][1])} | 100% | |")
     for row in ROWS:
@@ -293,14 +426,18 @@ def table(res: dict) -> str:
             vs = res.get("search", {}).get(f"vs_{row}")
             cmp = f"{vs['verdict']} ({vs['diff']:+.4f}, CI {vs['ci'][0]:+.4f}…{vs['ci'][1]:+.4f})" if vs else ""
             many = len(r["runs"]) > 1  # one run has no seeds' range
-            lines.append(f"| {row} ({len(r['runs'])} seed{'s' if many else ''}) | {f(r['median'])} | "
-                         f"{f(r['range']) if many else '—'} | {f(r['ci'][0])}–{f(r['ci'][1])} | "
-                         f"{100 * r['pct_of_teacher']:.1f}% | {cmp} |")
+            lines.append(
+                f"| {row} ({len(r['runs'])} seed{'s' if many else ''}) | {f(r['median'])} | "
+                f"{f(r['range']) if many else '—'} | {f(r['ci'][0])}–{f(r['ci'][1])} | "
+                f"{100 * r['pct_of_teacher']:.1f}% | {cmp} |"
+            )
     rhos = [(row, res[row]["val_dev_rho"]) for row in ("search", "random") if res.get(row, {}).get("val_dev_rho")]
     lines += [""] if rhos else []
     for row, rho in rhos:
-        lines.append(f"{row}: val↔dev rank agreement over its {rho['runs']} runs, Spearman ρ = "
-                         f"{'—' if rho['rho'] is None else format(rho['rho'], '+.2f')}")
+        lines.append(
+            f"{row}: val↔dev rank agreement over its {rho['runs']} runs, Spearman ρ = "
+            f"{'—' if rho['rho'] is None else format(rho['rho'], '+.2f')}"
+        )
     return "\n".join(lines)
 
 

@@ -2,6 +2,7 @@
 95% interval over dev examples of its score and of its difference to another model on the same rows, and the
 verdict rule: "beats" only where the difference's interval excludes 0 and the difference exceeds the other row's seeds'
 range; otherwise "ties"."""
+
 from __future__ import annotations
 
 import statistics
@@ -22,8 +23,9 @@ def dev_predictions(model_dir: str, task_name: str, data_dir: str, max_length: i
     examples = task.loader(task, data_dir, task.eval_split)
     tok = AutoTokenizer.from_pretrained(model_dir)
     enc = encode(task, examples, tok, max_length)
-    arr = model_outputs(load_model(model_dir, task.kind), task, enc, tok.pad_token_id or 0, 64,
-                        torch.device("cpu"))["logits"]
+    arr = model_outputs(load_model(model_dir, task.kind), task, enc, tok.pad_token_id or 0, 64, torch.device("cpu"))[
+        "logits"
+    ]
     preds = arr.reshape(-1).tolist() if task.kind == "regression" else arr.argmax(-1).tolist()
     gold = [examples[enc.example_index[i]]["label"] for i in range(len(enc.features))]
     return preds, gold
@@ -46,8 +48,9 @@ def interval(task_name: str, preds: list, gold: list, other: list | None = None,
 
     if other is None:
         return bootstrap_ci(lambda idx: score(task_name, preds, gold, idx), len(gold), n=n)
-    return bootstrap_ci(lambda idx: score(task_name, preds, gold, idx) - score(task_name, other, gold, idx),
-                        len(gold), n=n)
+    return bootstrap_ci(
+        lambda idx: score(task_name, preds, gold, idx) - score(task_name, other, gold, idx), len(gold), n=n
+    )
 
 
 def verdict(diff_ci: tuple[float, float], diff: float, seeds_range: float = 0.0) -> str:
@@ -63,8 +66,13 @@ def verdict(diff_ci: tuple[float, float], diff: float, seeds_range: float = 0.0)
 
 def seeds_summary(values: list[float]) -> dict:
     """Median and range of a row's seeds."""
-    return {"median": statistics.median(values), "min": min(values), "max": max(values),
-            "range": max(values) - min(values), "seeds": values}
+    return {
+        "median": statistics.median(values),
+        "min": min(values),
+        "max": max(values),
+        "range": max(values) - min(values),
+        "seeds": values,
+    }
 
 
 def median_index(values: list[float]) -> int:
@@ -90,8 +98,14 @@ def val_dev_agreement(uri: str, experiment: str, sweep: str, metric: str) -> dic
 
     c = track.client(uri)
     exp = c.get_experiment_by_name(experiment)
-    runs = c.search_runs([exp.experiment_id], max_results=5000,
-                         filter_string=f"tags.`raydistill.sweep` = '{sweep}'") if exp else []
-    pairs = [(r.data.metrics[f"best_val_{metric}"], r.data.metrics[f"best_eval_{metric}"]) for r in runs
-             if f"best_val_{metric}" in r.data.metrics and f"best_eval_{metric}" in r.data.metrics]
+    runs = (
+        c.search_runs([exp.experiment_id], max_results=5000, filter_string=f"tags.`raydistill.sweep` = '{sweep}'")
+        if exp
+        else []
+    )
+    pairs = [
+        (r.data.metrics[f"best_val_{metric}"], r.data.metrics[f"best_eval_{metric}"])
+        for r in runs
+        if f"best_val_{metric}" in r.data.metrics and f"best_eval_{metric}" in r.data.metrics
+    ]
     return {"runs": len(pairs), "rho": spearman([p[0] for p in pairs], [p[1] for p in pairs])}

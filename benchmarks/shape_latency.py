@@ -10,6 +10,7 @@ randomly initialised.
 Ends with one `SHAPES teacher_ms=… {shape: ratio to the teacher}` line; the target "within half the teacher's
 batch-1 latency" is a ratio ≤ 0.5.
 """
+
 from __future__ import annotations
 
 import os
@@ -59,7 +60,7 @@ def main() -> None:
     mask = torch.ones_like(ids)
     order, times = list(models), {k: [] for k in models}
     for r in range(a.warmup + a.rounds):
-        for k in (order if r % 2 == 0 else order[::-1]):
+        for k in order if r % 2 == 0 else order[::-1]:
             t = timed(models[k], ids, mask)
             if r >= a.warmup:
                 times[k].append(t)
@@ -67,7 +68,9 @@ def main() -> None:
     params = {k: sum(x.numel() for x in m.parameters()) for k, m in models.items()}
     print(f"threads {torch.get_num_threads()}, length {a.length}, {a.rounds} rounds, load {os.getloadavg()[0]:.2f}")
     for k in models:
-        print(f"{k:>10}  {params[k] / 1e6:6.1f}M params  {med[k]:7.2f} ms  {med[k] / med['teacher']:.3f} of the teacher")
+        print(
+            f"{k:>10}  {params[k] / 1e6:6.1f}M params  {med[k]:7.2f} ms  {med[k] / med['teacher']:.3f} of the teacher"
+        )
     ratios = {k: round(med[k] / med["teacher"], 3) for k in models if k != "teacher"}
     print(f"SHAPES teacher_ms={med['teacher']:.2f} {json.dumps(ratios)}")
 

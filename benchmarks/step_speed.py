@@ -27,6 +27,7 @@ TextBrewer must equal ours (same definitions); their attention term is on probab
 
 Last line: ``RATIO ours/naive=… ours/textbrewer=… loss_rel_diff=…`` (wall-clock examples/s ratios).
 """
+
 from __future__ import annotations
 
 import os
@@ -57,17 +58,34 @@ from common import TEXTS, loadavg, machine  # noqa: E402
 # ------------------------------------------------------------------------------------------------ setup
 def sizes(smoke: bool) -> dict:
     if smoke:
-        return dict(t_layers=4, t_hidden=64, t_heads=4, t_inter=128, s_layers=2, s_hidden=32, s_inter=64,
-                    batch=4, length=32)
-    return dict(t_layers=12, t_hidden=768, t_heads=12, t_inter=3072, s_layers=4, s_hidden=312, s_inter=1200,
-                batch=32, length=128)
+        return dict(
+            t_layers=4, t_hidden=64, t_heads=4, t_inter=128, s_layers=2, s_hidden=32, s_inter=64, batch=4, length=32
+        )
+    return dict(
+        t_layers=12,
+        t_hidden=768,
+        t_heads=12,
+        t_inter=3072,
+        s_layers=4,
+        s_hidden=312,
+        s_inter=1200,
+        batch=32,
+        length=128,
+    )
 
 
 def make_teacher(root: str, sz: dict) -> str:
     from raydistill.testing import make_tiny_model
 
-    return make_tiny_model(os.path.join(root, "teacher"), kind="classification", layers=sz["t_layers"],
-                           hidden=sz["t_hidden"], heads=sz["t_heads"], intermediate=sz["t_inter"], texts=TEXTS)
+    return make_tiny_model(
+        os.path.join(root, "teacher"),
+        kind="classification",
+        layers=sz["t_layers"],
+        hidden=sz["t_hidden"],
+        heads=sz["t_heads"],
+        intermediate=sz["t_inter"],
+        texts=TEXTS,
+    )
 
 
 def make_batches(n: int, vocab: int, sz: dict, seed: int = 0) -> list[dict]:
@@ -77,20 +95,29 @@ def make_batches(n: int, vocab: int, sz: dict, seed: int = 0) -> list[dict]:
     for _ in range(n):
         ids = torch.randint(5, vocab, (sz["batch"], sz["length"]), generator=g)
         ids[:, 0], ids[:, -1] = 2, 3  # [CLS], [SEP] of raydistill.testing's vocabulary
-        out.append({"input_ids": ids, "attention_mask": torch.ones_like(ids), "token_type_ids": torch.zeros_like(ids),
-                    "labels": torch.randint(0, 2, (sz["batch"],), generator=g)})
+        out.append(
+            {
+                "input_ids": ids,
+                "attention_mask": torch.ones_like(ids),
+                "token_type_ids": torch.zeros_like(ids),
+                "labels": torch.randint(0, 2, (sz["batch"],), generator=g),
+            }
+        )
     return out
 
 
 def run_config(teacher_dir: str, sz: dict, total_steps: int):
     from raydistill.config.schema import DistillConfig, RunConfig, StudentConfig, TrainConfig
 
-    return RunConfig(task="sst2", teacher=teacher_dir,
-                     student=StudentConfig(layers=sz["s_layers"], hidden=sz["s_hidden"], intermediate=sz["s_inter"],
-                                           heads=sz["t_heads"], init="random"),
-                     distill=DistillConfig(method="tinybert", stage="intermediate", mapping="uniform"),
-                     train=TrainConfig(batch_size=sz["batch"], max_length=sz["length"], max_steps=total_steps,
-                                       epochs=1)).validate()
+    return RunConfig(
+        task="sst2",
+        teacher=teacher_dir,
+        student=StudentConfig(
+            layers=sz["s_layers"], hidden=sz["s_hidden"], intermediate=sz["s_inter"], heads=sz["t_heads"], init="random"
+        ),
+        distill=DistillConfig(method="tinybert", stage="intermediate", mapping="uniform"),
+        train=TrainConfig(batch_size=sz["batch"], max_length=sz["length"], max_steps=total_steps, epochs=1),
+    ).validate()
 
 
 def adamw(cfg, params, total_steps: int):
@@ -107,8 +134,15 @@ CPU = torch.device("cpu")
 class Ours:
     """One step of ``raydistill.train.loop.run`` (the body of its inner loop), optionally with a bf16-autocast teacher."""
 
-    def __init__(self, cfg, total_steps: int, teacher_bf16: bool, seed: int = 0, student_bf16: bool = False,
-                 compile: bool = False):
+    def __init__(
+        self,
+        cfg,
+        total_steps: int,
+        teacher_bf16: bool,
+        seed: int = 0,
+        student_bf16: bool = False,
+        compile: bool = False,
+    ):
         from raydistill.train.objective import build_objective
         from raydistill.models.teacher import quiet_hf
         from raydistill.train.loop import seed_all
@@ -122,16 +156,18 @@ class Ours:
         if compile:  # the module's parameters stay the student's and projections': one optimizer either way
             self.model = torch.compile(self.model)
         self.stage = self.objective.method.stage_for(0, cfg.train.epochs)
-        self.opt, self.sched = adamw(cfg, list(self.student.parameters()) + list(self.objective.parameters()),
-                                     total_steps)
+        self.opt, self.sched = adamw(
+            cfg, list(self.student.parameters()) + list(self.objective.parameters()), total_steps
+        )
         self.teacher_bf16, self.student_bf16 = teacher_bf16, student_bf16
         self.sums: dict = {}
 
     def _teacher(self, batch):
         from raydistill.train.step import teacher_outputs
 
-        return teacher_outputs(self.teacher, None, self.objective, batch, None, self.stage, CPU,
-                               "bf16" if self.teacher_bf16 else "fp32")
+        return teacher_outputs(
+            self.teacher, None, self.objective, batch, None, self.stage, CPU, "bf16" if self.teacher_bf16 else "fp32"
+        )
 
     def losses(self, batch) -> dict:
         from raydistill.train.precision import autocast
@@ -143,8 +179,17 @@ class Ours:
     def step(self, batch) -> None:
         from raydistill.train.step import train_step
 
-        train_step(self.model, batch, self._teacher(batch), self.stage, self.opt, self.sched, device=CPU,
-                   amp="bf16" if self.student_bf16 else "fp32", sums=self.sums)  # as loop.run runs it
+        train_step(
+            self.model,
+            batch,
+            self._teacher(batch),
+            self.stage,
+            self.opt,
+            self.sched,
+            device=CPU,
+            amp="bf16" if self.student_bf16 else "fp32",
+            sums=self.sums,
+        )  # as loop.run runs it
 
     def projections(self) -> dict:
         return {int(k): v for k, v in self.objective.projections.items()}
@@ -156,8 +201,11 @@ class Ours:
 def _hf_teacher(teacher_dir: str):
     from transformers import AutoModelForSequenceClassification
 
-    return AutoModelForSequenceClassification.from_pretrained(teacher_dir, attn_implementation="eager").eval() \
+    return (
+        AutoModelForSequenceClassification.from_pretrained(teacher_dir, attn_implementation="eager")
+        .eval()
         .requires_grad_(False)
+    )
 
 
 def _eager_copy(student):
@@ -215,14 +263,41 @@ class TextBrewer:
         self.teacher = _hf_teacher(teacher_dir)
         self.student = _eager_copy(ref.student)
         s_h, t_h = sz["s_hidden"], sz["t_hidden"]
-        matches = [{"layer_T": 0, "layer_S": 0, "feature": "hidden", "loss": "hidden_mse", "weight": 1,
-                    "proj": ["linear", s_h, t_h]}]
-        matches += [{"layer_T": j, "layer_S": i, "feature": "hidden", "loss": "hidden_mse", "weight": 1,
-                     "proj": ["linear", s_h, t_h]} for i, j in pairs]
-        matches += [{"layer_T": j - 1, "layer_S": i - 1, "feature": "attention", "loss": "attention_mse", "weight": 1}
-                    for i, j in pairs]
-        self.kinds = [("emb" if m["layer_S"] == 0 and m["feature"] == "hidden" else
-                       "hidden" if m["feature"] == "hidden" else "att") for m in matches]
+        matches = [
+            {
+                "layer_T": 0,
+                "layer_S": 0,
+                "feature": "hidden",
+                "loss": "hidden_mse",
+                "weight": 1,
+                "proj": ["linear", s_h, t_h],
+            }
+        ]
+        matches += [
+            {
+                "layer_T": j,
+                "layer_S": i,
+                "feature": "hidden",
+                "loss": "hidden_mse",
+                "weight": 1,
+                "proj": ["linear", s_h, t_h],
+            }
+            for i, j in pairs
+        ]
+        matches += [
+            {"layer_T": j - 1, "layer_S": i - 1, "feature": "attention", "loss": "attention_mse", "weight": 1}
+            for i, j in pairs
+        ]
+        self.kinds = [
+            (
+                "emb"
+                if m["layer_S"] == 0 and m["feature"] == "hidden"
+                else "hidden"
+                if m["feature"] == "hidden"
+                else "att"
+            )
+            for m in matches
+        ]
         train_config = TrainingConfig(device="cpu", output_dir=os.path.join(workdir, "textbrewer"), log_dir=None)
         distill_config = DistillationConfig(intermediate_matches=matches, kd_loss_weight=0, hard_label_weight=0)
 
@@ -240,8 +315,11 @@ class TextBrewer:
         from transformers import get_linear_schedule_with_warmup
 
         self.opt, self.sched, _ = self.d.initialize_training(
-            opt, get_linear_schedule_with_warmup, {"num_warmup_steps": int(cfg.train.warmup_ratio * total_steps),
-                                                   "num_training_steps": max(total_steps, 1)}, None)
+            opt,
+            get_linear_schedule_with_warmup,
+            {"num_warmup_steps": int(cfg.train.warmup_ratio * total_steps), "num_training_steps": max(total_steps, 1)},
+            None,
+        )
         self.args = {"output_hidden_states": True, "output_attentions": True}
         self.step_no = 0
 
@@ -284,8 +362,9 @@ def loss_check(impls: dict, batch: dict) -> dict:
         if name in OURS:
             params = impl.trainable()
             g = torch.autograd.grad(losses["loss"], params, allow_unused=True)
-            grads[name] = torch.cat([(x if x is not None else torch.zeros_like(p)).reshape(-1).double()
-                                     for x, p in zip(g, params)])
+            grads[name] = torch.cat(
+                [(x if x is not None else torch.zeros_like(p)).reshape(-1).double() for x, p in zip(g, params)]
+            )
         out[name] = {k: float(v.detach() if torch.is_tensor(v) else v) for k, v in losses.items()}
         impl.student.train()
         for p in impl.trainable():
@@ -310,8 +389,11 @@ def interleaved(impls: dict, batches: list, warmup: int, steps: int, log=print) 
             wall, cpu = time.perf_counter() - t0, time.process_time() - c0
             if r >= warmup:
                 times[n].append((wall, cpu))
-            log(f"  round {r + 1}/{warmup + steps}{' (warmup)' if r < warmup else ''} {n}: {wall:.2f} s wall, "
-                f"{cpu:.2f} s cpu", flush=True)
+            log(
+                f"  round {r + 1}/{warmup + steps}{' (warmup)' if r < warmup else ''} {n}: {wall:.2f} s wall, "
+                f"{cpu:.2f} s cpu",
+                flush=True,
+            )
     return times
 
 
@@ -328,15 +410,21 @@ def profile(ours: Ours, batch: dict, rounds: int = 2, top: int = 15) -> dict:
 
     keep, parts = ours.teacher_bf16, {}
     for r in range(rounds):
-        for bf in ((True, False) if r % 2 == 0 else (False, True)):
+        for bf in (True, False) if r % 2 == 0 else (False, True):
             ours.teacher_bf16 = bf
             ct, t_out = cpu(lambda: ours._teacher(batch))
             parts.setdefault(f"teacher_forward_{'bf16' if bf else 'fp32'}", []).append(ct)
             if bf == keep:
                 cs, losses = cpu(lambda: ours.model(batch, t_out, ours.stage))
                 cb, _ = cpu(lambda: losses["loss"].backward())
-                co, _ = cpu(lambda: (torch.nn.utils.clip_grad_norm_(ours.model.parameters(), 1.0), ours.opt.step(),
-                                     ours.sched.step(), ours.opt.zero_grad(set_to_none=True)))
+                co, _ = cpu(
+                    lambda: (
+                        torch.nn.utils.clip_grad_norm_(ours.model.parameters(), 1.0),
+                        ours.opt.step(),
+                        ours.sched.step(),
+                        ours.opt.zero_grad(set_to_none=True),
+                    )
+                )
                 for k, v in (("student_forward_and_losses", cs), ("backward", cb), ("clip_and_optimizer", co)):
                     parts.setdefault(k, []).append(v)
     ours.teacher_bf16 = keep
@@ -358,9 +446,12 @@ def main(argv=None) -> dict:
     p.add_argument("--steps", type=int, default=None, help="timed steps per implementation (default 3; smoke 1)")
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's own, = cores)")
-    p.add_argument("--impls", default="ours,ours_fp32,naive,textbrewer",
-                   help="comma list of ours, ours_fp32, ours_amp (student under bf16 autocast too), ours_compile "
-                        "(ours_amp + torch.compile of the student step), naive, textbrewer")
+    p.add_argument(
+        "--impls",
+        default="ours,ours_fp32,naive,textbrewer",
+        help="comma list of ours, ours_fp32, ours_amp (student under bf16 autocast too), ours_compile "
+        "(ours_amp + torch.compile of the student step), naive, textbrewer",
+    )
     p.add_argument("--profile", action="store_true", help="after timing: where our step's time goes")
     p.add_argument("--omp-active", action="store_true", help="leave OMP_WAIT_POLICY unset (see the top of the file)")
     p.add_argument("--json", help="also write the results here")
@@ -419,13 +510,20 @@ def main(argv=None) -> dict:
     for n, ts in times.items():
         wall = statistics.median(t for t, _ in ts)
         cpu = statistics.median(c for _, c in ts)
-        res[n] = {"wall_s_per_step": wall, "cpu_s_per_step": cpu, "examples_per_s": b / wall,
-                  "examples_per_cpu_s": b / cpu, "wall_all": [round(t, 3) for t, _ in ts],
-                  "cpu_all": [round(c, 3) for _, c in ts]}
+        res[n] = {
+            "wall_s_per_step": wall,
+            "cpu_s_per_step": cpu,
+            "examples_per_s": b / wall,
+            "examples_per_cpu_s": b / cpu,
+            "wall_all": [round(t, 3) for t, _ in ts],
+            "cpu_all": [round(c, 3) for _, c in ts],
+        }
     print(f"{'impl':<11} {'ex/s (wall)':>12} {'s/step wall':>12} {'cpu s/step':>11}  all wall s/step")
     for n, r in res.items():
-        print(f"{n:<11} {r['examples_per_s']:>12.2f} {r['wall_s_per_step']:>12.3f} {r['cpu_s_per_step']:>11.3f}  "
-              f"{r['wall_all']}")
+        print(
+            f"{n:<11} {r['examples_per_s']:>12.2f} {r['wall_s_per_step']:>12.3f} {r['cpu_s_per_step']:>11.3f}  "
+            f"{r['wall_all']}"
+        )
 
     def ratio(x, y, key="examples_per_s"):
         return res[x][key] / res[y][key] if x in res and y in res else float("nan")
@@ -436,39 +534,64 @@ def main(argv=None) -> dict:
     def loss_diff(name):
         if name not in check or "ours_fp32" not in check:
             return None, {}
-        return (rel(check[name]["loss"], check["ours_fp32"]["loss"]),
-                {k: rel(check[name][k], check["ours_fp32"][k]) for k in ("emb", "att", "hidden")})
+        return (
+            rel(check[name]["loss"], check["ours_fp32"]["loss"]),
+            {k: rel(check[name][k], check["ours_fp32"][k]) for k in ("emb", "att", "hidden")},
+        )
 
     lrd, comp = loss_diff("ours")
     summary = {
-        "ours/naive": ratio(ours, "naive"), "ours/textbrewer": ratio(ours, "textbrewer"),
-        "ours_fp32/naive": ratio("ours_fp32", "naive"), "ours_fp32/textbrewer": ratio("ours_fp32", "textbrewer"),
+        "ours/naive": ratio(ours, "naive"),
+        "ours/textbrewer": ratio(ours, "textbrewer"),
+        "ours_fp32/naive": ratio("ours_fp32", "naive"),
+        "ours_fp32/textbrewer": ratio("ours_fp32", "textbrewer"),
         "ours/ours_fp32": ratio(ours, "ours_fp32"),
         "cpu_time ours/naive": ratio(ours, "naive", "examples_per_cpu_s"),
         "cpu_time ours/textbrewer": ratio(ours, "textbrewer", "examples_per_cpu_s"),
         "cpu_time ours_fp32/naive": ratio("ours_fp32", "naive", "examples_per_cpu_s"),
-        "loss_rel_diff": lrd, "loss_rel_diff_components": comp,
+        "loss_rel_diff": lrd,
+        "loss_rel_diff_components": comp,
         "grad_cos_ours_vs_fp32": check.get("grad_cos_ours_vs_fp32"),
-        "emb_hidden_rel_diff_vs_ours_fp32": {n: max(rel(check[n][k], check[base][k]) for k in ("emb", "hidden"))
-                                             for n in ("naive", "textbrewer") if n in check},
+        "emb_hidden_rel_diff_vs_ours_fp32": {
+            n: max(rel(check[n][k], check[base][k]) for k in ("emb", "hidden"))
+            for n in ("naive", "textbrewer")
+            if n in check
+        },
     }
     for extra in ("ours_amp", "ours_compile"):
         if extra in res:
             x_lrd, x_comp = loss_diff(extra)
-            summary.update({f"{extra}/naive": ratio(extra, "naive"),
-                            f"{extra}/textbrewer": ratio(extra, "textbrewer"),
-                            f"cpu_time {extra}/naive": ratio(extra, "naive", "examples_per_cpu_s"),
-                            f"cpu_time {extra}/textbrewer": ratio(extra, "textbrewer", "examples_per_cpu_s"),
-                            f"{extra} loss_rel_diff": x_lrd, f"{extra} loss_rel_diff_components": x_comp,
-                            f"grad_cos_{extra}_vs_fp32": check.get(f"grad_cos_{extra}_vs_fp32")})
+            summary.update(
+                {
+                    f"{extra}/naive": ratio(extra, "naive"),
+                    f"{extra}/textbrewer": ratio(extra, "textbrewer"),
+                    f"cpu_time {extra}/naive": ratio(extra, "naive", "examples_per_cpu_s"),
+                    f"cpu_time {extra}/textbrewer": ratio(extra, "textbrewer", "examples_per_cpu_s"),
+                    f"{extra} loss_rel_diff": x_lrd,
+                    f"{extra} loss_rel_diff_components": x_comp,
+                    f"grad_cos_{extra}_vs_fp32": check.get(f"grad_cos_{extra}_vs_fp32"),
+                }
+            )
     print("summary: " + json.dumps(summary), flush=True)
-    out = {"machine": info, "sizes": sz, "steps": steps, "warmup": a.warmup, "results": res, "losses": check,
-           "summary": summary, "profile_cpu_s": parts, "skipped": skipped}
+    out = {
+        "machine": info,
+        "sizes": sz,
+        "steps": steps,
+        "warmup": a.warmup,
+        "results": res,
+        "losses": check,
+        "summary": summary,
+        "profile_cpu_s": parts,
+        "skipped": skipped,
+    }
     if a.json:
         with open(a.json, "w") as f:
             json.dump(out, f, indent=1)
-    print(f"RATIO ours/naive={summary['ours/naive']:.2f} ours/textbrewer={summary['ours/textbrewer']:.2f} "
-          f"loss_rel_diff={lrd if lrd is not None else float('nan'):.2g}", flush=True)
+    print(
+        f"RATIO ours/naive={summary['ours/naive']:.2f} ours/textbrewer={summary['ours/textbrewer']:.2f} "
+        f"loss_rel_diff={lrd if lrd is not None else float('nan'):.2g}",
+        flush=True,
+    )
     return out
 
 

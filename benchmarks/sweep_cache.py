@@ -6,6 +6,7 @@
     python benchmarks/sweep_cache.py --data-dir ../shared/data/glue --teacher both   # bf16 and fp32 teacher
 Prints `RATIO sweep_no_cache/sweep_cache=X.XX` as its last line (the package's default teacher precision).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -54,9 +55,13 @@ def main() -> None:
     p.add_argument("--data-dir", help="GLUE folder with SST-2 (default: synthetic)")
     p.add_argument("--smoke", action="store_true", help="tiny teacher and student")
     p.add_argument("--examples", type=int, default=512)
-    p.add_argument("--teacher", default="default", choices=("default", "fp32", "both"),
-                   help="teacher precision: the package default (bf16 autocast on CPUs with native bf16), fp32, or "
-                        "both side by side (4 sweeps)")
+    p.add_argument(
+        "--teacher",
+        default="default",
+        choices=("default", "fp32", "both"),
+        help="teacher precision: the package default (bf16 autocast on CPUs with native bf16), fp32, or "
+        "both side by side (4 sweeps)",
+    )
     a = p.parse_args()
     os.environ.setdefault("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.5")
     from raydistill import sweep
@@ -68,16 +73,47 @@ def main() -> None:
     data, teacher, size, examples, length = sweep_setup(a.data_dir, work, a.examples, a.smoke)
     os.environ["RAYDISTILL_CACHE_DIR"] = f"{work}/memo"  # latency memo; set before Ray starts so trials inherit it
     init_ray()
-    common = ["kd_glue", "--task", "sst2", "--data-dir", data, "--teacher", teacher, "--num-samples", "3",
-              "--set", f"student.size={size}", "--set", "student.init=random", "--set", "search.asha=false",
-              "--set", "search.confirm=false",
-              "--epochs", "2", "--max-concurrent", "1",  # one trial at a time, as measured: the cache is the variable
-              "--train-limit", str(examples), "--eval-limit", "64",
-              "--max-length", str(length), "--batch-size", "32", "--tracking-uri", f"sqlite:///{work}/m.db",
-              "--teacher-cache", f"{work}/cache"]
+    common = [
+        "kd_glue",
+        "--task",
+        "sst2",
+        "--data-dir",
+        data,
+        "--teacher",
+        teacher,
+        "--num-samples",
+        "3",
+        "--set",
+        f"student.size={size}",
+        "--set",
+        "student.init=random",
+        "--set",
+        "search.asha=false",
+        "--set",
+        "search.confirm=false",
+        "--epochs",
+        "2",
+        "--max-concurrent",
+        "1",  # one trial at a time, as measured: the cache is the variable
+        "--train-limit",
+        str(examples),
+        "--eval-limit",
+        "64",
+        "--max-length",
+        str(length),
+        "--batch-size",
+        "32",
+        "--tracking-uri",
+        f"sqlite:///{work}/m.db",
+        "--teacher-cache",
+        f"{work}/cache",
+    ]
     precisions = {"default": [""], "fp32": ["_fp32"], "both": ["", "_fp32"]}[a.teacher]
-    runs = [(f"{label}{prec}", extra + (["--fp32-teacher"] if prec else []))
-            for prec in precisions for label, extra in (("no_cache", ["--no-teacher-cache"]), ("cache", []))]
+    runs = [
+        (f"{label}{prec}", extra + (["--fp32-teacher"] if prec else []))
+        for prec in precisions
+        for label, extra in (("no_cache", ["--no-teacher-cache"]), ("cache", []))
+    ]
     times = {}
     for label, extra in runs:
         shutil.rmtree(f"{work}/cache", ignore_errors=True)  # cold cache: building it is part of the timed sweep
@@ -88,8 +124,10 @@ def main() -> None:
         print(f"sweep {label}: {times[label]:.1f} s", file=sys.stderr, flush=True)
     print("sweep wall time: " + " ".join(f"{k}={v:.1f}s" for k, v in times.items()))
     if "no_cache_fp32" in times and "cache" in times:
-        print(f"RATIO sweep_no_cache_fp32/sweep_cache={times['no_cache_fp32'] / times['cache']:.2f}  "
-              "(fp32 teacher, no cache vs the package default)")
+        print(
+            f"RATIO sweep_no_cache_fp32/sweep_cache={times['no_cache_fp32'] / times['cache']:.2f}  "
+            "(fp32 teacher, no cache vs the package default)"
+        )
     for prec in precisions[::-1]:  # the default precision's ratio last
         print(f"RATIO sweep_no_cache{prec}/sweep_cache{prec}={times['no_cache' + prec] / times['cache' + prec]:.2f}")
 

@@ -15,6 +15,7 @@ cache warm (a first, untimed sweep builds it), ASHA off so every trial runs ever
 Prints per sweep: wall (command and tuning), trials/hour, mean per-trial fixed cost (trial wall minus its training
 steps, from MLflow) with its phases; then `RATIO` lines, the issue's target `default/baseline` last.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,16 +30,25 @@ sys.path.insert(0, os.path.dirname(__file__))
 from common import loadavg, machine  # noqa: E402
 from sweep_cache import sweep_setup  # noqa: E402
 
-PHASES = ("time_models_s", "time_data_s", "time_cache_s", "time_eval_s", "time_latency_s", "time_checkpoint_s",
-          "time_between_s", "time_train_s")
+PHASES = (
+    "time_models_s",
+    "time_data_s",
+    "time_cache_s",
+    "time_eval_s",
+    "time_latency_s",
+    "time_checkpoint_s",
+    "time_between_s",
+    "time_train_s",
+)
 
 
 def run_sweep(work: str, common: list[str], label: str, extra: list[str]) -> dict:
     cmd = [sys.executable, "-m", "raydistill.sweep", *common, *extra, "--name", f"tp-{label}"]
     print("$ " + " ".join(cmd[1:]), file=sys.stderr, flush=True)
     t0 = time.perf_counter()
-    p = subprocess.run(cmd, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                       env={**os.environ, "RAY_ADDRESS": ""})
+    p = subprocess.run(
+        cmd, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "RAY_ADDRESS": ""}
+    )
     wall = time.perf_counter() - t0
     if p.returncode:
         sys.exit(f"sweep {label} failed ({p.returncode}):\n{p.stderr[-4000:]}")
@@ -69,14 +79,44 @@ def main() -> None:
     from raydistill.orchestrate.resources import Cluster
 
     work = tempfile.mkdtemp(prefix="bench-throughput-")
-    data, teacher, size, examples, length = sweep_setup(a.data_dir and os.path.abspath(a.data_dir), work, a.examples,
-                                                        a.smoke)
+    data, teacher, size, examples, length = sweep_setup(
+        a.data_dir and os.path.abspath(a.data_dir), work, a.examples, a.smoke
+    )
     os.environ["RAYDISTILL_CACHE_DIR"] = f"{work}/memo"  # latency memo shared by the sweeps, like a user's
     uri = f"sqlite:///{work}/m.db"
-    common = ["kd_glue", "--task", "sst2", "--data-dir", data, "--teacher", teacher, "--set", f"student.size={size}",
-              "--set", "student.init=random", "--set", "search.asha=false", "--set", "search.confirm=false", "--epochs", str(a.epochs),
-              "--train-limit", str(examples), "--eval-limit", "64", "--max-length", str(length), "--batch-size", "32", "--tracking-uri", uri,
-              "--teacher-cache", f"{work}/cache", "--storage-path", f"{work}/ray"]
+    common = [
+        "kd_glue",
+        "--task",
+        "sst2",
+        "--data-dir",
+        data,
+        "--teacher",
+        teacher,
+        "--set",
+        f"student.size={size}",
+        "--set",
+        "student.init=random",
+        "--set",
+        "search.asha=false",
+        "--set",
+        "search.confirm=false",
+        "--epochs",
+        str(a.epochs),
+        "--train-limit",
+        str(examples),
+        "--eval-limit",
+        "64",
+        "--max-length",
+        str(length),
+        "--batch-size",
+        "32",
+        "--tracking-uri",
+        uri,
+        "--teacher-cache",
+        f"{work}/cache",
+        "--storage-path",
+        f"{work}/ray",
+    ]
     cpus = int(Cluster.local().cpus)
     serial = ["--max-concurrent", "1", "--cpus-per-worker", "1"]
     sweeps = [("baseline", [*serial, "--ray-train-trials"]), ("default", [])]
@@ -89,23 +129,32 @@ def main() -> None:
         r.update(trial_phases(uri, r["parent_run_id"]))
         r["trials_per_hour"] = r["trials"] / r["wall_s"] * 3600
         rows.append(r)
-        print(f"{label}: {r['trials']} trials, {r.get('concurrency')} at once, tuning {r['wall_s']:.1f} s "
-              f"(command {r['command_s']:.1f} s), {r['trials_per_hour']:.0f} trials/h, per trial {r['trial_wall_s']:.1f} s "
-              f"of which training {r['time_train_s']:.1f} s, fixed cost {r['fixed_cost_s']:.1f} s "
-              f"({', '.join(f'{k[5:-2]} {r[k]:.2f}' for k in PHASES[:-1])}); load {loadavg()}", flush=True)
+        print(
+            f"{label}: {r['trials']} trials, {r.get('concurrency')} at once, tuning {r['wall_s']:.1f} s "
+            f"(command {r['command_s']:.1f} s), {r['trials_per_hour']:.0f} trials/h, per trial {r['trial_wall_s']:.1f} s "
+            f"of which training {r['time_train_s']:.1f} s, fixed cost {r['fixed_cost_s']:.1f} s "
+            f"({', '.join(f'{k[5:-2]} {r[k]:.2f}' for k in PHASES[:-1])}); load {loadavg()}",
+            flush=True,
+        )
     by = {r["label"]: r for r in rows}
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"machine": machine(), "rows": rows}, f, indent=1, default=str)
     if f"1x{cpus}threads" in by:
-        print(f"RATIO default/1x{cpus}threads="
-              f"{by['default']['trials_per_hour'] / by[f'1x{cpus}threads']['trials_per_hour']:.2f}"
-              "  (trials per hour: N trials x 1 CPU vs 1 trial x N threads)")
+        print(
+            f"RATIO default/1x{cpus}threads="
+            f"{by['default']['trials_per_hour'] / by[f'1x{cpus}threads']['trials_per_hour']:.2f}"
+            "  (trials per hour: N trials x 1 CPU vs 1 trial x N threads)"
+        )
     if "serial" in by:
-        print(f"RATIO serial/baseline={by['serial']['trials_per_hour'] / by['baseline']['trials_per_hour']:.2f}"
-              "  (trials per hour: in-process trials vs Ray Train trials, one at a time on one CPU)")
-    print(f"RATIO default/baseline={by['default']['trials_per_hour'] / by['baseline']['trials_per_hour']:.2f}"
-          "  (trials per hour, the issue's target >= 1.8)")
+        print(
+            f"RATIO serial/baseline={by['serial']['trials_per_hour'] / by['baseline']['trials_per_hour']:.2f}"
+            "  (trials per hour: in-process trials vs Ray Train trials, one at a time on one CPU)"
+        )
+    print(
+        f"RATIO default/baseline={by['default']['trials_per_hour'] / by['baseline']['trials_per_hour']:.2f}"
+        "  (trials per hour, the issue's target >= 1.8)"
+    )
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
 """``python -m raydistill``: the commands, and ``python -m raydistill list`` (what the package ships)."""
+
 from __future__ import annotations
 
 import sys
@@ -18,7 +19,8 @@ COMMANDS = (
 def usage() -> str:
     width = max(len(c) for _, c, _ in COMMANDS)
     return "raydistill: knowledge distillation of BERT-like encoders.\n\ncommands (each takes --help):\n" + "\n".join(
-        f"  {c.ljust(width)}  {what}" for _, c, what in COMMANDS)
+        f"  {c.ljust(width)}  {what}" for _, c, what in COMMANDS
+    )
 
 
 def main(argv=None):
@@ -28,8 +30,11 @@ def main(argv=None):
 
         return list_main(argv[1:])
     if argv and argv[0] not in ("-h", "--help"):
-        print(f"error: command: unknown command {argv[0]!r}; use list, or python -m raydistill.COMMAND (see python -m "
-              "raydistill --help)", file=sys.stderr)
+        print(
+            f"error: command: unknown command {argv[0]!r}; use list, or python -m raydistill.COMMAND (see python -m "
+            "raydistill --help)",
+            file=sys.stderr,
+        )
         raise SystemExit(2)
     print(usage())
     return None

@@ -7,6 +7,7 @@ at batch 1 against the fp32 teacher in ONNX Runtime (same runtime, the headline)
 logs the numbers to the trial's run (``raydistill.export.quantize``);
 ``--register NAME`` puts it in the MLflow model registry under the alias ``champion`` (stages are deprecated).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,8 +23,15 @@ from raydistill.common.outputs import adding_to
 from raydistill.common.errors import check
 
 
-def find_best(uri: str, experiment: str, metric: str | None, mode: str | None, sweep: str | None = None,
-              max_latency_ms: float | None = None, max_params: float | None = None):
+def find_best(
+    uri: str,
+    experiment: str,
+    metric: str | None,
+    mode: str | None,
+    sweep: str | None = None,
+    max_latency_ms: float | None = None,
+    max_params: float | None = None,
+):
     """The best finished trial run by a per-run final ``metric`` (default: the sweep's own, ``best_val_*``: chosen on
     the validation split) in ``mode`` (default: the sweep's own, recorded with its parent run; else max). A sweep that
     confirmed its top configurations with more seeds is decided by their mean, and the winner's best seed is returned,
@@ -33,34 +41,53 @@ def find_best(uri: str, experiment: str, metric: str | None, mode: str | None, s
 
     c = track.client(uri)
     exp = c.get_experiment_by_name(experiment)
-    check(exp is not None, "experiment", f"no MLflow experiment {experiment!r} at {uri}; check --experiment and --tracking-uri")
+    check(
+        exp is not None,
+        "experiment",
+        f"no MLflow experiment {experiment!r} at {uri}; check --experiment and --tracking-uri",
+    )
     filt = "attributes.status = 'FINISHED' and tags.`raydistill.trial_id` != ''"
     if sweep:
         filt += f" and tags.`raydistill.sweep` = '{sweep}'"
     runs = c.search_runs([exp.experiment_id], filter_string=filt, max_results=5000)
-    check(bool(runs), "experiment", f"experiment {experiment!r} has no finished trials yet" +
-          (f" in sweep {sweep!r}" if sweep else ""))
+    check(
+        bool(runs),
+        "experiment",
+        f"experiment {experiment!r} has no finished trials yet" + (f" in sweep {sweep!r}" if sweep else ""),
+    )
     # the sweep's own objective and direction: of --sweep when given, else of the newest sweep
     pf = "tags.`raydistill.role` = 'sweep'" + (f" and attributes.run_name = '{sweep}'" if sweep else "")
-    parents = c.search_runs([exp.experiment_id], filter_string=pf, max_results=1, order_by=["attributes.start_time DESC"])
+    parents = c.search_runs(
+        [exp.experiment_id], filter_string=pf, max_results=1, order_by=["attributes.start_time DESC"]
+    )
     mode = mode or (parents[0].data.params.get("mode") if parents else None) or "max"
     if metric is None:
-        finals = sorted({k for r in runs for k in r.data.metrics if k.startswith("best_val_")} or
-                        {k for r in runs for k in r.data.metrics if k.startswith("best_eval_")})
+        finals = sorted(
+            {k for r in runs for k in r.data.metrics if k.startswith("best_val_")}
+            or {k for r in runs for k in r.data.metrics if k.startswith("best_eval_")}
+        )
         metric = parents[0].data.params.get("metric") if parents else (finals[0] if finals else None)
     check(bool(metric), "metric", "no trial logged a best_val_* or best_eval_* metric; pass --metric")
     metric = as_final(metric)
     scored = [r for r in runs if metric in r.data.metrics]
     finals = sorted({k for r in runs for k in r.data.metrics if k.startswith(("best_val_", "best_eval_"))})
-    check(bool(scored), "metric", f"no finished trial logged {metric!r}; pass --metric with one of: {', '.join(finals)}")
-    for flag, key, bound in (("max_latency_ms", "latency_ms_b1", max_latency_ms), ("max_params", "student_params",
-                                                                                   max_params)):
+    check(
+        bool(scored), "metric", f"no finished trial logged {metric!r}; pass --metric with one of: {', '.join(finals)}"
+    )
+    for flag, key, bound in (
+        ("max_latency_ms", "latency_ms_b1", max_latency_ms),
+        ("max_params", "student_params", max_params),
+    ):
         if bound is None:
             continue
         within = [r for r in scored if r.data.metrics.get(key, float("inf")) <= bound]
         least = min((r.data.metrics[key] for r in scored if key in r.data.metrics), default=None)
-        check(bool(within), flag, f"no finished trial has {key} <= {bound:g} (the smallest is {least}); raise "
-              f"--{flag.replace('_', '-')} or search smaller students")
+        check(
+            bool(within),
+            flag,
+            f"no finished trial has {key} <= {bound:g} (the smallest is {least}); raise "
+            f"--{flag.replace('_', '-')} or search smaller students",
+        )
         scored = within
     best, mean = pick_confirmed(scored, metric, mode)
     return best, metric, mean, mode
@@ -88,8 +115,12 @@ def check_onnx_installed() -> None:
             __import__(name)
         except ImportError:
             missing.append(name)
-    check(not missing, "onnx", f"--onnx needs {' and '.join(missing)}, which a plain install leaves out; install the "
-          "[onnx] extra: pip install -c constraints.txt -e \".[onnx]\" (or pip install onnx onnxruntime)")
+    check(
+        not missing,
+        "onnx",
+        f"--onnx needs {' and '.join(missing)}, which a plain install leaves out; install the "
+        '[onnx] extra: pip install -c constraints.txt -e ".[onnx]" (or pip install onnx onnxruntime)',
+    )
 
 
 def export_onnx(model_dir: str, kind: str, length: int = 128, segments: bool = False) -> dict:
@@ -104,8 +135,11 @@ def export_onnx(model_dir: str, kind: str, length: int = 128, segments: bool = F
     print(f"ONNX export of {model_dir} (opset {OPSET}) …", file=sys.stderr, flush=True)
     t0 = time.perf_counter()
     diff, sess, one = to_onnx(model, kind, path, length, segments)
-    print(f"ONNX export done in {time.perf_counter() - t0:.1f} s; ONNX Runtime matches PyTorch within {diff:.1e}",
-          file=sys.stderr, flush=True)
+    print(
+        f"ONNX export done in {time.perf_counter() - t0:.1f} s; ONNX Runtime matches PyTorch within {diff:.1e}",
+        file=sys.stderr,
+        flush=True,
+    )
     torch_ms = measure_latency(model, batch_sizes=(1,), length=length)["latency_ms_b1"]
 
     times = []
@@ -114,8 +148,12 @@ def export_onnx(model_dir: str, kind: str, length: int = 128, segments: bool = F
         sess.run(None, one)
         if i >= 2:
             times.append((time.perf_counter() - t0) * 1000)
-    return {"onnx_path": path, "onnx_max_abs_diff": diff, "torch_latency_ms_b1": torch_ms,
-            "onnx_latency_ms_b1": sorted(times)[len(times) // 2]}
+    return {
+        "onnx_path": path,
+        "onnx_max_abs_diff": diff,
+        "torch_latency_ms_b1": torch_ms,
+        "onnx_latency_ms_b1": sorted(times)[len(times) // 2],
+    }
 
 
 ALIAS = "champion"
@@ -130,8 +168,9 @@ def register(uri: str, run_id: str, name: str, alias: str = ALIAS) -> str:
 
     c = track.client(uri)
     run = c.get_run(run_id)
-    logged = c.search_logged_models([run.info.experiment_id], filter_string=f"source_run_id = '{run_id}'",
-                                    max_results=1)
+    logged = c.search_logged_models(
+        [run.info.experiment_id], filter_string=f"source_run_id = '{run_id}'", max_results=1
+    )
     mlflow.set_tracking_uri(uri)
     source = f"models:/{logged[0].model_id}" if logged else f"{run.info.artifact_uri}/student"
     mv = mlflow.register_model(source, name)
@@ -141,50 +180,88 @@ def register(uri: str, run_id: str, name: str, alias: str = ALIAS) -> str:
 
 @cli
 def main(argv=None) -> dict:
-    p = argparse.ArgumentParser(prog="python -m raydistill.best", formatter_class=HelpFormatter, description=(
-        "Pick the best trial of a sweep from MLflow and print its params and scores (one JSON object, the last line "
-        "of stdout). --export DIR writes its student (model + tokenizer) as a folder that transformers and pipeline() "
-        "load; --onnx adds model.onnx; --quantize adds an INT8 model.int8.onnx, re-scored on the run's dev set and "
-        "timed against the teacher; --register NAME registers it in the MLflow model registry and points the alias "
-        f"'{ALIAS}' at the new version (models:/NAME@{ALIAS})."))
-    p.add_argument("--experiment", required=True, help="MLflow experiment of the sweep (the sweep's --experiment; "
-                   "by default the space's name)")
+    p = argparse.ArgumentParser(
+        prog="python -m raydistill.best",
+        formatter_class=HelpFormatter,
+        description=(
+            "Pick the best trial of a sweep from MLflow and print its params and scores (one JSON object, the last line "
+            "of stdout). --export DIR writes its student (model + tokenizer) as a folder that transformers and pipeline() "
+            "load; --onnx adds model.onnx; --quantize adds an INT8 model.int8.onnx, re-scored on the run's dev set and "
+            "timed against the teacher; --register NAME registers it in the MLflow model registry and points the alias "
+            f"'{ALIAS}' at the new version (models:/NAME@{ALIAS})."
+        ),
+    )
+    p.add_argument(
+        "--experiment",
+        required=True,
+        help="MLflow experiment of the sweep (the sweep's --experiment; by default the space's name)",
+    )
     p.add_argument("--tracking-uri", help="MLflow URI the sweep logged to (default: sqlite under ./raydistill-results)")
-    p.add_argument("--metric", help="per-run metric to rank by: best_val_<m> (chosen on the validation split), "
-                   "best_eval_<m> (dev), or eval_<m>/val_<m> meaning the same (default: the sweep's own, best_val_<m>)")
-    p.add_argument("--mode", default=None, choices=["max", "min"], help="whether higher or lower --metric is better "
-                   "(default: the sweep's own mode, recorded with its parent run; max for sweeps that did not record one)")
+    p.add_argument(
+        "--metric",
+        help="per-run metric to rank by: best_val_<m> (chosen on the validation split), "
+        "best_eval_<m> (dev), or eval_<m>/val_<m> meaning the same (default: the sweep's own, best_val_<m>)",
+    )
+    p.add_argument(
+        "--mode",
+        default=None,
+        choices=["max", "min"],
+        help="whether higher or lower --metric is better "
+        "(default: the sweep's own mode, recorded with its parent run; max for sweeps that did not record one)",
+    )
     p.add_argument("--sweep", help="only trials of this sweep name (default: every sweep in the experiment)")
     p.add_argument("--export", help="write the best student to this folder (model + tokenizer; default: no export)")
     add_overwrite(p, "--export")
     p.add_argument("--onnx", action="store_true", help="with --export: also write model.onnx and compare latency")
-    p.add_argument("--quantize", action="store_true", help="with --export --onnx: also write the INT8 model.int8.onnx, "
-                   "re-score it and the fp32 file on the run's dev set, time both at batch 1 against the fp32 teacher "
-                   "in ONNX Runtime (same runtime) and PyTorch (cross-runtime), and log the numbers to the trial's run")
-    p.add_argument("--register", help="register the best student in the MLflow model registry under this name, "
-                   f"with the alias '{ALIAS}' on the new version (default: not registered)")
-    p.add_argument("--max-latency-ms", type=float, help="the best trial whose batch-1 latency (latency_ms_b1) is at "
-                   "most this (default: no bound)")
-    p.add_argument("--max-params", type=float, help="the best trial whose student has at most this many parameters "
-                   "(default: no bound)")
+    p.add_argument(
+        "--quantize",
+        action="store_true",
+        help="with --export --onnx: also write the INT8 model.int8.onnx, "
+        "re-score it and the fp32 file on the run's dev set, time both at batch 1 against the fp32 teacher "
+        "in ONNX Runtime (same runtime) and PyTorch (cross-runtime), and log the numbers to the trial's run",
+    )
+    p.add_argument(
+        "--register",
+        help="register the best student in the MLflow model registry under this name, "
+        f"with the alias '{ALIAS}' on the new version (default: not registered)",
+    )
+    p.add_argument(
+        "--max-latency-ms",
+        type=float,
+        help="the best trial whose batch-1 latency (latency_ms_b1) is at most this (default: no bound)",
+    )
+    p.add_argument(
+        "--max-params",
+        type=float,
+        help="the best trial whose student has at most this many parameters (default: no bound)",
+    )
     a = p.parse_args(argv)
     check(not a.onnx or bool(a.export), "onnx", "--onnx needs --export DIR")
-    check(not a.quantize or (a.onnx and bool(a.export)), "quantize",
-          "--quantize quantises the exported model.onnx; pass it with --export DIR --onnx")
+    check(
+        not a.quantize or (a.onnx and bool(a.export)),
+        "quantize",
+        "--quantize quantises the exported model.onnx; pass it with --export DIR --onnx",
+    )
     if a.onnx:  # before any MLflow read or export: a plain install has no ONNX packages
         check_onnx_installed()
     if a.quantize:  # before torch loads: OpenMP threads that spin on a busy CPU inflate the teacher's timing many-fold
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     for flag in ("experiment", "sweep"):  # both end up quoted inside an MLflow search filter
         value = getattr(a, flag) or ""
-        check("'" not in value and "`" not in value, flag, f"{value!r} contains a quote; pass the name as MLflow shows it")
+        check(
+            "'" not in value and "`" not in value, flag, f"{value!r} contains a quote; pass the name as MLflow shows it"
+        )
     from raydistill.tracking.track import resolve_tracking_uri
 
     uri = resolve_tracking_uri(a.tracking_uri)
     if uri.startswith("sqlite:///"):  # reading must not create an empty store where the sweep's store was meant
-        db = uri[len("sqlite:///"):]
-        check(os.path.isfile(db), "tracking_uri", f"no MLflow database at {db}; pass the --tracking-uri the sweep "
-              "logged to (default: sqlite under ./raydistill-results of the directory it ran in)")
+        db = uri[len("sqlite:///") :]
+        check(
+            os.path.isfile(db),
+            "tracking_uri",
+            f"no MLflow database at {db}; pass the --tracking-uri the sweep "
+            "logged to (default: sqlite under ./raydistill-results of the directory it ran in)",
+        )
     for flag in ("max_latency_ms", "max_params"):
         value = getattr(a, flag)
         check(value is None or value > 0, flag, f"must be > 0, got {value}")
@@ -192,10 +269,22 @@ def main(argv=None) -> dict:
     from raydistill.config.selection import report_metric
 
     report = report_metric(metric)
-    out = {"run_id": best.info.run_id, "run_name": best.info.run_name, "metric": metric, "mode": mode,
-           "value": best.data.metrics[metric], "report_metric": report, "report": best.data.metrics.get(report),
-           **({"mean_over_seeds": mean} if mean != best.data.metrics[metric] else {}), "params": dict(best.data.params),
-           **{k: best.data.metrics[k] for k in ("student_params", "latency_ms_b1", "latency_ms_b32") if k in best.data.metrics}}
+    out = {
+        "run_id": best.info.run_id,
+        "run_name": best.info.run_name,
+        "metric": metric,
+        "mode": mode,
+        "value": best.data.metrics[metric],
+        "report_metric": report,
+        "report": best.data.metrics.get(report),
+        **({"mean_over_seeds": mean} if mean != best.data.metrics[metric] else {}),
+        "params": dict(best.data.params),
+        **{
+            k: best.data.metrics[k]
+            for k in ("student_params", "latency_ms_b1", "latency_ms_b32")
+            if k in best.data.metrics
+        },
+    }
     if a.export:
         out["export"] = export(uri, best.info.run_id, os.path.abspath(a.export))
     with adding_to(out["export"], "raydistill best --export") if a.export else contextlib.nullcontext():

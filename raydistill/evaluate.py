@@ -2,6 +2,7 @@
 
 Used to check that an exported student scores what its MLflow run logged. Last stdout line: JSON metrics.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -11,8 +12,14 @@ from raydistill.commands.cli import HelpFormatter, cli
 from raydistill.common.errors import UserError, check
 
 
-def evaluate_dir(model_dir: str, task_name: str, data_dir: str | None = None, max_length: int = 128,
-                 eval_limit: int = 0, batch_size: int = 64) -> dict:
+def evaluate_dir(
+    model_dir: str,
+    task_name: str,
+    data_dir: str | None = None,
+    max_length: int = 128,
+    eval_limit: int = 0,
+    batch_size: int = 64,
+) -> dict:
     import torch
     from transformers import AutoTokenizer
 
@@ -27,8 +34,11 @@ def evaluate_dir(model_dir: str, task_name: str, data_dir: str | None = None, ma
         tok = AutoTokenizer.from_pretrained(model_dir)
     except (OSError, ValueError, TypeError) as e:
         msg = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
-        raise UserError("model", f"{model_dir} has no usable tokenizer ({msg}); pass the folder raydistill.best "
-                        "--export wrote (model + tokenizer)") from None
+        raise UserError(
+            "model",
+            f"{model_dir} has no usable tokenizer ({msg}); pass the folder raydistill.best "
+            "--export wrote (model + tokenizer)",
+        ) from None
     model = load_model(model_dir, task.kind, field="model")
     if eval_limit:
         examples = examples[:eval_limit]
@@ -38,15 +48,22 @@ def evaluate_dir(model_dir: str, task_name: str, data_dir: str | None = None, ma
 
 @cli
 def main(argv=None) -> dict:
-    p = argparse.ArgumentParser(prog="python -m raydistill.evaluate", formatter_class=HelpFormatter, description=(
-        "Score a saved model folder (a teacher, or a student written by python -m raydistill.best --export) on a "
-        "task's dev set, e.g. to check that an exported student scores what its MLflow run logged. Prints the "
-        "metrics as one JSON object on the last line of stdout."))
-    p.add_argument("--model", required=True, help="model folder with a head for the task (config.json, weights, "
-                   "tokenizer)")
+    p = argparse.ArgumentParser(
+        prog="python -m raydistill.evaluate",
+        formatter_class=HelpFormatter,
+        description=(
+            "Score a saved model folder (a teacher, or a student written by python -m raydistill.best --export) on a "
+            "task's dev set, e.g. to check that an exported student scores what its MLflow run logged. Prints the "
+            "metrics as one JSON object on the last line of stdout."
+        ),
+    )
+    p.add_argument(
+        "--model", required=True, help="model folder with a head for the task (config.json, weights, tokenizer)"
+    )
     p.add_argument("--task", required=True, help="task name (python -m raydistill list tasks)")
-    p.add_argument("--data-dir", help="local data folder: the GLUE root or the task's own folder (default: the "
-                   "Hugging Face hub)")
+    p.add_argument(
+        "--data-dir", help="local data folder: the GLUE root or the task's own folder (default: the Hugging Face hub)"
+    )
     p.add_argument("--max-length", type=int, default=128, help="tokens per example (longer ones are cut)")
     p.add_argument("--eval-limit", type=int, default=0, help="score only the first N dev examples (0 = all)")
     a = p.parse_args(argv)
@@ -58,12 +75,18 @@ def main(argv=None) -> dict:
     check(a.max_length >= 8, "max_length", f"must be >= 8, got {a.max_length}")
     check(a.eval_limit >= 0, "eval_limit", f"must be >= 0 (0 = all), got {a.eval_limit}")
     tcfg = teacher_config(a.model, field="model")
-    check(has_task_head(tcfg, task), "model",
-          f"{a.model} has no {task.name} head (needs {HEADS[task.kind]} with {task.num_labels} labels), so its "
-          "predictions would be random; pass a model fine-tuned or distilled on this task")
+    check(
+        has_task_head(tcfg, task),
+        "model",
+        f"{a.model} has no {task.name} head (needs {HEADS[task.kind]} with {task.num_labels} labels), so its "
+        "predictions would be random; pass a model fine-tuned or distilled on this task",
+    )
     limit = max_positions(tcfg)
-    check(limit is None or a.max_length <= limit, "max_length",
-          f"{a.max_length} is longer than the model's {limit} position embeddings; pass --max-length {limit} or less")
+    check(
+        limit is None or a.max_length <= limit,
+        "max_length",
+        f"{a.max_length} is longer than the model's {limit} position embeddings; pass --max-length {limit} or less",
+    )
     out = evaluate_dir(a.model, a.task, a.data_dir, a.max_length, a.eval_limit)
     print(json.dumps(out), flush=True)
     return out

@@ -10,6 +10,7 @@ one JSON object on the last line. A finished result with identical inputs is reu
 after a finished epoch (Ctrl-C, a failure) goes on from that epoch's checkpoint, kept in ``OUTPUT.resume`` until the
 fine-tune ends, into the same MLflow run.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,22 +23,32 @@ from raydistill.commands.cli import HelpFormatter, add_overwrite, cli, resume_hi
 from raydistill.config.schema import RunConfig
 from raydistill.train.finetune import finetune
 
+
 def parser():
     from raydistill.commands.args import add_train_args
 
-    p = argparse.ArgumentParser(prog="python -m raydistill.finetune", formatter_class=HelpFormatter, description=(
-        "Fine-tune a pretrained BERT/RoBERTa encoder on a labelled task, to serve as a teacher. It trains in this "
-        "process, keeps the epoch that scores best on a validation split carved from the training rows (--select-on "
-        "dev: on dev), writes a model folder that transformers loads, and prints the dev scores as one JSON object on "
-        "the last line of stdout. A finished fine-tune with identical inputs is reused, not trained again; a stopped one "
-        "goes on from its last finished epoch (kept in OUTPUT.resume)."))
-    p.add_argument("--model", required=True, help="pretrained encoder: a hub name (bert-base-uncased) or a local "
-                   "model folder")
+    p = argparse.ArgumentParser(
+        prog="python -m raydistill.finetune",
+        formatter_class=HelpFormatter,
+        description=(
+            "Fine-tune a pretrained BERT/RoBERTa encoder on a labelled task, to serve as a teacher. It trains in this "
+            "process, keeps the epoch that scores best on a validation split carved from the training rows (--select-on "
+            "dev: on dev), writes a model folder that transformers loads, and prints the dev scores as one JSON object on "
+            "the last line of stdout. A finished fine-tune with identical inputs is reused, not trained again; a stopped one "
+            "goes on from its last finished epoch (kept in OUTPUT.resume)."
+        ),
+    )
+    p.add_argument(
+        "--model", required=True, help="pretrained encoder: a hub name (bert-base-uncased) or a local model folder"
+    )
     p.add_argument("--output", required=True, help="folder to write the fine-tuned teacher to")
     add_overwrite(p)
     add_train_args(p, general=False)
-    p.add_argument("--use-gpu", action="store_true", help="train on this machine's (current) CUDA GPU, the whole step "
-                   "under bf16 autocast, fp32 master weights")
+    p.add_argument(
+        "--use-gpu",
+        action="store_true",
+        help="train on this machine's (current) CUDA GPU, the whole step under bf16 autocast, fp32 master weights",
+    )
     p.set_defaults(lr=2e-5)
     return p
 
@@ -45,10 +56,19 @@ def parser():
 def config(a) -> RunConfig:
     from raydistill.commands.args import local_abspath, train_config
 
-    return RunConfig.from_dict(dict(
-        task=a.task, teacher=local_abspath(a.model), data_dir=local_abspath(a.data_dir), output=os.path.abspath(a.output),
-        student={"init": "pretrained"}, distill={"method": "finetune"}, train=train_config(a, use_gpu=a.use_gpu),
-        tracking_uri=a.tracking_uri, experiment=a.experiment))
+    return RunConfig.from_dict(
+        dict(
+            task=a.task,
+            teacher=local_abspath(a.model),
+            data_dir=local_abspath(a.data_dir),
+            output=os.path.abspath(a.output),
+            student={"init": "pretrained"},
+            distill={"method": "finetune"},
+            train=train_config(a, use_gpu=a.use_gpu),
+            tracking_uri=a.tracking_uri,
+            experiment=a.experiment,
+        )
+    )
 
 
 @cli
@@ -61,8 +81,9 @@ def main(argv=None) -> dict:
     check_labelled(get_task(a.task), "finetune")
 
     cfg = config(a)
-    resume_hint(shlex.join(["python", "-m", "raydistill.finetune",
-                            *(sys.argv[1:] if argv is None else argv)]))  # it goes on from its last finished epoch
+    resume_hint(
+        shlex.join(["python", "-m", "raydistill.finetune", *(sys.argv[1:] if argv is None else argv)])
+    )  # it goes on from its last finished epoch
     run_device(cfg.train)  # --use-gpu on a machine torch sees no GPU on: refused before anything loads
     cfg = preflight(cfg, teacher_field="model")
     log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731

@@ -3,6 +3,7 @@
 They are genuine ``BertFor…``/``RobertaFor…`` checkpoints that ``from_pretrained`` loads; only the sizes and
 the vocabulary are small, so tests exercise the same code paths as a 12-layer teacher.
 """
+
 from __future__ import annotations
 
 import os
@@ -46,21 +47,35 @@ def make_tokenizer(out_dir: str | os.PathLike, family: str = "bert", texts=None,
 
         corpus = list(texts or []) + [" ".join(_BASE_WORDS)]
         bpe = ByteLevelBPETokenizer()
-        bpe.train_from_iterator(corpus, vocab_size=min(max_vocab, 1000), min_frequency=1,
-                                special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"])
+        bpe.train_from_iterator(
+            corpus,
+            vocab_size=min(max_vocab, 1000),
+            min_frequency=1,
+            special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
+        )
         bpe.save_model(str(out))
-        tok = RobertaTokenizerFast(vocab=str(out / "vocab.json"), merges=str(out / "merges.txt"),
-                                   model_max_length=512)
+        tok = RobertaTokenizerFast(vocab=str(out / "vocab.json"), merges=str(out / "merges.txt"), model_max_length=512)
     else:
         raise ValueError(f"unknown family {family!r}")
     tok.save_pretrained(out)
     return tok
 
 
-def make_tiny_model(out_dir: str | os.PathLike, kind: str = "classification", num_labels: int = 2,
-                    family: str = "bert", layers: int = 4, hidden: int = 32, heads: int = 2,
-                    intermediate: int = 64, texts=None, seed: int = 0, label_names=None, with_head: bool = True,
-                    dropout: float = 0.1):
+def make_tiny_model(
+    out_dir: str | os.PathLike,
+    kind: str = "classification",
+    num_labels: int = 2,
+    family: str = "bert",
+    layers: int = 4,
+    hidden: int = 32,
+    heads: int = 2,
+    intermediate: int = 64,
+    texts=None,
+    seed: int = 0,
+    label_names=None,
+    with_head: bool = True,
+    dropout: float = 0.1,
+):
     """Save a tiny randomly initialised model + tokenizer to ``out_dir``; returns the path.
 
     kind: classification | regression | token | qa | mlm | base (encoder only, no task head).
@@ -74,11 +89,19 @@ def make_tiny_model(out_dir: str | os.PathLike, kind: str = "classification", nu
     out = Path(out_dir)
     tok = make_tokenizer(out, family, texts)
     cfg = AutoConfig.for_model(
-        family, vocab_size=len(tok), hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
-        intermediate_size=intermediate, max_position_embeddings=130, type_vocab_size=2 if family == "bert" else 1,
-        pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id or tok.cls_token_id,
+        family,
+        vocab_size=len(tok),
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        intermediate_size=intermediate,
+        max_position_embeddings=130,
+        type_vocab_size=2 if family == "bert" else 1,
+        pad_token_id=tok.pad_token_id,
+        bos_token_id=tok.bos_token_id or tok.cls_token_id,
         eos_token_id=tok.eos_token_id or tok.sep_token_id,
-        hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout,
+        hidden_dropout_prob=dropout,
+        attention_probs_dropout_prob=dropout,
     )
     if kind in ("classification", "token"):
         cfg.num_labels = num_labels

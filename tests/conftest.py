@@ -1,4 +1,5 @@
 """Shared fixtures: one Ray instance per test session, tiny teachers, small synthetic task folders."""
+
 from __future__ import annotations
 
 import os
@@ -84,8 +85,15 @@ def tiny_teacher(tmp_path_factory):
         key = (kind, num_labels, family, tuple(label_names or ()), tuple(sorted(kw.items())))
         if key not in made:
             d = tmp_path_factory.mktemp(f"teacher-{kind}-{family}")
-            made[key] = make_tiny_model(d, kind=kind, num_labels=num_labels, family=family,
-                                        texts=(texts or []) + _texts(), label_names=label_names, **kw)
+            made[key] = make_tiny_model(
+                d,
+                kind=kind,
+                num_labels=num_labels,
+                family=family,
+                texts=(texts or []) + _texts(),
+                label_names=label_names,
+                **kw,
+            )
         return made[key]
 
     return make
@@ -117,8 +125,9 @@ def korean_dir(tmp_path_factory):
     rng = random.Random(2)
     (root / "nsmc").mkdir()
     for split, n in (("train", 96), ("test", 32)):
-        rows = ["id\tdocument\tlabel"] + [f"{i}\t{sentence(rng, y)}\t{y}" for i, y in
-                                          enumerate(rng.randint(0, 1) for _ in range(n))]
+        rows = ["id\tdocument\tlabel"] + [
+            f"{i}\t{sentence(rng, y)}\t{y}" for i, y in enumerate(rng.randint(0, 1) for _ in range(n))
+        ]
         (root / "nsmc" / f"ratings_{split}.txt").write_text("\n".join(rows) + "\n", encoding="utf-8")
     (root / "korquad").mkdir()
     for split, n in (("train", 48), ("dev", 16)):
@@ -126,9 +135,23 @@ def korean_dir(tmp_path_factory):
         for i in range(n):
             word = rng.choice(POS + NEG)
             ctx = f"{sentence(rng, 0)} . the answer is {word} . {sentence(rng, 1)}"
-            data.append({"title": f"t{i}", "paragraphs": [{"context": ctx, "qas": [
-                {"id": f"{split}{i}", "question": "what is the answer ?",
-                 "answers": [{"text": word, "answer_start": ctx.index(f"is {word}") + 3}]}]}]})
+            data.append(
+                {
+                    "title": f"t{i}",
+                    "paragraphs": [
+                        {
+                            "context": ctx,
+                            "qas": [
+                                {
+                                    "id": f"{split}{i}",
+                                    "question": "what is the answer ?",
+                                    "answers": [{"text": word, "answer_start": ctx.index(f"is {word}") + 3}],
+                                }
+                            ],
+                        }
+                    ],
+                }
+            )
         (root / "korquad" / f"KorQuAD_v1.0_{split}.json").write_text(json.dumps({"version": "1", "data": data}))
     ner = root / "ner" / "klue_ner_v1.1"
     ner.mkdir(parents=True)

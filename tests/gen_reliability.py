@@ -10,6 +10,7 @@ After adding or changing a case or a message:
     RAYDISTILL_RECORD_BAD_INPUT=1 python -m pytest -q tests/test_bad_input.py -k refused_in_process
     python -m tests.gen_reliability            # rewrites the table in docs/RELIABILITY.md
 """
+
 from __future__ import annotations
 
 import json
@@ -56,7 +57,7 @@ def render(cases, lines: dict[str, str]) -> str:
 def section(doc: str) -> str | None:
     """The generated part of the doc, BEGIN and END lines included (None when the markers are missing)."""
     i, j = doc.find(BEGIN), doc.find(END)
-    return doc[i: j + len(END)] if i >= 0 and j > i else None
+    return doc[i : j + len(END)] if i >= 0 and j > i else None
 
 
 def main() -> None:

@@ -2,6 +2,7 @@
 CPU (tests/test_gpu_helpers.py): a real ``loop.run`` on ``device`` with the student and teacher it built in hand, its
 losses finite and falling within each stage, its weights fp32 (the master weights under bf16 autocast), the dtype its
 layers actually computed in, and the exported student re-scored on the CPU against the dev score the run reported."""
+
 from __future__ import annotations
 
 import math
@@ -15,21 +16,40 @@ from raydistill.config.schema import DistillConfig, RunConfig, StudentConfig, Tr
 from tests.conftest import sentence
 
 METHODS = ("kd", "distilbert", "tinybert", "pkd", "two_stage", "minilm", "finetune")
-DISTILL = {"kd": {"alpha": 0.5, "temperature": 2.0}, "distilbert": {"alpha": 0.5, "alpha_cos": 1.0},
-           "pkd": {"alpha": 0.5, "beta": 10.0, "mapping": "skip"}, "tinybert": {"mapping": "uniform"},
-           "two_stage": {"mapping": "top"}, "minilm": {"version": 2, "temperature": 2.0, "alpha": 0.5}, "finetune": {}}
+DISTILL = {
+    "kd": {"alpha": 0.5, "temperature": 2.0},
+    "distilbert": {"alpha": 0.5, "alpha_cos": 1.0},
+    "pkd": {"alpha": 0.5, "beta": 10.0, "mapping": "skip"},
+    "tinybert": {"mapping": "uniform"},
+    "two_stage": {"mapping": "top"},
+    "minilm": {"version": 2, "temperature": 2.0, "alpha": 0.5},
+    "finetune": {},
+}
 
 
-def method_cfg(method: str, teacher: str, data_dir: str, *, epochs: int = 4, use_gpu: bool = False,
-               cache: str | None = None, batch_size: int = 16) -> RunConfig:
+def method_cfg(
+    method: str,
+    teacher: str,
+    data_dir: str,
+    *,
+    epochs: int = 4,
+    use_gpu: bool = False,
+    cache: str | None = None,
+    batch_size: int = 16,
+) -> RunConfig:
     """A tiny run of ``method`` on the SST-2 fixture: every epoch sees the whole training set (no step cap) at a
     learning rate a tiny random student learns at, so its loss falls from epoch to epoch."""
     init = "pretrained" if method == "finetune" else ("slice" if method == "minilm" else "random")
     student = StudentConfig(layers=2, hidden=32, intermediate=64, heads=2, init=init)
-    return RunConfig(task="sst2", teacher=teacher, data_dir=data_dir, student=student,
-                     distill=DistillConfig(method=method, **DISTILL[method]), teacher_cache=cache,
-                     train=TrainConfig(epochs=epochs, batch_size=batch_size, max_length=64, lr=1e-3,
-                                       use_gpu=use_gpu)).validate()
+    return RunConfig(
+        task="sst2",
+        teacher=teacher,
+        data_dir=data_dir,
+        student=student,
+        distill=DistillConfig(method=method, **DISTILL[method]),
+        teacher_cache=cache,
+        train=TrainConfig(epochs=epochs, batch_size=batch_size, max_length=64, lr=1e-3, use_gpu=use_gpu),
+    ).validate()
 
 
 class Captured:

@@ -1,6 +1,7 @@
 """Every named space works with any teacher, with no --set (slow): random-weight teachers shaped like MiniLM-L6-H384,
 BERT-base and BERT-large (config only, made here) each run one tiny trial of every space, in process (no Ray: the
 real Ray sweep on a MiniLM-shaped teacher is in test_sweep.py, which runs after the tests that require Ray to be off)."""
+
 from __future__ import annotations
 
 import math
@@ -14,14 +15,27 @@ from raydistill.config.sizes import Shape
 
 pytestmark = pytest.mark.slow
 
-SHAPES = {"6L-384-12h": Shape(6, 384, 1536, 12), "12L-768-12h": Shape(12, 768, 3072, 12),
-          "24L-1024-16h": Shape(24, 1024, 4096, 16)}
-SPACES = ["pkd_glue", "kd_glue", "distilbert_glue", "tinybert_glue", "two_stage_nsmc", "two_stage_korquad",
-          "two_stage_ner"]
+SHAPES = {
+    "6L-384-12h": Shape(6, 384, 1536, 12),
+    "12L-768-12h": Shape(12, 768, 3072, 12),
+    "24L-1024-16h": Shape(24, 1024, 4096, 16),
+}
+SPACES = [
+    "pkd_glue",
+    "kd_glue",
+    "distilbert_glue",
+    "tinybert_glue",
+    "two_stage_nsmc",
+    "two_stage_korquad",
+    "two_stage_ner",
+]
 KO_LABELS = ("O", "B-PS", "I-PS", "B-LC", "I-LC", "B-OG", "I-OG", "B-DT", "I-DT", "B-TI", "I-TI", "B-QT", "I-QT")
 # the task each space runs on here: the GLUE spaces on the synthetic SST-2, the Korean ones on their own tasks
-TASK = {"two_stage_nsmc": ("nsmc", "classification"), "two_stage_korquad": ("korquad", "qa"),
-        "two_stage_ner": ("klue_ner", "token")}
+TASK = {
+    "two_stage_nsmc": ("nsmc", "classification"),
+    "two_stage_korquad": ("korquad", "qa"),
+    "two_stage_ner": ("klue_ner", "token"),
+}
 
 
 @pytest.fixture(scope="module")
@@ -29,8 +43,8 @@ def teachers(tiny_teacher):
     def make(shape: str, kind: str):
         s = SHAPES[shape]
         extra = {"num_labels": len(KO_LABELS), "label_names": KO_LABELS} if kind == "token" else {}
-        return tiny_teacher(kind, layers=s.layers, hidden=s.hidden, heads=s.heads, intermediate=s.intermediate,
-                            **extra)
+        return tiny_teacher(kind, layers=s.layers, hidden=s.hidden, heads=s.heads, intermediate=s.intermediate, **extra)
+
     return make
 
 
@@ -48,9 +62,12 @@ def test_named_space_runs_one_trial_with_any_teacher(name, shape, teachers, glue
     spec = sp.load(name)
     tshape = Shape.of(teacher_config(teacher))
     assert tshape == SHAPES[shape]
-    base = RunConfig(task=task, teacher=teacher, data_dir=korean_dir if name in TASK else glue_dir,
-                     train=TrainConfig(epochs=2, max_steps=2, batch_size=4, max_length=24, train_limit=8,
-                                       eval_limit=8)).validate()
+    base = RunConfig(
+        task=task,
+        teacher=teacher,
+        data_dir=korean_dir if name in TASK else glue_dir,
+        train=TrainConfig(epochs=2, max_steps=2, batch_size=4, max_length=24, train_limit=8, eval_limit=8),
+    ).validate()
     sp.sample(spec, None, tshape)  # the sweep's validation pass
     study = optuna.create_study()
     for point in sp.start_points(spec, tshape):

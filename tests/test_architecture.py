@@ -1,6 +1,7 @@
 """docs/ARCHITECTURE.md's mechanical claims, checked on the code: one folder per pipeline stage, each importing only
 from the stages below it (command modules exempt), at most 10 modules at the package's top, Ray imported only under
 raydistill/orchestrate/, no import cycle between modules, every module named in the module table."""
+
 from __future__ import annotations
 
 import ast
@@ -11,8 +12,20 @@ ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "raydistill"
 # the pipeline's stages, lowest first: a module may import its own stage and those before it. The package's top
 # (the commands: sweep, best, finetune, evaluate, the API) stands above them all.
-STAGES = ("common", "tasks", "tracking", "distill", "config", "models", "data", "train", "export", "results",
-          "orchestrate", "commands")
+STAGES = (
+    "common",
+    "tasks",
+    "tracking",
+    "distill",
+    "config",
+    "models",
+    "data",
+    "train",
+    "export",
+    "results",
+    "orchestrate",
+    "commands",
+)
 # command modules inside a stage's folder, kept at the names users type (``python -m raydistill.distill.augment``)
 COMMANDS = ("__main__", "raydistill.distill.augment")
 MAX_TOP_MODULES = 10
@@ -130,13 +143,16 @@ def test_each_stage_imports_only_from_stages_below_it():
 def test_the_stage_rule_sees_a_lazy_import_from_above(tmp_path):
     f = tmp_path / "m.py"
     f.write_text("def f():\n    from raydistill.train.loop import run\n")
-    (target, _), = imports("raydistill.config.m", f, modules())
+    ((target, _),) = imports("raydistill.config.m", f, modules())
     assert stage(target) > stage("raydistill.config.m")
 
 
 def test_ray_is_imported_only_under_orchestrate():
-    outside = [str(f.relative_to(ROOT)) for name, f in modules().items()
-               if not name.startswith("raydistill.orchestrate") and "ray" in third_party(f)]
+    outside = [
+        str(f.relative_to(ROOT))
+        for name, f in modules().items()
+        if not name.startswith("raydistill.orchestrate") and "ray" in third_party(f)
+    ]
     assert not outside, f"Ray imported outside raydistill/orchestrate/: {outside}"
 
 

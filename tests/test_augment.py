@@ -1,4 +1,5 @@
 """TinyBERT data augmentation: seeded, pair-preserving, MLM / embedding candidates, cached."""
+
 from __future__ import annotations
 
 import pytest
@@ -21,8 +22,10 @@ EXAMPLES = [
 def mlm(tmp_path_factory):
     d = make_tiny_model(tmp_path_factory.mktemp("mlm"), kind="mlm", family="bert", texts=TEXTS, layers=2)
     tok, _ = aug._load_mlm(d)
-    assert len(tok) > 50, ("make_tiny_model wrote a 5-token vocab: transformers 5 ignores vocab_file=/merges_file=; "
-                           "raydistill/testing.py must pass vocab=/merges=")
+    assert len(tok) > 50, (
+        "make_tiny_model wrote a 5-token vocab: transformers 5 ignores vocab_file=/merges_file=; "
+        "raydistill/testing.py must pass vocab=/merges="
+    )
     return d
 
 
@@ -33,9 +36,9 @@ def test_deterministic_and_count(mlm):
     assert a[: len(EXAMPLES)] == EXAMPLES  # originals first
     assert a != aug.augment(EXAMPLES, mlm, p=0.5, k=3, n=4, seed=8)
     assert any(x["text"] not in {e["text"] for e in EXAMPLES} for x in a)  # something was replaced
-    copies = a[len(EXAMPLES):]
+    copies = a[len(EXAMPLES) :]
     for i, ex in enumerate(EXAMPLES):  # example by example; a copy has no gold label (the teacher labels it)
-        assert all(c["label"] is None and c["text_pair"] is None for c in copies[4 * i: 4 * i + 4])
+        assert all(c["label"] is None and c["text_pair"] is None for c in copies[4 * i : 4 * i + 4])
 
 
 def test_p_zero_copies_are_identical(mlm):
@@ -47,13 +50,15 @@ def test_pairs_keep_their_own_partner(mlm):
     # Every example has its own marker word in both sentences; punctuation is never replaced, and each
     # sentence keeps a distinct number of "!" so its origin can be read off any augmented copy.
     markers = ["cat", "dog", "movie", "plot"]
-    pairs = [{"text": f"{m} is good {'!' * (i + 1)}", "text_pair": f"{m} was bad {'?' * (i + 1)}", "label": i}
-             for i, m in enumerate(markers)]
+    pairs = [
+        {"text": f"{m} is good {'!' * (i + 1)}", "text_pair": f"{m} was bad {'?' * (i + 1)}", "label": i}
+        for i, m in enumerate(markers)
+    ]
     n = 6
     a = aug.augment(pairs, mlm, p=0.7, k=4, n=n, seed=1)
     assert len(a) == len(pairs) * (n + 1)
     changed = 0
-    for j, c in enumerate(a[len(pairs):]):
+    for j, c in enumerate(a[len(pairs) :]):
         i = j // n
         assert c["label"] is None  # the teacher labels a copy; its origin is read off the marks below
         assert c["text"].endswith(" " + "!" * (i + 1)) and c["text"].count("!") == i + 1

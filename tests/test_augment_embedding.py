@@ -2,6 +2,7 @@
 whole words in the model's own input word embeddings. Hand-computed cosines on a tiny vocabulary, seeding, whole
 words only (never ## pieces, Ġ-less pieces, specials or punctuation), BERT and RoBERTa, the cache, the held-out
 rows, the teacher's soft targets on the augmented copies, and the real MiniLM teacher on real MRPC rows."""
+
 from __future__ import annotations
 
 import json
@@ -62,13 +63,30 @@ def test_a_vocabulary_without_whole_words_is_refused(tmp_path, glue_dir, capsys)
     assert e.value.field == "augment_teacher" and "whole-word" in str(e.value)
     from transformers import BertConfig, BertModel  # the same refusal from the command: one line, exit 2
 
-    BertModel(BertConfig(vocab_size=len(vocab), hidden_size=8, num_hidden_layers=1, num_attention_heads=1,
-                         intermediate_size=8)).save_pretrained(tmp_path / "m")
+    BertModel(
+        BertConfig(
+            vocab_size=len(vocab), hidden_size=8, num_hidden_layers=1, num_attention_heads=1, intermediate_size=8
+        )
+    ).save_pretrained(tmp_path / "m")
     tok.save_pretrained(tmp_path / "m")
     capsys.readouterr()  # save_pretrained's progress bar
     with pytest.raises(SystemExit) as ex:
-        augment_main(["--task", "sst2", "--data-dir", glue_dir, "--teacher", str(tmp_path / "m"), "--output",
-                  str(tmp_path / "out"), "--n", "1", "--limit", "3"])
+        augment_main(
+            [
+                "--task",
+                "sst2",
+                "--data-dir",
+                glue_dir,
+                "--teacher",
+                str(tmp_path / "m"),
+                "--output",
+                str(tmp_path / "out"),
+                "--n",
+                "1",
+                "--limit",
+                "3",
+            ]
+        )
     err = capsys.readouterr().err.strip().splitlines()
     assert ex.value.code == 2 and len(err) == 1 and err[0].startswith("error: augment_teacher: the tokenizer has no")
     assert not (tmp_path / "out").exists()
@@ -77,8 +95,9 @@ def test_a_vocabulary_without_whole_words_is_refused(tmp_path, glue_dir, capsys)
 # --------------------------------------------------------------------------- tiny BERT / RoBERTa teachers
 @pytest.fixture(scope="module", params=["bert", "roberta"])
 def teacher(request, tmp_path_factory):
-    return request.param, make_tiny_model(tmp_path_factory.mktemp(request.param), kind="classification",
-                                          family=request.param, texts=TEXTS, layers=1)
+    return request.param, make_tiny_model(
+        tmp_path_factory.mktemp(request.param), kind="classification", family=request.param, texts=TEXTS, layers=1
+    )
 
 
 def test_whole_words_only_and_nearest_by_cosine(teacher):
@@ -113,7 +132,7 @@ def test_deterministic_under_a_seed_and_copies_use_candidates(teacher):
     assert a == run(7) and a != run(8)
     assert len(a) == 3 * 5 and a[:3] == EXAMPLES
     for i, ex in enumerate(EXAMPLES):
-        copies = a[3 + 4 * i: 3 + 4 * i + 4]
+        copies = a[3 + 4 * i : 3 + 4 * i + 4]
         assert all(c["label"] is None and c["text_pair"] is None for c in copies)  # the teacher labels a copy
     assert any(c["text"] != EXAMPLES[j // 4]["text"] for j, c in enumerate(a[3:]))
     tok, emb = aug._load_embeddings(d, "augment_teacher")
@@ -128,8 +147,9 @@ def test_deterministic_under_a_seed_and_copies_use_candidates(teacher):
 def test_cache_keyed_by_candidates_and_reused(teacher, tmp_path, monkeypatch):
     _, d = teacher
     first = aug.augment_cached(EXAMPLES, d, tmp_path, p=0.5, k=3, n=2, seed=4, candidates="embedding")
-    assert aug.cache_path(EXAMPLES, d, tmp_path, p=0.5, k=3, n=2, seed=4, candidates="embedding") != \
-        aug.cache_path(EXAMPLES, d, tmp_path, p=0.5, k=3, n=2, seed=4, candidates="mlm")
+    assert aug.cache_path(EXAMPLES, d, tmp_path, p=0.5, k=3, n=2, seed=4, candidates="embedding") != aug.cache_path(
+        EXAMPLES, d, tmp_path, p=0.5, k=3, n=2, seed=4, candidates="mlm"
+    )
 
     def boom(*a, **kw):
         raise AssertionError("the model should not be loaded on a cache hit")
@@ -154,8 +174,22 @@ def test_command_defaults_to_embedding_and_skips_held_out_rows(korean_dir, tiny_
     from raydistill.tasks import get_task
 
     rows, held = split_train(get_task("nsmc"), korean_dir)
-    augment_main(["--task", "nsmc", "--data-dir", korean_dir, "--teacher", tiny_teacher("classification"), "--output",
-              str(tmp_path), "--n", "1", "--k", "2"])
+    augment_main(
+        [
+            "--task",
+            "nsmc",
+            "--data-dir",
+            korean_dir,
+            "--teacher",
+            tiny_teacher("classification"),
+            "--output",
+            str(tmp_path),
+            "--n",
+            "1",
+            "--k",
+            "2",
+        ]
+    )
     out = [json.loads(line) for line in (tmp_path / "train.jsonl").read_text().splitlines()]
     assert len(out) == 2 * (len(rows) - len(held)) and held
     assert {r["source_index"] for r in out} == set(range(len(rows))) - held
@@ -175,10 +209,34 @@ def test_the_teacher_gives_every_augmented_copy_its_own_soft_targets(tiny_teache
     from raydistill.tasks.encode import collate
 
     teacher = tiny_teacher("classification")
-    augment_main(["--task", "sst2", "--data-dir", glue_dir, "--teacher", teacher, "--output", str(tmp_path / "aug"),
-              "--n", "2", "--k", "3", "--p", "0.6", "--limit", "6"])
-    cfg = RunConfig(task="sst2", teacher=teacher, data_dir=glue_dir, augment_dir=str(tmp_path / "aug"),
-                    teacher_cache=str(tmp_path / "cache"), train=TrainConfig(max_length=32, eval_limit=4)).validate()
+    augment_main(
+        [
+            "--task",
+            "sst2",
+            "--data-dir",
+            glue_dir,
+            "--teacher",
+            teacher,
+            "--output",
+            str(tmp_path / "aug"),
+            "--n",
+            "2",
+            "--k",
+            "3",
+            "--p",
+            "0.6",
+            "--limit",
+            "6",
+        ]
+    )
+    cfg = RunConfig(
+        task="sst2",
+        teacher=teacher,
+        data_dir=glue_dir,
+        augment_dir=str(tmp_path / "aug"),
+        teacher_cache=str(tmp_path / "cache"),
+        train=TrainConfig(max_length=32, eval_limit=4),
+    ).validate()
     plain = cfg.replace(augment_dir=None)
     assert cache_key(cfg, "classification") != cache_key(plain, "classification")
     tok = AutoTokenizer.from_pretrained(teacher)
@@ -195,11 +253,13 @@ def test_the_teacher_gives_every_augmented_copy_its_own_soft_targets(tiny_teache
     assert len(data.train) == len(rows) and 0 < len(rows) < 18  # one of the 6 source rows is a validation row
     model = load_model(teacher, "classification").eval()
     cache = TeacherCache(cfg.teacher_cache, cache_key(cfg, "classification"), "classification").ensure(
-        model, data.train, collate, data.pad_id, "cpu", log=lambda *a: None)
+        model, data.train, collate, data.pad_id, "cpu", log=lambda *a: None
+    )
     assert cache.arrays["pred"].shape[0] == len(rows)
     with torch.no_grad():
-        live = model(**tok([r["text"] for r in rows], truncation=True, max_length=32, padding=True,
-                           return_tensors="pt")).logits
+        live = model(
+            **tok([r["text"] for r in rows], truncation=True, max_length=32, padding=True, return_tensors="pt")
+        ).logits
     assert torch.allclose(torch.from_numpy(cache.arrays["pred"][:].astype("float32")), live, atol=2e-3)
     # originals keep their gold label; a copy has none (the gold-label loss skips it), only the teacher's targets
     assert [f["labels"] for f in data.train] == [-100 if r["label"] is None else int(r["label"]) for r in rows]
@@ -210,8 +270,26 @@ def test_the_teacher_gives_every_augmented_copy_its_own_soft_targets(tiny_teache
 def test_real_minilm_teacher_on_real_mrpc_rows(shared_data, tmp_path):
     if not os.path.isdir(MINILM):
         pytest.skip(f"{MINILM} (the offline MiniLM teacher) is not here")
-    augment_main(["--task", "mrpc", "--data-dir", os.path.join(shared_data, "glue"), "--teacher", MINILM, "--output",
-              str(tmp_path), "--limit", "4", "--n", "3", "--k", "5", "--seed", "1"])
+    augment_main(
+        [
+            "--task",
+            "mrpc",
+            "--data-dir",
+            os.path.join(shared_data, "glue"),
+            "--teacher",
+            MINILM,
+            "--output",
+            str(tmp_path),
+            "--limit",
+            "4",
+            "--n",
+            "3",
+            "--k",
+            "5",
+            "--seed",
+            "1",
+        ]
+    )
     rows = [json.loads(line) for line in (tmp_path / "train.jsonl").read_text().splitlines()]
     assert len(rows) == 16 and [r["source_index"] for r in rows[:4]] == [0, 1, 2, 3]
     tok, emb = aug._load_embeddings(MINILM, "augment_teacher")

@@ -1,6 +1,7 @@
 """A sweep that searches augmentation: the space's `augment` checked at load, each augmented set built once from the
 teacher's word embeddings, a trial training on its N's set, the train limit counting source rows, and no validation
 row (or its copies) ever training."""
+
 from __future__ import annotations
 
 import json
@@ -30,8 +31,9 @@ def test_sets_built_once_and_the_limit_counts_source_rows(tiny_teacher, glue_dir
     from raydistill.tasks import get_task
 
     teacher = tiny_teacher("classification")
-    base = RunConfig.from_dict({"task": "sst2", "teacher": teacher, "data_dir": glue_dir,
-                                "train": {"max_length": 32, "train_limit": 20}})
+    base = RunConfig.from_dict(
+        {"task": "sst2", "teacher": teacher, "data_dir": glue_dir, "train": {"max_length": 32, "train_limit": 20}}
+    )
     dirs = build_sets({"choice": [0, 2]}, base, str(tmp_path), lambda m: None)
     assert list(dirs) == [2] and os.path.isfile(os.path.join(dirs[2], "train.jsonl"))
     knobs = json.load(open(os.path.join(dirs[2], "augment.json")))
@@ -52,19 +54,54 @@ def test_sets_built_once_and_the_limit_counts_source_rows(tiny_teacher, glue_dir
 
 
 @pytest.mark.slow
-def test_sweep_trains_each_trial_on_its_augmented_set(ray_session, tiny_teacher, glue_dir, tmp_path, capsys,
-                                                       monkeypatch):
+def test_sweep_trains_each_trial_on_its_augmented_set(
+    ray_session, tiny_teacher, glue_dir, tmp_path, capsys, monkeypatch
+):
     from mlflow.tracking import MlflowClient
 
     from raydistill import sweep
 
     monkeypatch.chdir(tmp_path)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    sweep.main(["kd_glue", "--task", "sst2", "--data-dir", glue_dir, "--teacher", tiny_teacher("classification", 2),
-                "--num-samples", "2", "--set", "student.size=2L-32-64-2", "--set", "search.confirm=false",
-                "--set", "augment=1", "--set", "search.asha=false", "--epochs", "1",
-                "--max-steps", "3", "--batch-size", "16", "--max-length", "32", "--train-limit", "40",
-                "--eval-limit", "16", "--tracking-uri", uri, "--name", "aug", "--experiment", "aug"])
+    sweep.main(
+        [
+            "kd_glue",
+            "--task",
+            "sst2",
+            "--data-dir",
+            glue_dir,
+            "--teacher",
+            tiny_teacher("classification", 2),
+            "--num-samples",
+            "2",
+            "--set",
+            "student.size=2L-32-64-2",
+            "--set",
+            "search.confirm=false",
+            "--set",
+            "augment=1",
+            "--set",
+            "search.asha=false",
+            "--epochs",
+            "1",
+            "--max-steps",
+            "3",
+            "--batch-size",
+            "16",
+            "--max-length",
+            "32",
+            "--train-limit",
+            "40",
+            "--eval-limit",
+            "16",
+            "--tracking-uri",
+            uri,
+            "--name",
+            "aug",
+            "--experiment",
+            "aug",
+        ]
+    )
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert out["trials"] == 2 and out["errors"] == 0
     c = MlflowClient(uri)

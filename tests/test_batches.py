@@ -1,5 +1,6 @@
 """Which rows make each step's batch (raydistill/data/batches.py): the plain order is the one runs have always used, and
 --group-by-length keeps the same rows and steps with far less padding, seeded, and with no long-to-short curriculum."""
+
 from __future__ import annotations
 
 import random
@@ -15,7 +16,7 @@ def _old_rule(n, batch_size, epoch, seed, rank, world):
     perm = torch.randperm(n, generator=g).tolist()
     per_rank = batch_size // world
     for start in range(0, n - batch_size + 1, batch_size):
-        yield perm[start + rank * per_rank: start + (rank + 1) * per_rank]
+        yield perm[start + rank * per_rank : start + (rank + 1) * per_rank]
 
 
 def _lengths(n, seed=0):

@@ -1,4 +1,5 @@
 """Benchmark (a) runs end to end in smoke mode (tiny models): both sweeps finish and a ratio is printed."""
+
 from __future__ import annotations
 
 import os

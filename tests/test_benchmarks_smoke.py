@@ -2,6 +2,7 @@
 
 The numbers of a smoke run mean nothing (tiny models, one step); BENCHMARKS.md has the full-size runs.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,14 @@ NUM = r"([0-9.]+(?:e[-+][0-9]+)?|nan|inf)"
 def run_script(name: str, tmp_path, *args) -> tuple[str, dict]:
     out_json = tmp_path / f"{name}.json"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / f"{name}.py"), "--smoke", "--json", str(out_json),
-                           *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / f"{name}.py"), "--smoke", "--json", str(out_json), *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
     return lines[-1], json.loads(out_json.read_text())
@@ -47,8 +54,11 @@ def test_latency_smoke(tmp_path):
     pytest.importorskip("onnxruntime")
     last, res = run_script("latency", tmp_path)
     # the last line compares like with like: PyTorch teacher / PyTorch student, ORT teacher / ORT student
-    m = re.fullmatch(rf"RATIO b1 teacher/student={NUM} teacher_ort/student_ort={NUM} "
-                     rf"b4 teacher/student={NUM} teacher_ort/student_ort={NUM}", last)
+    m = re.fullmatch(
+        rf"RATIO b1 teacher/student={NUM} teacher_ort/student_ort={NUM} "
+        rf"b4 teacher/student={NUM} teacher_ort/student_ort={NUM}",
+        last,
+    )
     assert m, last
     assert all(float(x) > 0 for x in m.groups())
     assert res["onnx_max_abs_diff"] < 1e-4
@@ -87,10 +97,10 @@ def test_flop_count_matches_hand_count():
     from gpu import encoder_flops_per_token, step_flops_per_token
 
     # BERT-base at length 128: 12 · (2 · (4·768² + 2·768·3072) + 4·128·768) = 174,587,904 FLOPs per token
-    assert encoder_flops_per_token(12, 768, 3072, 128) == 12 * (2 * (4 * 768 ** 2 + 2 * 768 * 3072) + 4 * 128 * 768)
+    assert encoder_flops_per_token(12, 768, 3072, 128) == 12 * (2 * (4 * 768**2 + 2 * 768 * 3072) + 4 * 128 * 768)
     assert encoder_flops_per_token(12, 768, 3072, 128) == 174_587_904
     sz = dict(t_layers=12, t_hidden=768, t_inter=3072, s_layers=4, s_hidden=312, s_inter=1200, length=128)
-    student = 4 * (2 * (4 * 312 ** 2 + 2 * 312 * 1200) + 4 * 128 * 312)
+    student = 4 * (2 * (4 * 312**2 + 2 * 312 * 1200) + 4 * 128 * 312)
     assert step_flops_per_token(sz, "pred", 5) == 174_587_904 + 3 * student
     assert step_flops_per_token(sz, "intermediate", 5) == 174_587_904 + 3 * (student + 5 * 2 * 312 * 768)
 
@@ -100,8 +110,22 @@ def test_sweep_throughput_smoke(tmp_path):
     """Two real sweep commands (the old defaults, the new ones) on tiny models."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     out_json = tmp_path / "tp.json"
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "sweep_throughput.py"), "--smoke", "--trials", "2",
-                           "--json", str(out_json)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "sweep_throughput.py"),
+            "--smoke",
+            "--trials",
+            "2",
+            "--json",
+            str(out_json),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1500,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     last = [ln for ln in proc.stdout.splitlines() if ln.strip()][-1]
     m = re.match(rf"RATIO default/baseline={NUM}", last)
@@ -117,8 +141,14 @@ def test_gpu_suite_smoke(tmp_path):
     run — a tiny encoder fine-tuned as the teacher, a 2-trial pkd_glue sweep, best --export --onnx — results in --out."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     out = tmp_path / "gpu-suite"
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_suite.py"), "--smoke", "--out", str(out)],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "gpu_suite.py"), "--smoke", "--out", str(out)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     last = [ln for ln in proc.stdout.splitlines() if ln.strip()][-1]
     assert last.startswith("GPU_SUITE ") and last.endswith("ok=True"), last
@@ -139,9 +169,27 @@ def test_gpu_suite_smoke(tmp_path):
 
 def _inits(teacher, glue_dir, work, *args, rc=0):
     """One call of benchmarks/inits.py on the tiny SST-2 folder (1 seed, 1 epoch): the process and its last line."""
-    cmd = [sys.executable, str(ROOT / "benchmarks" / "inits.py"), "--teacher", teacher, "--data-dir", str(glue_dir),
-           "--task", "sst2", "--seeds", "1", "--epochs", "1", "--max-length", "32", "--batch-size", "16", "--work",
-           str(work), *args]
+    cmd = [
+        sys.executable,
+        str(ROOT / "benchmarks" / "inits.py"),
+        "--teacher",
+        teacher,
+        "--data-dir",
+        str(glue_dir),
+        "--task",
+        "sst2",
+        "--seeds",
+        "1",
+        "--epochs",
+        "1",
+        "--max-length",
+        "32",
+        "--batch-size",
+        "16",
+        "--work",
+        str(work),
+        *args,
+    ]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == rc, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -155,18 +203,20 @@ def test_inits_benchmark_smoke(tiny_teacher, glue_dir, tmp_path):
     teacher = tiny_teacher("classification", 2)
     for _ in range(2):
         proc, last = _inits(teacher, glue_dir, tmp_path / "w", "--shape", "2,16,32,1")
-        m = re.fullmatch(rf'INITS task=sst2 shape=2L-16 prune={NUM} slice={NUM} verdicts=(\{{.*\}})', last)
+        m = re.fullmatch(rf"INITS task=sst2 shape=2L-16 prune={NUM} slice={NUM} verdicts=(\{{.*\}})", last)
         assert m and json.loads(m[3])["slice"] in ("beats", "ties", "loses to"), last
     steps = json.loads((tmp_path / "w" / "steps.json").read_text())
     assert sorted(steps) == ["sst2/2L-16/prune/42", "sst2/2L-16/slice/42"]
     assert proc.stderr.count("$ raydistill.distill") == 0  # the second call ran nothing again
     res = [json.loads(ln) for ln in (tmp_path / "w" / "inits.jsonl").read_text().splitlines()]
     assert len(res) == 2 and res[0]["prune"]["vs_slice"]["same_seed_diffs"] == [
-        res[0]["prune"]["seeds"][0] - res[0]["slice"]["seeds"][0]]
+        res[0]["prune"]["seeds"][0] - res[0]["slice"]["seeds"][0]
+    ]
     # the finished runs are found by task, shape, init and seed: another recipe in the same WORK is refused
     proc, _ = _inits(teacher, glue_dir, tmp_path / "w", "--shape", "2,16,32,1", "--temperature", "4", rc=2)
-    assert proc.stderr.strip().splitlines() == [f"error: --work {tmp_path / 'w'} holds sst2 runs of another recipe "
-                                                "(temperature 2 → 4): pass another --work"]
+    assert proc.stderr.strip().splitlines() == [
+        f"error: --work {tmp_path / 'w'} holds sst2 runs of another recipe (temperature 2 → 4): pass another --work"
+    ]
 
 
 @pytest.mark.slow
@@ -174,9 +224,20 @@ def test_inits_benchmark_augment_smoke(tiny_teacher, glue_dir, tmp_path):
     """benchmarks/inits.py --augment: the augmented set built once by the product's augment command, the same student
     trained on it and on the task's rows alone, the augmented variant compared to the plain one on the same dev rows."""
     teacher = tiny_teacher("classification", 2)
-    _, last = _inits(teacher, glue_dir, tmp_path / "w", "--shape", "2,32,64,2", "--inits", "first_k", "--augment",
-                     "1,0", "--method", "kd")
-    m = re.fullmatch(rf'INITS task=sst2 shape=2L-32 first_k\+aug1={NUM} first_k={NUM} verdicts=(\{{.*\}})', last)
+    _, last = _inits(
+        teacher,
+        glue_dir,
+        tmp_path / "w",
+        "--shape",
+        "2,32,64,2",
+        "--inits",
+        "first_k",
+        "--augment",
+        "1,0",
+        "--method",
+        "kd",
+    )
+    m = re.fullmatch(rf"INITS task=sst2 shape=2L-32 first_k\+aug1={NUM} first_k={NUM} verdicts=(\{{.*\}})", last)
     assert m and json.loads(m[3])["first_k"] in ("beats", "ties", "loses to"), last
     steps = json.loads((tmp_path / "w" / "steps.json").read_text())
     assert sorted(steps) == ["sst2/2L-32/first_k+aug1/42", "sst2/2L-32/first_k/42", "sst2/augment/1"]
@@ -190,8 +251,21 @@ def test_shape_latency_smoke(tiny_teacher):
     """benchmarks/shape_latency.py: the teacher and each student shape timed in one process, ratios to the teacher,
     every shape asked for built and named in the report."""
     teacher = tiny_teacher("classification")
-    cmd = [sys.executable, str(ROOT / "benchmarks" / "shape_latency.py"), "--teacher", teacher, "--shapes",
-           "4,32,64,2", "2,16,32,2", "--rounds", "3", "--warmup", "1", "--length", "16"]
+    cmd = [
+        sys.executable,
+        str(ROOT / "benchmarks" / "shape_latency.py"),
+        "--teacher",
+        teacher,
+        "--shapes",
+        "4,32,64,2",
+        "2,16,32,2",
+        "--rounds",
+        "3",
+        "--warmup",
+        "1",
+        "--length",
+        "16",
+    ]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

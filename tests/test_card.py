@@ -13,13 +13,21 @@ from raydistill.export.card import student_card
 
 def test_card_describes_the_student(tiny_teacher):
     d = tiny_teacher()
-    text = student_card(d, task="mrpc", teacher="/models/teacher", method="pkd", pipeline_tag="text-classification",
-                        metrics={"best_val_accuracy": 0.75, "best_eval_accuracy": 0.7108, "best_epoch": 3,
-                                 "eval_accuracy": 0.70})
+    text = student_card(
+        d,
+        task="mrpc",
+        teacher="/models/teacher",
+        method="pkd",
+        pipeline_tag="text-classification",
+        metrics={"best_val_accuracy": 0.75, "best_eval_accuracy": 0.7108, "best_epoch": 3, "eval_accuracy": 0.70},
+    )
     front, body = text.split("---\n")[1:3]
-    assert yaml.safe_load(front) == {"license": "unknown", "library_name": "transformers",
-                                     "pipeline_tag": "text-classification",
-                                     "tags": ["raydistill", "knowledge-distillation", "mrpc"]}
+    assert yaml.safe_load(front) == {
+        "license": "unknown",
+        "library_name": "transformers",
+        "pipeline_tag": "text-classification",
+        "tags": ["raydistill", "knowledge-distillation", "mrpc"],
+    }
     assert "`pkd` from the teacher `/models/teacher`: 4 layers, hidden 32, 2 heads, FFN 64" in body
     assert "| best_eval_accuracy | 0.7108 |" in body and "| best_epoch | 3 |" in body
     assert "| eval_accuracy |" not in body  # the last epoch's score is not the student's
@@ -27,8 +35,14 @@ def test_card_describes_the_student(tiny_teacher):
 
 def test_logged_student_carries_its_card(tiny_teacher, mlflow_uri, caplog):
     d = tiny_teacher()
-    card = student_card(d, task="sst2", teacher="t", method="kd", pipeline_tag="text-classification",
-                        metrics={"best_eval_accuracy": 0.5})
+    card = student_card(
+        d,
+        task="sst2",
+        teacher="t",
+        method="kd",
+        pipeline_tag="text-classification",
+        metrics={"best_eval_accuracy": 0.5},
+    )
     run_id = track.start_run(mlflow_uri, "cards", "r", {})
     with caplog.at_level(logging.WARNING):
         model_id = track.log_student_model(mlflow_uri, run_id, d, "classification", card)

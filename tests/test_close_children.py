@@ -1,6 +1,7 @@
 """A sweep's end marks the runs of trials its scheduler stopped: KILLED, tagged ``stopped_early``, ended when they last
 logged an epoch — also a trial on Ray Train whose run ended FAILED because Tune removed its placement group (seen on
 an H100: ``ActorDiedError … its placement group was removed`` on a trial the summary calls STOPPED)."""
+
 from __future__ import annotations
 
 
@@ -10,8 +11,10 @@ def test_stopped_trials_end_killed_at_their_last_epoch_and_errors_stay(tmp_path)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     c = track.client(uri)
     parent = track.start_run(uri, "sweep", "parent", {})
-    runs = {t: track.start_run(uri, "sweep", t, {}, tags={"raydistill.trial_id": t}, parent_run_id=parent)
-            for t in ("running", "stopped_failed", "crashed", "done")}
+    runs = {
+        t: track.start_run(uri, "sweep", t, {}, tags={"raydistill.trial_id": t}, parent_run_id=parent)
+        for t in ("running", "stopped_failed", "crashed", "done")
+    }
     for t, rid in runs.items():
         for epoch, ts in ((1, 1_700_000_000_000), (2, 1_700_000_060_000)):
             c.log_metric(rid, "epoch", epoch, timestamp=ts, step=epoch)

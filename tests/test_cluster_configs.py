@@ -1,6 +1,7 @@
 """Ray cluster launcher configs under cluster/*.yaml: Ray's own schema validation plus the project's rules
 (scale to zero, idle timeout, spot with on-demand fallback, no credentials, dashboard not public, token
 auth, torch pinned like constraints.txt)."""
+
 from __future__ import annotations
 
 import copy
@@ -163,8 +164,13 @@ def test_autoscaler_prefers_spot_then_falls_back(cfg_path):
     def launch(bundle: dict, count: int, **kw) -> dict:
         req = ResourceRequestByCount(request=ResourceRequestUtil.make(bundle), count=count)
         try:
-            request = sched.SchedulingRequest(node_type_configs=node_types, max_num_nodes=prepared["max_workers"],
-                                              resource_requests=[req], disable_launch_config_check=True, **kw)
+            request = sched.SchedulingRequest(
+                node_type_configs=node_types,
+                max_num_nodes=prepared["max_workers"],
+                resource_requests=[req],
+                disable_launch_config_check=True,
+                **kw,
+            )
         except TypeError as e:  # internal API of another Ray version
             pytest.skip(f"Ray's internal SchedulingRequest changed: {e}")
         reply = sched.ResourceDemandScheduler().schedule(request)
@@ -243,8 +249,9 @@ def test_token_auth_on_every_node(cfg_path):
     for key in ("head_start_ray_commands", "worker_start_ray_commands"):
         assert "RAY_AUTH_MODE=token" in _start_cmds(raw, key), key
     mounts = raw.get("file_mounts", {})
-    assert any(remote.endswith("/.ray/auth_token") and local == "~/.ray/auth_token"
-               for remote, local in mounts.items()), mounts
+    assert any(
+        remote.endswith("/.ray/auth_token") and local == "~/.ray/auth_token" for remote, local in mounts.items()
+    ), mounts
     for p in CLUSTER.rglob("*"):
         if p.is_file():
             assert not re.search(r"RAY_AUTH_MODE\s*[=:]\s*[\"']?disabled", p.read_text(errors="replace")), p
@@ -269,8 +276,11 @@ def _effective_setup(prepared: dict, node_type: str) -> list[str]:
 def test_torch_pinned_in_setup_commands(cfg_path):
     raw = _load(cfg_path)
     prepared = _prepared(raw)
-    all_cmds = [c for k in ("initialization_commands", "setup_commands", "head_setup_commands", "worker_setup_commands")
-                for c in raw.get(k, [])]
+    all_cmds = [
+        c
+        for k in ("initialization_commands", "setup_commands", "head_setup_commands", "worker_setup_commands")
+        for c in raw.get(k, [])
+    ]
     all_cmds += [c for nt in raw["available_node_types"].values() for c in nt.get("worker_setup_commands", [])]
     for cmd in all_cmds:
         for req in _torch_requirements(cmd):
@@ -289,7 +299,8 @@ def test_torch_pinned_in_setup_commands(cfg_path):
         else:
             assert index.group(1) == "cpu", f"{node_type}: CPU node should get the CPU build"
         assert any("-e " in cmds[i] or "--editable" in cmds[i] for i in pkg_i), (
-            f"{node_type}: install the package editable (a job's --working-dir code is what runs)")
+            f"{node_type}: install the package editable (a job's --working-dir code is what runs)"
+        )
 
 
 def test_ray_version_pinned_consistently():
@@ -311,8 +322,11 @@ def test_ray_version_pinned_consistently():
     assert len(versions) == 1, f"Ray versions differ across cluster/: {versions}"
     (pinned,) = versions
     if pinned != ray.__version__:
-        warnings.warn(f"cluster/ pins Ray {pinned} but this environment has Ray {ray.__version__}; "
-                      "the client submitting jobs should match the cluster", stacklevel=1)
+        warnings.warn(
+            f"cluster/ pins Ray {pinned} but this environment has Ray {ray.__version__}; "
+            "the client submitting jobs should match the cluster",
+            stacklevel=1,
+        )
 
 
 def test_dockerfile_pins_like_constraints():
@@ -328,16 +342,37 @@ def test_dockerfile_pins_like_constraints():
 # ------------------------------------------------------------------ pinned versions, no `curl | sh`, placeholders first
 # docs/CLUSTER.md, "Pinned versions and how to bump them". Options of `pip install` that take a value (the value is not
 # a requirement).
-PIP_OPTS_WITH_VALUE = {"-c", "--constraint", "-r", "--requirement", "-e", "--editable", "-i", "--index-url",
-                       "--extra-index-url", "-t", "--target", "--prefix", "--root", "--python-version", "--platform"}
+PIP_OPTS_WITH_VALUE = {
+    "-c",
+    "--constraint",
+    "-r",
+    "--requirement",
+    "-e",
+    "--editable",
+    "-i",
+    "--index-url",
+    "--extra-index-url",
+    "-t",
+    "--target",
+    "--prefix",
+    "--root",
+    "--python-version",
+    "--platform",
+}
 PINNED_REQ = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9_,.-]+\])?==[0-9][\w.+!-]*$")
 PIPE_TO_SHELL = re.compile(r"\b(curl|wget)\b[^\n|;&]*\|\s*(sudo\s+)?(\S*/)?(ba|z|da)?sh\b")
 PLACEHOLDER_GUARD = re.compile(r'case "\$\w+" in \*REPLACE_WITH_\*\) echo "[^"]+" >&2; exit 1;; esac')
 
 
 def _all_commands(raw: dict) -> list[str]:
-    keys = ("initialization_commands", "setup_commands", "head_setup_commands", "worker_setup_commands",
-            "head_start_ray_commands", "worker_start_ray_commands")
+    keys = (
+        "initialization_commands",
+        "setup_commands",
+        "head_setup_commands",
+        "worker_setup_commands",
+        "head_start_ray_commands",
+        "worker_start_ray_commands",
+    )
     cmds = [c for k in keys for c in raw.get(k, [])]
     return cmds + [c for nt in raw["available_node_types"].values() for c in nt.get("worker_setup_commands", [])]
 
@@ -347,7 +382,7 @@ def _dockerfile_runs() -> list[str]:
     text = (CLUSTER / "Dockerfile").read_text()
     args = dict(re.findall(r"^ARG (\w+)=(\S+)", text, re.M))
     joined = re.sub(r"\\\n", " ", text)
-    runs = [ln[len("RUN "):] for ln in joined.splitlines() if ln.startswith("RUN ")]
+    runs = [ln[len("RUN ") :] for ln in joined.splitlines() if ln.startswith("RUN ")]
     return [re.sub(r"\$\{(\w+)\}", lambda m: args.get(m.group(1), m.group(0)), r) for r in runs]
 
 
@@ -355,7 +390,7 @@ def _pip_installs(cmd: str) -> list[list[str]]:
     """The arguments of every `pip install` / `uv pip install` in a shell command."""
     out = []
     for m in re.finditer(r"\bpip\s+install\b", cmd):
-        rest = re.split(r"&&|\|\||;|\)|\n", cmd[m.end():], maxsplit=1)[0]
+        rest = re.split(r"&&|\|\||;|\)|\n", cmd[m.end() :], maxsplit=1)[0]
         out.append(shlex.split(rest))
     return out
 
@@ -396,14 +431,16 @@ def test_every_pip_install_is_pinned():
                 seen.setdefault(name.lower().replace("_", "-"), set()).add(version)
             if "-e" in opts or "--editable" in opts:
                 assert any(c.endswith("constraints.txt") for c in opts.get("-c", []) + opts.get("--constraint", [])), (
-                    f"{where}: an editable install needs -c constraints.txt: {cmd!r}")
+                    f"{where}: an editable install needs -c constraints.txt: {cmd!r}"
+                )
     assert n >= 9, f"found only {n} pip installs: the parser missed some"
     assert {"uv", "boto3", "google-cloud-storage", "psycopg2-binary", "mlflow", "torch", "ray"} <= set(seen), seen
     for name, versions in seen.items():
         assert len(versions) == 1, f"{name} pinned to {sorted(versions)} in different places under cluster/"
         if name in constraints:
             assert versions == {constraints[name]}, (
-                f"{name}: {versions} under cluster/, {constraints[name]} in constraints.txt")
+                f"{name}: {versions} under cluster/, {constraints[name]} in constraints.txt"
+            )
 
 
 def test_mlflow_image_pins_its_extras_and_constraints():
@@ -452,8 +489,9 @@ def test_machine_images_pinned_not_latest(cfg_path):
         if provider == "aws":
             assert re.fullmatch(r"ami-[0-9a-f]{8,17}|REPLACE_WITH_PINNED_AMI_ID|resolve:ssm:\S+:\d+", image), image
         else:
-            assert re.fullmatch(r"projects/[a-z-]+/global/images/([a-z][-a-z0-9]{0,62}|REPLACE_WITH_PINNED_\w+)",
-                                image), image
+            assert re.fullmatch(
+                r"projects/[a-z-]+/global/images/([a-z][-a-z0-9]{0,62}|REPLACE_WITH_PINNED_\w+)", image
+            ), image
     workers = {images[n] for n in _workers(raw)}
     assert len(workers) == 1, f"all GPU worker types boot one image: {workers}"
     if provider == "aws":
@@ -483,5 +521,6 @@ def test_placeholder_checked_first_before_any_install(cfg_path, tmp_path):
     assert not (tmp_path / "mlflow").exists()
     ok = run(guard.replace("REPLACE_WITH_YOUR_BUCKET", "my-bucket"))
     assert ok.returncode == 0 and ok.stderr == "", ok.stderr
-    assert (tmp_path / "mlflow" / "artifacts_destination").read_text() == \
-        f"{scheme}://my-bucket/raydistill/mlflow-artifacts\n"
+    assert (
+        tmp_path / "mlflow" / "artifacts_destination"
+    ).read_text() == f"{scheme}://my-bucket/raydistill/mlflow-artifacts\n"

@@ -5,6 +5,7 @@
 * two sweeps started at once on one host, ASHA on, both finish: each command's Ray actors (Ray Train's placement
   group cleaner included) talk to their own Ray, never "multiple active Ray instances".
 """
+
 from __future__ import annotations
 
 import json
@@ -18,12 +19,47 @@ pytestmark = pytest.mark.slow
 
 
 def sweep_cmd(teacher, glue_dir, db, name, *extra):
-    return [sys.executable, "-m", "raydistill.sweep", "kd_glue", "--task", "sst2", "--data-dir", glue_dir,
-            "--teacher", teacher, "--set", "student.hidden=32", "--set", "student.intermediate=64",
-            "--set", "student.heads=2", "--set", "student.layers=2", "--set", "train.lr={loguniform: [1.0e-5, 1.0e-2]}",
-            "--epochs", "2", "--max-steps", "4", "--batch-size", "16", "--max-length", "32", "--eval-limit", "16",
-            "--set", "search.confirm=false",
-            "--tracking-uri", f"sqlite:///{db}", "--name", name, "--experiment", name, *extra]
+    return [
+        sys.executable,
+        "-m",
+        "raydistill.sweep",
+        "kd_glue",
+        "--task",
+        "sst2",
+        "--data-dir",
+        glue_dir,
+        "--teacher",
+        teacher,
+        "--set",
+        "student.hidden=32",
+        "--set",
+        "student.intermediate=64",
+        "--set",
+        "student.heads=2",
+        "--set",
+        "student.layers=2",
+        "--set",
+        "train.lr={loguniform: [1.0e-5, 1.0e-2]}",
+        "--epochs",
+        "2",
+        "--max-steps",
+        "4",
+        "--batch-size",
+        "16",
+        "--max-length",
+        "32",
+        "--eval-limit",
+        "16",
+        "--set",
+        "search.confirm=false",
+        "--tracking-uri",
+        f"sqlite:///{db}",
+        "--name",
+        name,
+        "--experiment",
+        name,
+        *extra,
+    ]
 
 
 def runs_of(db, experiment):
@@ -38,9 +74,16 @@ def test_default_runs_as_many_trials_at_once_as_the_cpus_hold(tiny_teacher, glue
     if (os.cpu_count() or 1) < 2:
         pytest.skip("needs 2 CPUs")
     db = tmp_path / "m.db"
-    p = subprocess.run(sweep_cmd(tiny_teacher("classification", 2), glue_dir, db, "wide", "--num-samples", "4",
-                                 "--set", "search.asha=false"),
-                       cwd=tmp_path, env={**os.environ, "RAY_ADDRESS": ""}, capture_output=True, text=True, timeout=900)
+    p = subprocess.run(
+        sweep_cmd(
+            tiny_teacher("classification", 2), glue_dir, db, "wide", "--num-samples", "4", "--set", "search.asha=false"
+        ),
+        cwd=tmp_path,
+        env={**os.environ, "RAY_ADDRESS": ""},
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     cpus = len(os.sched_getaffinity(0))
     assert f"{min(cpus, 4)} trial(s) at once: the cluster has {cpus} CPUs" in p.stderr
@@ -62,10 +105,31 @@ def test_two_sweeps_at_once_on_one_host_both_finish(tiny_teacher, glue_dir, tmp_
     for name in ("left", "right"):
         d = tmp_path / name
         d.mkdir()
-        cmd = sweep_cmd(teacher, glue_dir, d / "m.db", name, "--num-samples", "3", "--epochs", "3",
-                        "--set", "search.asha={grace_period: 1, reduction_factor: 2}")
-        procs.append((d, subprocess.Popen(cmd, cwd=d, env={**os.environ, "RAY_ADDRESS": ""}, text=True,
-                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)))
+        cmd = sweep_cmd(
+            teacher,
+            glue_dir,
+            d / "m.db",
+            name,
+            "--num-samples",
+            "3",
+            "--epochs",
+            "3",
+            "--set",
+            "search.asha={grace_period: 1, reduction_factor: 2}",
+        )
+        procs.append(
+            (
+                d,
+                subprocess.Popen(
+                    cmd,
+                    cwd=d,
+                    env={**os.environ, "RAY_ADDRESS": ""},
+                    text=True,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                ),
+            )
+        )
     for d, p in procs:
         out, err = p.communicate(timeout=1500)
         assert p.returncode == 0, err[-3000:]

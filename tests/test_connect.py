@@ -10,6 +10,7 @@
 The `ray start --head` here gets its own RAY_TMPDIR (where `ray_current_cluster` lives) and HOME, so no other Ray
 on the machine sees it, and it is stopped by SIGTERM to its own `ray start --block` process, never `ray stop`.
 """
+
 from __future__ import annotations
 
 import json
@@ -32,9 +33,15 @@ REPO = Path(__file__).resolve().parents[1]
 
 def clean_env(**extra) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
-    env.update({"RAY_USAGE_STATS_ENABLED": "0", "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1",
-                "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0",
-                "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))})
+    env.update(
+        {
+            "RAY_USAGE_STATS_ENABLED": "0",
+            "TOKENIZERS_PARALLELISM": "false",
+            "HF_HUB_OFFLINE": "1",
+            "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0",
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+        }
+    )
     env.update(extra)
     return env
 
@@ -61,14 +68,49 @@ class Head:
         self.env = clean_env(HOME=self.root, RAY_TMPDIR=self.root)
         self.log = open(os.path.join(self.root, "head.log"), "w")
         self.proc = subprocess.Popen(
-            [*ray_cli(), "start", "--head", "--block", "--port", str(self.port), "--num-cpus", "1", "--num-gpus", "0",
-             "--node-ip-address", "127.0.0.1", "--disable-usage-stats",
-             *(["--include-dashboard", "true", "--dashboard-host", "127.0.0.1", "--dashboard-port", str(free_port())]
-               if dashboard else ["--include-dashboard", "false"]),
-             "--object-store-memory", str(100 * 1024 ** 2), "--ray-client-server-port", str(free_port()),
-             "--dashboard-agent-listen-port", str(free_port()), "--runtime-env-agent-port", str(free_port()),
-             "--metrics-export-port", str(free_port())],
-            env=self.env, stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=self.root)
+            [
+                *ray_cli(),
+                "start",
+                "--head",
+                "--block",
+                "--port",
+                str(self.port),
+                "--num-cpus",
+                "1",
+                "--num-gpus",
+                "0",
+                "--node-ip-address",
+                "127.0.0.1",
+                "--disable-usage-stats",
+                *(
+                    [
+                        "--include-dashboard",
+                        "true",
+                        "--dashboard-host",
+                        "127.0.0.1",
+                        "--dashboard-port",
+                        str(free_port()),
+                    ]
+                    if dashboard
+                    else ["--include-dashboard", "false"]
+                ),
+                "--object-store-memory",
+                str(100 * 1024**2),
+                "--ray-client-server-port",
+                str(free_port()),
+                "--dashboard-agent-listen-port",
+                str(free_port()),
+                "--runtime-env-agent-port",
+                str(free_port()),
+                "--metrics-export-port",
+                str(free_port()),
+            ],
+            env=self.env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=self.root,
+        )
         # `ray start` without --temp-dir: RAY_TMPDIR/ray/ray_current_cluster names it, as /tmp/ray/… would
         current = Path(self.root, "ray", "ray_current_cluster")
         deadline = time.time() + 120
@@ -108,8 +150,14 @@ ray.shutdown()
 
 
 def where(env, args="") -> dict:
-    p = subprocess.run([sys.executable, "-c", WHERE.format(args=args)], env=env, capture_output=True, text=True,
-                       timeout=240, cwd=env["HOME"])
+    p = subprocess.run(
+        [sys.executable, "-c", WHERE.format(args=args)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=env["HOME"],
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     return json.loads(p.stdout.strip().splitlines()[-1])
 
@@ -167,8 +215,7 @@ def test_a_dashboard_port_taken_before_ray_binds_it_costs_a_retry_not_the_comman
     if not sys.platform.startswith("linux"):
         pytest.skip("Linux only (/proc)")
     env = clean_env(HOME=str(tmp_path))
-    p = subprocess.run([sys.executable, "-c", RACE], env=env, capture_output=True, text=True, timeout=300,
-                       cwd=tmp_path)
+    p = subprocess.run([sys.executable, "-c", RACE], env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert p.returncode == 0, p.stderr[-4000:]
     out = json.loads(p.stdout.strip().splitlines()[-1])
     first, second, third = out["chosen"]
@@ -186,13 +233,52 @@ def test_a_cluster_lost_mid_command_ends_it_in_one_line(tiny_teacher, glue_dir, 
     try:
         uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
         drv = subprocess.Popen(
-            [sys.executable, "-m", "raydistill.distill", "--method", "kd", "--task", "sst2", "--teacher",
-             tiny_teacher("classification", 2), "--data-dir", glue_dir, "--student-layers", "2", "--student-hidden",
-             "32", "--student-intermediate", "64", "--student-heads", "2", "--init", "random", "--epochs", "200",
-             "--batch-size", "16", "--max-length", "32", "--eval-limit", "16", "--output", str(tmp_path / "s"),
-             "--tracking-uri", uri, "--experiment", "lost", "--storage-path", str(tmp_path / "ray")],
-            env={**h.env, "RAY_ADDRESS": h.address}, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-            text=True, start_new_session=True)
+            [
+                sys.executable,
+                "-m",
+                "raydistill.distill",
+                "--method",
+                "kd",
+                "--task",
+                "sst2",
+                "--teacher",
+                tiny_teacher("classification", 2),
+                "--data-dir",
+                glue_dir,
+                "--student-layers",
+                "2",
+                "--student-hidden",
+                "32",
+                "--student-intermediate",
+                "64",
+                "--student-heads",
+                "2",
+                "--init",
+                "random",
+                "--epochs",
+                "200",
+                "--batch-size",
+                "16",
+                "--max-length",
+                "32",
+                "--eval-limit",
+                "16",
+                "--output",
+                str(tmp_path / "s"),
+                "--tracking-uri",
+                uri,
+                "--experiment",
+                "lost",
+                "--storage-path",
+                str(tmp_path / "ray"),
+            ],
+            env={**h.env, "RAY_ADDRESS": h.address},
+            cwd=tmp_path,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
         lines: list[str] = []
         reader = threading.Thread(target=lambda: lines.extend(drv.stderr), daemon=True)  # to EOF: the guardian too
         reader.start()
@@ -230,8 +316,9 @@ def test_guardian_stays_quiet_once_the_driver_said_the_line(monkeypatch, capsys)
     monkeypatch.setattr(guard, "reachable", lambda address, timeout=2.0: False)
     monkeypatch.setattr(guard, "_end", lambda runs, reason: ended.append((sorted(runs), reason)))
     monkeypatch.setattr(signal, "signal", lambda *a: None)  # the guardian ignores Ctrl-C; pytest's must stay
-    opened = json.dumps({"event": "open", "uri": "u", "run_id": "r1", "name": "n", "role": None, "space": None,
-                         "status": None})
+    opened = json.dumps(
+        {"event": "open", "uri": "u", "run_id": "r1", "name": "n", "role": None, "space": None, "status": None}
+    )
     for said in (False, True):
         stdin = [opened, json.dumps({"said": True})] if said else [opened]
         monkeypatch.setattr(sys, "stdin", io.StringIO("\n".join(stdin) + "\n"))

@@ -4,6 +4,7 @@ Two workers on padded batches of different lengths compute the loss, gradients a
 the same global batch; ranks draw different dropout masks; projections exist only where a loss reads them (PKD with
 a narrow student used to die in DDP's unused-parameter check).
 """
+
 from __future__ import annotations
 
 import os
@@ -37,8 +38,21 @@ def _init(rank: int, world: int, port: int) -> None:
 # ---------------------------------------------------------------- every token-level loss, one step
 LENGTHS = (2, 7, 4, 3)  # rank 0 takes examples 0-1 (padded to 7, 9 real tokens), rank 1 examples 2-3 (to 4, 7)
 HS, HT, C, A = 4, 6, 5, 2
-LOSS_NAMES = ("soft_ce", "hard_token", "mlm", "logit_mse", "hidden_mse", "cosine", "attention_mse",
-              "qa_logit_mse", "hard_qa", "relation_kl", "relation_kl_query", "hard_cls_copies", "hard_reg_copies")
+LOSS_NAMES = (
+    "soft_ce",
+    "hard_token",
+    "mlm",
+    "logit_mse",
+    "hidden_mse",
+    "cosine",
+    "attention_mse",
+    "qa_logit_mse",
+    "hard_qa",
+    "relation_kl",
+    "relation_kl_query",
+    "hard_cls_copies",
+    "hard_reg_copies",
+)
 PER_SEQUENCE = {"relation_kl"}  # a mean per example: equal slices (drop-last) make the per-rank mean the global one
 
 
@@ -49,13 +63,20 @@ def _examples() -> list[dict]:
         labels = torch.randint(0, C, (n,), generator=g)
         labels[torch.rand(n, generator=g) < 0.4] = -100
         labels[0] = 1  # at least one labelled token per example
-        out.append({"x": torch.randn(n, HS, generator=g), "t_h": torch.randn(n, HT, generator=g),
-                    "t_logits": torch.randn(n, C, generator=g), "t_scores": torch.randn(A, n, n, generator=g),
-                    "labels": labels, "start_positions": torch.tensor(100 if i == 3 else n - 1),  # 100: ignored
-                    "end_positions": torch.tensor(n // 2),
-                    # sequence labels; example 1 is an augmented copy (no gold label): rank 0 has 1 labelled, rank 1 2
-                    "cls_label": torch.tensor(-100 if i == 1 else i % C),
-                    "reg_label": torch.tensor(float("nan") if i == 1 else float(i))})
+        out.append(
+            {
+                "x": torch.randn(n, HS, generator=g),
+                "t_h": torch.randn(n, HT, generator=g),
+                "t_logits": torch.randn(n, C, generator=g),
+                "t_scores": torch.randn(A, n, n, generator=g),
+                "labels": labels,
+                "start_positions": torch.tensor(100 if i == 3 else n - 1),  # 100: ignored
+                "end_positions": torch.tensor(n // 2),
+                # sequence labels; example 1 is an augmented copy (no gold label): rank 0 has 1 labelled, rank 1 2
+                "cls_label": torch.tensor(-100 if i == 1 else i % C),
+                "reg_label": torch.tensor(float("nan") if i == 1 else float(i)),
+            }
+        )
     return out
 
 
@@ -71,8 +92,9 @@ def _pad(examples: list[dict]) -> dict:
             pad = torch.full(shape, -100) if k == "labels" else 30 * torch.randn(shape, generator=g)
             rows.append(torch.cat([v, pad.to(v.dtype)]))
         b[k] = torch.stack(rows)
-    b["t_scores"] = torch.stack([torch.nn.functional.pad(e["t_scores"], (0, T - len(e["x"]), 0, T - len(e["x"])))
-                                 for e in examples])
+    b["t_scores"] = torch.stack(
+        [torch.nn.functional.pad(e["t_scores"], (0, T - len(e["x"]), 0, T - len(e["x"]))) for e in examples]
+    )
     for i, e in enumerate(examples):
         b["attention_mask"][i, : len(e["x"])] = 1
     for k in ("start_positions", "end_positions", "cls_label", "reg_label"):
@@ -120,14 +142,15 @@ def _step(model, batch, name):
     model.zero_grad()
     loss = model(batch, name)
     loss.backward()
-    return loss.detach(), {n: p.grad.clone() if p.grad is not None else torch.zeros_like(p)
-                           for n, p in model.named_parameters()}
+    return loss.detach(), {
+        n: p.grad.clone() if p.grad is not None else torch.zeros_like(p) for n, p in model.named_parameters()
+    }
 
 
 def _loss_worker(rank, world, port, out):
     _init(rank, world, port)
     model = torch.nn.parallel.DistributedDataParallel(Toy(), find_unused_parameters=True)
-    batch = _pad(_examples()[2 * rank: 2 * rank + 2])
+    batch = _pad(_examples()[2 * rank : 2 * rank + 2])
     res = {}
     for name in LOSS_NAMES:
         with L.global_means(world):
@@ -165,7 +188,9 @@ def _uneven_worker(rank, world, port, out):
     per_rank = model.module(batch, "relation_kl").detach()
     both = torch.stack([loss, per_rank])
     dist.all_reduce(both)
-    torch.save((both / world, {k.removeprefix("module."): v for k, v in grads.items()}), os.path.join(out, f"u{rank}.pt"))
+    torch.save(
+        (both / world, {k.removeprefix("module."): v for k, v in grads.items()}), os.path.join(out, f"u{rank}.pt")
+    )
     dist.destroy_process_group()
 
 
@@ -227,10 +252,16 @@ NARROW = StudentConfig(layers=2, hidden=16, intermediate=32, heads=2, init="rand
 
 
 def _cfg(task, teacher, data_dir, method, **distill):
-    return RunConfig(task=task, teacher=teacher, data_dir=data_dir, student=NARROW,
-                     distill=DistillConfig(method=method, **distill),
-                     train=TrainConfig(epochs=2, batch_size=8, max_steps=4, max_length=64, lr=1e-3, eval_limit=16,
-                                       teacher_bf16=False)).validate()
+    return RunConfig(
+        task=task,
+        teacher=teacher,
+        data_dir=data_dir,
+        student=NARROW,
+        distill=DistillConfig(method=method, **distill),
+        train=TrainConfig(
+            epochs=2, batch_size=8, max_steps=4, max_length=64, lr=1e-3, eval_limit=16, teacher_bf16=False
+        ),
+    ).validate()
 
 
 CASES = [  # (task, kind, method, distill args): every token-level loss family through the loop
@@ -247,8 +278,9 @@ CASES = [  # (task, kind, method, distill args): every token-level loss family t
 def test_two_workers_train_as_one(task, kind, method, extra, tiny_teacher, glue_dir, korean_dir, tmp_path):
     n = {"classification": 2, "token": len(KO_LABELS), "qa": 2}[kind]
     teacher = tiny_teacher(kind, n, dropout=0.0, **({"label_names": KO_LABELS} if kind == "token" else {}))
-    _assert_two_train_as_one(_cfg(task, teacher, korean_dir if kind in ("token", "qa") else glue_dir, method, **extra),
-                             tmp_path)
+    _assert_two_train_as_one(
+        _cfg(task, teacher, korean_dir if kind in ("token", "qa") else glue_dir, method, **extra), tmp_path
+    )
 
 
 def test_two_workers_train_as_one_on_length_grouped_batches(tiny_teacher, glue_dir, tmp_path):

@@ -1,5 +1,6 @@
 """Scoring runs rows longest first (little padding) and hands the outputs back in the split's own order: every row's
 output is the one it gets alone, for sequence-level and token-level tasks, whatever the batch size."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -15,9 +16,15 @@ from raydistill.testing import make_tiny_model
 
 def _features(n=23, seed=0):
     rng = np.random.default_rng(seed)
-    return [{"input_ids": [2] + rng.integers(5, 60, size=int(k)).tolist() + [3],
-             "attention_mask": [1] * (int(k) + 2), "labels": int(k) % 2, "feature_index": i}
-            for i, k in enumerate(rng.integers(1, 40, size=n))]
+    return [
+        {
+            "input_ids": [2] + rng.integers(5, 60, size=int(k)).tolist() + [3],
+            "attention_mask": [1] * (int(k) + 2),
+            "labels": int(k) % 2,
+            "feature_index": i,
+        }
+        for i, k in enumerate(rng.integers(1, 40, size=n))
+    ]
 
 
 def test_by_length_is_longest_first_and_stable():
@@ -25,8 +32,9 @@ def test_by_length_is_longest_first_and_stable():
     assert by_length(feats) == [3, 1, 4, 0, 2]
 
 
-@pytest.mark.parametrize("kind,cls", [("classification", AutoModelForSequenceClassification),
-                                      ("token", AutoModelForTokenClassification)])
+@pytest.mark.parametrize(
+    "kind,cls", [("classification", AutoModelForSequenceClassification), ("token", AutoModelForTokenClassification)]
+)
 def test_outputs_come_back_in_row_order_and_match_each_row_alone(kind, cls, tmp_path):
     model = cls.from_pretrained(make_tiny_model(tmp_path / "m", kind, 3)).eval()
     feats = _features()

@@ -1,4 +1,5 @@
 """Distillation as Ray Train runs (slow): the CLI end to end, MLflow contents, and DDP equivalence."""
+
 from __future__ import annotations
 
 import json
@@ -7,8 +8,18 @@ import pytest
 
 pytestmark = pytest.mark.slow
 
-TINY_STUDENT = ["--student-layers", "2", "--student-hidden", "32", "--student-intermediate", "64",
-                "--student-heads", "2", "--init", "random"]
+TINY_STUDENT = [
+    "--student-layers",
+    "2",
+    "--student-hidden",
+    "32",
+    "--student-intermediate",
+    "64",
+    "--student-heads",
+    "2",
+    "--init",
+    "random",
+]
 
 
 def distill(argv, capsys):
@@ -19,18 +30,56 @@ def distill(argv, capsys):
     return json.loads(last)
 
 
-def test_distill_cli_logs_mlflow_run_and_saves_student(ray_session, tiny_teacher, glue_dir, mlflow_uri, tmp_path, capsys):
+def test_distill_cli_logs_mlflow_run_and_saves_student(
+    ray_session, tiny_teacher, glue_dir, mlflow_uri, tmp_path, capsys
+):
     from mlflow.tracking import MlflowClient
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     teacher = tiny_teacher("classification", 2)
     (tmp_path / "student").mkdir()
     (tmp_path / "student" / "notes.txt").write_text("mine")  # the folder rule: --overwrite keeps what it did not write
-    out = distill(["--overwrite", "--method", "pkd", "--task", "sst2", "--teacher", teacher, "--data-dir", glue_dir, *TINY_STUDENT,
-                   "--mapping", "skip", "--alpha", "0.5", "--beta", "100", "--temperature", "5", "--epochs", "2",
-                   "--max-steps", "6", "--batch-size", "16", "--max-length", "32", "--eval-limit", "24",
-                   "--output", str(tmp_path / "student"), "--tracking-uri", mlflow_uri, "--experiment", "t",
-                   "--storage-path", str(tmp_path / "ray")], capsys)
+    out = distill(
+        [
+            "--overwrite",
+            "--method",
+            "pkd",
+            "--task",
+            "sst2",
+            "--teacher",
+            teacher,
+            "--data-dir",
+            glue_dir,
+            *TINY_STUDENT,
+            "--mapping",
+            "skip",
+            "--alpha",
+            "0.5",
+            "--beta",
+            "100",
+            "--temperature",
+            "5",
+            "--epochs",
+            "2",
+            "--max-steps",
+            "6",
+            "--batch-size",
+            "16",
+            "--max-length",
+            "32",
+            "--eval-limit",
+            "24",
+            "--output",
+            str(tmp_path / "student"),
+            "--tracking-uri",
+            mlflow_uri,
+            "--experiment",
+            "t",
+            "--storage-path",
+            str(tmp_path / "ray"),
+        ],
+        capsys,
+    )
     assert 0 <= out["eval_accuracy"] <= 1 and out["epoch"] == 2
     assert out["best_epoch"] in (1, 2) and out["eval_accuracy"] == out["best_eval_accuracy"]  # the best epoch's
     model = AutoModelForSequenceClassification.from_pretrained(tmp_path / "student")
@@ -40,12 +89,25 @@ def test_distill_cli_logs_mlflow_run_and_saves_student(ray_session, tiny_teacher
     c = MlflowClient(mlflow_uri)
     run = c.get_run(out["run_id"])
     p = run.data.params
-    assert (p["method"], p["temperature"], p["alpha"], p["beta"], p["mapping"]) == ("pkd", "5.0", "0.5", "100.0", "skip")
+    assert (p["method"], p["temperature"], p["alpha"], p["beta"], p["mapping"]) == (
+        "pkd",
+        "5.0",
+        "0.5",
+        "100.0",
+        "skip",
+    )
     assert p["world_size"] == "1" and p["student_layers"] == "2" and "loss_convention" in p
     hist = c.get_metric_history(run.info.run_id, "eval_accuracy")
     assert sorted(m.step for m in hist) == [1, 2]  # one point per epoch, none logged twice
-    assert {"train_patient", "train_soft", "train_hard", "student_params", "latency_ms_b1", "best_epoch",
-            "best_eval_accuracy"} <= set(run.data.metrics)
+    assert {
+        "train_patient",
+        "train_soft",
+        "train_hard",
+        "student_params",
+        "latency_ms_b1",
+        "best_epoch",
+        "best_eval_accuracy",
+    } <= set(run.data.metrics)
     assert run.data.metrics["best_eval_accuracy"] == out["eval_accuracy"]
     assert run.info.status == "FINISHED"
     assert any(a.path == "student" for a in c.list_artifacts(run.info.run_id))
@@ -54,15 +116,31 @@ def test_distill_cli_logs_mlflow_run_and_saves_student(ray_session, tiny_teacher
 KO_LABELS = ("O", "B-PS", "I-PS", "B-LC", "I-LC", "B-OG", "I-OG", "B-DT", "I-DT", "B-TI", "I-TI", "B-QT", "I-QT")
 
 
-@pytest.mark.parametrize("method,task,args", [
-    ("kd", "sst2", ["--alpha", "0.5"]),
-    # padded batches of different lengths per rank: means over every rank's real tokens / query×key pairs
-    ("kd", "klue_ner", ["--alpha", "0.5", "--temperature", "2"]),
-    ("tinybert", "sst2", ["--stage", "intermediate", "--mapping", "uniform", "--student-hidden", "16",
-                          "--student-intermediate", "32"]),
-])
-def test_two_workers_match_one_worker(method, task, args, ray_session, tiny_teacher, glue_dir, korean_dir, mlflow_uri,
-                                      tmp_path, capsys):
+@pytest.mark.parametrize(
+    "method,task,args",
+    [
+        ("kd", "sst2", ["--alpha", "0.5"]),
+        # padded batches of different lengths per rank: means over every rank's real tokens / query×key pairs
+        ("kd", "klue_ner", ["--alpha", "0.5", "--temperature", "2"]),
+        (
+            "tinybert",
+            "sst2",
+            [
+                "--stage",
+                "intermediate",
+                "--mapping",
+                "uniform",
+                "--student-hidden",
+                "16",
+                "--student-intermediate",
+                "32",
+            ],
+        ),
+    ],
+)
+def test_two_workers_match_one_worker(
+    method, task, args, ray_session, tiny_teacher, glue_dir, korean_dir, mlflow_uri, tmp_path, capsys
+):
     """2 DDP workers × 8 reproduce 1 worker × 16: same global batch, same loss curve and student within float
     tolerance, also where each rank pads its batch to another length."""
     import torch
@@ -70,16 +148,48 @@ def test_two_workers_match_one_worker(method, task, args, ray_session, tiny_teac
     from safetensors.torch import load_file
 
     token = task == "klue_ner"
-    teacher = tiny_teacher("token", len(KO_LABELS), label_names=KO_LABELS, dropout=0.0) if token else \
-        tiny_teacher("classification", 2, dropout=0.0)
+    teacher = (
+        tiny_teacher("token", len(KO_LABELS), label_names=KO_LABELS, dropout=0.0)
+        if token
+        else tiny_teacher("classification", 2, dropout=0.0)
+    )
     curves = []
     for workers in (1, 2):
-        out = distill(["--method", method, "--task", task, "--teacher", teacher, "--data-dir",
-                       korean_dir if token else glue_dir, *TINY_STUDENT, *args,
-                       "--epochs", "3", "--max-steps", "9", "--batch-size", "16", "--max-length", "32",
-                       "--eval-limit", "16", "--num-workers", str(workers), "--output", str(tmp_path / f"s{workers}"),
-                       "--tracking-uri", mlflow_uri, "--experiment", "ddp", "--storage-path", str(tmp_path / "ray")],
-                      capsys)
+        out = distill(
+            [
+                "--method",
+                method,
+                "--task",
+                task,
+                "--teacher",
+                teacher,
+                "--data-dir",
+                korean_dir if token else glue_dir,
+                *TINY_STUDENT,
+                *args,
+                "--epochs",
+                "3",
+                "--max-steps",
+                "9",
+                "--batch-size",
+                "16",
+                "--max-length",
+                "32",
+                "--eval-limit",
+                "16",
+                "--num-workers",
+                str(workers),
+                "--output",
+                str(tmp_path / f"s{workers}"),
+                "--tracking-uri",
+                mlflow_uri,
+                "--experiment",
+                "ddp",
+                "--storage-path",
+                str(tmp_path / "ray"),
+            ],
+            capsys,
+        )
         hist = MlflowClient(mlflow_uri).get_metric_history(out["run_id"], "train_loss")
         curves.append([m.value for m in sorted(hist, key=lambda m: m.step)])
         assert MlflowClient(mlflow_uri).get_run(out["run_id"]).data.params["world_size"] == str(workers)
@@ -106,8 +216,16 @@ def test_export_and_final_metrics_take_the_best_epoch(tmp_path):
 
     out = export_student(Checkpoint(), str(tmp_path / "out"))
     assert open(f"{out}/which.txt").read() == "best_student"
-    last = {"epoch": 3, "stage": "pred", "train_loss": 0.1, "eval_accuracy": 0.6, "eval_f1": 0.5, "best_epoch": 2,
-            "best_eval_accuracy": 0.9, "best_eval_f1": 0.8}
+    last = {
+        "epoch": 3,
+        "stage": "pred",
+        "train_loss": 0.1,
+        "eval_accuracy": 0.6,
+        "eval_f1": 0.5,
+        "best_epoch": 2,
+        "best_eval_accuracy": 0.9,
+        "best_eval_f1": 0.8,
+    }
     expected = {**last, "eval_accuracy": 0.9, "eval_f1": 0.8}
     del expected["stage"]  # numbers only
     assert final_metrics(last) == expected

@@ -1,4 +1,5 @@
 """Encoding, dynamic-padding collation and scoring round trips for every task kind, with small offline tokenizers."""
+
 from __future__ import annotations
 
 import math
@@ -29,8 +30,10 @@ def test_label_keys():
 
 def test_classification_pair_and_collate_dynamic_padding(tok):
     task = get_task("mrpc")
-    ex = [{"text": "a bad film", "text_pair": "the movie was good and the plot was great", "label": 1},
-          {"text": "good", "text_pair": "bad", "label": 0}]
+    ex = [
+        {"text": "a bad film", "text_pair": "the movie was good and the plot was great", "label": 1},
+        {"text": "good", "text_pair": "bad", "label": 0},
+    ]
     enc = encode(task, ex, tok, max_length=64)
     assert [f["labels"] for f in enc.features] == [1, 0] and [f["feature_index"] for f in enc.features] == [0, 1]
     assert ("token_type_ids" in enc.features[0]) == ("token_type_ids" in tok("x"))
@@ -53,7 +56,10 @@ def test_regression_labels_are_float(tok):
 def test_an_augmented_copy_has_no_gold_label(tok):
     """A copy (label None, written by distill.augment) gets the label the losses skip: -100, or NaN for regression."""
     for name, gold, dtype in (("mrpc", 1, torch.long), ("stsb", 4.5, torch.float32)):
-        ex = [{"text": "good", "text_pair": "great", "label": gold}, {"text": "fine", "text_pair": "great", "label": None}]
+        ex = [
+            {"text": "good", "text_pair": "great", "label": gold},
+            {"text": "fine", "text_pair": "great", "label": None},
+        ]
         batch = collate(encode(get_task(name), ex, tok, 32).features, tok.pad_token_id)
         got = batch["labels"].tolist()
         assert batch["labels"].dtype == dtype and got[0] == gold
@@ -72,7 +78,7 @@ def test_token_labels_on_first_piece_only(tok):
     first = [w for w in enc.word_ids[0] if w is not None]
     assert first == [0, 1, 2]
     batch = collate(enc.features, tok.pad_token_id)
-    assert (batch["labels"][1, len(enc.features[1]["labels"]):] == IGNORE).all()
+    assert (batch["labels"][1, len(enc.features[1]["labels"]) :] == IGNORE).all()
 
 
 def _one_hot(idx, size):
@@ -83,8 +89,10 @@ def _one_hot(idx, size):
 
 def test_token_score_round_trip_and_truncation(tok):
     task = get_task("kmou_ner")
-    ex = [{"tokens": ["the", "unbelievable", "movie", "good"], "labels": [1, 2, 0, 3]},
-          {"tokens": ["a", "film"], "labels": [0, 5]}]
+    ex = [
+        {"tokens": ["the", "unbelievable", "movie", "good"], "labels": [1, 2, 0, 3]},
+        {"tokens": ["a", "film"], "labels": [0, 5]},
+    ]
     enc = encode(task, ex, tok, max_length=32)
     C = task.num_labels
     logits = [np.stack([_one_hot(max(lab, 0), C) for lab in f["labels"]]) for f in enc.features]
@@ -120,10 +128,20 @@ QA_CONTEXT = "the movie was good and the plot was great . a bad film is not a go
 
 def _qa_examples():
     start = QA_CONTEXT.index("the plot was great")
-    return [{"id": "1", "question": "what was great", "context": QA_CONTEXT,
-             "answers": {"text": ["the plot was great"], "answer_start": [start]}},
-            {"id": "2", "question": "what was good", "context": "the movie was good",
-             "answers": {"text": ["the movie"], "answer_start": [0]}}]
+    return [
+        {
+            "id": "1",
+            "question": "what was great",
+            "context": QA_CONTEXT,
+            "answers": {"text": ["the plot was great"], "answer_start": [start]},
+        },
+        {
+            "id": "2",
+            "question": "what was good",
+            "context": "the movie was good",
+            "answers": {"text": ["the movie"], "answer_start": [0]},
+        },
+    ]
 
 
 def test_qa_windows_and_positions(tok):
@@ -139,7 +157,7 @@ def test_qa_windows_and_positions(tok):
             outside += 1
         else:
             assert offs[s] is not None and offs[e] is not None and s <= e
-            assert ex[e_i]["context"][offs[s][0]: offs[e][1]].strip() == ex[e_i]["answers"]["text"][0]
+            assert ex[e_i]["context"][offs[s][0] : offs[e][1]].strip() == ex[e_i]["answers"]["text"][0]
             inside += 1
         assert len(offs) == len(f["input_ids"]) and offs[0] is None  # question/special pieces carry no offset
     assert inside >= 2 and outside >= 1
@@ -158,8 +176,9 @@ def test_qa_score_round_trip(tok):
     assert score(task, ex, enc, {"start_logits": starts, "end_logits": ends}) == {"exact_match": 1.0, "f1": 1.0}
     # never returns a span outside the context or longer than 30 tokens, even for flat logits
     flat = [np.zeros(len(f["input_ids"])) for f in enc.features]
-    assert all(p in ex[i]["context"] for i, p in enumerate(qa_predictions(ex, enc, {"start_logits": flat,
-                                                                                 "end_logits": flat})))
+    assert all(
+        p in ex[i]["context"] for i, p in enumerate(qa_predictions(ex, enc, {"start_logits": flat, "end_logits": flat}))
+    )
 
 
 def test_qa_long_question_is_clipped(tok):

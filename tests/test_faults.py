@@ -1,4 +1,5 @@
 """Faults survived (slow where Ray is involved): worker killed, NaN loss, MLflow down, half-written checkpoints."""
+
 from __future__ import annotations
 
 import json
@@ -13,15 +14,50 @@ from tests.test_distill_ray import TINY_STUDENT, distill
 
 
 @pytest.mark.slow
-def test_worker_killed_mid_epoch_restarts_from_checkpoint(ray_session, tiny_teacher, glue_dir, mlflow_uri, tmp_path, capsys):
+def test_worker_killed_mid_epoch_restarts_from_checkpoint(
+    ray_session, tiny_teacher, glue_dir, mlflow_uri, tmp_path, capsys
+):
     from mlflow.tracking import MlflowClient
 
     marker = tmp_path / "killed"
-    out = distill(["--method", "kd", "--task", "sst2", "--teacher", tiny_teacher("classification", 2), "--data-dir", glue_dir,
-                   *TINY_STUDENT, "--epochs", "3", "--max-steps", "9", "--batch-size", "16", "--max-length", "32",
-                   "--eval-limit", "16", "--num-workers", "2", "--max-failures", "1", "--output", str(tmp_path / "s"),
-                   "--tracking-uri", mlflow_uri, "--experiment", "faults", "--storage-path", str(tmp_path / "ray"),
-                   "--inject-fault", f"kill:rank=1,epoch=2,step=2,once={marker}"], capsys)
+    out = distill(
+        [
+            "--method",
+            "kd",
+            "--task",
+            "sst2",
+            "--teacher",
+            tiny_teacher("classification", 2),
+            "--data-dir",
+            glue_dir,
+            *TINY_STUDENT,
+            "--epochs",
+            "3",
+            "--max-steps",
+            "9",
+            "--batch-size",
+            "16",
+            "--max-length",
+            "32",
+            "--eval-limit",
+            "16",
+            "--num-workers",
+            "2",
+            "--max-failures",
+            "1",
+            "--output",
+            str(tmp_path / "s"),
+            "--tracking-uri",
+            mlflow_uri,
+            "--experiment",
+            "faults",
+            "--storage-path",
+            str(tmp_path / "ray"),
+            "--inject-fault",
+            f"kill:rank=1,epoch=2,step=2,once={marker}",
+        ],
+        capsys,
+    )
     assert marker.exists()  # the worker really died mid-epoch 2
     assert out["epoch"] == 3
     hist = MlflowClient(mlflow_uri).get_metric_history(out["run_id"], "eval_accuracy")
@@ -35,10 +71,37 @@ def test_nan_loss_fails_the_run_with_its_reason(ray_session, tiny_teacher, glue_
     from raydistill.distill.__main__ import main
 
     with pytest.raises(SystemExit) as e:
-        main(["--method", "kd", "--task", "sst2", "--teacher", tiny_teacher("classification", 2), "--data-dir", glue_dir,
-              *TINY_STUDENT, "--epochs", "2", "--max-steps", "4", "--batch-size", "16", "--max-length", "32",
-              "--output", str(tmp_path / "s"), "--tracking-uri", mlflow_uri, "--experiment", "nan",
-              "--storage-path", str(tmp_path / "ray"), "--inject-fault", "nan:epoch=1"])
+        main(
+            [
+                "--method",
+                "kd",
+                "--task",
+                "sst2",
+                "--teacher",
+                tiny_teacher("classification", 2),
+                "--data-dir",
+                glue_dir,
+                *TINY_STUDENT,
+                "--epochs",
+                "2",
+                "--max-steps",
+                "4",
+                "--batch-size",
+                "16",
+                "--max-length",
+                "32",
+                "--output",
+                str(tmp_path / "s"),
+                "--tracking-uri",
+                mlflow_uri,
+                "--experiment",
+                "nan",
+                "--storage-path",
+                str(tmp_path / "ray"),
+                "--inject-fault",
+                "nan:epoch=1",
+            ]
+        )
     assert e.value.code == 1
     assert "non-finite training loss" in capsys.readouterr().err
     c = MlflowClient(mlflow_uri)
@@ -51,11 +114,39 @@ def test_sweep_goes_on_past_failed_trials(ray_session, tiny_teacher, glue_dir, t
     from raydistill import sweep
 
     monkeypatch.chdir(tmp_path)
-    sweep.main(["kd_glue", "--task", "sst2", "--data-dir", glue_dir, "--teacher", tiny_teacher("classification", 2),
-                "--num-samples", "2", "--set", "student.size=2L-32-64-2", "--set", "search.confirm=false",
-                "--epochs", "1", "--max-steps", "2",
-                "--batch-size", "16", "--max-length", "32", "--eval-limit", "16", "--name", "nan-sweep",
-                "--tracking-uri", f"sqlite:///{tmp_path / 'm.db'}", "--inject-fault", "nan:epoch=1"])
+    sweep.main(
+        [
+            "kd_glue",
+            "--task",
+            "sst2",
+            "--data-dir",
+            glue_dir,
+            "--teacher",
+            tiny_teacher("classification", 2),
+            "--num-samples",
+            "2",
+            "--set",
+            "student.size=2L-32-64-2",
+            "--set",
+            "search.confirm=false",
+            "--epochs",
+            "1",
+            "--max-steps",
+            "2",
+            "--batch-size",
+            "16",
+            "--max-length",
+            "32",
+            "--eval-limit",
+            "16",
+            "--name",
+            "nan-sweep",
+            "--tracking-uri",
+            f"sqlite:///{tmp_path / 'm.db'}",
+            "--inject-fault",
+            "nan:epoch=1",
+        ]
+    )
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert out["trials"] == 2 and out["errors"] == 2 and out["best"] is None
     rows = json.load(open(tmp_path / "raydistill-results" / "sweeps" / "nan-sweep" / "summary.json"))
@@ -64,10 +155,30 @@ def test_sweep_goes_on_past_failed_trials(ray_session, tiny_teacher, glue_dir, t
 
 def test_mlflow_server_unreachable_fails_fast_before_training(tiny_teacher, glue_dir, tmp_path):
     t0 = time.time()
-    p = subprocess.run([sys.executable, "-m", "raydistill.distill", "--method", "kd", "--task", "sst2", "--teacher",
-                        tiny_teacher("classification", 2), "--data-dir", glue_dir, *TINY_STUDENT,
-                        "--tracking-uri", "http://127.0.0.1:9", "--output", str(tmp_path / "s")],
-                       capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "raydistill.distill",
+            "--method",
+            "kd",
+            "--task",
+            "sst2",
+            "--teacher",
+            tiny_teacher("classification", 2),
+            "--data-dir",
+            glue_dir,
+            *TINY_STUDENT,
+            "--tracking-uri",
+            "http://127.0.0.1:9",
+            "--output",
+            str(tmp_path / "s"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
     assert p.returncode == 2, p.stderr
     assert "tracking_uri" in p.stderr and "unreachable" in p.stderr and "Traceback" not in p.stderr
     assert time.time() - t0 < 60 and not (tmp_path / "s").exists()
@@ -113,8 +224,17 @@ def test_same_config_and_seed_reproduce_the_dev_metric(tiny_teacher, glue_dir):
     from raydistill.train.loop import Context, run
     from tests.test_loop import cfg_for
 
-    cfg = cfg_for("sst2", tiny_teacher("classification", 2), glue_dir, "pkd", epochs=1, alpha=0.5, beta=10.0,
-                  mapping="skip", temperature=2.0)
+    cfg = cfg_for(
+        "sst2",
+        tiny_teacher("classification", 2),
+        glue_dir,
+        "pkd",
+        epochs=1,
+        alpha=0.5,
+        beta=10.0,
+        mapping="skip",
+        temperature=2.0,
+    )
     a, b = (run(cfg, Context()) for _ in range(2))
     assert abs(a["eval_accuracy"] - b["eval_accuracy"]) <= 1e-4
     assert a["train_loss"] == pytest.approx(b["train_loss"], abs=1e-4)
@@ -132,18 +252,56 @@ def test_killed_sweep_driver_resumes_without_rerunning_finished_trials(tiny_teac
     from mlflow.tracking import MlflowClient
 
     db = tmp_path / "m.db"
-    cmd = [sys.executable, "-m", "raydistill.sweep", "pkd_glue", "--task", "sst2", "--data-dir", glue_dir,
-           "--teacher", tiny_teacher("classification", 2), "--num-samples", "3", "--set", "student.hidden=32",
-           "--set", "student.intermediate=64", "--set", "student.heads=2", "--set", "student.layers=2",
-           "--set", "search.asha=false",  # this test is about resume; ASHA stops are covered in test_sweep
-           "--set", "search.confirm=false",
-           "--epochs", "2", "--max-steps", "4", "--batch-size", "16", "--max-length", "32", "--eval-limit", "16",
-           "--tracking-uri", f"sqlite:///{db}", "--name", "resumable", "--experiment", "resume"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "raydistill.sweep",
+        "pkd_glue",
+        "--task",
+        "sst2",
+        "--data-dir",
+        glue_dir,
+        "--teacher",
+        tiny_teacher("classification", 2),
+        "--num-samples",
+        "3",
+        "--set",
+        "student.hidden=32",
+        "--set",
+        "student.intermediate=64",
+        "--set",
+        "student.heads=2",
+        "--set",
+        "student.layers=2",
+        "--set",
+        "search.asha=false",  # this test is about resume; ASHA stops are covered in test_sweep
+        "--set",
+        "search.confirm=false",
+        "--epochs",
+        "2",
+        "--max-steps",
+        "4",
+        "--batch-size",
+        "16",
+        "--max-length",
+        "32",
+        "--eval-limit",
+        "16",
+        "--tracking-uri",
+        f"sqlite:///{db}",
+        "--name",
+        "resumable",
+        "--experiment",
+        "resume",
+    ]
     env = {**os.environ, "RAY_ADDRESS": ""}
-    first = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                             start_new_session=True)  # its own process group: the kill takes its local Ray too
-    finished_sql = ("select count(*) from runs r join tags t on r.run_uuid = t.run_uuid "
-                    "where t.key = 'raydistill.trial_id' and r.status = 'FINISHED'")
+    first = subprocess.Popen(
+        cmd, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )  # its own process group: the kill takes its local Ray too
+    finished_sql = (
+        "select count(*) from runs r join tags t on r.run_uuid = t.run_uuid "
+        "where t.key = 'raydistill.trial_id' and r.status = 'FINISHED'"
+    )
     deadline = time.time() + 600
     while time.time() < deadline:
         time.sleep(2)
@@ -156,14 +314,22 @@ def test_killed_sweep_driver_resumes_without_rerunning_finished_trials(tiny_teac
     first.wait()
     c = MlflowClient(f"sqlite:///{db}")
     exp = c.get_experiment_by_name("resume")
-    done_before = {r.data.tags["raydistill.trial_id"]: r.info.end_time
-                   for r in c.search_runs([exp.experiment_id], "attributes.status = 'FINISHED'")
-                   if "raydistill.trial_id" in r.data.tags}
+    done_before = {
+        r.data.tags["raydistill.trial_id"]: r.info.end_time
+        for r in c.search_runs([exp.experiment_id], "attributes.status = 'FINISHED'")
+        if "raydistill.trial_id" in r.data.tags
+    }
     assert len(done_before) >= 1
 
     # only --name: the resumed sweep takes its space, flags, resources and concurrency from what it was started with
-    second = subprocess.run([sys.executable, "-m", "raydistill.sweep", "pkd_glue", "--name", "resumable", "--resume"],
-                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    second = subprocess.run(
+        [sys.executable, "-m", "raydistill.sweep", "pkd_glue", "--name", "resumable", "--resume"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert second.returncode == 0, second.stderr[-3000:]
     out = json.loads(second.stdout.strip().splitlines()[-1])
     assert out["trials"] == 3 and out["errors"] == 0
@@ -174,6 +340,10 @@ def test_killed_sweep_driver_resumes_without_rerunning_finished_trials(tiny_teac
         assert r.info.status == "FINISHED"
         assert sorted(m.step for m in c.get_metric_history(r.info.run_id, "eval_accuracy")) == [1, 2]
     assert len([r for r in c.search_runs([exp.experiment_id]) if r.data.tags.get("raydistill.role") == "sweep"]) == 1
-    study = optuna.load_study(study_name="resumable", storage=f"sqlite:///{tmp_path / 'raydistill-results' / 'optuna.db'}"
-                              if not (tmp_path / "optuna.db").exists() else f"sqlite:///{tmp_path / 'optuna.db'}")
+    study = optuna.load_study(
+        study_name="resumable",
+        storage=f"sqlite:///{tmp_path / 'raydistill-results' / 'optuna.db'}"
+        if not (tmp_path / "optuna.db").exists()
+        else f"sqlite:///{tmp_path / 'optuna.db'}",
+    )
     assert len(study.trials) >= 3

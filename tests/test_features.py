@@ -14,8 +14,15 @@ LAYERS = 4
 
 @pytest.fixture(scope="module", params=["bert", "roberta"])
 def model(request, tmp_path_factory):
-    d = make_tiny_model(tmp_path_factory.mktemp(request.param), kind="classification", family=request.param,
-                        layers=LAYERS, hidden=32, heads=2, intermediate=64)
+    d = make_tiny_model(
+        tmp_path_factory.mktemp(request.param),
+        kind="classification",
+        family=request.param,
+        layers=LAYERS,
+        hidden=32,
+        heads=2,
+        intermediate=64,
+    )
     return load_model(d, "classification")
 
 
@@ -45,7 +52,7 @@ def manual_scores(model, hidden_in, layer):
     sa = model.base_model.encoder.layer[layer].attention.self
     B, T, _ = hidden_in.shape
     split = lambda x: x.view(B, T, sa.num_attention_heads, sa.attention_head_size).transpose(1, 2)  # noqa: E731
-    return split(sa.query(hidden_in)) @ split(sa.key(hidden_in)).transpose(-1, -2) * sa.attention_head_size ** -0.5
+    return split(sa.query(hidden_in)) @ split(sa.key(hidden_in)).transpose(-1, -2) * sa.attention_head_size**-0.5
 
 
 def test_eval_outputs_equal_and_only_requested_layers_captured(model, sdpa_calls):
@@ -65,8 +72,9 @@ def test_eval_outputs_equal_and_only_requested_layers_captured(model, sdpa_calls
         torch.testing.assert_close(a, b, atol=1e-5, rtol=0)
     # pre-softmax, before the padding mask: q kᵀ · scaling from the layer's input
     for layer in (1, 3):
-        torch.testing.assert_close(cap.scores[layer], manual_scores(model, ref.hidden_states[layer], layer),
-                                   atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(
+            cap.scores[layer], manual_scores(model, ref.hidden_states[layer], layer), atol=1e-5, rtol=1e-5
+        )
     assert model.config._attn_implementation == "sdpa" and not features._ACTIVE
 
 

@@ -1,6 +1,7 @@
 """Paper fidelity (issue 12): DistilBERT's layer extraction, per-method defaults (init, T, α), DistilBERT's general
 distillation (dynamic masking, 5·soft + 2·MLM + 1·cos), one dev-set rule for every method, augmentation after the
 hold-out."""
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,12 @@ TINY = dict(layers=2, hidden=32, intermediate=64, heads=2)
 
 
 def run_cfg(method="kd", task="sst2", student=None, **distill):
-    return RunConfig(task=task, teacher="unused", student=student or StudentConfig(**TINY),
-                     distill=DistillConfig(method=method, **distill))
+    return RunConfig(
+        task=task,
+        teacher="unused",
+        student=student or StudentConfig(**TINY),
+        distill=DistillConfig(method=method, **distill),
+    )
 
 
 # ---------------------------------------------------------------- 1. every_other keeps the teacher's top layer
@@ -47,8 +52,17 @@ def test_every_other_copies_those_layers(tmp_path):
 
 
 # ---------------------------------------------------------------- 2. default init per method
-@pytest.mark.parametrize("method,init", [("pkd", "first_k"), ("distilbert", "every_other"), ("kd", "random"),
-                                         ("tinybert", "random"), ("two_stage", "random"), ("finetune", "random")])
+@pytest.mark.parametrize(
+    "method,init",
+    [
+        ("pkd", "first_k"),
+        ("distilbert", "every_other"),
+        ("kd", "random"),
+        ("tinybert", "random"),
+        ("two_stage", "random"),
+        ("finetune", "random"),
+    ],
+)
 def test_default_init_is_the_methods(method, init):
     cfg = run_cfg(method)
     assert cfg.student.init == init and cfg.to_params()["init"] == init
@@ -58,8 +72,14 @@ def test_default_init_is_the_methods(method, init):
 
 def test_explicit_init_wins_and_pretrained_still_works():
     assert run_cfg("pkd", student=StudentConfig(**TINY, init="random")).student.init == "random"
-    assert RunConfig(task="sst2", teacher="t", student=StudentConfig(init="pretrained"),
-                     distill=DistillConfig(method="finetune")).validate().to_params()["init"] == "pretrained"
+    assert (
+        RunConfig(
+            task="sst2", teacher="t", student=StudentConfig(init="pretrained"), distill=DistillConfig(method="finetune")
+        )
+        .validate()
+        .to_params()["init"]
+        == "pretrained"
+    )
     assert StudentConfig().init == ""  # unset outside a run: the method decides
 
 
@@ -80,17 +100,23 @@ def test_default_init_reaches_the_student(tiny_teacher):
     from raydistill.train.objective import build_objective
 
     teacher_dir = tiny_teacher("classification", 2)
-    cfg = RunConfig(task="sst2", teacher=teacher_dir, student=StudentConfig(**TINY),
-                    distill=DistillConfig(method="pkd", mapping="last")).validate()
+    cfg = RunConfig(
+        task="sst2",
+        teacher=teacher_dir,
+        student=StudentConfig(**TINY),
+        distill=DistillConfig(method="pkd", mapping="last"),
+    ).validate()
     _, student, teacher, _ = build_objective(cfg)
     for i in range(2):  # first_k: the bottom two teacher layers
-        assert torch.equal(student.bert.encoder.layer[i].output.dense.weight,
-                           teacher.bert.encoder.layer[i].output.dense.weight)
+        assert torch.equal(
+            student.bert.encoder.layer[i].output.dense.weight, teacher.bert.encoder.layer[i].output.dense.weight
+        )
 
 
 # ---------------------------------------------------------------- 3. method defaults for T and α
-@pytest.mark.parametrize("method,T,alpha", [("tinybert", 1.0, 1.0), ("kd", 4.0, 0.5), ("pkd", 4.0, 0.5),
-                                            ("distilbert", 4.0, 0.5)])
+@pytest.mark.parametrize(
+    "method,T,alpha", [("tinybert", 1.0, 1.0), ("kd", 4.0, 0.5), ("pkd", 4.0, 0.5), ("distilbert", 4.0, 0.5)]
+)
 def test_default_temperature_and_alpha(method, T, alpha):
     cfg = run_cfg(method).validate()
     assert (cfg.distill.temperature, cfg.distill.alpha) == (T, alpha)
@@ -152,7 +178,8 @@ def test_distilbert_general_loss_is_5_soft_2_mlm_1_cos():
     t = Outputs(logits=torch.randn(B, L, V, generator=g), hidden=(None, torch.randn(B, L, H, generator=g)))
     obj = SimpleNamespace(project=lambda i, h: h)
     out = DistilBERT(run_cfg("distilbert", task="general"), "mlm", []).losses(
-        "pred", s, t, {"attention_mask": mask, "labels": labels}, obj)
+        "pred", s, t, {"attention_mask": mask, "labels": labels}, obj
+    )
 
     real = mask.bool()
     p_t, log_p_s = F.softmax(t.logits / T, -1), F.log_softmax(s.logits / T, -1)
@@ -200,9 +227,15 @@ def test_dynamic_masking_fresh_per_epoch_deterministic_and_batch_independent(tok
 
 # ---------------------------------------------------------------- 5. one dev-set rule; augmentation after the hold-out
 def nsmc_cfg(korean_dir, method="kd", seed=42, augment_dir=None):
-    return RunConfig(task="nsmc", teacher="t", data_dir=korean_dir, augment_dir=augment_dir,
-                     student=StudentConfig(**TINY, init="random"), distill=DistillConfig(method=method),
-                     train=TrainConfig(seed=seed))
+    return RunConfig(
+        task="nsmc",
+        teacher="t",
+        data_dir=korean_dir,
+        augment_dir=augment_dir,
+        student=StudentConfig(**TINY, init="random"),
+        distill=DistillConfig(method=method),
+        train=TrainConfig(seed=seed),
+    )
 
 
 def test_every_method_holds_out_dev_from_nsmc_train(korean_dir):
@@ -243,7 +276,9 @@ def test_augmented_rows_of_held_out_examples_never_train(korean_dir, tmp_path):
 
     train, dev = train_and_eval_examples(nsmc_cfg(korean_dir, augment_dir=str(tmp_path)), get_task("nsmc"))
     val = set(val_indices(rows, get_task("nsmc"), 0.1, held))  # validation rows never train either
-    assert len(train) == 2 * (len(rows) - len(held) - len(val)) and not {r["source_index"] for r in train} & (held | val)
+    assert len(train) == 2 * (len(rows) - len(held) - len(val)) and not {r["source_index"] for r in train} & (
+        held | val
+    )
     assert dev == [rows[i] for i in sorted(held)]
     # a set that cannot say where its rows come from is refused where a hold-out applies
     (tmp_path / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -256,8 +291,24 @@ def test_augment_command_augments_only_post_holdout_rows(korean_dir, tiny_teache
     from raydistill.distill import augment
 
     rows, held = _held(korean_dir)
-    augment.main(["--task", "nsmc", "--data-dir", korean_dir, "--mlm", tiny_teacher("mlm"), "--output",
-                  str(tmp_path), "--n", "1", "--k", "2", "--max-length", "32"])
+    augment.main(
+        [
+            "--task",
+            "nsmc",
+            "--data-dir",
+            korean_dir,
+            "--mlm",
+            tiny_teacher("mlm"),
+            "--output",
+            str(tmp_path),
+            "--n",
+            "1",
+            "--k",
+            "2",
+            "--max-length",
+            "32",
+        ]
+    )
     out = [json.loads(line) for line in (tmp_path / "train.jsonl").read_text().splitlines()]
     assert len(out) == 2 * (len(rows) - len(held))
     assert {r["source_index"] for r in out} == set(range(len(rows))) - held

@@ -14,8 +14,28 @@ from raydistill.tracking import track
 
 
 def _argv(tiny_teacher, glue_dir, uri, out):
-    return ["--model", tiny_teacher("base"), "--output", out, "--task", "sst2", "--data-dir", glue_dir, "--epochs", "3",
-            "--lr", "1e-3", "--batch-size", "16", "--max-length", "32", "--tracking-uri", uri, "--experiment", "ft"]
+    return [
+        "--model",
+        tiny_teacher("base"),
+        "--output",
+        out,
+        "--task",
+        "sst2",
+        "--data-dir",
+        glue_dir,
+        "--epochs",
+        "3",
+        "--lr",
+        "1e-3",
+        "--batch-size",
+        "16",
+        "--max-length",
+        "32",
+        "--tracking-uri",
+        uri,
+        "--experiment",
+        "ft",
+    ]
 
 
 def test_interrupted_finetune_resumes_from_its_last_epoch(tiny_teacher, glue_dir, tmp_path, monkeypatch, capsys):
@@ -37,7 +57,8 @@ def test_interrupted_finetune_resumes_from_its_last_epoch(tiny_teacher, glue_dir
         finetune.main(argv)
     err = capsys.readouterr().err.strip().splitlines()
     assert e.value.code == 130 and err[-1] == "interrupted; resume with: " + shlex.join(
-        ["python", "-m", "raydistill.finetune", *argv])
+        ["python", "-m", "raydistill.finetune", *argv]
+    )
     state = json.load(open(f"{out}.resume/resume.json"))
     assert state["epoch"] == 2 and not os.path.exists(out)
     c = MlflowClient(uri)
@@ -46,8 +67,10 @@ def test_interrupted_finetune_resumes_from_its_last_epoch(tiny_teacher, glue_dir
     monkeypatch.setattr(track, "log_epoch", log_epoch)
     again = finetune.main(argv)  # the command the line names
     cfg = finetune.config(finetune.parser().parse_args(argv))
-    assert (f"resuming the fine-tune in {out} after its epoch 2 (fingerprint {train_finetune.fingerprint(cfg)})"
-            in capsys.readouterr().err)
+    assert (
+        f"resuming the fine-tune in {out} after its epoch 2 (fingerprint {train_finetune.fingerprint(cfg)})"
+        in capsys.readouterr().err
+    )
     assert not os.path.exists(f"{out}.resume") and os.path.isfile(os.path.join(out, train_finetune.DONE))
     # what the uninterrupted fine-tune got (the loop's resume replays the same draws), in the same run
     for k in ("best_epoch", "best_val_accuracy", "best_eval_accuracy", "train_loss", "epoch"):
@@ -59,8 +82,9 @@ def test_interrupted_finetune_resumes_from_its_last_epoch(tiny_teacher, glue_dir
 
 
 @pytest.mark.parametrize("second", ["SIGINT", "SIGTERM"])
-def test_a_second_signal_while_the_run_is_being_ended_does_not_leave_it_running(second, tiny_teacher, glue_dir,
-                                                                                 tmp_path, monkeypatch, capsys):
+def test_a_second_signal_while_the_run_is_being_ended_does_not_leave_it_running(
+    second, tiny_teacher, glue_dir, tmp_path, monkeypatch, capsys
+):
     """Ctrl-C, then a second Ctrl-C (or a SIGTERM) while the fine-tune ends its MLflow run: the run still ends KILLED,
     one line, exit 130 (the first signal's). Before, the second signal aborted the cleanup and left the run RUNNING."""
     import signal

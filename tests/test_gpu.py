@@ -9,6 +9,7 @@ without it, so CI stays green; tests/test_gpu_helpers.py runs the checks these t
   hold GPU memory at the same time, on one GPU;
 * ``best --export --onnx`` of that GPU-trained sweep in a process that sees no GPU.
 """
+
 from __future__ import annotations
 
 import json
@@ -21,8 +22,10 @@ import torch
 
 from tests.gpu_checks import METHODS, Captured, check_run, dev_size, method_cfg, write_sst2
 
-pytestmark = [pytest.mark.gpu,
-              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (pytest -m gpu on a GPU machine)")]
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (pytest -m gpu on a GPU machine)"),
+]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -91,10 +94,12 @@ def test_nccl_process_group_with_one_rank(tiny_teacher, sst2, tmp_path):
         # two steps: the schedule's warm-up (10% of 10 steps) gives the first step a learning rate of 0, so only the
         # second moves the weights (the first run on an H100 failed here when it took one step)
         for _ in range(2):
-            t_out = teacher_outputs(teacher, None, objective, batch, idx, stage, cuda(),
-                                    teacher_dtype(cfg.train, cuda()))
-            losses = train_step(model, batch, t_out, stage, opt, sched, device=cuda(),
-                                amp=step_dtype(cfg.train, cuda()))
+            t_out = teacher_outputs(
+                teacher, None, objective, batch, idx, stage, cuda(), teacher_dtype(cfg.train, cuda())
+            )
+            losses = train_step(
+                model, batch, t_out, stage, opt, sched, device=cuda(), amp=step_dtype(cfg.train, cuda())
+            )
             assert torch.isfinite(losses["loss"]).item()
             # the gradients came through DDP's all-reduce into AdamW's moments (zeroed grads are gone by now)
             assert any(opt.state[p]["exp_avg"].abs().sum().item() > 0 for p in student.parameters() if p in opt.state)
@@ -112,7 +117,8 @@ def test_ray_train_run_on_the_gpu(ray_session, tiny_teacher, sst2, tmp_path, mlf
     from raydistill.tracking import track
 
     cfg = method_cfg("kd", tiny_teacher("classification"), sst2, use_gpu=True, epochs=2).replace(
-        tracking_uri=mlflow_uri, experiment="gpu-run", output=str(tmp_path / "student"))
+        tracking_uri=mlflow_uri, experiment="gpu-run", output=str(tmp_path / "student")
+    )
     assert make_trainer(cfg, name="x", storage_path=str(tmp_path)).backend_config.backend == "nccl"
     out = execute(cfg, storage_path=str(tmp_path / "ray"), name="gpu-run", gpus_per_worker=0.5)
     assert out["gpu_memory_mb"] > 0 and out["gpu_peak_memory_mb"] >= out["gpu_memory_mb"]
@@ -124,8 +130,9 @@ def test_ray_train_run_on_the_gpu(ray_session, tiny_teacher, sst2, tmp_path, mlf
 
 # ---------------------------------------------------------------- the teacher cache
 @pytest.mark.parametrize("method", ["pkd", "tinybert"])  # [CLS] + logits; full-sequence states and scores
-def test_teacher_cache_built_on_the_gpu_then_read_with_no_teacher_on_the_device(method, tiny_teacher, sst2, tmp_path,
-                                                                                monkeypatch):
+def test_teacher_cache_built_on_the_gpu_then_read_with_no_teacher_on_the_device(
+    method, tiny_teacher, sst2, tmp_path, monkeypatch
+):
     from raydistill.train.teacher_cache import cache_key
     from raydistill.train.precision import teacher_dtype
 
@@ -160,17 +167,65 @@ def gpu_sweep(tiny_teacher, tmp_path_factory):
     first = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0] or "0"
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": first, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     env.pop("RAY_ADDRESS", None)
-    cmd = [sys.executable, "-m", "raydistill.sweep", "pkd_glue", "--task", "sst2", "--data-dir", data,
-           "--teacher", tiny_teacher("base"), "--num-samples", "2", "--use-gpu", "--gpus-per-worker", "0.5",
-           "--cpus-per-worker", "1", "--max-concurrent", "2", "--epochs", "8", "--batch-size", "8",
-           "--max-length", "32", "--teacher-epochs", "1", "--tracking-uri", uri, "--experiment", "gpu-sweep",
-           "--name", "gpu-sweep", "--set", "search.asha=false", "--set", "search.confirm=false",
-           "--set", "student.layers=2", "--set", "student.hidden=32", "--set", "student.intermediate=64",
-           "--set", "student.heads=2", "--set", "train.lr=0.001"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "raydistill.sweep",
+        "pkd_glue",
+        "--task",
+        "sst2",
+        "--data-dir",
+        data,
+        "--teacher",
+        tiny_teacher("base"),
+        "--num-samples",
+        "2",
+        "--use-gpu",
+        "--gpus-per-worker",
+        "0.5",
+        "--cpus-per-worker",
+        "1",
+        "--max-concurrent",
+        "2",
+        "--epochs",
+        "8",
+        "--batch-size",
+        "8",
+        "--max-length",
+        "32",
+        "--teacher-epochs",
+        "1",
+        "--tracking-uri",
+        uri,
+        "--experiment",
+        "gpu-sweep",
+        "--name",
+        "gpu-sweep",
+        "--set",
+        "search.asha=false",
+        "--set",
+        "search.confirm=false",
+        "--set",
+        "student.layers=2",
+        "--set",
+        "student.hidden=32",
+        "--set",
+        "student.intermediate=64",
+        "--set",
+        "student.heads=2",
+        "--set",
+        "train.lr=0.001",
+    ]
     p = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-5000:]
-    return {"out": json.loads(p.stdout.strip().splitlines()[-1]), "uri": uri, "data": data, "tmp": tmp, "env": env,
-            "stderr": p.stderr}
+    return {
+        "out": json.loads(p.stdout.strip().splitlines()[-1]),
+        "uri": uri,
+        "data": data,
+        "tmp": tmp,
+        "env": env,
+        "stderr": p.stderr,
+    }
 
 
 @pytest.mark.slow
@@ -200,9 +255,25 @@ def test_best_export_onnx_of_a_gpu_trained_run_loads_on_a_cpu(gpu_sweep):
 
     export = os.path.join(gpu_sweep["tmp"], "best")
     env = {**gpu_sweep["env"], "CUDA_VISIBLE_DEVICES": ""}  # a process that sees no GPU
-    p = subprocess.run([sys.executable, "-m", "raydistill.best", "--experiment", "gpu-sweep", "--tracking-uri",
-                        gpu_sweep["uri"], "--export", export, "--onnx"], cwd=gpu_sweep["tmp"], env=env,
-                       capture_output=True, text=True, timeout=300)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "raydistill.best",
+            "--experiment",
+            "gpu-sweep",
+            "--tracking-uri",
+            gpu_sweep["uri"],
+            "--export",
+            export,
+            "--onnx",
+        ],
+        cwd=gpu_sweep["tmp"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     best = json.loads(p.stdout.strip().splitlines()[-1])
     assert best["metric"] == "best_val_accuracy" and best["report_metric"] == "best_eval_accuracy"

@@ -1,6 +1,7 @@
 """The CPU side of the GPU tests (tests/test_gpu.py, ``pytest -m gpu``): what they rely on, run in CI without a GPU —
 the window arithmetic that says two trials held GPU memory at once, the per-stage loss check, a GPU trial's path
 through Ray Train with a fraction of a GPU and NCCL, where the in-sweep teacher trains, and the device refusals."""
+
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -32,9 +33,13 @@ def test_common_span_of_windows():
 
 
 def test_falling_per_stage_compares_within_each_stage():
-    reports = [{"stage": "intermediate", "train_loss": 5.0}, {"stage": "intermediate", "train_loss": 4.0},
-               {"stage": "pred", "train_loss": 0.7}, {"stage": "pred", "train_loss": 0.6},
-               {"stage": "pred", "train_loss": 0.5}]
+    reports = [
+        {"stage": "intermediate", "train_loss": 5.0},
+        {"stage": "intermediate", "train_loss": 4.0},
+        {"stage": "pred", "train_loss": 0.7},
+        {"stage": "pred", "train_loss": 0.6},
+        {"stage": "pred", "train_loss": 0.5},
+    ]
     assert falling_per_stage(reports) == {"intermediate": (5.0, 4.0), "pred": (0.7, 0.5)}
     assert falling_per_stage([{"stage": "pred", "train_loss": 1.0}]) == {}  # one epoch: nothing to compare
 
@@ -84,8 +89,9 @@ def test_run_device():
 
 
 @pytest.mark.parametrize("has_cuda", [False, True])
-def test_in_sweep_teacher_trains_on_the_gpu_only_where_this_process_has_one(has_cuda, tiny_teacher, glue_dir, tmp_path,
-                                                                          monkeypatch):
+def test_in_sweep_teacher_trains_on_the_gpu_only_where_this_process_has_one(
+    has_cuda, tiny_teacher, glue_dir, tmp_path, monkeypatch
+):
     """A --use-gpu sweep fine-tunes its teacher on the driver's GPU; a driver without one (a joined cluster's head)
     fine-tunes on its CPU rather than refusing mid-sweep."""
     import raydistill.train.finetune as ft
@@ -93,8 +99,12 @@ def test_in_sweep_teacher_trains_on_the_gpu_only_where_this_process_has_one(has_
     seen = {}
     monkeypatch.setattr(ft, "finetune", lambda cfg, out, **kw: seen.setdefault("cfg", cfg) and {})
     monkeypatch.setattr(torch.cuda, "is_available", lambda: has_cuda)
-    base = RunConfig(task="sst2", teacher=tiny_teacher("base"), data_dir=glue_dir,
-                     train=TrainConfig(use_gpu=True, max_steps=6, train_limit=50))
+    base = RunConfig(
+        task="sst2",
+        teacher=tiny_teacher("base"),
+        data_dir=glue_dir,
+        train=TrainConfig(use_gpu=True, max_steps=6, train_limit=50),
+    )
     ft.prepare_teacher(base, str(tmp_path), None, lambda m: None, epochs=1)
     t = seen["cfg"].train
     assert t.use_gpu is has_cuda and (t.max_steps, t.train_limit, t.num_workers) == (0, 0, 1)

@@ -1,6 +1,7 @@
 """The guard of a driver on a joined cluster (``orchestrate/guard.py``), without Ray: a driver that dies, or hangs
 with its cluster's GCS unreachable, ends in one line with its MLflow runs (and their RUNNING children) FAILED; a
 driver that ends normally leaves its runs as they are and prints nothing more."""
+
 from __future__ import annotations
 
 import json
@@ -45,8 +46,13 @@ def test_guardian_marks_a_dead_drivers_runs_failed_in_one_line(tmp_path):
     parent, child = runs(uri)
     address = dead_address()
     for bye in (True, False):
-        g = subprocess.Popen([sys.executable, "-m", "raydistill.orchestrate.guard", address], stdin=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True, env=env())
+        g = subprocess.Popen(
+            [sys.executable, "-m", "raydistill.orchestrate.guard", address],
+            stdin=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env(),
+        )
         msg = {"event": "open", "uri": uri, "run_id": parent, "name": "my-sweep", "role": "sweep", "space": "pkd_glue"}
         _, err = g.communicate(json.dumps(msg) + "\n" + (json.dumps({"bye": True}) + "\n" if bye else ""), timeout=120)
         if bye:  # the driver ended normally: nothing said, nothing touched
@@ -74,8 +80,9 @@ def test_a_driver_hanging_on_an_unreachable_gcs_ends_within_seconds(tmp_path):
     uri = f"sqlite:///{tmp_path / 'm.db'}"
     address = dead_address()
     t0 = time.time()
-    p = subprocess.run([sys.executable, "-c", HANG, address, uri], capture_output=True, text=True, timeout=120,
-                       env=env())
+    p = subprocess.run(
+        [sys.executable, "-c", HANG, address, uri], capture_output=True, text=True, timeout=120, env=env()
+    )
     took = time.time() - t0
     run_id = p.stdout.strip().splitlines()[-1]
     errors = [ln for ln in p.stderr.splitlines() if ln.startswith("error: ")]
@@ -97,12 +104,19 @@ def test_a_run_the_driver_ended_failed_just_before_dying_is_still_named(tmp_path
     track.set_tags(uri, parent, {"error": "RayActorError: the actor died"})
     track.end_run(uri, parent, "FAILED")
     address = dead_address()
-    msgs = [{"event": "open", "uri": uri, "run_id": done, "name": "teacher"},
-            {"event": "close", "uri": uri, "run_id": done, "status": "FINISHED"},
-            {"event": "open", "uri": uri, "run_id": parent, "name": "my-sweep", "role": "sweep", "space": "pkd_glue"},
-            {"event": "close", "uri": uri, "run_id": parent, "status": "FAILED"}]
-    g = subprocess.Popen([sys.executable, "-m", "raydistill.orchestrate.guard", address], stdin=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, env=env())
+    msgs = [
+        {"event": "open", "uri": uri, "run_id": done, "name": "teacher"},
+        {"event": "close", "uri": uri, "run_id": done, "status": "FINISHED"},
+        {"event": "open", "uri": uri, "run_id": parent, "name": "my-sweep", "role": "sweep", "space": "pkd_glue"},
+        {"event": "close", "uri": uri, "run_id": parent, "status": "FAILED"},
+    ]
+    g = subprocess.Popen(
+        [sys.executable, "-m", "raydistill.orchestrate.guard", address],
+        stdin=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env(),
+    )
     _, err = g.communicate("".join(json.dumps(m) + "\n" for m in msgs), timeout=120)
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert len(lines) == 1 and f"MLflow run(s) {parent} marked FAILED" in lines[0], err

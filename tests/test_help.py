@@ -1,5 +1,6 @@
 """``--help`` of every command: every option has a help line that shows its default, and each description is plain
 text for users (no docstring markup, no internal names)."""
+
 from __future__ import annotations
 
 import argparse
@@ -8,9 +9,16 @@ import re
 
 import pytest
 
-COMMANDS = {"sweep": "raydistill.sweep", "distill": "raydistill.distill.__main__", "finetune": "raydistill.finetune",
-            "best": "raydistill.best", "evaluate": "raydistill.evaluate", "data": "raydistill.data.__main__",
-            "augment": "raydistill.distill.augment", "list": "raydistill.commands.listing"}
+COMMANDS = {
+    "sweep": "raydistill.sweep",
+    "distill": "raydistill.distill.__main__",
+    "finetune": "raydistill.finetune",
+    "best": "raydistill.best",
+    "evaluate": "raydistill.evaluate",
+    "data": "raydistill.data.__main__",
+    "augment": "raydistill.distill.augment",
+    "list": "raydistill.commands.listing",
+}
 
 
 class _Built(BaseException):
@@ -75,8 +83,9 @@ def test_description_is_plain_text(name, p):
     d = p.description or ""
     assert d.strip(), f"{name} has no description"
     assert "``" not in d, f"{name}: docstring markup in the description"
-    assert not re.search(r"\b(orchestrate|summary\.finish|run_sweep|preflight|RunConfig|__main__)\b", d), \
+    assert not re.search(r"\b(orchestrate|summary\.finish|run_sweep|preflight|RunConfig|__main__)\b", d), (
         f"{name}: internal names in the description: {d}"
+    )
     p.format_help()  # renders
 
 

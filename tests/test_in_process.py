@@ -1,6 +1,7 @@
 """A sweep's 1-worker CPU trial trains in its Tune trial process (``orchestrate.run.fit_in_process``), without Ray
 Train: the same loop, each epoch's checkpoint persisted (the latest kept, never a half-copied one), a restarted
 trial resumed from its latest checkpoint and finishing as the uninterrupted run, the best student exported."""
+
 from __future__ import annotations
 
 import os
@@ -29,6 +30,7 @@ def test_checkpoints_persisted_kept_and_resumed_as_the_uninterrupted_run(tiny_te
     def crash_after_2(m):  # the trial process dies once epoch 2 is checkpointed (as a killed trial would)
         if m["epoch"] == 2:
             raise Crash
+
     with pytest.raises(Crash):
         fit_in_process(cfg, run_dir=str(tmp_path / "b"), threads=1, resume=False, on_epoch=crash_after_2)
     (tmp_path / "b" / "checkpoint_000009.tmp").mkdir()  # a half-copied checkpoint is never resumed from
@@ -54,8 +56,12 @@ def test_a_trial_the_scheduler_stops_ends_killed_and_tagged_not_failed(tiny_teac
     from raydistill.orchestrate.run import execute
 
     uri = f"sqlite:///{tmp_path / 'm.db'}"
-    cfg = dataclasses.replace(cfg_for("sst2", tiny_teacher("classification", 2), glue_dir, "kd", epochs=3),
-                              tracking_uri=uri, experiment="stop", output=str(tmp_path / "student"))
+    cfg = dataclasses.replace(
+        cfg_for("sst2", tiny_teacher("classification", 2), glue_dir, "kd", epochs=3),
+        tracking_uri=uri,
+        experiment="stop",
+        output=str(tmp_path / "student"),
+    )
 
     def asha_stops_after_1(m):
         sys.exit(0)  # what ray.train._internal.session does when the scheduler says stop

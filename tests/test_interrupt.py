@@ -1,6 +1,7 @@
 """Ctrl-C (SIGINT) during a sweep, at three moments — while it fine-tunes its teacher, between trials, mid-trial — ends
 it with one line naming the exact resume command, exit 130, no summary, its MLflow runs KILLED (none left RUNNING),
 and `--resume --name NAME` alone finishes the sweep (slow)."""
+
 from __future__ import annotations
 
 import json
@@ -17,19 +18,48 @@ pytestmark = pytest.mark.slow
 
 
 def _cmd(teacher, glue_dir, db, name, *extra):
-    return [sys.executable, "-m", "raydistill.sweep", "kd_glue", "--task", "sst2", "--data-dir", glue_dir,
-            "--teacher", teacher, "--set", "student.size=2L-32-64-2", "--set", "search.confirm=false",
-            "--set", "search.asha=false", "--epochs", "2", "--batch-size", "16", "--max-length", "32",
-            "--eval-limit", "16", "--tracking-uri", f"sqlite:///{db}", "--name", name,
-            "--experiment", name, *extra]
+    return [
+        sys.executable,
+        "-m",
+        "raydistill.sweep",
+        "kd_glue",
+        "--task",
+        "sst2",
+        "--data-dir",
+        glue_dir,
+        "--teacher",
+        teacher,
+        "--set",
+        "student.size=2L-32-64-2",
+        "--set",
+        "search.confirm=false",
+        "--set",
+        "search.asha=false",
+        "--epochs",
+        "2",
+        "--batch-size",
+        "16",
+        "--max-length",
+        "32",
+        "--eval-limit",
+        "16",
+        "--tracking-uri",
+        f"sqlite:///{db}",
+        "--name",
+        name,
+        "--experiment",
+        name,
+        *extra,
+    ]
 
 
 def _interrupt_when(cmd, cwd, ready, timeout=600):
     """Start the sweep, send SIGINT once ``ready(stderr_so_far)`` holds, return (exit code, stdout, stderr)."""
     err_path = os.path.join(cwd, "stderr.txt")
     with open(err_path, "w") as err:
-        p = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=err, text=True,
-                             env={**os.environ, "RAY_ADDRESS": ""})
+        p = subprocess.Popen(
+            cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=err, text=True, env={**os.environ, "RAY_ADDRESS": ""}
+        )
         deadline = time.time() + timeout
         while time.time() < deadline and p.poll() is None and not ready(open(err_path).read()):
             time.sleep(0.5)
@@ -40,9 +70,14 @@ def _interrupt_when(cmd, cwd, ready, timeout=600):
 
 
 def _statuses(db, where=""):
-    return sqlite3.connect(db).execute(
-        "select r.status, coalesce(max(case when t.key = 'raydistill.role' then t.value end), 'trial') from runs r "
-        "left join tags t on r.run_uuid = t.run_uuid group by r.run_uuid").fetchall()
+    return (
+        sqlite3.connect(db)
+        .execute(
+            "select r.status, coalesce(max(case when t.key = 'raydistill.role' then t.value end), 'trial') from runs r "
+            "left join tags t on r.run_uuid = t.run_uuid group by r.run_uuid"
+        )
+        .fetchall()
+    )
 
 
 def _check_interrupted(code, out, err, name):
@@ -53,8 +88,14 @@ def _check_interrupted(code, out, err, name):
 
 
 def _resume(cwd, name, db):
-    r = subprocess.run([sys.executable, "-m", "raydistill.sweep", "--resume", "--name", name], cwd=cwd,
-                       capture_output=True, text=True, timeout=900, env={**os.environ, "RAY_ADDRESS": ""})
+    r = subprocess.run(
+        [sys.executable, "-m", "raydistill.sweep", "--resume", "--name", name],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "RAY_ADDRESS": ""},
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     return json.loads(r.stdout.strip().splitlines()[-1])
 
@@ -74,8 +115,9 @@ def test_interrupt_while_the_sweep_fine_tunes_its_teacher(tiny_teacher, glue_dir
 
 def test_interrupt_between_trials(tiny_teacher, glue_dir, tmp_path):
     db = tmp_path / "m.db"
-    cmd = _cmd(tiny_teacher("classification", 2), glue_dir, db, "int-between", "--num-samples", "2",
-               "--max-concurrent", "1")
+    cmd = _cmd(
+        tiny_teacher("classification", 2), glue_dir, db, "int-between", "--num-samples", "2", "--max-concurrent", "1"
+    )
     code, out, err = _interrupt_when(cmd, tmp_path, lambda e: "TERMINATED" in e)
     _check_interrupted(code, out, err, "int-between")
     st = _statuses(db)
@@ -84,8 +126,18 @@ def test_interrupt_between_trials(tiny_teacher, glue_dir, tmp_path):
 
 def test_interrupt_mid_trial_then_resume(tiny_teacher, glue_dir, tmp_path):
     db = tmp_path / "m.db"
-    cmd = _cmd(tiny_teacher("classification", 2), glue_dir, db, "int-mid", "--num-samples", "2",
-               "--max-concurrent", "1", "--max-steps", "40")
+    cmd = _cmd(
+        tiny_teacher("classification", 2),
+        glue_dir,
+        db,
+        "int-mid",
+        "--num-samples",
+        "2",
+        "--max-concurrent",
+        "1",
+        "--max-steps",
+        "40",
+    )
     code, out, err = _interrupt_when(cmd, tmp_path, lambda e: "epoch 1/2" in e and "RUNNING" in e)
     _check_interrupted(code, out, err, "int-mid")
     st = _statuses(db)

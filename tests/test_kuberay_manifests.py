@@ -1,6 +1,7 @@
 """KubeRay manifests under cluster/kuberay/: the fields the ray.io/v1 CRDs and the operator's validation
 (ray-operator/controllers/ray/utils/validation.go) require, plus the project's rules (scale to zero, GPU limits,
 token auth, nothing exposed, secrets only by reference, entrypoint accepted by raydistill.sweep)."""
+
 from __future__ import annotations
 
 import re
@@ -66,7 +67,8 @@ def check_ray_cluster_spec(spec: dict, where: str) -> None:
         params = g.get("rayStartParams")
         assert isinstance(params, dict), f"{where}/{name}: rayStartParams is required (may be {{}})"
         assert all(isinstance(k, str) and isinstance(v, str) for k, v in params.items()), (
-            f"{where}/{name}: rayStartParams is map[string]string; quote the values")
+            f"{where}/{name}: rayStartParams is map[string]string; quote the values"
+        )
         assert "labels" not in params, f"{where}/{name}: use the group's labels field, not rayStartParams"
         if any(params.get(k) for k in RAY_START_RESOURCE_PARAMS):
             assert not g.get("resources"), f"{where}/{name}: resources in both rayStartParams and resources"
@@ -78,10 +80,11 @@ def check_ray_cluster_spec(spec: dict, where: str) -> None:
         assert ray_container.get("name"), f"{where}/{name}: containers[0].name"
         image = ray_container.get("image", "")
         assert image and ":" in image.rsplit("/", 1)[-1] and not image.endswith(":latest"), (
-            f"{where}/{name}: containers[0].image must be pinned, got {image!r}")
+            f"{where}/{name}: containers[0].image must be pinned, got {image!r}"
+        )
         assert template["spec"].get("restartPolicy") in (None, "Never"), f"{where}/{name}: autoscaler v2 restartPolicy"
 
-    assert head["rayStartParams"].get("num-cpus") == "0", f"{where}: no tasks on the head (num-cpus: \"0\")"
+    assert head["rayStartParams"].get("num-cpus") == "0", f'{where}: no tasks on the head (num-cpus: "0")'
     assert head.get("serviceType", "ClusterIP") == "ClusterIP", f"{where}: head service must stay ClusterIP"
     assert not head.get("enableIngress"), f"{where}: no ingress"
     images = {g["template"]["spec"]["containers"][0]["image"] for _, g in groups}
@@ -99,9 +102,12 @@ def check_ray_cluster_spec(spec: dict, where: str) -> None:
         assert g["minReplicas"] == 0, f"{where}/{name}: minReplicas 0 (scale to zero)"
         assert g["maxReplicas"] >= 1 and g["minReplicas"] <= g["replicas"] <= g["maxReplicas"], f"{where}/{name}"
         assert not g.get("suspend"), f"{where}/{name}: cannot suspend a group with the autoscaler on"
-    gpu_groups = [g for g in workers
-                  if int(g["template"]["spec"]["containers"][0].get("resources", {}).get("limits", {})
-                         .get("nvidia.com/gpu", 0)) >= 1]
+    gpu_groups = [
+        g
+        for g in workers
+        if int(g["template"]["spec"]["containers"][0].get("resources", {}).get("limits", {}).get("nvidia.com/gpu", 0))
+        >= 1
+    ]
     assert gpu_groups, f"{where}: needs a GPU worker group (limits nvidia.com/gpu)"
 
     for name, pod in _pod_specs(spec):
@@ -203,12 +209,25 @@ def test_rayjob():
         assert "--use-gpu" in argv, f"{path}: GPU sweep"
         storage = opts.get("--storage-path", "")
         assert urlparse(storage).scheme in ("s3", "gs"), (
-            f"{path}: --storage-path must be object storage shared by all pods, got {storage!r}")
+            f"{path}: --storage-path must be object storage shared by all pods, got {storage!r}"
+        )
 
         env = yaml.safe_load(spec.get("runtimeEnvYAML", ""))
         assert isinstance(env, dict), f"{path}: runtimeEnvYAML must parse to a mapping"
-        assert set(env) <= {"working_dir", "pip", "uv", "conda", "env_vars", "py_modules", "excludes", "config",
-                            "container", "image_uri", "py_executable", "nsight"}, f"{path}: runtime env keys {set(env)}"
+        assert set(env) <= {
+            "working_dir",
+            "pip",
+            "uv",
+            "conda",
+            "env_vars",
+            "py_modules",
+            "excludes",
+            "config",
+            "container",
+            "image_uri",
+            "py_executable",
+            "nsight",
+        }, f"{path}: runtime env keys {set(env)}"
         uri = env.get("env_vars", {}).get("MLFLOW_TRACKING_URI")
         assert uri, f"{path}: runtime env sets MLFLOW_TRACKING_URI"
         assert all(isinstance(v, str) for v in env["env_vars"].values()), f"{path}: env_vars values are strings"
@@ -222,7 +241,8 @@ def test_rayjob():
         if "working_dir" in env:
             wd = urlparse(env["working_dir"])
             assert wd.scheme in ("s3", "gs", "https") and wd.path.endswith(".zip"), (
-                f"{path}: a RayJob's working_dir must be a remote .zip URI")
+                f"{path}: a RayJob's working_dir must be a remote .zip URI"
+            )
 
         assert spec.get("shutdownAfterJobFinishes") is True, f"{path}: shutdownAfterJobFinishes"
         assert isinstance(spec.get("ttlSecondsAfterFinished", 0), int) and spec.get("ttlSecondsAfterFinished", 0) >= 0
@@ -248,8 +268,11 @@ def test_rayjob_entrypoint_accepted_by_sweep_cli():
 
 
 # ------------------------------------------------------------------ MLflow
-@pytest.mark.parametrize("dep", [d for _, d in _of_kind("Deployment") if d["metadata"]["name"] == "mlflow"],
-                         ids=[_rel(p) for p, d in _of_kind("Deployment") if d["metadata"]["name"] == "mlflow"])
+@pytest.mark.parametrize(
+    "dep",
+    [d for _, d in _of_kind("Deployment") if d["metadata"]["name"] == "mlflow"],
+    ids=[_rel(p) for p, d in _of_kind("Deployment") if d["metadata"]["name"] == "mlflow"],
+)
 def test_mlflow_server(dep):
     pod = dep["spec"]["template"]["spec"]
     (c,) = pod["containers"]
@@ -260,7 +283,7 @@ def test_mlflow_server(dep):
         uri = backend.group(1)
         assert uri.startswith(("sqlite:////", "postgresql")), uri
         if uri.startswith("sqlite:////"):
-            db_dir = str(Path(uri[len("sqlite:///"):]).parent)
+            db_dir = str(Path(uri[len("sqlite:///") :]).parent)
             mounts = {m["mountPath"]: m["name"] for m in c.get("volumeMounts", [])}
             assert db_dir in mounts, f"SQLite file {uri} must live on a mounted volume"
             claims = {v["name"] for v in pod.get("volumes", []) if "persistentVolumeClaim" in v}
@@ -329,4 +352,5 @@ def test_every_image_pinned():
     for p, image in images:
         name, _, tag = image.rpartition(":")
         assert name and "/" not in tag and tag != "latest" and re.match(r"\d+\.\d+\.\d+$", tag), (
-            f"{_rel(p)}: image {image!r} must be pinned to a version tag")
+            f"{_rel(p)}: image {image!r} must be pinned to a version tag"
+        )

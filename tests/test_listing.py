@@ -1,4 +1,5 @@
 """``python -m raydistill list``: every shipped space, method, task and init with its own one-line description."""
+
 from __future__ import annotations
 
 import json
@@ -17,8 +18,12 @@ def test_every_group_lists_every_registered_name_with_a_description():
     from raydistill.config.space import SPACES_DIR
     from raydistill.tasks import TASKS
 
-    want = {"spaces": {f[:-5] for f in os.listdir(SPACES_DIR) if f.endswith(".yaml")}, "methods": set(METHODS),
-            "tasks": set(TASKS), "inits": {n.split(":")[0] for n in INITS}}
+    want = {
+        "spaces": {f[:-5] for f in os.listdir(SPACES_DIR) if f.endswith(".yaml")},
+        "methods": set(METHODS),
+        "tasks": set(TASKS),
+        "inits": {n.split(":")[0] for n in INITS},
+    }
     for group in listing.GROUPS:
         rows = listing.listing(group)
         assert {n.split(":")[0] for n, _ in rows} == want[group], group
@@ -49,8 +54,9 @@ def test_tasks_say_kind_metric_and_language():
 
 def test_spaces_read_their_yaml_description():
     rows = dict(listing.spaces())
-    assert rows["pkd_glue"] == ("Patient-KD, student from the first k teacher layers, PKD-Skip vs PKD-Last "
-                                "(method pkd, task rte)")
+    assert rows["pkd_glue"] == (
+        "Patient-KD, student from the first k teacher layers, PKD-Skip vs PKD-Last (method pkd, task rte)"
+    )
     assert "minilm_glue" in rows
 
 
@@ -80,11 +86,14 @@ def test_unknown_group_is_one_line(capsys):
 
 def test_python_m_raydistill_list_end_to_end():
     env = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}
-    p = subprocess.run([sys.executable, "-m", "raydistill", "list", "spaces"], capture_output=True, text=True,
-                       timeout=120, env=env)
+    p = subprocess.run(
+        [sys.executable, "-m", "raydistill", "list", "spaces"], capture_output=True, text=True, timeout=120, env=env
+    )
     assert p.returncode == 0, p.stderr
     assert p.stdout.startswith("search spaces") and "pkd_glue" in p.stdout
     p = subprocess.run([sys.executable, "-m", "raydistill"], capture_output=True, text=True, timeout=60, env=env)
     assert p.returncode == 0 and "python -m raydistill list" in p.stdout and "python -m raydistill.sweep" in p.stdout
-    p = subprocess.run([sys.executable, "-m", "raydistill", "lsit"], capture_output=True, text=True, timeout=60, env=env)
+    p = subprocess.run(
+        [sys.executable, "-m", "raydistill", "lsit"], capture_output=True, text=True, timeout=60, env=env
+    )
     assert p.returncode == 2 and p.stderr.startswith("error: command: unknown command 'lsit'")

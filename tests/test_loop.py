@@ -1,4 +1,5 @@
 """Every method on every task kind, in-process (no Ray): the plain-PyTorch loop trains and evaluates."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -15,10 +16,14 @@ KO_LABELS = ("O", "B-PS", "I-PS", "B-LC", "I-LC", "B-OG", "I-OG", "B-DT", "I-DT"
 
 def cfg_for(task, teacher, data_dir, method, epochs=1, **distill):
     student = StudentConfig(layers=2, hidden=32, intermediate=64, heads=2, init="random")
-    return RunConfig(task=task, teacher=teacher, data_dir=data_dir, student=student,
-                     distill=DistillConfig(method=method, **distill),
-                     train=TrainConfig(epochs=epochs, batch_size=8, max_steps=4 * epochs, max_length=64, lr=1e-3,
-                                       eval_limit=16)).validate()
+    return RunConfig(
+        task=task,
+        teacher=teacher,
+        data_dir=data_dir,
+        student=student,
+        distill=DistillConfig(method=method, **distill),
+        train=TrainConfig(epochs=epochs, batch_size=8, max_steps=4 * epochs, max_length=64, lr=1e-3, eval_limit=16),
+    ).validate()
 
 
 def run_local(cfg):
@@ -98,16 +103,19 @@ def test_resume_continues_from_checkpoint(tiny_teacher, glue_dir, tmp_path):
     assert reports[0]["eval_accuracy"] == pytest.approx(full[1]["eval_accuracy"])
 
 
-@pytest.mark.parametrize("task,kind,method,extra", [
-    ("sst2", "classification", "pkd", {"alpha": 0.5, "beta": 100.0, "mapping": "skip"}),
-    ("stsb", "regression", "kd", {"alpha": 0.5}),
-    ("klue_ner", "token", "kd", {"alpha": 0.7, "temperature": 2.0}),
-    ("korquad", "qa", "two_stage", {"stage": "pred"}),
-    ("sst2", "classification", "tinybert", {"mapping": "uniform"}),  # full hidden states + attention scores
-    ("klue_ner", "token", "two_stage", {"mapping": "skip"}),
-    ("korquad", "qa", "two_stage", {"mapping": "last", "stage": "intermediate"}),
-    ("mrpc", "classification", "distilbert", {"alpha": 0.5, "alpha_cos": 1.0}),  # full last hidden state
-])
+@pytest.mark.parametrize(
+    "task,kind,method,extra",
+    [
+        ("sst2", "classification", "pkd", {"alpha": 0.5, "beta": 100.0, "mapping": "skip"}),
+        ("stsb", "regression", "kd", {"alpha": 0.5}),
+        ("klue_ner", "token", "kd", {"alpha": 0.7, "temperature": 2.0}),
+        ("korquad", "qa", "two_stage", {"stage": "pred"}),
+        ("sst2", "classification", "tinybert", {"mapping": "uniform"}),  # full hidden states + attention scores
+        ("klue_ner", "token", "two_stage", {"mapping": "skip"}),
+        ("korquad", "qa", "two_stage", {"mapping": "last", "stage": "intermediate"}),
+        ("mrpc", "classification", "distilbert", {"alpha": 0.5, "alpha_cos": 1.0}),  # full last hidden state
+    ],
+)
 def test_teacher_cache_gives_the_same_losses(task, kind, method, extra, tiny_teacher, glue_dir, korean_dir, tmp_path):
     """A run served from the teacher cache matches the live-teacher run within fp16 rounding."""
     import os
@@ -140,8 +148,10 @@ def test_teacher_dtype_follows_config_and_hardware(monkeypatch):
     assert precision.teacher_dtype(TrainConfig(), cpu) == "fp32"
 
 
-@pytest.mark.parametrize("method,extra", [("kd", {"alpha": 0.5, "temperature": 2.0}),
-                                          ("tinybert", {"mapping": "uniform", "stage": "intermediate"})])
+@pytest.mark.parametrize(
+    "method,extra",
+    [("kd", {"alpha": 0.5, "temperature": 2.0}), ("tinybert", {"mapping": "uniform", "stage": "intermediate"})],
+)
 def test_bf16_teacher_losses_within_one_percent_of_fp32(method, extra, tiny_teacher, glue_dir, monkeypatch, tmp_path):
     """The bf16-autocast teacher (default where native) moves every training loss by < 1% (the issue's bound);
     the cache built under it is keyed apart from the fp32 one."""
@@ -185,8 +195,7 @@ def test_full_sequence_cache_budget(tiny_teacher, glue_dir, tmp_path):
     (key,) = [d for d in os.listdir(tmp_path / "big") if not d.endswith(".lock")]
     meta = json.load(open(tmp_path / "big" / key / "meta.json"))
     assert meta["hidden"] == list(range(5)) and meta["att"] == list(range(4))  # tiny teacher: 4 layers, all cached
-    other = cfg.replace(teacher_cache=str(tmp_path / "big"),
-                        distill=dataclasses.replace(cfg.distill, mapping="last"))
+    other = cfg.replace(teacher_cache=str(tmp_path / "big"), distill=dataclasses.replace(cfg.distill, mapping="last"))
     run_logged(other)
     assert not any("computing" in m for m in logs)  # a different mapping is served by the same pass
     for k in ("train_emb", "train_att", "train_hidden", "train_loss"):
@@ -220,7 +229,7 @@ def test_cache_adds_missing_layers_later(tiny_teacher, glue_dir, tmp_path):
     # bottom needs hidden 0,1,2 + scores 0,1, i.e. one more hidden and one more score array
     budget = base + 3 * h + 2 * a + size["att_offsets"] + (h + a) + 4096
     assert 5 * h + 4 * a + size["att_offsets"] + base > budget  # not everything fits
-    c = cfg.replace(teacher_cache=str(tmp_path / "part"), teacher_cache_gb=budget / 2 ** 30)
+    c = cfg.replace(teacher_cache=str(tmp_path / "part"), teacher_cache_gb=budget / 2**30)
     run_local(c)
     meta = json.load(open(tmp_path / "part" / key / "meta.json"))
     assert meta["hidden"] == [0, 2, 4] and meta["att"] == [1, 3]
@@ -235,13 +244,16 @@ def test_cache_adds_missing_layers_later(tiny_teacher, glue_dir, tmp_path):
         assert cached[k] == pytest.approx(live[k], rel=2e-3, abs=1e-4), k
 
 
-@pytest.mark.parametrize("method,extra,layers", [
-    ("pkd", {"mapping": "uniform", "beta": 10.0}, {"1"}),  # the pair of the last layer is left to KD: no projection
-    ("tinybert", {"mapping": "uniform"}, {"0", "1", "2"}),
-    ("distilbert", {"alpha_cos": 1.0}, {"2"}),
-    ("distilbert", {"alpha_cos": 0.0}, set()),
-    ("kd", {}, set()),
-])
+@pytest.mark.parametrize(
+    "method,extra,layers",
+    [
+        ("pkd", {"mapping": "uniform", "beta": 10.0}, {"1"}),  # the pair of the last layer is left to KD: no projection
+        ("tinybert", {"mapping": "uniform"}, {"0", "1", "2"}),
+        ("distilbert", {"alpha_cos": 1.0}, {"2"}),
+        ("distilbert", {"alpha_cos": 0.0}, set()),
+        ("kd", {}, set()),
+    ],
+)
 def test_projections_only_for_the_layers_the_losses_read(method, extra, layers, tiny_teacher, glue_dir):
     from raydistill.train.objective import build_objective
 
@@ -262,8 +274,15 @@ def test_each_stage_gets_its_own_optimizer_and_schedule(tiny_teacher, glue_dir, 
         step(model, loss, opt, sched)
 
     monkeypatch.setattr(step_mod, "optimizer_step", record)
-    cfg = cfg_for("sst2", tiny_teacher("classification", 2), glue_dir, "tinybert", epochs=3, mapping="uniform",
-                  intermediate_epochs=1)
+    cfg = cfg_for(
+        "sst2",
+        tiny_teacher("classification", 2),
+        glue_dir,
+        "tinybert",
+        epochs=3,
+        mapping="uniform",
+        intermediate_epochs=1,
+    )
     run_local(cfg.replace(train=dataclasses.replace(cfg.train, warmup_ratio=0.5)))  # 4 steps per epoch
     lr = cfg.train.lr
     assert len(seen) == 12 and seen[0][0] == 0 and seen[3][0] > 0
@@ -277,8 +296,15 @@ def test_two_stage_resumes_between_and_inside_stages(tiny_teacher, glue_dir, tmp
     stage's optimizer comes back, and (re-seeded per epoch) the same dropout masks are drawn."""
     import shutil
 
-    cfg = cfg_for("sst2", tiny_teacher("classification", 2), glue_dir, "tinybert", epochs=3, mapping="uniform",
-                  intermediate_epochs=1)  # student dropout 0.1
+    cfg = cfg_for(
+        "sst2",
+        tiny_teacher("classification", 2),
+        glue_dir,
+        "tinybert",
+        epochs=3,
+        mapping="uniform",
+        intermediate_epochs=1,
+    )  # student dropout 0.1
     full = []
 
     def keep(m, c):
@@ -315,8 +341,13 @@ def test_best_epoch_is_reported_checkpointed_and_kept_on_resume(tiny_teacher, gl
 
     def evaluate(model, data, batch_size, device):  # the real metrics, with scripted main metrics
         out = real(model, data, batch_size, device)
-        return {**out, "val_real_accuracy": out["val_accuracy"], "val_accuracy": scripted.pop(0),
-                "eval_accuracy": dev_scripted.pop(0), "eval_fingerprint": _fingerprint(model)}
+        return {
+            **out,
+            "val_real_accuracy": out["val_accuracy"],
+            "val_accuracy": scripted.pop(0),
+            "eval_accuracy": dev_scripted.pop(0),
+            "eval_fingerprint": _fingerprint(model),
+        }
 
     monkeypatch.setattr(loop, "dev_metrics", evaluate)
     cfg = cfg_for("sst2", tiny_teacher("classification", 2), glue_dir, "kd", epochs=3, alpha=0.5)
@@ -349,8 +380,13 @@ def test_best_epoch_is_reported_checkpointed_and_kept_on_resume(tiny_teacher, gl
     resumed = []
     scripted[:], dev_scripted[:] = [0.6], [0.99]
     shutil.rmtree(tmp_path / "epoch3")
-    run(cfg, Context(resume_dir=str(tmp_path / "epoch2"),
-                     report=lambda m, c: (resumed.append(m), shutil.copytree(c, tmp_path / "epoch3"))))
+    run(
+        cfg,
+        Context(
+            resume_dir=str(tmp_path / "epoch2"),
+            report=lambda m, c: (resumed.append(m), shutil.copytree(c, tmp_path / "epoch3")),
+        ),
+    )
     assert resumed[0]["best_epoch"] == 2 and resumed[0]["best_eval_fingerprint"] == second["eval_fingerprint"]
     assert _fingerprint(load(3, "best_student")) == pytest.approx(second["eval_fingerprint"], rel=1e-12)
 

@@ -1,4 +1,5 @@
 """Every loss against a number worked out by hand from its formula (math/numpy, never the function itself)."""
+
 import math
 
 import numpy as np
@@ -26,15 +27,25 @@ def _kl(zt, zs, T):
 
 
 def test_every_loss_says_what_it_computes():
-    for name in ("soft_ce", "hard_loss", "logit_mse", "qa_logit_mse", "regression_mse", "hidden_mse",
-                 "attention_mse", "cosine_hidden", "pkd_patient", "mlm_loss"):
+    for name in (
+        "soft_ce",
+        "hard_loss",
+        "logit_mse",
+        "qa_logit_mse",
+        "regression_mse",
+        "hidden_mse",
+        "attention_mse",
+        "cosine_hidden",
+        "pkd_patient",
+        "mlm_loss",
+    ):
         assert getattr(L, name).__doc__, name
     assert "T²" in L.__doc__ and "α" in L.__doc__ and "β" in L.__doc__
 
 
 def test_soft_ce_t_squared_and_batch_mean():
     # row 0: student [1, 0], teacher [0, 1], T = 2 -> z/T = [.5, 0] vs [0, .5]
-    pt1 = math.exp(0.5) / (1 + math.exp(0.5))       # teacher prob of class 1
+    pt1 = math.exp(0.5) / (1 + math.exp(0.5))  # teacher prob of class 1
     kl_row0 = pt1 * math.log(pt1 / (1 - pt1)) + (1 - pt1) * math.log((1 - pt1) / pt1)
     # row 1: identical logits -> KL 0; batch mean halves row 0, T² = 4
     got = L.soft_ce(t([[1.0, 0.0], [3.0, -1.0]]), t([[0.0, 1.0], [3.0, -1.0]]), T=2.0)
@@ -44,7 +55,7 @@ def test_soft_ce_t_squared_and_batch_mean():
 
 
 def test_soft_ce_token_mask_counts_real_tokens_only():
-    s = t([[[1.0, 0.0], [9.0, -9.0]], [[0.0, 0.0], [0.0, 2.0]]])   # [B=2, T=2, C=2]
+    s = t([[[1.0, 0.0], [9.0, -9.0]], [[0.0, 0.0], [0.0, 2.0]]])  # [B=2, T=2, C=2]
     te = t([[[0.0, 1.0], [-9.0, 9.0]], [[0.0, 0.0], [1.0, 0.0]]])
     mask = t([[1, 0], [1, 1]])
     expected = 9 * (_kl([0, 1], [1, 0], 3) + 0.0 + _kl([1, 0], [0, 2], 3)) / 3  # 3 real tokens, T = 3
@@ -72,6 +83,7 @@ def test_hard_loss_per_kind():
 
     class Out:  # model outputs work as well as bare tensors
         start_logits, end_logits = start, end
+
     assert L.hard_loss("qa", Out(), batch).item() == approx((math.log(3) + math.log(2)) / 2)
 
 
@@ -90,9 +102,9 @@ def test_qa_logit_mse_masks_padding():
 
 
 def test_hidden_mse_with_projection_and_mask():
-    hs = t([[[1.0, 2.0], [5.0, 5.0]]])                  # [1, 2, 2]
-    W = t([[1.0, 0.0, 1.0], [0.0, 1.0, 1.0]])           # [2, 3]; h W = [1, 2, 3] for token 0
-    ht = t([[[0.0, 2.0, 1.0], [5.0, 5.0, 10.0]]])       # token 1: h W = [5, 5, 10] -> diff 0
+    hs = t([[[1.0, 2.0], [5.0, 5.0]]])  # [1, 2, 2]
+    W = t([[1.0, 0.0, 1.0], [0.0, 1.0, 1.0]])  # [2, 3]; h W = [1, 2, 3] for token 0
+    ht = t([[[0.0, 2.0, 1.0], [5.0, 5.0, 10.0]]])  # token 1: h W = [5, 5, 10] -> diff 0
     assert L.hidden_mse(hs, ht, proj=W).item() == approx((1 + 0 + 4 + 0) / 6)
     assert L.hidden_mse(hs, ht, proj=W, mask=t([[1, 0]])).item() == approx(5 / 3)
     lin = torch.nn.Linear(2, 3, bias=False)
@@ -105,7 +117,7 @@ def test_hidden_mse_with_projection_and_mask():
 
 
 def test_attention_mse_over_real_query_key_pairs():
-    s = t([[[[1.0, 2.0], [3.0, 4.0]]]])   # [B=1, A=1, 2, 2]
+    s = t([[[[1.0, 2.0], [3.0, 4.0]]]])  # [B=1, A=1, 2, 2]
     te = torch.zeros(1, 1, 2, 2)
     # token 1 is padding: only the (query 0, key 0) score counts -> 1² / 1
     assert L.attention_mse(s, te, t([[1, 0]])).item() == approx(1.0)
@@ -122,7 +134,7 @@ def test_attention_mse_over_real_query_key_pairs():
 
 def test_cosine_hidden_mean_over_real_tokens():
     hs = t([[[1.0, 0.0], [1.0, 1.0], [3.0, -1.0]]])
-    ht = t([[[0.0, 1.0], [2.0, 2.0], [1.0, 1.0]]])     # cos: 0, 1, (3 - 1) / (sqrt 10 sqrt 2)
+    ht = t([[[0.0, 1.0], [2.0, 2.0], [1.0, 1.0]]])  # cos: 0, 1, (3 - 1) / (sqrt 10 sqrt 2)
     c3 = 2 / (math.sqrt(10) * math.sqrt(2))
     assert L.cosine_hidden(hs, ht, t([[1, 1, 0]])).item() == approx((1 - 0 + 1 - 1) / 2)
     assert L.cosine_hidden(hs, ht, t([[1, 1, 1]])).item() == approx((1 + 0 + 1 - c3) / 3)
@@ -138,7 +150,7 @@ def test_pkd_patient_normalised_mse_averaged_over_layers():
 
 
 def test_mlm_loss_ignores_unmasked_positions():
-    logits = torch.zeros(1, 3, 4)          # uniform over 4 tokens -> CE log 4
+    logits = torch.zeros(1, 3, 4)  # uniform over 4 tokens -> CE log 4
     logits[0, 1] = t([0.0, 0.0, 0.0, math.log(5)])  # p(3) = 5 / 8
     labels = t([[2, 3, -100]])
     assert L.mlm_loss(logits, labels).item() == approx((math.log(4) + math.log(8 / 5)) / 2)

@@ -34,16 +34,19 @@ def test_top_bottom_explicit():
     assert set(MAPPINGS) == {"uniform", "skip", "last", "top", "bottom"}
 
 
-@pytest.mark.parametrize("name,m,n", [
-    ("uniform", 13, 12),   # M > N
-    ("uniform", 0, 12),    # M = 0
-    ("skip", 5, 12),       # 12 % 5 != 0
-    ("3,6,9", 4, 12),      # wrong length
-    ("3,3,9,12", 4, 12),   # not strictly increasing
-    ("3,6,9,13", 4, 12),   # outside 1..N
-    ("0,6,9,12", 4, 12),   # 0 is the embeddings, not a layer
-    ("unifrom", 4, 12),    # typo
-])
+@pytest.mark.parametrize(
+    "name,m,n",
+    [
+        ("uniform", 13, 12),  # M > N
+        ("uniform", 0, 12),  # M = 0
+        ("skip", 5, 12),  # 12 % 5 != 0
+        ("3,6,9", 4, 12),  # wrong length
+        ("3,3,9,12", 4, 12),  # not strictly increasing
+        ("3,6,9,13", 4, 12),  # outside 1..N
+        ("0,6,9,12", 4, 12),  # 0 is the embeddings, not a layer
+        ("unifrom", 4, 12),  # typo
+    ],
+)
 def test_impossible_mappings_are_user_errors(name, m, n):
     with pytest.raises(UserError) as e:
         layer_pairs(name, m, n)

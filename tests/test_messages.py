@@ -1,4 +1,5 @@
 """Messages a newcomer meets that the bad-input table (tests/test_bad_input.py) does not cover by itself."""
+
 from __future__ import annotations
 
 import pytest
@@ -74,8 +75,12 @@ def test_mapping_spec_is_checked_for_every_method():
         with pytest.raises(UserError) as e:
             check_spec(bad, n)
         assert e.value.field == "distill.mapping"
-    for kw, field in (({"mapping": "diagonal"}, "distill.mapping"), ({"version": 3}, "distill.version"),
-                      ({"intermediate_epochs": -1}, "distill.intermediate_epochs"), ({"stage": "x"}, "distill.stage")):
+    for kw, field in (
+        ({"mapping": "diagonal"}, "distill.mapping"),
+        ({"version": 3}, "distill.version"),
+        ({"intermediate_epochs": -1}, "distill.intermediate_epochs"),
+        ({"stage": "x"}, "distill.stage"),
+    ):
         with pytest.raises(UserError) as e:
             DistillConfig(method="kd", **kw).validate()
         assert e.value.field == field
@@ -89,4 +94,6 @@ def test_general_task_is_refused_by_training_commands_that_need_labels():
     check_labelled(get_task("rte"), "finetune")
     with pytest.raises(UserError) as e:
         check_labelled(get_task("general"), "finetune")
-    assert e.value.field == "task" and "python -m raydistill.distill --task general --unlabeled-text FILE" in str(e.value)
+    assert e.value.field == "task" and "python -m raydistill.distill --task general --unlabeled-text FILE" in str(
+        e.value
+    )

@@ -1,4 +1,5 @@
 """Metrics against values worked out by hand or taken from the libraries' documented examples (0-1 scale)."""
+
 from __future__ import annotations
 
 import math

@@ -1,6 +1,7 @@
 """MiniLM / MiniLMv2 relation distillation: the loss against hand-computed values, the paper's structure (v1 = the
 model's own attention distributions + value relation; v2 = Q-Q, K-K, V-V over relation heads independent of the
 student's heads), the captures it reads, its shape checks, the slice init and the method through the loop."""
+
 from __future__ import annotations
 
 import math
@@ -59,8 +60,8 @@ def _relation_kl_by_hand(s_a, s_b, t_a, t_b, heads, mask, per="query"):
 def test_relation_kl_matches_hand_computed_values_with_padding_and_different_widths():
     g = torch.Generator().manual_seed(0)
     mask = torch.tensor([[1, 1, 1, 0], [1, 1, 0, 0]])
-    s_a, s_b = torch.randn(2, 4, 4, generator=g), torch.randn(2, 4, 4, generator=g)   # student width 4
-    t_a, t_b = torch.randn(2, 4, 6, generator=g), torch.randn(2, 4, 6, generator=g)   # teacher width 6
+    s_a, s_b = torch.randn(2, 4, 4, generator=g), torch.randn(2, 4, 4, generator=g)  # student width 4
+    t_a, t_b = torch.randn(2, 4, 6, generator=g), torch.randn(2, 4, 6, generator=g)  # teacher width 6
     s_a[:, 3], t_b[1, 2:] = 1e3, -1e3  # padding garbage: must not count
     for per in ("sequence", "query"):
         got = L.relation_kl(s_a, s_b, t_a, t_b, heads=2, mask=mask, per=per)
@@ -69,7 +70,8 @@ def test_relation_kl_matches_hand_computed_values_with_padding_and_different_wid
         assert L.relation_kl(s_a, s_b, s_a, s_b, heads=2, mask=mask, per=per).item() == pytest.approx(0.0, abs=1e-6)
     args = (s_a.tolist(), s_b.tolist(), t_a.tolist(), t_b.tolist(), 2, mask.tolist())
     assert L.relation_kl(s_a, s_b, t_a, t_b, heads=2, mask=mask).item() == pytest.approx(
-        _relation_kl_by_hand(*args, "sequence"), rel=1e-5)  # the default: the papers' reduction
+        _relation_kl_by_hand(*args, "sequence"), rel=1e-5
+    )  # the default: the papers' reduction
     assert _relation_kl_by_hand(*args, "sequence") != pytest.approx(_relation_kl_by_hand(*args, "query"), rel=1e-3)
 
 
@@ -112,8 +114,14 @@ def tiny_bert():
     from transformers import BertConfig, BertModel
 
     torch.manual_seed(0)
-    cfg = BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=3, num_attention_heads=4, intermediate_size=64,
-                     attn_implementation="eager")
+    cfg = BertConfig(
+        vocab_size=50,
+        hidden_size=32,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        intermediate_size=64,
+        attn_implementation="eager",
+    )
     return BertModel(cfg).eval()
 
 
@@ -140,11 +148,15 @@ def test_capture_keeps_qkv_and_v1_qk_relation_is_the_attention_distribution(tiny
 
 
 def _cfg(version=2, relation_heads=0, teacher_layer_=0, heads=2, hidden=16, stage="all"):
-    return RunConfig(task="sst2", teacher="t", student=StudentConfig(layers=2, hidden=hidden, intermediate=32,
-                                                                     heads=heads, init="random"),
-                     distill=DistillConfig(method="minilm", version=version, relation_heads=relation_heads,
-                                           teacher_layer=teacher_layer_, stage=stage),
-                     train=TrainConfig(epochs=2)).validate()
+    return RunConfig(
+        task="sst2",
+        teacher="t",
+        student=StudentConfig(layers=2, hidden=hidden, intermediate=32, heads=heads, init="random"),
+        distill=DistillConfig(
+            method="minilm", version=version, relation_heads=relation_heads, teacher_layer=teacher_layer_, stage=stage
+        ),
+        train=TrainConfig(epochs=2),
+    ).validate()
 
 
 def test_teacher_layer_resolution():
@@ -218,7 +230,8 @@ def test_minilm_losses_are_the_papers_relations(version, relations):
     for name in relations:
         a, b = name
         assert out[name].item() == pytest.approx(
-            L.relation_kl(sx[a], sx[b], tx[a], tx[b], heads, batch["attention_mask"], per="sequence").item())
+            L.relation_kl(sx[a], sx[b], tx[a], tx[b], heads, batch["attention_mask"], per="sequence").item()
+        )
     assert out["loss"].item() == pytest.approx(sum(out[r].item() for r in relations))
 
 
@@ -244,8 +257,12 @@ def test_heads_as_a_fraction_of_the_teachers():
     from raydistill.config.sizes import Shape, resolve
 
     t = Shape(6, 384, 1536, 12)
-    assert resolve({"layers": 0.5, "hidden": 0.5, "heads": 0.5}, t) == {"layers": 3, "hidden": 192,
-                                                                       "intermediate": 768, "heads": 6}
+    assert resolve({"layers": 0.5, "hidden": 0.5, "heads": 0.5}, t) == {
+        "layers": 3,
+        "hidden": 192,
+        "intermediate": 768,
+        "heads": 6,
+    }
     assert resolve({"hidden": "teacher", "heads": 0.5}, t)["heads"] == 6
 
 
@@ -255,11 +272,14 @@ def test_minilm_runs_through_the_loop_and_learns_the_relations(tiny_teacher, glu
     from raydistill.train.loop import Context, run
 
     teacher = tiny_teacher("classification", 2)
-    cfg = RunConfig(task="sst2", teacher=teacher, data_dir=glue_dir,
-                    student=StudentConfig(layers=2, hidden=16, intermediate=32, heads=1, init="slice"),
-                    distill=DistillConfig(method="minilm", temperature=2.0, alpha=0.5, intermediate_epochs=2),
-                    train=TrainConfig(epochs=3, batch_size=8, max_length=64, lr=3e-3, eval_limit=16,
-                                      train_limit=64)).validate()
+    cfg = RunConfig(
+        task="sst2",
+        teacher=teacher,
+        data_dir=glue_dir,
+        student=StudentConfig(layers=2, hidden=16, intermediate=32, heads=1, init="slice"),
+        distill=DistillConfig(method="minilm", temperature=2.0, alpha=0.5, intermediate_epochs=2),
+        train=TrainConfig(epochs=3, batch_size=8, max_length=64, lr=3e-3, eval_limit=16, train_limit=64),
+    ).validate()
     reports = []
     out = run(cfg, Context(report=lambda m, c: reports.append(m)))
     stages = [r["stage"] for r in reports]

@@ -20,6 +20,7 @@ cluster), their own token (``ray get-auth-token --generate`` with ``HOME`` in th
 processes get SIGTERM (they stop their own node's processes), then any process left whose environment
 carries this cluster's marker variable is killed.
 """
+
 from __future__ import annotations
 
 import json
@@ -42,10 +43,32 @@ pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[1]
 MARKER = "RAYDISTILL_MULTINODE_CLUSTER"
-TINY_STUDENT = ["--student-layers", "2", "--student-hidden", "32", "--student-intermediate", "64",
-                "--student-heads", "2", "--init", "random"]
-TINY_SPACE = ["--set", "student.hidden=32", "--set", "student.intermediate=64", "--set", "student.heads=2",
-              "--set", "student.layers={choice: [2, 4]}", "--set", "train.lr=0.001", "--set", "search.confirm=false"]
+TINY_STUDENT = [
+    "--student-layers",
+    "2",
+    "--student-hidden",
+    "32",
+    "--student-intermediate",
+    "64",
+    "--student-heads",
+    "2",
+    "--init",
+    "random",
+]
+TINY_SPACE = [
+    "--set",
+    "student.hidden=32",
+    "--set",
+    "student.intermediate=64",
+    "--set",
+    "student.heads=2",
+    "--set",
+    "student.layers={choice: [2, 4]}",
+    "--set",
+    "train.lr=0.001",
+    "--set",
+    "search.confirm=false",
+]
 
 
 def free_port() -> int:
@@ -61,17 +84,19 @@ def ray_cli() -> list[str]:
 
 @dataclass
 class Cluster:
-    gcs: str          # 127.0.0.1:PORT, what drivers join (RAY_ADDRESS)
-    dashboard: str    # http://127.0.0.1:PORT, the job and state API
-    env: dict         # environment of every client: RAY_ADDRESS + token auth
+    gcs: str  # 127.0.0.1:PORT, what drivers join (RAY_ADDRESS)
+    dashboard: str  # http://127.0.0.1:PORT, the job and state API
+    env: dict  # environment of every client: RAY_ADDRESS + token auth
     temp_dir: str
 
     def run(self, argv, *, cwd, timeout, env=None, check=True) -> subprocess.CompletedProcess:
-        p = subprocess.run(argv, cwd=cwd, env={**self.env, **(env or {})}, capture_output=True, text=True,
-                           timeout=timeout)
+        p = subprocess.run(
+            argv, cwd=cwd, env={**self.env, **(env or {})}, capture_output=True, text=True, timeout=timeout
+        )
         if check and p.returncode != 0:
-            pytest.fail(f"{argv[:4]} exited {p.returncode}\n--- stdout\n{p.stdout[-6000:]}\n"
-                        f"--- stderr\n{p.stderr[-6000:]}")
+            pytest.fail(
+                f"{argv[:4]} exited {p.returncode}\n--- stdout\n{p.stdout[-6000:]}\n--- stderr\n{p.stderr[-6000:]}"
+            )
         return p
 
     def state(self, check=True) -> dict | None:
@@ -84,7 +109,8 @@ class Cluster:
             " for n in list_nodes(address=a, detail=True) if n.state == 'ALIVE'}\n"
             "workers = [(w.job_id, w.node_id, w.pid) for w in list_actors(address=a, detail=True, limit=10000,"
             " filters=[('class_name', '=', 'RayTrainWorker')], raise_on_missing_output=False)]\n"
-            "print(json.dumps({'nodes': nodes, 'workers': workers}))\n")
+            "print(json.dumps({'nodes': nodes, 'workers': workers}))\n"
+        )
         p = self.run([sys.executable, "-c", code, self.dashboard], cwd=self.temp_dir, timeout=120, check=check)
         return json.loads(p.stdout.strip().splitlines()[-1]) if p.returncode == 0 else None
 
@@ -129,51 +155,119 @@ def cluster():
         pytest.skip("multi-raylet test runs on Linux only")
     temp_dir = tempfile.mkdtemp(prefix="rdmn-", dir="/tmp")  # short: unix socket paths live under it
     marker = secrets.token_hex(8)
-    base = {k: v for k, v in os.environ.items()
-            if k not in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH", "RAY_AUTH_MODE")}
-    base.update({MARKER: marker, "RAY_USAGE_STATS_ENABLED": "0", "TOKENIZERS_PARALLELISM": "false",
-                 "HF_HUB_OFFLINE": "1", "RAY_TRAIN_V2_ENABLED": "1",
-                 "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0",  # SIGTERM stops a node at once, no 30 s drain
-                 "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))})
+    base = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH", "RAY_AUTH_MODE")
+    }
+    base.update(
+        {
+            MARKER: marker,
+            "RAY_USAGE_STATS_ENABLED": "0",
+            "TOKENIZERS_PARALLELISM": "false",
+            "HF_HUB_OFFLINE": "1",
+            "RAY_TRAIN_V2_ENABLED": "1",
+            "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0",  # SIGTERM stops a node at once, no 30 s drain
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+        }
+    )
 
     # the cluster's own token, made the documented way, in the temp dir instead of the user's ~/.ray
-    gen = subprocess.run([*ray_cli(), "get-auth-token", "--generate"], env={**base, "HOME": temp_dir},
-                         capture_output=True, text=True, timeout=120)
+    gen = subprocess.run(
+        [*ray_cli(), "get-auth-token", "--generate"],
+        env={**base, "HOME": temp_dir},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     token_path = os.path.join(temp_dir, ".ray", "auth_token")
     assert gen.returncode == 0 and os.path.isfile(token_path), gen.stderr
     os.chmod(token_path, 0o600)
     auth = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": token_path}
 
     port, dash = free_port(), free_port()
-    common = ["--block", "--node-ip-address", "127.0.0.1", "--num-cpus", "2", "--num-gpus", "0",
-              "--object-store-memory", str(150 * 1024 ** 2), "--disable-usage-stats"]
+    common = [
+        "--block",
+        "--node-ip-address",
+        "127.0.0.1",
+        "--num-cpus",
+        "2",
+        "--num-gpus",
+        "0",
+        "--object-store-memory",
+        str(150 * 1024**2),
+        "--disable-usage-stats",
+    ]
 
     def node_args(name):  # a temp dir per node: nodes sharing one would share (and delete) runtime_env files
-        return ["--temp-dir", os.path.join(temp_dir, name), "--node-manager-port", str(free_port()),
-                "--object-manager-port", str(free_port()), "--dashboard-agent-listen-port", str(free_port()),
-                "--dashboard-agent-grpc-port", str(free_port()),
-                "--runtime-env-agent-port", str(free_port()), "--metrics-export-port", str(free_port())]
+        return [
+            "--temp-dir",
+            os.path.join(temp_dir, name),
+            "--node-manager-port",
+            str(free_port()),
+            "--object-manager-port",
+            str(free_port()),
+            "--dashboard-agent-listen-port",
+            str(free_port()),
+            "--dashboard-agent-grpc-port",
+            str(free_port()),
+            "--runtime-env-agent-port",
+            str(free_port()),
+            "--metrics-export-port",
+            str(free_port()),
+        ]
 
-    head = [*ray_cli(), "start", "--head", "--port", str(port), "--include-dashboard", "true",
-            "--dashboard-host", "127.0.0.1", "--dashboard-port", str(dash),
-            "--ray-client-server-port", str(free_port()), "--resources", json.dumps({"node_a": 1}),
-            *common, *node_args("h")]
-    worker = [*ray_cli(), "start", "--address", f"127.0.0.1:{port}", "--resources", json.dumps({"node_b": 1}),
-              *common, *node_args("w")]
+    head = [
+        *ray_cli(),
+        "start",
+        "--head",
+        "--port",
+        str(port),
+        "--include-dashboard",
+        "true",
+        "--dashboard-host",
+        "127.0.0.1",
+        "--dashboard-port",
+        str(dash),
+        "--ray-client-server-port",
+        str(free_port()),
+        "--resources",
+        json.dumps({"node_a": 1}),
+        *common,
+        *node_args("h"),
+    ]
+    worker = [
+        *ray_cli(),
+        "start",
+        "--address",
+        f"127.0.0.1:{port}",
+        "--resources",
+        json.dumps({"node_b": 1}),
+        *common,
+        *node_args("w"),
+    ]
     procs, logs = [], []
     env = {**base, **auth}
-    c = Cluster(gcs=f"127.0.0.1:{port}", dashboard=f"http://127.0.0.1:{dash}",
-                env={**env, "RAY_ADDRESS": f"127.0.0.1:{port}"}, temp_dir=temp_dir)
+    c = Cluster(
+        gcs=f"127.0.0.1:{port}",
+        dashboard=f"http://127.0.0.1:{dash}",
+        env={**env, "RAY_ADDRESS": f"127.0.0.1:{port}"},
+        temp_dir=temp_dir,
+    )
     try:
         for i, argv in enumerate((head, worker)):
             log = open(os.path.join(temp_dir, f"ray-start-{i}.log"), "w")
             logs.append(log)
-            procs.append(subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                          stdin=subprocess.DEVNULL, cwd=temp_dir))
+            procs.append(
+                subprocess.Popen(
+                    argv, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=temp_dir
+                )
+            )
             if i == 0:
                 _wait_for(lambda: _port_open(dash), 120, procs, temp_dir, "head dashboard")
-        _wait_for(lambda: len((c.state(check=False) or {"nodes": ()})["nodes"]) == 2, 120, procs, temp_dir,
-                  "2 alive nodes")
+        _wait_for(
+            lambda: len((c.state(check=False) or {"nodes": ()})["nodes"]) == 2, 120, procs, temp_dir, "2 alive nodes"
+        )
         yield c
     finally:
         _stop(procs, marker)
@@ -199,8 +293,9 @@ def _wait_for(pred, timeout, procs, temp_dir, what):
         except Exception:  # noqa: BLE001 — not up yet
             pass
         time.sleep(1)
-    logs = "".join(Path(temp_dir, f).read_text()[-3000:] for f in sorted(os.listdir(temp_dir))
-                   if f.startswith("ray-start-"))
+    logs = "".join(
+        Path(temp_dir, f).read_text()[-3000:] for f in sorted(os.listdir(temp_dir)) if f.startswith("ray-start-")
+    )
     pytest.fail(f"local cluster: no {what} within {timeout}s\n{logs}")
 
 
@@ -223,12 +318,48 @@ def test_ddp_across_two_nodes_matches_one_node(cluster, tiny_teacher, glue_dir, 
     results = {}
     for strategy in ("SPREAD", "PACK"):
         t0 = time.time()
-        p = cluster.run([sys.executable, "-m", "raydistill.distill", "--method", "kd", "--task", "sst2",
-                         "--teacher", teacher, "--data-dir", glue_dir, *TINY_STUDENT, "--alpha", "0.5",
-                         "--epochs", "2", "--max-steps", "6", "--batch-size", "16", "--max-length", "32",
-                         "--eval-limit", "16", "--num-workers", "2", "--placement-strategy", strategy,
-                         "--output", str(tmp_path / strategy), "--tracking-uri", uri, "--experiment", "multinode",
-                         "--storage-path", str(tmp_path / "ray")], cwd=tmp_path, timeout=600)
+        p = cluster.run(
+            [
+                sys.executable,
+                "-m",
+                "raydistill.distill",
+                "--method",
+                "kd",
+                "--task",
+                "sst2",
+                "--teacher",
+                teacher,
+                "--data-dir",
+                glue_dir,
+                *TINY_STUDENT,
+                "--alpha",
+                "0.5",
+                "--epochs",
+                "2",
+                "--max-steps",
+                "6",
+                "--batch-size",
+                "16",
+                "--max-length",
+                "32",
+                "--eval-limit",
+                "16",
+                "--num-workers",
+                "2",
+                "--placement-strategy",
+                strategy,
+                "--output",
+                str(tmp_path / strategy),
+                "--tracking-uri",
+                uri,
+                "--experiment",
+                "multinode",
+                "--storage-path",
+                str(tmp_path / "ray"),
+            ],
+            cwd=tmp_path,
+            timeout=600,
+        )
         out = json.loads(p.stdout.strip().splitlines()[-1])
         state = cluster.state()
         _, nodes = _worker_nodes(state, seen)
@@ -239,8 +370,8 @@ def test_ddp_across_two_nodes_matches_one_node(cluster, tiny_teacher, glue_dir, 
         assert MlflowClient(uri).get_run(out["run_id"]).data.params["world_size"] == "2"
 
     (spread, spread_nodes, spread_loss), (pack, pack_nodes, pack_loss) = results["SPREAD"], results["PACK"]
-    assert spread_nodes == ["node_a", "node_b"]           # one rank on each node
-    assert len(set(pack_nodes)) == 1                      # both ranks on one node
+    assert spread_nodes == ["node_a", "node_b"]  # one rank on each node
+    assert len(set(pack_nodes)) == 1  # both ranks on one node
     assert len(spread_loss) == 2 and spread["epoch"] == 2
     assert spread_loss == pytest.approx(pack_loss, rel=1e-4, abs=1e-5)
     evals = sorted(k for k in spread if k.startswith("eval_"))
@@ -252,13 +383,33 @@ def test_ddp_across_two_nodes_matches_one_node(cluster, tiny_teacher, glue_dir, 
 def test_driver_without_the_token_is_refused_in_one_line(cluster, tiny_teacher, glue_dir, tmp_path):
     """A driver joining from RAY_ADDRESS without RAY_AUTH_MODE=token (or with the dashboard URL as
     RAY_ADDRESS) exits 2 with one line naming the fix, before any MLflow run or training."""
-    argv = [sys.executable, "-m", "raydistill.distill", "--method", "kd", "--task", "sst2", "--teacher",
-            tiny_teacher("classification", 2), "--data-dir", glue_dir, *TINY_STUDENT, "--max-steps", "1",
-            "--output", str(tmp_path / "s"), "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}",
-            "--storage-path", str(tmp_path / "ray")]
+    argv = [
+        sys.executable,
+        "-m",
+        "raydistill.distill",
+        "--method",
+        "kd",
+        "--task",
+        "sst2",
+        "--teacher",
+        tiny_teacher("classification", 2),
+        "--data-dir",
+        glue_dir,
+        *TINY_STUDENT,
+        "--max-steps",
+        "1",
+        "--output",
+        str(tmp_path / "s"),
+        "--tracking-uri",
+        f"sqlite:///{tmp_path / 'mlflow.db'}",
+        "--storage-path",
+        str(tmp_path / "ray"),
+    ]
     no_mode = {k: v for k, v in cluster.env.items() if k != "RAY_AUTH_MODE"}
-    for env, expect in ((no_mode, "RAY_AUTH_MODE=token"), ({**cluster.env, "RAY_ADDRESS": cluster.dashboard},
-                                                             "ray job submit")):
+    for env, expect in (
+        (no_mode, "RAY_AUTH_MODE=token"),
+        ({**cluster.env, "RAY_ADDRESS": cluster.dashboard}, "ray job submit"),
+    ):
         p = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
         errors = [ln for ln in p.stderr.splitlines() if ln.startswith("error: ")]
         assert p.returncode == 2 and len(errors) == 1 and "Traceback" not in p.stderr, p.stderr[-3000:]
@@ -269,20 +420,65 @@ def test_driver_without_the_token_is_refused_in_one_line(cluster, tiny_teacher, 
 def test_job_submit_runs_sweep_on_cluster(cluster, tiny_teacher, glue_dir, tmp_path):
     teacher = tiny_teacher("classification", 2)
     db = tmp_path / "mlflow.db"
-    runtime_env = {"excludes": [".git", "raydistill-results", "outputs", ".pytest_cache", "__pycache__", "*.egg-info"],
-                   "env_vars": {"TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}}
-    submit = [*ray_cli(), "job", "submit", "--address", cluster.dashboard, "--working-dir", str(REPO),
-              "--runtime-env-json", json.dumps(runtime_env), "--",
-              "python", "-m", "raydistill.sweep", "pkd_glue", "--task", "sst2", "--data-dir", glue_dir,
-              "--teacher", teacher, "--num-samples", "2", "--max-concurrent", "2", *TINY_SPACE, "--epochs", "1",
-              "--max-steps", "4", "--batch-size", "16", "--max-length", "32", "--eval-limit", "16",
-              "--tracking-uri", f"sqlite:///{db}", "--storage-path", str(tmp_path / "ray"),
-              "--name", "mn-sweep", "--experiment", "multinode-sweep"]
+    runtime_env = {
+        "excludes": [".git", "raydistill-results", "outputs", ".pytest_cache", "__pycache__", "*.egg-info"],
+        "env_vars": {"TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"},
+    }
+    submit = [
+        *ray_cli(),
+        "job",
+        "submit",
+        "--address",
+        cluster.dashboard,
+        "--working-dir",
+        str(REPO),
+        "--runtime-env-json",
+        json.dumps(runtime_env),
+        "--",
+        "python",
+        "-m",
+        "raydistill.sweep",
+        "pkd_glue",
+        "--task",
+        "sst2",
+        "--data-dir",
+        glue_dir,
+        "--teacher",
+        teacher,
+        "--num-samples",
+        "2",
+        "--max-concurrent",
+        "2",
+        *TINY_SPACE,
+        "--epochs",
+        "1",
+        "--max-steps",
+        "4",
+        "--batch-size",
+        "16",
+        "--max-length",
+        "32",
+        "--eval-limit",
+        "16",
+        "--tracking-uri",
+        f"sqlite:///{db}",
+        "--storage-path",
+        str(tmp_path / "ray"),
+        "--name",
+        "mn-sweep",
+        "--experiment",
+        "multinode-sweep",
+    ]
     # the job API refuses a client holding a different token
     bad = tmp_path / "wrong_token"
     bad.write_text(secrets.token_hex(32))
-    refused = cluster.run([*ray_cli(), "job", "list", "--address", cluster.dashboard], cwd=tmp_path, timeout=120,
-                          env={"RAY_AUTH_TOKEN_PATH": str(bad)}, check=False)
+    refused = cluster.run(
+        [*ray_cli(), "job", "list", "--address", cluster.dashboard],
+        cwd=tmp_path,
+        timeout=120,
+        env={"RAY_AUTH_TOKEN_PATH": str(bad)},
+        check=False,
+    )
     assert refused.returncode != 0
 
     t0 = time.time()
@@ -319,27 +515,75 @@ def test_submitted_sweep_stopped_then_resumed_reruns_no_finished_trial(cluster, 
     from mlflow.tracking import MlflowClient
 
     db, storage, name = tmp_path / "mlflow.db", f"file://{tmp_path / 'ray'}", "mn-resume"
-    runtime_env = {"excludes": [".git", "raydistill-results", "outputs", ".pytest_cache", "__pycache__", "*.egg-info"],
-                   "env_vars": {"TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}}
+    runtime_env = {
+        "excludes": [".git", "raydistill-results", "outputs", ".pytest_cache", "__pycache__", "*.egg-info"],
+        "env_vars": {"TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"},
+    }
     env = {k: v for k, v in cluster.env.items() if k != "RAY_ADDRESS"}  # `ray job` gets --address instead
 
     def job(*argv, timeout=120, check=True):
         return cluster.run([*ray_cli(), "job", *argv], cwd=tmp_path, env=env, timeout=timeout, check=check)
 
     def submit(submission_id, *flags, wait=True):
-        return job("submit", "--address", cluster.dashboard, "--submission-id", submission_id, "--working-dir",
-                   str(REPO), "--runtime-env-json", json.dumps(runtime_env), *([] if wait else ["--no-wait"]), "--",
-                   "python", "-m", "raydistill.sweep", "pkd_glue", *flags, "--name", name, "--storage-path", storage,
-                   timeout=900, check=False)
+        return job(
+            "submit",
+            "--address",
+            cluster.dashboard,
+            "--submission-id",
+            submission_id,
+            "--working-dir",
+            str(REPO),
+            "--runtime-env-json",
+            json.dumps(runtime_env),
+            *([] if wait else ["--no-wait"]),
+            "--",
+            "python",
+            "-m",
+            "raydistill.sweep",
+            "pkd_glue",
+            *flags,
+            "--name",
+            name,
+            "--storage-path",
+            storage,
+            timeout=900,
+            check=False,
+        )
 
-    first = submit("mn-resume-1", "--task", "sst2", "--data-dir", glue_dir, "--teacher",
-                   tiny_teacher("classification", 2), "--num-samples", "2", "--max-concurrent", "1", *TINY_SPACE,
-                   "--epochs", "1", "--max-steps", "4", "--batch-size", "16", "--max-length", "32",
-                   "--eval-limit", "16", "--tracking-uri", f"sqlite:///{db}", "--experiment", "multinode-resume",
-                   wait=False)
+    first = submit(
+        "mn-resume-1",
+        "--task",
+        "sst2",
+        "--data-dir",
+        glue_dir,
+        "--teacher",
+        tiny_teacher("classification", 2),
+        "--num-samples",
+        "2",
+        "--max-concurrent",
+        "1",
+        *TINY_SPACE,
+        "--epochs",
+        "1",
+        "--max-steps",
+        "4",
+        "--batch-size",
+        "16",
+        "--max-length",
+        "32",
+        "--eval-limit",
+        "16",
+        "--tracking-uri",
+        f"sqlite:///{db}",
+        "--experiment",
+        "multinode-resume",
+        wait=False,
+    )
     assert first.returncode == 0, first.stderr[-3000:]
-    finished_sql = ("select count(*) from runs r join tags t on r.run_uuid = t.run_uuid "
-                    "where t.key = 'raydistill.trial_id' and r.status = 'FINISHED'")
+    finished_sql = (
+        "select count(*) from runs r join tags t on r.run_uuid = t.run_uuid "
+        "where t.key = 'raydistill.trial_id' and r.status = 'FINISHED'"
+    )
     deadline, n_done = time.time() + 600, 0
     while time.time() < deadline and not n_done:
         time.sleep(2)
@@ -349,19 +593,24 @@ def test_submitted_sweep_stopped_then_resumed_reruns_no_finished_trial(cluster, 
             pass
     job("stop", "--address", cluster.dashboard, "mn-resume-1", check=False)
     status = job("status", "--address", cluster.dashboard, "mn-resume-1").stdout
-    assert n_done >= 1 and "was stopped" in status, (status, job("logs", "--address", cluster.dashboard,
-                                                              "mn-resume-1", check=False).stdout[-4000:])
+    assert n_done >= 1 and "was stopped" in status, (
+        status,
+        job("logs", "--address", cluster.dashboard, "mn-resume-1", check=False).stdout[-4000:],
+    )
     c = MlflowClient(f"sqlite:///{db}")
     exp = c.get_experiment_by_name("multinode-resume")
-    before = {r.data.tags["raydistill.trial_id"]: (r.info.run_id, r.info.end_time)
-              for r in c.search_runs([exp.experiment_id], "attributes.status = 'FINISHED'")
-              if "raydistill.trial_id" in r.data.tags}
+    before = {
+        r.data.tags["raydistill.trial_id"]: (r.info.run_id, r.info.end_time)
+        for r in c.search_runs([exp.experiment_id], "attributes.status = 'FINISHED'")
+        if "raydistill.trial_id" in r.data.tags
+    }
     print(f"stopped with {len(before)} of 2 trials finished")
 
     # only --resume --name --storage-path: the rest (space, flags, tracking URI) comes from the stopped sweep's state
     second = submit("mn-resume-2", "--resume")
     assert second.returncode == 0 and "Job 'mn-resume-2' succeeded" in second.stdout, (
-        f"--- stdout\n{second.stdout[-8000:]}\n--- stderr\n{second.stderr[-4000:]}")
+        f"--- stdout\n{second.stdout[-8000:]}\n--- stderr\n{second.stderr[-4000:]}"
+    )
     summary = json.loads([ln for ln in second.stdout.splitlines() if ln.startswith('{"sweep"')][-1])
     assert summary["trials"] == 2 and summary["errors"] == 0
     runs = [r for r in c.search_runs([exp.experiment_id]) if "raydistill.trial_id" in r.data.tags]

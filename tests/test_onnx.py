@@ -1,4 +1,5 @@
 """ONNX export of a student (``raydistill.best.export_onnx``): the file is written and ONNX Runtime matches PyTorch."""
+
 from __future__ import annotations
 
 import os
@@ -23,8 +24,9 @@ def exported_student(teacher_dir: str, kind: str, out_dir) -> str:
     from transformers import AutoTokenizer
 
     torch.manual_seed(0)
-    student = build_student(load_model(teacher_dir, kind), StudentConfig(layers=2, hidden=32, intermediate=64,
-                                                                          heads=2, init="random"))
+    student = build_student(
+        load_model(teacher_dir, kind), StudentConfig(layers=2, hidden=32, intermediate=64, heads=2, init="random")
+    )
     student.save_pretrained(out_dir)
     AutoTokenizer.from_pretrained(teacher_dir).save_pretrained(out_dir)
     return str(out_dir)

@@ -1,5 +1,6 @@
 """The training step's AdamW is PyTorch's fused kernel where the parameters' device has one (CPU, CUDA): the same
 updates as the per-tensor AdamW up to float rounding, weight decay on matrices only, warm-up + linear decay."""
+
 from __future__ import annotations
 
 import torch
@@ -10,8 +11,9 @@ from raydistill.config.schema import RunConfig, TrainConfig
 
 def _model(seed=0):
     torch.manual_seed(seed)
-    return torch.nn.Sequential(torch.nn.Embedding(50, 16), torch.nn.Linear(16, 16), torch.nn.LayerNorm(16),
-                               torch.nn.Linear(16, 3))
+    return torch.nn.Sequential(
+        torch.nn.Embedding(50, 16), torch.nn.Linear(16, 16), torch.nn.LayerNorm(16), torch.nn.Linear(16, 3)
+    )
 
 
 def _train(fused: bool, monkeypatch) -> tuple[torch.optim.Optimizer, list[torch.Tensor]]:

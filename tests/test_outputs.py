@@ -2,6 +2,7 @@
 names and never deletes what it did not write. A folder holding other files is refused before any work (one line,
 exit 2) unless ``--overwrite``; then those files stay beside the result. A folder holding an earlier result (its
 marker) takes the new one without a flag, whole or not at all."""
+
 from __future__ import annotations
 
 import json
@@ -124,6 +125,7 @@ def test_a_ctrl_c_during_the_move_arrives_after_it(tmp_path, monkeypatch):
 
 # ---- the commands: refused before any work, one line, exit 2, the user's file untouched ----
 
+
 def _refused(main, argv, flag, folder, capsys):
     with pytest.raises(SystemExit) as e:
         main(argv)
@@ -145,8 +147,13 @@ def test_every_result_command_refuses_a_folder_of_the_users(tiny_teacher, glue_d
     capsys.readouterr()
     _refused(distill, ["--method", "kd", "--teacher", teacher, "--output", folder, *common], "output", folder, capsys)
     _refused(finetune.main, ["--model", encoder, "--output", folder, *common], "output", folder, capsys)
-    _refused(augment.main, ["--task", "sst2", "--data-dir", glue_dir, "--teacher", encoder, "--output", folder],
-             "output", folder, capsys)
+    _refused(
+        augment.main,
+        ["--task", "sst2", "--data-dir", glue_dir, "--teacher", encoder, "--output", folder],
+        "output",
+        folder,
+        capsys,
+    )
     _refused(best.main, ["--experiment", "e", "--tracking-uri", uri, "--export", folder], "export", folder, capsys)
     monkeypatch.chdir(folder)  # `best --export .` in a project folder
     _refused(best.main, ["--experiment", "e", "--tracking-uri", uri, "--export", "."], "export", folder, capsys)
@@ -186,9 +193,30 @@ def test_finetune_and_augment_with_overwrite_keep_the_users_file(tiny_teacher, g
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     folder = _user_folder(tmp_path / "teacher")
-    argv = ["--model", tiny_teacher("base"), "--output", folder, "--task", "sst2", "--data-dir", glue_dir,
-            "--epochs", "1", "--max-steps", "2", "--batch-size", "8", "--max-length", "16", "--eval-limit", "16",
-            "--tracking-uri", uri, "--experiment", "ft"]
+    argv = [
+        "--model",
+        tiny_teacher("base"),
+        "--output",
+        folder,
+        "--task",
+        "sst2",
+        "--data-dir",
+        glue_dir,
+        "--epochs",
+        "1",
+        "--max-steps",
+        "2",
+        "--batch-size",
+        "8",
+        "--max-length",
+        "16",
+        "--eval-limit",
+        "16",
+        "--tracking-uri",
+        uri,
+        "--experiment",
+        "ft",
+    ]
     finetune.main([*argv, "--overwrite"])
     AutoModelForSequenceClassification.from_pretrained(folder)
     assert open(os.path.join(folder, USER_FILE)).read() == "mine" and DONE in written(folder)
@@ -198,8 +226,20 @@ def test_finetune_and_augment_with_overwrite_keep_the_users_file(tiny_teacher, g
     assert not os.path.exists(folder + ".resume")
 
     aug = _user_folder(tmp_path / "aug")
-    a_argv = ["--task", "sst2", "--data-dir", glue_dir, "--teacher", tiny_teacher("base"), "--output", aug, "--n",
-              "1", "--limit", "8"]
+    a_argv = [
+        "--task",
+        "sst2",
+        "--data-dir",
+        glue_dir,
+        "--teacher",
+        tiny_teacher("base"),
+        "--output",
+        aug,
+        "--n",
+        "1",
+        "--limit",
+        "8",
+    ]
     augment.main([*a_argv, "--overwrite"])
     augment.main(a_argv)  # its own result again (the cache reused)
     assert open(os.path.join(aug, USER_FILE)).read() == "mine"
@@ -217,7 +257,8 @@ def test_general_distillation_holds_out_the_same_text_whatever_the_seed(tmp_path
     corpus.write_text("\n".join(f"line {i}" for i in range(50)))
 
     def held_out(seed):
-        return general_examples(NS(unlabeled_text=str(corpus), train=NS(seed=seed, train_limit=None,
-                                                                          eval_limit=None)))[1]
+        return general_examples(NS(unlabeled_text=str(corpus), train=NS(seed=seed, train_limit=None, eval_limit=None)))[
+            1
+        ]
 
     assert held_out(1) == held_out(2) == held_out(42) and len(held_out(1)) == 5

@@ -1,4 +1,5 @@
 """Progress lines: a line every ~10% off a terminal (whole lines, so parallel trials never garble), a live line on one."""
+
 from __future__ import annotations
 
 import io
@@ -13,8 +14,11 @@ def test_a_line_every_tenth_with_rate_and_time_left():
     for _ in range(20):
         p.update(items=32)
     p.done()
-    assert len(lines) == 10 and lines[0].startswith("epoch 1/3: 2/20 (10%)") and lines[-1].startswith(
-        "epoch 1/3: 20/20 (100%)")
+    assert (
+        len(lines) == 10
+        and lines[0].startswith("epoch 1/3: 2/20 (10%)")
+        and lines[-1].startswith("epoch 1/3: 20/20 (100%)")
+    )
     assert all(" ex/s, " in ln and " elapsed, " in ln and ln.endswith(" left") for ln in lines)
     assert lines[-1].endswith("0:00 left")
 

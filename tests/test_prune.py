@@ -2,6 +2,7 @@
 kept indices cut consistently for BERT, RoBERTa and ELECTRA, closer to the teacher than ``slice`` and ``random``,
 seeded, saved beside the student; ``slice`` telling what it left random; heads that keep the teacher's head size;
 and every refusal up front (one line, exit 2, before Ray)."""
+
 from __future__ import annotations
 
 import itertools
@@ -32,15 +33,24 @@ def electra(embedding_size: int, seed: int = 0):
     from transformers import ElectraConfig, ElectraForSequenceClassification
 
     torch.manual_seed(seed)
-    cfg = ElectraConfig(vocab_size=80, embedding_size=embedding_size, hidden_size=32, num_hidden_layers=4,
-                        num_attention_heads=2, intermediate_size=64, max_position_embeddings=64, num_labels=2)
+    cfg = ElectraConfig(
+        vocab_size=80,
+        embedding_size=embedding_size,
+        hidden_size=32,
+        num_hidden_layers=4,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+        num_labels=2,
+    )
     return ElectraForSequenceClassification(cfg).eval()
 
 
 @pytest.fixture(scope="module")
 def teachers(tiny_teacher):
-    out = {f: load_model(tiny_teacher("classification", family=f), "classification").eval()
-           for f in ("bert", "roberta")}
+    out = {
+        f: load_model(tiny_teacher("classification", family=f), "classification").eval() for f in ("bert", "roberta")
+    }
     out.update({"electra": electra(32), "electra-projected": electra(24)})
     return out
 
@@ -51,7 +61,7 @@ def random_batches(n: int | None, seed: int = 0, vocab: int = 60, length: int = 
     ids = torch.randint(5, vocab, (n or 24, length), generator=g)
     mask = torch.ones_like(ids)
     mask[:, -3:] = 0
-    return [{"input_ids": ids[i:i + 8], "attention_mask": mask[i:i + 8]} for i in range(0, len(ids), 8)]
+    return [{"input_ids": ids[i : i + 8], "attention_mask": mask[i : i + 8]} for i in range(0, len(ids), 8)]
 
 
 def sizes(layers, hidden, intermediate, heads, init="prune"):
@@ -67,10 +77,11 @@ def test_importance_matches_a_hand_computation(teachers):
     with torch.no_grad():
         h = t(**batch, output_hidden_states=True).hidden_states
         for i, layer in enumerate(t.bert.encoder.layer):
-            ctx = layer.attention.self(h[i])[0]                                # [B, L, heads·d]
+            ctx = layer.attention.self(h[i])[0]  # [B, L, heads·d]
             w = layer.attention.output.dense.weight
-            heads = [(ctx[..., 16 * k:16 * (k + 1)] @ w[:, 16 * k:16 * (k + 1)].T).norm(dim=-1).mean()
-                     for k in range(2)]
+            heads = [
+                (ctx[..., 16 * k : 16 * (k + 1)] @ w[:, 16 * k : 16 * (k + 1)].T).norm(dim=-1).mean() for k in range(2)
+            ]
             assert torch.allclose(s["heads"][i], torch.stack(heads), rtol=1e-4)
             act = layer.intermediate(layer.attention(h[i])[0])
             assert torch.allclose(s["neurons"][i], act.abs().mean((0, 1)), rtol=1e-4)
@@ -142,10 +153,16 @@ def test_same_seed_same_student_other_seed_other_sample(tiny_teacher, glue_dir):
 
     path = tiny_teacher("classification")
     t, tok = load_model(path, "classification").eval(), AutoTokenizer.from_pretrained(path)
-    cfg = lambda seed: RunConfig(task="sst2", teacher=path, data_dir=glue_dir,  # noqa: E731
-                                 train=TrainConfig(seed=seed, max_length=32))
-    plans = [build_student(t, sizes(2, 16, 32, 1, "prune:64"), examples=prune_examples(cfg(s), tok)).prune_plan
-             for s in (0, 0, 1)]
+    cfg = lambda seed: RunConfig(
+        task="sst2",
+        teacher=path,
+        data_dir=glue_dir,  # noqa: E731
+        train=TrainConfig(seed=seed, max_length=32),
+    )
+    plans = [
+        build_student(t, sizes(2, 16, 32, 1, "prune:64"), examples=prune_examples(cfg(s), tok)).prune_plan
+        for s in (0, 0, 1)
+    ]
     assert plans[0] == plans[1] and plans[0]["samples"] == 64
     task = get_task("sst2")
     rows0, rows1 = prune_rows(cfg(0), task, 64), prune_rows(cfg(1), task, 64)
@@ -180,8 +197,9 @@ def test_prune_is_closer_to_the_teacher_than_slice_and_random(tiny_teacher, glue
         opt.step()
         opt.zero_grad()
     t.eval().requires_grad_(False)
-    dev_b = {k: v for k, v in collate(encode(task, dev, tok, 32).features, 0).items()
-             if k not in ("labels", "feature_index")}
+    dev_b = {
+        k: v for k, v in collate(encode(task, dev, tok, 32).features, 0).items() if k not in ("labels", "feature_index")
+    }
 
     def kl(init):
         torch.manual_seed(0)
@@ -200,10 +218,14 @@ def test_the_loop_builds_a_pruned_student_and_saves_what_it_kept(tiny_teacher, g
     student carries prune.json (so the exported student and its MLflow artifacts do)."""
     from raydistill.train.loop import Context, run
 
-    cfg = RunConfig(task="sst2", teacher=tiny_teacher("classification"), data_dir=glue_dir,
-                    student=sizes(2, 16, 32, 1, "prune:32"), distill=DistillConfig(method="kd"),
-                    train=TrainConfig(epochs=1, max_steps=2, batch_size=8, max_length=32, train_limit=48,
-                                      eval_limit=8)).validate()
+    cfg = RunConfig(
+        task="sst2",
+        teacher=tiny_teacher("classification"),
+        data_dir=glue_dir,
+        student=sizes(2, 16, 32, 1, "prune:32"),
+        distill=DistillConfig(method="kd"),
+        train=TrainConfig(epochs=1, max_steps=2, batch_size=8, max_length=32, train_limit=48, eval_limit=8),
+    ).validate()
     seen = []
 
     def report(metrics, ckpt_dir):
@@ -215,12 +237,15 @@ def test_the_loop_builds_a_pruned_student_and_saves_what_it_kept(tiny_teacher, g
 
 
 # ---------------------------------------------------------------- shapes prune refuses, and slice telling the truth
-@pytest.mark.parametrize("student,field", [
-    ((2, 24, 64, 2), "student.hidden"),        # 24 is not a multiple of the teacher's head size 16
-    ((2, 32, 64, 4), "student.heads"),         # more heads than the teacher's 2
-    ((6, 32, 64, 2), "student.layers"),        # deeper than the teacher
-    ((2, 32, 128, 2), "student.intermediate"),  # a wider FFN than the teacher's
-])
+@pytest.mark.parametrize(
+    "student,field",
+    [
+        ((2, 24, 64, 2), "student.hidden"),  # 24 is not a multiple of the teacher's head size 16
+        ((2, 32, 64, 4), "student.heads"),  # more heads than the teacher's 2
+        ((6, 32, 64, 2), "student.layers"),  # deeper than the teacher
+        ((2, 32, 128, 2), "student.intermediate"),  # a wider FFN than the teacher's
+    ],
+)
 def test_prune_refuses_a_shape_the_teacher_cannot_give(teachers, student, field):
     with pytest.raises(UserError) as e:
         build_student(teachers["bert"], sizes(*student), examples=random_batches)
@@ -252,23 +277,32 @@ def test_slice_refuses_a_wider_ffn_and_names_what_it_left_random(teachers, caplo
         build_student(t, sizes(2, 32, 64, 4, "slice"))  # heads of 8, the teacher's are 16
     assert [r.getMessage() for r in caplog.records] == [
         "init slice: the student's head size 8 is not the teacher's 16, so each student head is cut from parts of "
-        "teacher heads; keep the teacher's head size (heads: keep_head_size) or use --init prune"]
+        "teacher heads; keep the teacher's head size (heads: keep_head_size) or use --init prune"
+    ]
 
 
 # ---------------------------------------------------------------- heads that follow the width
-@pytest.mark.parametrize("values,teacher,want", [
-    ({"hidden": 0.5, "heads": "keep_head_size"}, BASE, (6, 384, 1536, 6)),
-    ({"hidden": 0.5, "heads": "keep_head_size"}, MINILM, (3, 192, 768, 6)),
-    ({"hidden": 0.5, "heads": "keep_head_size"}, LARGE, (12, 512, 2048, 8)),
-    ({"hidden": 0.4, "heads": "keep_head_size"}, BASE, (6, 320, 1280, 5)),    # rounds to a multiple of 64
-    ({"hidden": "teacher", "heads": "keep_head_size"}, BASE, (6, 768, 3072, 12)),
-])
+@pytest.mark.parametrize(
+    "values,teacher,want",
+    [
+        ({"hidden": 0.5, "heads": "keep_head_size"}, BASE, (6, 384, 1536, 6)),
+        ({"hidden": 0.5, "heads": "keep_head_size"}, MINILM, (3, 192, 768, 6)),
+        ({"hidden": 0.5, "heads": "keep_head_size"}, LARGE, (12, 512, 2048, 8)),
+        ({"hidden": 0.4, "heads": "keep_head_size"}, BASE, (6, 320, 1280, 5)),  # rounds to a multiple of 64
+        ({"hidden": "teacher", "heads": "keep_head_size"}, BASE, (6, 768, 3072, 12)),
+    ],
+)
 def test_keep_head_size(values, teacher, want):
     assert tuple(resolve(values, teacher).values()) == want
 
 
-@pytest.mark.parametrize("values,field", [({"hidden": 100, "heads": "keep_head_size"}, "student.hidden"),
-                                          ({"intermediate": "keep_head_size"}, "student.intermediate")])
+@pytest.mark.parametrize(
+    "values,field",
+    [
+        ({"hidden": 100, "heads": "keep_head_size"}, "student.hidden"),
+        ({"intermediate": "keep_head_size"}, "student.intermediate"),
+    ],
+)
 def test_keep_head_size_refusals(values, field):
     with pytest.raises(UserError) as e:
         resolve(values, BASE)
@@ -294,8 +328,11 @@ def test_every_minilm_glue_student_keeps_the_teachers_head_size(teacher):
 
 # ---------------------------------------------------------------- refused up front: one line, exit 2, before Ray
 CASES = [
-    ("distill-prune-not-whole-heads", ["--init", "prune", "--student-hidden", "24", "--student-heads", "2"],
-     "student.hidden"),
+    (
+        "distill-prune-not-whole-heads",
+        ["--init", "prune", "--student-hidden", "24", "--student-heads", "2"],
+        "student.hidden",
+    ),
     ("distill-prune-more-heads", ["--init", "prune", "--student-heads", "4"], "student.heads"),
     ("distill-prune-deeper-than-teacher", ["--init", "prune", "--student-layers", "6"], "student.layers"),
     ("distill-prune-wider-ffn", ["--init", "prune", "--student-intermediate", "128"], "student.intermediate"),
@@ -324,11 +361,18 @@ def test_refused_end_to_end(E):  # noqa: F811
     import sys
 
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    p = subprocess.run([sys.executable, "-m", "raydistill.distill", *distill(E, "--init", "prune:100000")],
-                       capture_output=True, text=True, timeout=120, env=env, cwd=E.tmp)
+    p = subprocess.run(
+        [sys.executable, "-m", "raydistill.distill", *distill(E, "--init", "prune:100000")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=E.tmp,
+    )
     assert p.returncode == 2, p.stderr
     assert "prune:100000 asks for 100000 scoring examples but the run trains on 172" in assert_one_line(
-        p.stderr, "student.init")
+        p.stderr, "student.init"
+    )
     assert "Started a local Ray instance" not in p.stdout + p.stderr and mlflow_runs(E.uri) == 0
 
 

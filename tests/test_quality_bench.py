@@ -1,6 +1,7 @@
 """benchmarks/quality.py's own rules: a row of several seeds is represented by its median seed on validation (dev
 chooses nothing), each model is re-scored at the max length its run used, and a Ctrl-C reaches the running command
 once (its own process group; the script forwards one signal)."""
+
 from __future__ import annotations
 
 import os
@@ -27,11 +28,17 @@ def test_rows_are_represented_by_the_median_seed_on_val_and_rescored_at_their_ow
         return [0, 1, 1, 1], gold
 
     monkeypatch.setattr(quality_stats, "dev_predictions", predictions)
-    runs = [{"dir": "s0", "dev": 0.9, "val": 0.70, "max_length": 64},  # best on dev, worst on val
-            {"dir": "s1", "dev": 0.5, "val": 0.80, "max_length": 64},  # the median on val, the worst on dev
-            {"dir": "s2", "dev": 0.7, "val": 0.90, "max_length": 64}]
-    res = {"task": "sst2", "teacher": {"dir": "t", "dev": 0.9, "max_length": 96}, "labels": {"runs": runs},
-           "search": {"runs": [{"dir": "b", "dev": 0.8, "val": 0.85, "max_length": 48}]}}
+    runs = [
+        {"dir": "s0", "dev": 0.9, "val": 0.70, "max_length": 64},  # best on dev, worst on val
+        {"dir": "s1", "dev": 0.5, "val": 0.80, "max_length": 64},  # the median on val, the worst on dev
+        {"dir": "s2", "dev": 0.7, "val": 0.90, "max_length": 64},
+    ]
+    res = {
+        "task": "sst2",
+        "teacher": {"dir": "t", "dev": 0.9, "max_length": 96},
+        "labels": {"runs": runs},
+        "search": {"runs": [{"dir": "b", "dev": 0.8, "val": 0.85, "max_length": 48}]},
+    }
     out = quality.significance(type("A", (), {"data": "/data"})(), res)
     assert out["labels"]["dir"] == "s1"  # by dev the median would have been s2
     assert dict(calls) == {"t": 96, "s1": 64, "b": 48}  # each at its run's length, never a fixed 128
@@ -65,8 +72,13 @@ def test_two_ctrl_cs_at_the_terminal_reach_the_running_command_once(tmp_path):
     ready, got = tmp_path / "ready", tmp_path / "got"
     env = {**os.environ, "PYTHONPATH": str(tmp_path), "READY": str(ready), "GOT": str(got)}
     # the driver leads its own process group, as a terminal's foreground job does
-    proc = subprocess.Popen([sys.executable, str(tmp_path / "driver.py"), str(BENCH), str(tmp_path / "log")],
-                            env=env, start_new_session=True, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(tmp_path / "driver.py"), str(BENCH), str(tmp_path / "log")],
+        env=env,
+        start_new_session=True,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.time() + 60
     while not ready.exists() and time.time() < deadline:
         time.sleep(0.05)

@@ -1,5 +1,6 @@
 """benchmarks/quality_stats.py: a dev score's bootstrap interval, the paired interval of two systems on the same rows,
 and the verdict rule ("beats" only beyond the noise)."""
+
 from __future__ import annotations
 
 import os
@@ -62,7 +63,7 @@ def test_spearman_against_hand_computed_ranks():
     import quality_stats as qs
 
     # y's ranks with a tie: 1, 2, 3.5, 5, 3.5 -> Pearson of ranks = 8 / sqrt(10 * 9.5)
-    assert qs.spearman([1, 2, 3, 4, 5], [5, 6, 7, 8, 7]) == pytest.approx(8 / (95 ** 0.5))
+    assert qs.spearman([1, 2, 3, 4, 5], [5, 6, 7, 8, 7]) == pytest.approx(8 / (95**0.5))
     assert qs.spearman([1, 2, 3], [3, 2, 1]) == pytest.approx(-1.0)
     assert qs.spearman([1, 2], [1, 2]) is None and qs.spearman([1, 2, 3], [4, 4, 4]) is None
 
@@ -75,8 +76,13 @@ def test_val_dev_agreement_reads_every_run_of_one_sweep(tmp_path):
     c = mlflow.MlflowClient(uri)
     exp = c.create_experiment("q")
     # an ASHA-stopped trial (KILLED) counts; a run with no dev score yet and another sweep's run do not
-    rows = [("s", "FINISHED", 0.6, 0.5), ("s", "FINISHED", 0.7, 0.6), ("s", "KILLED", 0.8, 0.55),
-            ("s", "FAILED", 0.9, None), ("other", "FINISHED", 0.5, 0.9)]
+    rows = [
+        ("s", "FINISHED", 0.6, 0.5),
+        ("s", "FINISHED", 0.7, 0.6),
+        ("s", "KILLED", 0.8, 0.55),
+        ("s", "FAILED", 0.9, None),
+        ("other", "FINISHED", 0.5, 0.9),
+    ]
     for sweep, status, val, dev in rows:
         r = c.create_run(exp, tags={"raydistill.sweep": sweep})
         c.log_metric(r.info.run_id, "best_val_accuracy", val)

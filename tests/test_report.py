@@ -1,5 +1,6 @@
 """The teacher as a sweep's yardstick: its score on the students' dev set and latency, % of teacher per trial, and
 the Pareto plot with the teacher's point, its score and the 97% line."""
+
 from __future__ import annotations
 
 import os
@@ -13,7 +14,10 @@ TEACHER = {"eval_accuracy": 0.8, "student_params": 22.7e6, "latency_ms_b1": 20.0
 
 
 def test_rows_measured_against_the_teacher():
-    rows = [{"trial": "a", "best_eval_accuracy": 0.78, "latency_ms_b1": 5.0}, {"trial": "b", "best_eval_accuracy": None}]
+    rows = [
+        {"trial": "a", "best_eval_accuracy": 0.78, "latency_ms_b1": 5.0},
+        {"trial": "b", "best_eval_accuracy": None},
+    ]
     assert teacher_score(TEACHER, "best_eval_accuracy") == 0.8 and teacher_score(None, "best_eval_accuracy") is None
     against_teacher(rows, "best_eval_accuracy", TEACHER)
     assert rows[0]["pct_of_teacher"] == 97.5 and rows[0]["speedup_b1"] == 4.0
@@ -27,12 +31,18 @@ def test_pareto_plot_draws_the_teacher_and_the_97_percent_line(tmp_path, monkeyp
 
     lines = []
     real = matplotlib.axes.Axes.axhline
-    monkeypatch.setattr(matplotlib.axes.Axes, "axhline", lambda self, y=0, **kw: lines.append((y, kw.get("label")))
-                        or real(self, y, **kw))
-    rows = [{"trial": "a", "best_eval_accuracy": 0.78, "student_params": 11e6, "latency_ms_b1": 6.0},
-            {"trial": "b", "best_eval_accuracy": 0.70, "student_params": 5e6, "latency_ms_b1": 3.0}]
-    png = pareto_plot(rows, "best_eval_accuracy", str(tmp_path / "p.png"),
-                      teacher={**TEACHER, "best_eval_accuracy": 0.8})
+    monkeypatch.setattr(
+        matplotlib.axes.Axes,
+        "axhline",
+        lambda self, y=0, **kw: lines.append((y, kw.get("label"))) or real(self, y, **kw),
+    )
+    rows = [
+        {"trial": "a", "best_eval_accuracy": 0.78, "student_params": 11e6, "latency_ms_b1": 6.0},
+        {"trial": "b", "best_eval_accuracy": 0.70, "student_params": 5e6, "latency_ms_b1": 3.0},
+    ]
+    png = pareto_plot(
+        rows, "best_eval_accuracy", str(tmp_path / "p.png"), teacher={**TEACHER, "best_eval_accuracy": 0.8}
+    )
     assert os.path.getsize(png) > 1000
     assert [(round(y, 6), label) for y, label in lines] == [(0.8, "teacher 0.8"), (0.776, "97% of teacher")] * 2
 
@@ -42,8 +52,12 @@ def test_teacher_reference_scores_the_students_dev_set_once(tiny_teacher, glue_d
     from raydistill.models import teacher as teacher_mod
 
     monkeypatch.setenv("RAYDISTILL_CACHE_DIR", str(tmp_path))
-    cfg = RunConfig(task="sst2", teacher=tiny_teacher("classification", 2), data_dir=glue_dir,
-                    train=TrainConfig(max_length=32, eval_limit=24)).validate()
+    cfg = RunConfig(
+        task="sst2",
+        teacher=tiny_teacher("classification", 2),
+        data_dir=glue_dir,
+        train=TrainConfig(max_length=32, eval_limit=24),
+    ).validate()
     ref = reference.teacher_reference(cfg, threads=1)
     assert 0.0 <= ref["eval_accuracy"] <= 1.0 and ref["student_params"] > 0 and ref["latency_ms_b1"] > 0
 
@@ -58,8 +72,12 @@ def test_teacher_reference_scores_the_students_dev_set_once(tiny_teacher, glue_d
 def test_pareto_front_marks_the_trials_nothing_beats_on_both():
     from raydistill.results.summary import mark_front
 
-    rows = [{"trial": "a", "m": 0.80, "latency_ms_b1": 10.0}, {"trial": "b", "m": 0.78, "latency_ms_b1": 5.0},
-            {"trial": "c", "m": 0.75, "latency_ms_b1": 6.0}, {"trial": "d", "m": None, "latency_ms_b1": 1.0}]
+    rows = [
+        {"trial": "a", "m": 0.80, "latency_ms_b1": 10.0},
+        {"trial": "b", "m": 0.78, "latency_ms_b1": 5.0},
+        {"trial": "c", "m": 0.75, "latency_ms_b1": 6.0},
+        {"trial": "d", "m": None, "latency_ms_b1": 1.0},
+    ]
     front = mark_front(rows, "m", "max", "latency_ms_b1")
     assert [r["trial"] for r in front] == ["b", "a"] and [r["pareto"] for r in rows] == [True, True, False, False]
 

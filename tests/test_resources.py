@@ -1,21 +1,25 @@
 """Concurrency from resources: trials at once = whole trials the cluster's CPUs and GPUs hold, capped."""
+
 import pytest
 
 from raydistill.common.errors import UserError
 from raydistill.orchestrate.resources import Cluster, TrialDemand, concurrency
 
 
-@pytest.mark.parametrize("cluster, demand, cap, n, want", [
-    (Cluster(2), TrialDemand(1, 1), None, 8, 2),          # 2-core machine: two 1-CPU trials
-    (Cluster(2), TrialDemand(1, 2), None, 8, 1),          # one trial on both threads
-    (Cluster(2), TrialDemand(1, 1), 1, 8, 1),             # --max-concurrent caps
-    (Cluster(2), TrialDemand(1, 1), None, 1, 1),          # never more than the trials
-    (Cluster(16), TrialDemand(2, 3), None, 8, 2),         # 2 workers × 3 CPUs: 16 // 6
-    (Cluster(64, 8), TrialDemand(1, 1, 1), None, 32, 8),  # 8-GPU node: one trial per GPU, not one in all
-    (Cluster(64, 8), TrialDemand(1, 2, 0.25), None, 64, 32),  # fractional GPUs pack 4 trials per GPU
-    (Cluster(16, 8), TrialDemand(1, 4, 0.5), None, 64, 4),    # CPUs are the tighter limit
-    (Cluster(1.5), TrialDemand(1, 0.5), None, 8, 3),      # fractional CPUs
-])
+@pytest.mark.parametrize(
+    "cluster, demand, cap, n, want",
+    [
+        (Cluster(2), TrialDemand(1, 1), None, 8, 2),  # 2-core machine: two 1-CPU trials
+        (Cluster(2), TrialDemand(1, 2), None, 8, 1),  # one trial on both threads
+        (Cluster(2), TrialDemand(1, 1), 1, 8, 1),  # --max-concurrent caps
+        (Cluster(2), TrialDemand(1, 1), None, 1, 1),  # never more than the trials
+        (Cluster(16), TrialDemand(2, 3), None, 8, 2),  # 2 workers × 3 CPUs: 16 // 6
+        (Cluster(64, 8), TrialDemand(1, 1, 1), None, 32, 8),  # 8-GPU node: one trial per GPU, not one in all
+        (Cluster(64, 8), TrialDemand(1, 2, 0.25), None, 64, 32),  # fractional GPUs pack 4 trials per GPU
+        (Cluster(16, 8), TrialDemand(1, 4, 0.5), None, 64, 4),  # CPUs are the tighter limit
+        (Cluster(1.5), TrialDemand(1, 0.5), None, 8, 3),  # fractional CPUs
+    ],
+)
 def test_trials_at_once(cluster, demand, cap, n, want):
     assert concurrency(demand, cluster, cap, n) == want
 

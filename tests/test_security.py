@@ -1,6 +1,7 @@
 """Unsafe defaults stay off: no remote code, no pickle of user files, loopback-only dashboards and UIs, no
 credentials in the repository. Static checks read the package source with ``ast``; the behavioural one loads a
 model folder that asks for custom code and checks that none of it ran."""
+
 from __future__ import annotations
 
 import ast
@@ -59,8 +60,11 @@ def test_trust_remote_code_is_never_switched_on():
         for node in ast.walk(ast.parse(text)):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 args = node.args.args + node.args.kwonlyargs
-                defaults = [None] * (len(node.args.args) - len(node.args.defaults)) + node.args.defaults \
+                defaults = (
+                    [None] * (len(node.args.args) - len(node.args.defaults))
+                    + node.args.defaults
                     + node.args.kw_defaults
+                )
                 for arg, default in zip(args, defaults):
                     if arg.arg == "trust_remote_code":
                         if not (isinstance(default, ast.Constant) and default.value is False):
@@ -76,7 +80,7 @@ def test_loaders_default_to_no_remote_code():
         assert inspect.signature(fn).parameters["trust_remote_code"].default is False
 
 
-EVIL = '''
+EVIL = """
 import pathlib
 pathlib.Path(MARKER).write_text("custom code was executed")  # transformers runs a copy: the path is absolute
 from transformers import BertConfig, BertForSequenceClassification
@@ -88,7 +92,7 @@ class EvilConfig(BertConfig):
 
 class EvilModel(BertForSequenceClassification):
     config_class = EvilConfig
-'''
+"""
 
 
 @pytest.mark.parametrize("model_type", ["bert", "evil-custom"])
@@ -104,8 +108,14 @@ def test_model_folder_with_custom_code_never_runs_it(tiny_teacher, tmp_path, mod
     marker = tmp_path / "REMOTE_CODE_RAN"
     (d / "evil.py").write_text(EVIL.replace("MARKER", repr(str(marker))))
     cfg = json.loads((d / "config.json").read_text())
-    cfg.update(model_type=model_type, auto_map={"AutoConfig": "evil.EvilConfig", "AutoModel": "evil.EvilModel",
-                                                "AutoModelForSequenceClassification": "evil.EvilModel"})
+    cfg.update(
+        model_type=model_type,
+        auto_map={
+            "AutoConfig": "evil.EvilConfig",
+            "AutoModel": "evil.EvilModel",
+            "AutoModelForSequenceClassification": "evil.EvilModel",
+        },
+    )
     (d / "config.json").write_text(json.dumps(cfg))
     if model_type == "bert":
         model = load_model(str(d), "classification")
@@ -127,8 +137,11 @@ def test_model_folder_with_custom_code_never_runs_it(tiny_teacher, tmp_path, mod
 def test_torch_load_is_weights_only():
     loads = [(p, c) for p, c in _calls() if _name(c.func) == "torch.load"]
     assert loads, "the scan should see the checkpoint loader in checkpoint.py"
-    bad = [_where(p, c) for p, c in loads
-           if not (isinstance(_kw(c, "weights_only"), ast.Constant) and _kw(c, "weights_only").value is True)]
+    bad = [
+        _where(p, c)
+        for p, c in loads
+        if not (isinstance(_kw(c, "weights_only"), ast.Constant) and _kw(c, "weights_only").value is True)
+    ]
     assert not bad, "torch.load without weights_only=True:\n" + "\n".join(bad)
     for path in SOURCES:  # no aliasing around the check (from torch import load / torch.load as …)
         text = path.read_text(encoding="utf-8")
@@ -136,24 +149,48 @@ def test_torch_load_is_weights_only():
         assert not re.search(r"=\s*torch\.load\b(?!\()", text), path
 
 
-UNSAFE_CALLS = {"pickle.load", "pickle.loads", "pickle.Unpickler", "cPickle.load", "dill.load", "dill.loads",
-                "cloudpickle.load", "cloudpickle.loads", "joblib.load", "pandas.read_pickle", "pd.read_pickle",
-                "yaml.load", "yaml.unsafe_load", "yaml.full_load", "marshal.load", "marshal.loads", "shelve.open",
-                "eval", "exec"}
+UNSAFE_CALLS = {
+    "pickle.load",
+    "pickle.loads",
+    "pickle.Unpickler",
+    "cPickle.load",
+    "dill.load",
+    "dill.loads",
+    "cloudpickle.load",
+    "cloudpickle.loads",
+    "joblib.load",
+    "pandas.read_pickle",
+    "pd.read_pickle",
+    "yaml.load",
+    "yaml.unsafe_load",
+    "yaml.full_load",
+    "marshal.load",
+    "marshal.loads",
+    "shelve.open",
+    "eval",
+    "exec",
+}
 
 
 def test_no_unsafe_deserialisation_in_the_package():
     bad = [f"{_where(p, c)}: {_name(c.func)}" for p, c in _calls() if _name(c.func) in UNSAFE_CALLS]
-    bad += [f"{_where(p, c)}: np.load(allow_pickle=True)" for p, c in _calls()
-            if _name(c.func).endswith("load") and isinstance(_kw(c, "allow_pickle"), ast.Constant)
-            and _kw(c, "allow_pickle").value is True]
+    bad += [
+        f"{_where(p, c)}: np.load(allow_pickle=True)"
+        for p, c in _calls()
+        if _name(c.func).endswith("load")
+        and isinstance(_kw(c, "allow_pickle"), ast.Constant)
+        and _kw(c, "allow_pickle").value is True
+    ]
     for path in SOURCES:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 names = [a.name for a in node.names] + ([node.module] if isinstance(node, ast.ImportFrom) else [])
-                bad += [f"{_where(path, node)}: imports {n}" for n in names
-                        if n and n.split(".")[0] in ("pickle", "cPickle", "dill", "cloudpickle", "joblib", "marshal",
-                                                     "shelve")]
+                bad += [
+                    f"{_where(path, node)}: imports {n}"
+                    for n in names
+                    if n
+                    and n.split(".")[0] in ("pickle", "cPickle", "dill", "cloudpickle", "joblib", "marshal", "shelve")
+                ]
     assert not bad, "unsafe deserialisation:\n" + "\n".join(bad)
 
 
@@ -173,8 +210,12 @@ def test_ray_dashboard_binds_to_loopback():
 
 
 def test_no_wildcard_bind_in_the_package():
-    hits = [f"{p.relative_to(ROOT)}:{i}" for p in SOURCES
-            for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if "0.0.0.0" in line]
+    hits = [
+        f"{p.relative_to(ROOT)}:{i}"
+        for p in SOURCES
+        for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+        if "0.0.0.0" in line
+    ]
     assert not hits, "0.0.0.0 in the package:\n" + "\n".join(hits)
 
 
@@ -182,9 +223,12 @@ DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
 def test_docs_mention_wildcard_binds_only_as_a_warning():
-    hits = [f"{p.relative_to(ROOT)}:{i}: {line.strip()}" for p in DOCS
-            for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
-            if "0.0.0.0" in line and not re.search(r"warn|never|do not|don't|avoid|not\b", line, re.I)]
+    hits = [
+        f"{p.relative_to(ROOT)}:{i}: {line.strip()}"
+        for p in DOCS
+        for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+        if "0.0.0.0" in line and not re.search(r"warn|never|do not|don't|avoid|not\b", line, re.I)
+    ]
     assert not hits, "docs show a wildcard bind without a warning:\n" + "\n".join(hits)
 
 
@@ -193,8 +237,12 @@ def test_mlflow_ui_commands_in_docs_stay_on_loopback():
 
     default = next(p.default for p in cli.cli.commands["server"].params if p.name == "host")
     assert default in LOOPBACK  # `mlflow ui`/`mlflow server` without --host listens on loopback only
-    commands = [(p, line) for p in DOCS for line in p.read_text(encoding="utf-8").splitlines()
-                if re.search(r"\bmlflow (ui|server)\b", line)]
+    commands = [
+        (p, line)
+        for p in DOCS
+        for line in p.read_text(encoding="utf-8").splitlines()
+        if re.search(r"\bmlflow (ui|server)\b", line)
+    ]
     assert any("--host 127.0.0.1" in line for p, line in commands if p.name == "README.md")
     bad = []
     for p, line in commands:
@@ -235,12 +283,19 @@ def test_no_credentials_in_committed_files():
 
 def test_secret_patterns_catch_what_they_should():
     fake_key = "AKIA" + "ABCDEFGHIJKLMNOP"
-    samples = {"AWS access key id": f"key = {fake_key}", "token value": "auth_token: " + "3f9a8c7b6d5e4f3a2b1c0d9e8f7a6b5c",
-               "private key block": "-----BEGIN " + "RSA PRIVATE KEY-----",
-               "credentials in a URL": "postgresql://mlflow:" + "s3cret@db:5432/mlflow"}
+    samples = {
+        "AWS access key id": f"key = {fake_key}",
+        "token value": "auth_token: " + "3f9a8c7b6d5e4f3a2b1c0d9e8f7a6b5c",
+        "private key block": "-----BEGIN " + "RSA PRIVATE KEY-----",
+        "credentials in a URL": "postgresql://mlflow:" + "s3cret@db:5432/mlflow",
+    }
     for what, text in samples.items():
         assert SECRETS[what].search(text), what
-    for harmless in ("token: see section 2", 'export RAY_AUTH_TOKEN="$(kubectl get secret)"',
-                     "token:          {\"tokens\": list[str]}", "sqlite:////abs/path/mlflow.db",
-                     '"token": tf.AutoModelForTokenClassification_with_a_long_name'):
+    for harmless in (
+        "token: see section 2",
+        'export RAY_AUTH_TOKEN="$(kubectl get secret)"',
+        'token:          {"tokens": list[str]}',
+        "sqlite:////abs/path/mlflow.db",
+        '"token": tf.AutoModelForTokenClassification_with_a_long_name',
+    ):
         assert not any(rx.search(harmless) for rx in SECRETS.values()), harmless

@@ -1,5 +1,6 @@
 """Choosing never sees what reports: the validation split carved from train, metric names, confirmation groups, the
 sweep-correctness fixes (ASHA on the reported epoch, only exported students win, a resumed run reopened), noise."""
+
 from __future__ import annotations
 
 import math
@@ -68,9 +69,14 @@ def test_train_val_dev_carves_val_before_the_train_limit(glue_dir):
     assert val_d == [] and len(train_d) == 50  # --select-on dev: nothing carved, as before
 
 
-@pytest.mark.parametrize("train, field", [({"val_fraction": 0.0}, "train.val_fraction"),
-                                          ({"val_fraction": 0.6}, "train.val_fraction"),
-                                          ({"select_on": "test"}, "train.select_on")])
+@pytest.mark.parametrize(
+    "train, field",
+    [
+        ({"val_fraction": 0.0}, "train.val_fraction"),
+        ({"val_fraction": 0.6}, "train.val_fraction"),
+        ({"select_on": "test"}, "train.select_on"),
+    ],
+)
 def test_bad_selection_config(train, field):
     from raydistill.config.schema import RunConfig
 
@@ -92,16 +98,24 @@ def test_metric_names():
 
 def _run(trial, val, dev, confirm_of=None, status="FINISHED"):
     tags = {"raydistill.trial_id": trial, **({"raydistill.confirm_of": confirm_of} if confirm_of else {})}
-    return SimpleNamespace(data=SimpleNamespace(tags=tags, metrics={"best_val_accuracy": val, "best_eval_accuracy": dev}),
-                           info=SimpleNamespace(run_id=trial, status=status))
+    return SimpleNamespace(
+        data=SimpleNamespace(tags=tags, metrics={"best_val_accuracy": val, "best_eval_accuracy": dev}),
+        info=SimpleNamespace(run_id=trial, status=status),
+    )
 
 
 def test_confirmed_configuration_wins_by_its_mean_and_exports_its_best_seed():
     from raydistill.config.selection import pick_confirmed
 
-    runs = [_run("a", 0.90, 0.8), _run("b", 0.85, 0.8), _run("c", 0.95, 0.7),  # c: lucky, never confirmed
-            _run("a1", 0.70, 0.8, "a"), _run("a2", 0.72, 0.8, "a"), _run("b1", 0.86, 0.8, "b"),
-            _run("b2", 0.87, 0.8, "b")]
+    runs = [
+        _run("a", 0.90, 0.8),
+        _run("b", 0.85, 0.8),
+        _run("c", 0.95, 0.7),  # c: lucky, never confirmed
+        _run("a1", 0.70, 0.8, "a"),
+        _run("a2", 0.72, 0.8, "a"),
+        _run("b1", 0.86, 0.8, "b"),
+        _run("b2", 0.87, 0.8, "b"),
+    ]
     best, mean = pick_confirmed(runs, "best_val_accuracy")
     assert best.info.run_id == "b2" and mean == pytest.approx((0.85 + 0.86 + 0.87) / 3)
     best, mean = pick_confirmed(runs[:3], "best_val_accuracy")  # no confirmations: the single best run
@@ -111,26 +125,45 @@ def test_confirmed_configuration_wins_by_its_mean_and_exports_its_best_seed():
 def test_confirm_rows_and_points():
     from raydistill.orchestrate.confirm import candidates, confirm_points, confirmed_rows
 
-    rows = [{"trial": "a", "exported": True, "config": {"lr": 1}, "best_val_accuracy": 0.9, "best_eval_accuracy": 0.8},
-            {"trial": "s", "exported": False, "config": {"lr": 9}, "best_val_accuracy": 0.99},  # ASHA-stopped
-            {"trial": "b", "exported": True, "config": {"lr": 2}, "best_val_accuracy": 0.8, "best_eval_accuracy": 0.7}]
+    rows = [
+        {"trial": "a", "exported": True, "config": {"lr": 1}, "best_val_accuracy": 0.9, "best_eval_accuracy": 0.8},
+        {"trial": "s", "exported": False, "config": {"lr": 9}, "best_val_accuracy": 0.99},  # ASHA-stopped
+        {"trial": "b", "exported": True, "config": {"lr": 2}, "best_val_accuracy": 0.8, "best_eval_accuracy": 0.7},
+    ]
     top = candidates(rows, "best_val_accuracy", 2)
     assert [r["trial"] for r in top] == ["a", "b"]
     pts = confirm_points(top, 42, 2)
-    assert pts == [{"lr": 1, "seed": 43, "confirm_of": "a"}, {"lr": 1, "seed": 44, "confirm_of": "a"},
-                   {"lr": 2, "seed": 43, "confirm_of": "b"}, {"lr": 2, "seed": 44, "confirm_of": "b"}]
-    reps = [{"trial": f"{p['confirm_of']}{p['seed']}", "exported": True, "config": p,
-             "best_val_accuracy": v, "best_eval_accuracy": v - 0.1} for p, v in zip(pts, (0.6, 0.6, 0.85, 0.9))]
+    assert pts == [
+        {"lr": 1, "seed": 43, "confirm_of": "a"},
+        {"lr": 1, "seed": 44, "confirm_of": "a"},
+        {"lr": 2, "seed": 43, "confirm_of": "b"},
+        {"lr": 2, "seed": 44, "confirm_of": "b"},
+    ]
+    reps = [
+        {
+            "trial": f"{p['confirm_of']}{p['seed']}",
+            "exported": True,
+            "config": p,
+            "best_val_accuracy": v,
+            "best_eval_accuracy": v - 0.1,
+        }
+        for p, v in zip(pts, (0.6, 0.6, 0.85, 0.9))
+    ]
     out = confirmed_rows(rows, reps, "best_val_accuracy", "best_eval_accuracy", "max")
     assert [r["config_of"] for r in out] == ["b", "a"] and out[0]["exported_trial"] == "b44"
     assert out[0]["seeds"] == 3 and out[0]["mean_best_val_accuracy"] == pytest.approx(0.85)
     assert out[0]["range_best_eval_accuracy"] == pytest.approx(0.1)  # dev 0.7, 0.75, 0.8
 
 
-@pytest.mark.parametrize("confirm, field", [({"top": 0, "seeds": 2}, "search.confirm.top"),
-                                            ({"top": 2, "seeds": -1}, "search.confirm.seeds"),
-                                            ({"top": 2, "rounds": 1}, "search.confirm"),
-                                            (3, "search.confirm")])
+@pytest.mark.parametrize(
+    "confirm, field",
+    [
+        ({"top": 0, "seeds": 2}, "search.confirm.top"),
+        ({"top": 2, "seeds": -1}, "search.confirm.seeds"),
+        ({"top": 2, "rounds": 1}, "search.confirm"),
+        (3, "search.confirm"),
+    ],
+)
 def test_bad_confirm(confirm, field):
     from raydistill.config.selection import check_search
 
@@ -174,23 +207,42 @@ def test_asha_judges_the_epoch_a_trial_reports_even_after_a_restart():
     weak = SimpleNamespace(trial_id="w", config={})  # a genuinely weak trial at epoch 2 is still stopped
     asha.on_trial_add(None, weak)
     asha.on_trial_result(None, weak, {"training_iteration": 1, "epoch": 1, "best_val_accuracy": 0.1})
-    assert asha.on_trial_result(None, weak, {"training_iteration": 2, "epoch": 2, "best_val_accuracy": 0.1}) == asha.STOP
+    assert (
+        asha.on_trial_result(None, weak, {"training_iteration": 2, "epoch": 2, "best_val_accuracy": 0.1}) == asha.STOP
+    )
 
 
 def test_summary_best_and_front_name_only_exported_students():
     from raydistill.results.summary import mark_front, summarize
 
     def res(trial, epoch, val, lat, error=None):
-        return SimpleNamespace(config={"lr": 1}, error=error, path=trial,
-                               metrics={"trial_id": trial, "epoch": epoch, "best_val_accuracy": val,
-                                        "best_eval_accuracy": val - 0.1, "latency_ms_b1": lat})
+        return SimpleNamespace(
+            config={"lr": 1},
+            error=error,
+            path=trial,
+            metrics={
+                "trial_id": trial,
+                "epoch": epoch,
+                "best_val_accuracy": val,
+                "best_eval_accuracy": val - 0.1,
+                "latency_ms_b1": lat,
+            },
+        )
 
-    results = [res("done", 3, 0.7, 5.0), res("stopped", 1, 0.95, 1.0), res("failed", 2, 0.99, 0.5, RuntimeError("x")),
-               res("unexported", 3, 0.9, 2.0)]
+    results = [
+        res("done", 3, 0.7, 5.0),
+        res("stopped", 1, 0.95, 1.0),
+        res("failed", 2, 0.99, 0.5, RuntimeError("x")),
+        res("unexported", 3, 0.9, 2.0),
+    ]
     rows = summarize(results, "best_val_accuracy", "max", 3, finished={"done", "stopped", "failed"})
     assert [r["trial"] for r in rows][0] == "done" and rows[0]["exported"]
-    assert {r["trial"]: r["exported"] for r in rows} == {"done": True, "stopped": False, "failed": False,
-                                                         "unexported": False}
+    assert {r["trial"]: r["exported"] for r in rows} == {
+        "done": True,
+        "stopped": False,
+        "failed": False,
+        "unexported": False,
+    }
     assert next(r for r in rows if r["trial"] == "unexported")["error"] == "no exported student"
     front = mark_front(rows, "best_val_accuracy", "max", "latency_ms_b1")
     assert [r["trial"] for r in front] == ["done"]
@@ -246,8 +298,9 @@ def test_in_sweep_teacher_has_its_own_budget(monkeypatch, tmp_path):
     monkeypatch.setattr(finetune, "finetune", lambda cfg, out, **kw: seen.setdefault("cfg", cfg) and {})
     monkeypatch.setattr("raydistill.models.heads.has_task_head", lambda *a: False)
     monkeypatch.setattr("raydistill.train.preflight.teacher_config", lambda t: None)
-    base = RunConfig.from_dict({"task": "sst2", "teacher": "enc", "train": {"max_steps": 60, "train_limit": 1000,
-                                                                           "epochs": 4, "lr": 1e-4}})
+    base = RunConfig.from_dict(
+        {"task": "sst2", "teacher": "enc", "train": {"max_steps": 60, "train_limit": 1000, "epochs": 4, "lr": 1e-4}}
+    )
     finetune.prepare_teacher(base, str(tmp_path), None, lambda m: None, epochs=3, lr=2e-5)
     t = seen["cfg"].train
     assert (t.max_steps, t.train_limit, t.epochs, t.lr) == (0, 0, 3, 2e-5)
@@ -298,10 +351,20 @@ def test_a_confirmation_tie_is_broken_as_best_breaks_it():
     from raydistill.orchestrate.confirm import confirmed_rows
     from raydistill.config.selection import pick_confirmed
 
-    rows = [{"trial": t, "exported": True, "config": {"lr": lr}, "best_val_accuracy": 0.8, "best_eval_accuracy": 0.7}
-            for t, lr in (("zz", 1), ("bb", 2))]
-    reps = [{"trial": t, "exported": True, "config": {"lr": lr, "seed": 43, "confirm_of": o}, "best_val_accuracy": 0.8,
-             "best_eval_accuracy": 0.7} for t, lr, o in (("yy", 1, "zz"), ("cc", 2, "bb"))]
+    rows = [
+        {"trial": t, "exported": True, "config": {"lr": lr}, "best_val_accuracy": 0.8, "best_eval_accuracy": 0.7}
+        for t, lr in (("zz", 1), ("bb", 2))
+    ]
+    reps = [
+        {
+            "trial": t,
+            "exported": True,
+            "config": {"lr": lr, "seed": 43, "confirm_of": o},
+            "best_val_accuracy": 0.8,
+            "best_eval_accuracy": 0.7,
+        }
+        for t, lr, o in (("yy", 1, "zz"), ("cc", 2, "bb"))
+    ]
     out = confirmed_rows(rows, reps, "best_val_accuracy", "best_eval_accuracy", "max")
     assert [r["config_of"] for r in out] == ["bb", "zz"] and out[0]["exported_trial"] == "bb"
     assert "_first" not in out[0]

@@ -3,6 +3,7 @@ command unwinds), then the ``on_interrupt`` cleanups, then one line and exit 130
 signal during the unwinding or the cleanups is noted, not acted on, so every cleanup finishes; the caller's handlers come back after;
 an ignored Ctrl-C stays ignored. ``mute_workers`` stops the Ray workers' forwarded output (a trial actor killed while
 the sweep unwinds printed Ray's SIGTERM traceback ahead of the one line: CI, test_interrupt_between_trials)."""
+
 from __future__ import annotations
 
 import os
@@ -79,8 +80,16 @@ def test_mute_workers_stops_the_forwarded_output_and_prints_what_ray_held_back(c
     dispatcher = ray_logging.global_worker_stdstream_dispatcher
     saved = list(dispatcher.handlers)
     printed, other = [], []
-    held = {"ip": "10.0.0.1", "pid": 7, "job": "01", "is_err": True, "lines": ["held back"], "actor_name": "",
-            "task_name": "run_trial", "localhost": "10.0.0.2"}
+    held = {
+        "ip": "10.0.0.1",
+        "pid": 7,
+        "job": "01",
+        "is_err": True,
+        "lines": ["held back"],
+        "actor_name": "",
+        "task_name": "run_trial",
+        "localhost": "10.0.0.2",
+    }
     try:
         dispatcher.add_handler("ray_print_logs", printed.append)
         dispatcher.add_handler("someone_else", other.append)
@@ -94,8 +103,9 @@ def test_mute_workers_stops_the_forwarded_output_and_prints_what_ray_held_back(c
         dispatcher.handlers = saved
 
 
-@pytest.mark.parametrize("first,second", [(signal.SIGINT, signal.SIGINT), (signal.SIGINT, signal.SIGTERM),
-                                          (signal.SIGTERM, signal.SIGTERM)])
+@pytest.mark.parametrize(
+    "first,second", [(signal.SIGINT, signal.SIGINT), (signal.SIGINT, signal.SIGTERM), (signal.SIGTERM, signal.SIGTERM)]
+)
 def test_a_second_signal_during_the_cleanups_does_not_cut_them_short(first, second, capsys):
     """Two Ctrl-Cs in quick succession (a terminal's reaches the child, then its parent forwards one), or a SIGTERM
     while the cleanups run: every cleanup finishes, one line, the first signal's status."""
@@ -107,6 +117,7 @@ def test_a_second_signal_during_the_cleanups_does_not_cut_them_short(first, seco
             os.kill(os.getpid(), second)
             _spin()
             events.append(f"end {i}")
+
         return fn
 
     @cli

@@ -1,4 +1,5 @@
 """Search-space parsing: every shipped space loads, overrides apply, bad files give one-line errors."""
+
 from __future__ import annotations
 
 import os
@@ -16,8 +17,15 @@ SHIPPED = sorted(f[:-5] for f in os.listdir(sp.SPACES_DIR) if f.endswith(".yaml"
 
 
 def test_all_named_sweeps_ship():
-    assert set(SHIPPED) >= {"pkd_glue", "kd_glue", "distilbert_glue", "tinybert_glue", "two_stage_nsmc",
-                            "two_stage_korquad", "two_stage_ner"}
+    assert set(SHIPPED) >= {
+        "pkd_glue",
+        "kd_glue",
+        "distilbert_glue",
+        "tinybert_glue",
+        "two_stage_nsmc",
+        "two_stage_korquad",
+        "two_stage_ner",
+    }
 
 
 @pytest.mark.parametrize("name", SHIPPED)
@@ -37,8 +45,10 @@ def test_pkd_glue_covers_the_paper_and_starts_from_its_best():
     assert spec.train["lr"] == {"loguniform": [1.0e-5, 3.0e-4]}
     assert spec.distill["mapping"] == {"choice": ["skip", "last"]} and spec.student["init"] == "first_k"
     assert spec.student["hidden"] == "teacher"
-    depths = {sp.sample(sp.load("pkd_glue", [f"student.layers={f}"]), None, BERT_BASE)["student_layers"]
-              for f in spec.student["layers"]["choice"]}
+    depths = {
+        sp.sample(sp.load("pkd_glue", [f"student.layers={f}"]), None, BERT_BASE)["student_layers"]
+        for f in spec.student["layers"]["choice"]
+    }
     assert depths == {3, 6}
     first = sp.start_points(spec, BERT_BASE)[0]
     assert first["temperature"] == 20 and first["alpha"] == 0.7 and first["beta"] == 100
@@ -46,8 +56,13 @@ def test_pkd_glue_covers_the_paper_and_starts_from_its_best():
     study = optuna.create_study()
     study.enqueue_trial(first)
     vals = sp.sample(spec, study.ask(), BERT_BASE)
-    assert (vals["student_layers"], vals["temperature"], vals["alpha"], vals["beta"], vals["mapping"]) == \
-        (6, 20, 0.7, 100, "skip")
+    assert (vals["student_layers"], vals["temperature"], vals["alpha"], vals["beta"], vals["mapping"]) == (
+        6,
+        20,
+        0.7,
+        100,
+        "skip",
+    )
 
 
 def test_asha_grace_period_leaves_the_warm_up_epoch_alone():
@@ -85,20 +100,23 @@ def test_mapping_choices_follow_student_depth():
         assert "mapping_5L" in t.params
 
 
-@pytest.mark.parametrize("raw,field", [
-    ({"bogus": 1}, "bogus"),
-    ({"student": {"layer": 3}}, "student.layer"),
-    ({"distill": {"temperature": {"chose": [1]}}}, "distill.temperature"),
-    ({"distill": {"alpha": {"uniform": [0.9, 0.1]}}}, "distill.alpha"),
-    ({"distill": {"temperature": 0}}, "distill.temperature"),
-    ({"distill": {"alpha": 1.5}}, "distill.alpha"),
-    ({"train": {"epochs": "many"}}, "train.epochs"),
-    ({"method": "nope"}, "distill.method"),
-    ({"mode": "up"}, "mode"),
-    ({"num_samples": 0}, "num_samples"),
-    ({"student": {"hidden": 100, "heads": 12}}, "student.hidden"),
-    ({"search": {"sampler": "grid"}}, "search.sampler"),
-])
+@pytest.mark.parametrize(
+    "raw,field",
+    [
+        ({"bogus": 1}, "bogus"),
+        ({"student": {"layer": 3}}, "student.layer"),
+        ({"distill": {"temperature": {"chose": [1]}}}, "distill.temperature"),
+        ({"distill": {"alpha": {"uniform": [0.9, 0.1]}}}, "distill.alpha"),
+        ({"distill": {"temperature": 0}}, "distill.temperature"),
+        ({"distill": {"alpha": 1.5}}, "distill.alpha"),
+        ({"train": {"epochs": "many"}}, "train.epochs"),
+        ({"method": "nope"}, "distill.method"),
+        ({"mode": "up"}, "mode"),
+        ({"num_samples": 0}, "num_samples"),
+        ({"student": {"hidden": 100, "heads": 12}}, "student.hidden"),
+        ({"search": {"sampler": "grid"}}, "search.sampler"),
+    ],
+)
 def test_bad_space_names_the_key(raw, field):
     with pytest.raises(UserError) as e:
         sp.parse(raw)
@@ -126,8 +144,9 @@ def test_searcher_does_not_train_a_finished_configuration_again():
         trial.suggest_categorical("x", [1, 2])
 
     for seed_trial in range(3):  # TPE's random start repeats itself often; the searcher must not
-        s = PrunedAwareOptunaSearch(space=space, metric="m", mode="max",
-                                    sampler=optuna.samplers.TPESampler(seed=seed_trial))
+        s = PrunedAwareOptunaSearch(
+            space=space, metric="m", mode="max", sampler=optuna.samplers.TPESampler(seed=seed_trial)
+        )
         first = s.suggest("a")
         s.on_trial_complete("a", {"m": 0.5, "training_iteration": 1})
         second = s.suggest("b")
@@ -154,8 +173,22 @@ def test_named_spaces_ship_inside_the_wheel(tmp_path):
         shutil.copytree(root / d, src / d, ignore=shutil.ignore_patterns("__pycache__"))
     for f in ("pyproject.toml", "README.md"):
         shutil.copy(root / f, src / f)
-    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
-                        str(tmp_path), str(src)], capture_output=True, text=True)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path),
+            str(src),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     (wheel,) = tmp_path.glob("raydistill-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
@@ -166,16 +199,25 @@ def test_named_spaces_ship_inside_the_wheel(tmp_path):
     assert on_disk | {"raydistill/search_spaces"} <= packages  # no stage left out of pyproject's package list
     target, away = tmp_path / "site", tmp_path / "elsewhere"
     away.mkdir()
-    r = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     env = {**os.environ, "PYTHONPATH": str(target)}
-    r = subprocess.run([sys.executable, "-m", "raydistill", "list", "spaces"], cwd=away, env=env, capture_output=True,
-                       text=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "raydistill", "list", "spaces"], cwd=away, env=env, capture_output=True, text=True
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     assert all(n[:-5] in r.stdout for n in shipped), r.stdout
-    r = subprocess.run([sys.executable, "-c", "import raydistill.config.space as s; print(s.SPACES_DIR)"], cwd=away,
-                       env=env, capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-c", "import raydistill.config.space as s; print(s.SPACES_DIR)"],
+        cwd=away,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert r.stdout.strip().startswith(str(target)), r.stdout + r.stderr  # the wheel's copy, not the checkout's
 
 
@@ -183,8 +225,15 @@ def test_a_space_that_may_prune_is_checked_for_whole_teacher_heads_before_any_tr
     """A space drawing ``init: prune`` with heads that change the head size is refused once the teacher is known
     (before Ray), naming the field; with ``heads: keep_head_size`` every student it can draw is cut out whole."""
     minilm = Shape(6, 384, 1536, 12)  # head size 32
-    raw = {"method": "minilm", "student": {"layers": 0.5, "hidden": {"choice": ["teacher", 0.5]}, "heads": 6,
-                                           "init": {"choice": ["slice", "prune"]}}}
+    raw = {
+        "method": "minilm",
+        "student": {
+            "layers": 0.5,
+            "hidden": {"choice": ["teacher", 0.5]},
+            "heads": 6,
+            "init": {"choice": ["slice", "prune"]},
+        },
+    }
     with pytest.raises(UserError) as e:
         sp.sample(sp.parse(raw), None, minilm)
     assert e.value.field == "student.heads" and "head size 32" in str(e.value)

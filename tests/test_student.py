@@ -39,8 +39,9 @@ def assert_same(a, b):
         assert torch.equal(sa[k], sb[k]), k
 
 
-@pytest.mark.parametrize("init,expected", [
-    ("first_k", [1, 2]), ("every_other", [1, 4]), ("uniform", [2, 4]), ("layers:1,4", [1, 4])])
+@pytest.mark.parametrize(
+    "init,expected", [("first_k", [1, 2]), ("every_other", [1, 4]), ("uniform", [2, 4]), ("layers:1,4", [1, 4])]
+)
 def test_layer_copy_inits_copy_chosen_layers_embeddings_and_head(bert, init, expected):
     s = build_student(bert, StudentConfig(layers=2, init=init, **SIZES))
     assert init_layers(init, 2, 4) == expected
@@ -54,7 +55,7 @@ def test_layer_copy_inits_copy_chosen_layers_embeddings_and_head(bert, init, exp
 
 def test_paper_layer_choices():
     assert init_layers("every_other", 6, 12) == [1, 3, 5, 8, 10, 12]  # DistilBERT (top layer kept)
-    assert init_layers("first_k", 3, 12) == [1, 2, 3]                 # PKD
+    assert init_layers("first_k", 3, 12) == [1, 2, 3]  # PKD
     assert init_layers("uniform", 4, 12) == [3, 6, 9, 12]
     assert init_layers("uniform", 8, 12) == [2, 3, 5, 6, 8, 9, 11, 12]  # round half up
     assert init_layers("random", 4, 12) is None
@@ -100,29 +101,43 @@ def test_base_student_has_no_unused_pooler(dirs):
     assert s.pooler is None  # DDP fails on parameters that get no gradient
 
 
-@pytest.mark.parametrize("field,kw", [
-    ("student.hidden", dict(hidden=16, intermediate=64, heads=2)),
-    ("student.intermediate", dict(hidden=32, intermediate=48, heads=2)),
-    ("student.heads", dict(hidden=32, intermediate=64, heads=4)),
-])
+@pytest.mark.parametrize(
+    "field,kw",
+    [
+        ("student.hidden", dict(hidden=16, intermediate=64, heads=2)),
+        ("student.intermediate", dict(hidden=32, intermediate=48, heads=2)),
+        ("student.heads", dict(hidden=32, intermediate=64, heads=4)),
+    ],
+)
 def test_layer_copy_needs_teacher_sizes(bert, field, kw):
     with pytest.raises(UserError) as e:
         build_student(bert, StudentConfig(layers=2, init="first_k", **kw))
     assert e.value.field == field and "--init random" in str(e.value)
-    assert str(getattr(bert.config, {"student.hidden": "hidden_size", "student.intermediate": "intermediate_size",
-                                     "student.heads": "num_attention_heads"}[field])) in str(e.value)
+    assert str(
+        getattr(
+            bert.config,
+            {
+                "student.hidden": "hidden_size",
+                "student.intermediate": "intermediate_size",
+                "student.heads": "num_attention_heads",
+            }[field],
+        )
+    ) in str(e.value)
 
 
-@pytest.mark.parametrize("init,layers,field", [
-    ("first_k", 5, "student.layers"),     # deeper than the 4-layer teacher
-    ("layers:1,2", 3, "student.init"),     # wrong count
-    ("layers:2,1", 2, "student.init"),     # not increasing
-    ("layers:1,9", 2, "student.init"),     # beyond the teacher
-    ("layers:a,b", 2, "student.init"),
-    ("fancy", 2, "student.init"),
-    ("first_k:3", 2, "student.init"),      # takes no argument
-    ("checkpoint:/does/not/exist", 2, "student.init"),
-])
+@pytest.mark.parametrize(
+    "init,layers,field",
+    [
+        ("first_k", 5, "student.layers"),  # deeper than the 4-layer teacher
+        ("layers:1,2", 3, "student.init"),  # wrong count
+        ("layers:2,1", 2, "student.init"),  # not increasing
+        ("layers:1,9", 2, "student.init"),  # beyond the teacher
+        ("layers:a,b", 2, "student.init"),
+        ("fancy", 2, "student.init"),
+        ("first_k:3", 2, "student.init"),  # takes no argument
+        ("checkpoint:/does/not/exist", 2, "student.init"),
+    ],
+)
 def test_bad_inits(bert, init, layers, field):
     with pytest.raises(UserError) as e:
         build_student(bert, StudentConfig(layers=layers, init=init, **SIZES))
@@ -141,7 +156,6 @@ def test_checkpoint_init_keeps_weights_and_builds_fresh_head(bert, dirs, tmp_pat
     assert s.classifier.out_features == 3 and s.config.id2label == bert.config.id2label
 
 
-
 def test_checkpoint_of_another_family_is_refused(bert, dirs, tmp_path):
     rob = build_student(load_model(dirs["roberta"], "classification"), StudentConfig(layers=1, init="random", **SIZES))
     rob.save_pretrained(tmp_path / "rob")
@@ -152,8 +166,10 @@ def test_checkpoint_of_another_family_is_refused(bert, dirs, tmp_path):
 
 def test_checkpoint_with_other_head_size(bert, dirs, tmp_path):
     # a 2-label fine-tuned student used for a 3-label task: encoder kept, fresh 3-label head
-    two = build_student(load_model(make_tiny_model(dirs["root"] / "two", kind="classification", num_labels=2),
-                                   "classification"), StudentConfig(layers=2, init="first_k", **SIZES))
+    two = build_student(
+        load_model(make_tiny_model(dirs["root"] / "two", kind="classification", num_labels=2), "classification"),
+        StudentConfig(layers=2, init="first_k", **SIZES),
+    )
     two.save_pretrained(tmp_path / "two")
     s = build_student(bert, StudentConfig(init=f"checkpoint:{tmp_path / 'two'}"))
     assert s.classifier.out_features == 3

@@ -1,4 +1,5 @@
 """A tiny sweep end to end (slow): teacher preparation, Tune + Optuna trials, MLflow parent/children, best export."""
+
 from __future__ import annotations
 
 import json
@@ -8,9 +9,20 @@ import pytest
 
 pytestmark = pytest.mark.slow
 
-TINY = ["--set", "student.hidden=32", "--set", "student.intermediate=64", "--set", "student.heads=2",
-        "--set", "student.layers={choice: [2, 4]}", "--set", "train.lr=0.001",
-        "--set", "search.confirm=false"]  # confirmation has its own test: test_tiny_sweep_end_to_end
+TINY = [
+    "--set",
+    "student.hidden=32",
+    "--set",
+    "student.intermediate=64",
+    "--set",
+    "student.heads=2",
+    "--set",
+    "student.layers={choice: [2, 4]}",
+    "--set",
+    "train.lr=0.001",
+    "--set",
+    "search.confirm=false",
+]  # confirmation has its own test: test_tiny_sweep_end_to_end
 
 
 def last_json(capsys) -> dict:
@@ -26,10 +38,40 @@ def test_tiny_sweep_end_to_end(ray_session, tiny_teacher, glue_dir, tmp_path, ca
     monkeypatch.chdir(tmp_path)  # ./raydistill-results lands here
     base_encoder = tiny_teacher("base")  # no task head: the sweep must fine-tune it first
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    sweep.main(["pkd_glue", "--task", "sst2", "--data-dir", glue_dir, "--teacher", base_encoder, "--num-samples", "3",
-                *TINY, "--set", "search.confirm={top: 1, seeds: 1}", "--epochs", "2", "--max-steps", "6",
-                "--batch-size", "16", "--max-length", "32", "--teacher-epochs", "1",
-                "--eval-limit", "32", "--tracking-uri", uri, "--name", "tiny", "--experiment", "tiny-sweep"])
+    sweep.main(
+        [
+            "pkd_glue",
+            "--task",
+            "sst2",
+            "--data-dir",
+            glue_dir,
+            "--teacher",
+            base_encoder,
+            "--num-samples",
+            "3",
+            *TINY,
+            "--set",
+            "search.confirm={top: 1, seeds: 1}",
+            "--epochs",
+            "2",
+            "--max-steps",
+            "6",
+            "--batch-size",
+            "16",
+            "--max-length",
+            "32",
+            "--teacher-epochs",
+            "1",
+            "--eval-limit",
+            "32",
+            "--tracking-uri",
+            uri,
+            "--name",
+            "tiny",
+            "--experiment",
+            "tiny-sweep",
+        ]
+    )
     out = last_json(capsys)
     # chosen on the validation split carved from train, reported on dev; the top trial confirmed with one more seed
     assert out["trials"] == 4 and out["errors"] == 0 and out["metric"] == "best_val_accuracy"
@@ -49,8 +91,10 @@ def test_tiny_sweep_end_to_end(ray_session, tiny_teacher, glue_dir, tmp_path, ca
     assert len(parent) == 1 and len(teacher) == 1 and len(children) == 4
     confirms = [r for r in children if r.data.tags.get("raydistill.confirm_of")]
     assert len(confirms) == 1 and confirms[0].data.tags["raydistill.confirm_of"] == conf["config_of"]
-    assert confirms[0].data.params["seed"] != [r for r in children if r.data.tags["raydistill.trial_id"] ==
-                                               conf["config_of"]][0].data.params["seed"]
+    assert (
+        confirms[0].data.params["seed"]
+        != [r for r in children if r.data.tags["raydistill.trial_id"] == conf["config_of"]][0].data.params["seed"]
+    )
     # the in-sweep teacher trained on its own budget (all training rows, --teacher-epochs), not the trials' 6 steps
     tp = teacher[0].data.params
     assert (tp["max_steps"], tp["train_limit"], tp["epochs"], tp["lr"]) == ("0", "0", "1", "2e-05")
@@ -59,8 +103,9 @@ def test_tiny_sweep_end_to_end(ray_session, tiny_teacher, glue_dir, tmp_path, ca
     t = out["teacher"]
     assert {"eval_accuracy", "val_accuracy", "majority_accuracy", "student_params", "latency_ms_b1"} <= set(t)
     assert parent[0].data.metrics["teacher_eval_accuracy"] == pytest.approx(t["eval_accuracy"])
-    assert out["best"]["pct_of_teacher"] == pytest.approx(100 * out["best"]["best_eval_accuracy"] / t["eval_accuracy"],
-                                                          abs=0.051)
+    assert out["best"]["pct_of_teacher"] == pytest.approx(
+        100 * out["best"]["best_eval_accuracy"] / t["eval_accuracy"], abs=0.051
+    )
     assert all(r.data.tags["mlflow.parentRunId"] == pid for r in children + teacher)
     for r in children:
         assert r.info.status == "FINISHED"
@@ -72,8 +117,15 @@ def test_tiny_sweep_end_to_end(ray_session, tiny_teacher, glue_dir, tmp_path, ca
         card = open(mlflow.artifacts.download_artifacts(f"{model.artifact_location}/model_card.md")).read()
         assert f"with `{r.data.params['method']}` from the teacher" in card  # written from the run, not the Hub
         assert {"temperature", "alpha", "beta", "mapping", "student_layers", "init", "method"} <= set(r.data.params)
-        assert {"eval_accuracy", "val_accuracy", "best_val_accuracy", "best_eval_accuracy", "student_params",
-                "latency_ms_b1", "train_loss"} <= set(r.data.metrics)
+        assert {
+            "eval_accuracy",
+            "val_accuracy",
+            "best_val_accuracy",
+            "best_eval_accuracy",
+            "student_params",
+            "latency_ms_b1",
+            "train_loss",
+        } <= set(r.data.metrics)
         assert len(c.get_metric_history(r.info.run_id, "eval_accuracy")) == 2  # per epoch
         assert len(c.get_metric_history(r.info.run_id, "val_accuracy")) == 2
     # latencies timed again side by side once no trial trains: what the runs, the summary and best read
@@ -91,17 +143,30 @@ def test_tiny_sweep_end_to_end(ray_session, tiny_teacher, glue_dir, tmp_path, ca
     study = optuna.load_study(study_name="tiny", storage=f"sqlite:///{tmp_path / 'optuna.db'}")
     assert len(study.trials) == 3
 
-    best.main(["--experiment", "tiny-sweep", "--tracking-uri", uri, "--export", str(tmp_path / "best"),
-               "--register", "tiny-student"])
+    best.main(
+        [
+            "--experiment",
+            "tiny-sweep",
+            "--tracking-uri",
+            uri,
+            "--export",
+            str(tmp_path / "best"),
+            "--register",
+            "tiny-student",
+        ]
+    )
     b = last_json(capsys)
     assert b["registered"]["alias"] == "champion"
-    assert b["run_id"] == [r.info.run_id for r in children if r.data.tags["raydistill.trial_id"] == out["best"]["trial"]][0]
+    assert (
+        b["run_id"]
+        == [r.info.run_id for r in children if r.data.tags["raydistill.trial_id"] == out["best"]["trial"]][0]
+    )
     assert b["metric"] == "best_val_accuracy" and b["report_metric"] == "best_eval_accuracy"
     # the registered version is the best trial's logged model (the UI's Models column), loadable by its alias
     mv = c.get_model_version_by_alias("tiny-student", "champion")
     assert mv.run_id == b["run_id"] and mv.source.startswith("models:/m-")
     logged = c.search_logged_models([exp.experiment_id], filter_string=f"source_run_id = '{b['run_id']}'")
-    assert [m.model_id for m in logged] == [mv.source[len("models:/"):]]
+    assert [m.model_id for m in logged] == [mv.source[len("models:/") :]]
     import mlflow
 
     mlflow.set_tracking_uri(uri)
@@ -114,8 +179,9 @@ def test_tiny_sweep_end_to_end(ray_session, tiny_teacher, glue_dir, tmp_path, ca
     assert again["eval_accuracy"] == pytest.approx(b["report"], abs=1e-9)  # recomputed from the directory alone
 
 
-def test_readme_sweep_runs_on_a_minilm_shaped_teacher_without_set(ray_session, tiny_teacher, glue_dir, tmp_path, capsys,
-                                                                   monkeypatch):
+def test_readme_sweep_runs_on_a_minilm_shaped_teacher_without_set(
+    ray_session, tiny_teacher, glue_dir, tmp_path, capsys, monkeypatch
+):
     """`raydistill.sweep pkd_glue --teacher <384-wide teacher>` failed with 'student.hidden: 768 is wider than the
     teacher's 384'; now it runs, and MLflow shows the resolved sizes."""
     from mlflow.tracking import MlflowClient
@@ -124,20 +190,57 @@ def test_readme_sweep_runs_on_a_minilm_shaped_teacher_without_set(ray_session, t
 
     monkeypatch.chdir(tmp_path)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    sweep.main(["pkd_glue", "--task", "sst2", "--data-dir", glue_dir, "--teacher", tiny_teacher("classification", layers=6, hidden=384, heads=12, intermediate=1536),
-                "--num-samples", "1", "--epochs", "2", "--max-steps", "2", "--batch-size", "8", "--max-length", "24",
-                "--train-limit", "16", "--eval-limit", "16", "--tracking-uri", uri, "--name", "any-teacher",
-                "--set", "search.confirm=false"])
+    sweep.main(
+        [
+            "pkd_glue",
+            "--task",
+            "sst2",
+            "--data-dir",
+            glue_dir,
+            "--teacher",
+            tiny_teacher("classification", layers=6, hidden=384, heads=12, intermediate=1536),
+            "--num-samples",
+            "1",
+            "--epochs",
+            "2",
+            "--max-steps",
+            "2",
+            "--batch-size",
+            "8",
+            "--max-length",
+            "24",
+            "--train-limit",
+            "16",
+            "--eval-limit",
+            "16",
+            "--tracking-uri",
+            uri,
+            "--name",
+            "any-teacher",
+            "--set",
+            "search.confirm=false",
+        ]
+    )
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert out["trials"] == 1 and out["errors"] == 0
     c = MlflowClient(uri)
-    runs = c.search_runs([c.get_experiment_by_name("pkd_glue").experiment_id],
-                         filter_string="tags.`raydistill.trial_id` != ''")
+    runs = c.search_runs(
+        [c.get_experiment_by_name("pkd_glue").experiment_id], filter_string="tags.`raydistill.trial_id` != ''"
+    )
     p = runs[0].data.params
-    assert (p["student_layers"], p["student_hidden"], p["student_intermediate"], p["student_heads"]) == \
-        ("3", "384", "1536", "12")
-    assert (float(p["temperature"]), float(p["alpha"]), float(p["beta"]), p["mapping"], p["init"]) == \
-        (20, 0.7, 100, "skip", "first_k")  # the first trial is PKD's reported best
+    assert (p["student_layers"], p["student_hidden"], p["student_intermediate"], p["student_heads"]) == (
+        "3",
+        "384",
+        "1536",
+        "12",
+    )
+    assert (float(p["temperature"]), float(p["alpha"]), float(p["beta"]), p["mapping"], p["init"]) == (
+        20,
+        0.7,
+        100,
+        "skip",
+        "first_k",
+    )  # the first trial is PKD's reported best
 
 
 def test_latency_constrained_search_end_to_end(ray_session, tiny_teacher, glue_dir, tmp_path, capsys, monkeypatch):
@@ -147,10 +250,38 @@ def test_latency_constrained_search_end_to_end(ray_session, tiny_teacher, glue_d
 
     monkeypatch.chdir(tmp_path)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    sweep.main(["pkd_glue", "--task", "sst2", "--data-dir", glue_dir, "--teacher", tiny_teacher("classification", 2),
-                "--num-samples", "3", *TINY, "--epochs", "1", "--max-steps", "4", "--batch-size", "16",
-                "--max-length", "32", "--eval-limit", "32", "--tracking-uri", uri, "--name", "lat",
-                "--experiment", "lat", "--multi-objective", "latency"])
+    sweep.main(
+        [
+            "pkd_glue",
+            "--task",
+            "sst2",
+            "--data-dir",
+            glue_dir,
+            "--teacher",
+            tiny_teacher("classification", 2),
+            "--num-samples",
+            "3",
+            *TINY,
+            "--epochs",
+            "1",
+            "--max-steps",
+            "4",
+            "--batch-size",
+            "16",
+            "--max-length",
+            "32",
+            "--eval-limit",
+            "32",
+            "--tracking-uri",
+            uri,
+            "--name",
+            "lat",
+            "--experiment",
+            "lat",
+            "--multi-objective",
+            "latency",
+        ]
+    )
     out = last_json(capsys)
     assert out["trials"] == 3 and out["errors"] == 0 and out["pareto_front"]
     front = out["pareto_front"]
@@ -160,8 +291,18 @@ def test_latency_constrained_search_end_to_end(ray_session, tiny_teacher, glue_d
     study = optuna.load_study(study_name="lat", storage=f"sqlite:///{tmp_path / 'optuna.db'}")
     assert study.directions == [optuna.study.StudyDirection.MAXIMIZE, optuna.study.StudyDirection.MINIMIZE]
     bound = front[0]["latency_ms_b1"]  # the fastest trial on the front
-    best.main(["--experiment", "lat", "--tracking-uri", uri, "--max-latency-ms", str(bound), "--export",
-               str(tmp_path / "fast")])
+    best.main(
+        [
+            "--experiment",
+            "lat",
+            "--tracking-uri",
+            uri,
+            "--max-latency-ms",
+            str(bound),
+            "--export",
+            str(tmp_path / "fast"),
+        ]
+    )
     b = last_json(capsys)
     assert b["latency_ms_b1"] <= bound and b["value"] == front[0]["best_val_accuracy"]  # chosen on val
     assert b["report"] == front[0]["best_eval_accuracy"]  # reported on dev

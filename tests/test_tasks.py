@@ -1,4 +1,5 @@
 """Task registry and loaders: every format quirk on tiny hand-written fixtures, errors, and (optionally) real data."""
+
 from __future__ import annotations
 
 import json
@@ -24,9 +25,24 @@ def load(name, split, data_dir=GLUE):
 
 # --------------------------------------------------------------------------- registry
 
+
 def test_registry_covers_all_tasks():
-    assert set(TASKS) == {"cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli",
-                          "nsmc", "korquad", "kmou_ner", "klue_ner", "general"}
+    assert set(TASKS) == {
+        "cola",
+        "sst2",
+        "mrpc",
+        "stsb",
+        "qqp",
+        "mnli",
+        "qnli",
+        "rte",
+        "wnli",
+        "nsmc",
+        "korquad",
+        "kmou_ner",
+        "klue_ner",
+        "general",
+    }
     assert [t.name for t in TASKS.values() if not t.labelled] == ["general"]
     assert get_task("SST-2").name == "sst2" and get_task("kmou-ner").name == "kmou_ner"
     for t in TASKS.values():
@@ -46,6 +62,7 @@ def test_unknown_task():
 
 # --------------------------------------------------------------------------- GLUE quirks
 
+
 def test_mrpc_bom_header_and_stray_quote():
     ex = load("mrpc", "train")
     assert len(ex) == 3 and [e["label"] for e in ex] == [1, 0, 1]
@@ -57,7 +74,10 @@ def test_mrpc_bom_header_and_stray_quote():
 def test_cola_headerless_four_columns():
     ex = load("cola", "train")
     assert [(e["text"], e["label"]) for e in ex] == [
-        ("The dog barked loudly.", 1), ("Dog the loudly barked.", 0), ("She reads books.", 1)]
+        ("The dog barked loudly.", 1),
+        ("Dog the loudly barked.", 0),
+        ("She reads books.", 1),
+    ]
     assert ex[0]["text_pair"] is None
 
 
@@ -97,6 +117,7 @@ def test_glue_test_split_is_unlabelled():
 
 # --------------------------------------------------------------------------- Korean quirks
 
+
 def test_nsmc_empty_and_nan_documents():
     ex = load("nsmc", "test", FIX)
     assert [e["text"] for e in ex] == ["정말 재밌어요", "", "NaN", '"""최고의 영화"" 입니다"""']
@@ -109,7 +130,7 @@ def test_korquad_dev_only():
     assert [e["id"] for e in ex] == ["q1", "q2", "q3"]
     for e in ex:
         a, s = e["answers"]["text"][0], e["answers"]["answer_start"][0]
-        assert e["context"][s:s + len(a)] == a
+        assert e["context"][s : s + len(a)] == a
     with pytest.raises(UserError) as err:
         load("korquad", "train", FIX)
     assert err.value.field == "data_dir" and "KorQuAD_v1.0_train.json" in str(err.value)
@@ -138,6 +159,7 @@ def test_klue_char_lines_drop_spaces():
 
 
 # --------------------------------------------------------------------------- errors
+
 
 def _write(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -169,8 +191,10 @@ def test_bad_label_names_file_line_value(tmp_path):
     _write(tmp_path / "SST-2/dev.tsv", "sentence\tlabel\ngood\t2\n")
     with pytest.raises(UserError, match="line 2"):
         load("sst2", "validation", tmp_path)
-    _write(tmp_path / "STS-B/dev.tsv", "\t".join(["c"] * 7 + ["sentence1", "sentence2", "score"]) + "\n"
-           + "\t".join(["x"] * 9 + ["high"]) + "\n")
+    _write(
+        tmp_path / "STS-B/dev.tsv",
+        "\t".join(["c"] * 7 + ["sentence1", "sentence2", "score"]) + "\n" + "\t".join(["x"] * 9 + ["high"]) + "\n",
+    )
     with pytest.raises(UserError, match="score 'high'"):
         load("stsb", "validation", tmp_path)
 
@@ -209,6 +233,7 @@ def test_hub_offline_fails_fast(monkeypatch):
 
 
 # --------------------------------------------------------------------------- CLI
+
 
 def test_summary_json(capsys):
     assert data_main(["summary", "--task", "mrpc", "--data-dir", str(GLUE)]) == 0

@@ -1,6 +1,7 @@
 """A trial keeps to its CPU share: torch threads and the HF tokenizers' Rust (rayon) pool, which otherwise starts a
 thread per core of the machine, are sized to the trial's CPUs before it first tokenises — in an in-process sweep
 trial (``fit_in_process``) and in a Ray Train worker (``_worker``). No Ray is started here."""
+
 from __future__ import annotations
 
 import json
@@ -40,8 +41,9 @@ print(json.dumps({"pool": len(os.listdir("/proc/self/task")) - before, "torch": 
 def pool_threads(teacher, n: int, parallel: str = "-") -> dict:
     env = {k: v for k, v in os.environ.items() if k not in (*THREAD_ENV, "TOKENIZERS_PARALLELISM")}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
-    p = subprocess.run([sys.executable, "-c", POOL, teacher, str(n), parallel], env=env, capture_output=True,
-                       text=True, timeout=300)
+    p = subprocess.run(
+        [sys.executable, "-c", POOL, teacher, str(n), parallel], env=env, capture_output=True, text=True, timeout=300
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     return json.loads(p.stdout.strip().splitlines()[-1])
 
@@ -77,8 +79,9 @@ def seen(monkeypatch):
     got = {}
 
     def run(cfg, ctx):
-        got.update({k: os.environ.get(k) for k in (*THREAD_ENV, "TOKENIZERS_PARALLELISM")},
-                   torch=torch.get_num_threads())
+        got.update(
+            {k: os.environ.get(k) for k in (*THREAD_ENV, "TOKENIZERS_PARALLELISM")}, torch=torch.get_num_threads()
+        )
         raise Recorded
 
     monkeypatch.setattr(raydistill.train.loop, "run", run)
@@ -93,8 +96,13 @@ def test_in_process_trial_sets_its_threads_before_the_loop(seen, tiny_teacher, g
     cfg = cfg_for("sst2", tiny_teacher("classification", 2), glue_dir, "kd")
     with pytest.raises(Recorded):
         fit_in_process(cfg, run_dir=str(tmp_path / "r"), threads=1, resume=False, on_epoch=lambda m: None)
-    assert seen == {"RAYON_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-                    "TOKENIZERS_PARALLELISM": "false", "torch": 1}
+    assert seen == {
+        "RAYON_NUM_THREADS": "1",
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+        "torch": 1,
+    }
 
 
 def test_ray_train_worker_sets_its_threads_before_the_loop(seen, monkeypatch, tiny_teacher, glue_dir):
@@ -117,5 +125,10 @@ def test_ray_train_worker_sets_its_threads_before_the_loop(seen, monkeypatch, ti
     cfg = cfg_for("sst2", tiny_teacher("classification", 2), glue_dir, "kd")
     with pytest.raises(Recorded):
         run._worker({"cfg": cfg.to_dict(), "threads": 2})
-    assert seen == {"RAYON_NUM_THREADS": "2", "OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2",
-                    "TOKENIZERS_PARALLELISM": None, "torch": 2}
+    assert seen == {
+        "RAYON_NUM_THREADS": "2",
+        "OMP_NUM_THREADS": "2",
+        "MKL_NUM_THREADS": "2",
+        "TOKENIZERS_PARALLELISM": None,
+        "torch": 2,
+    }

@@ -1,4 +1,5 @@
 """What the MLflow UI shows: a model-training experiment (not the GenAI overview) and each run's dataset inputs."""
+
 from __future__ import annotations
 
 from raydistill.tracking import track
@@ -21,13 +22,17 @@ def test_a_run_logs_its_train_validation_and_dev_data_as_dataset_inputs(tmp_path
     cfg = RunConfig(task="sst2", teacher="t", data_dir=glue_dir, train=TrainConfig(train_limit=40, eval_limit=16))
     ds = datasets(cfg)
     assert [(d["name"], d["context"], d["rows"]) for d in ds] == [
-        ("sst2-train", "training", 40), ("sst2-val", "validation", 20), ("sst2-dev", "eval", 16)]
+        ("sst2-train", "training", 40),
+        ("sst2-val", "validation", 20),
+        ("sst2-dev", "eval", 16),
+    ]
     assert len({d["digest"] for d in ds}) == 3 and len(data_fingerprint(cfg)) == 16
     run_id = track.start_run(uri, "e", "r", {})
     track.log_datasets(uri, run_id, ds)
     got = track.client(uri).get_run(run_id).inputs.dataset_inputs
     assert sorted((i.dataset.name, i.dataset.digest, i.tags[0].value) for i in got) == sorted(
-        (d["name"], d["digest"], d["context"]) for d in ds)
+        (d["name"], d["digest"], d["context"]) for d in ds
+    )
     assert all(i.dataset.source_type == "local" and glue_dir in i.dataset.source for i in got)
 
 
@@ -38,12 +43,28 @@ def test_the_printed_link_opens_the_sweeps_trials_compared_by_the_objective(tmp_
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     eid = track.experiment_id(uri, "pkd_glue")
-    ui = track.ui_link(uri, "pkd_glue", "pkd_glue-sst2-1 x", "best_eval_accuracy", "max", params=["temperature"],
-                       metrics=("pct_of_teacher",))
+    ui = track.ui_link(
+        uri,
+        "pkd_glue",
+        "pkd_glue-sst2-1 x",
+        "best_eval_accuracy",
+        "max",
+        params=["temperature"],
+        metrics=("pct_of_teacher",),
+    )
     assert ui["command"] == f"mlflow ui --backend-store-uri {uri} --host 127.0.0.1 --port 5000"
     assert ui["url"] == f"http://127.0.0.1:5000/#/experiments/{eid}/runs?viewStateShareKey=raydistill-pkd_glue-sst2-1-x"
     view = json.loads(track.client(uri).get_experiment(eid).tags["mlflow.sharedViewState.raydistill-pkd_glue-sst2-1-x"])
     assert view["searchFilter"] == "tags.`raydistill.sweep` = 'pkd_glue-sst2-1 x'"
     assert view["orderByKey"] == "metrics.`best_eval_accuracy`" and view["orderByAsc"] is False
-    assert view["selectedColumns"] == ["metrics.`best_eval_accuracy`", "metrics.`pct_of_teacher`", "attributes.`Models`",
-                                       "attributes.`Dataset`", "params.`temperature`"] == view["columnOrder"]
+    assert (
+        view["selectedColumns"]
+        == [
+            "metrics.`best_eval_accuracy`",
+            "metrics.`pct_of_teacher`",
+            "attributes.`Models`",
+            "attributes.`Dataset`",
+            "params.`temperature`",
+        ]
+        == view["columnOrder"]
+    )

@@ -1,5 +1,6 @@
 """Command-line entry points: the ``cli`` decorator turns a UserError (argparse's own errors included) into one
 stderr line ``error: FIELD: how to fix it`` and exit status 2, and checks the places a command writes to first."""
+
 from __future__ import annotations
 
 import argparse
@@ -67,9 +68,13 @@ def _one_line_argparse():
 
 def add_overwrite(p: argparse.ArgumentParser, flag: str = "--output") -> None:
     """``--overwrite`` for a command that writes a result folder (the folder rule: outputs.py)."""
-    p.add_argument("--overwrite", action="store_true", help=f"write into a {flag} folder that holds files raydistill "
-                   "did not write: same-named files are replaced, the others stay (without it such a folder is "
-                   "refused; an empty folder or one holding an earlier result needs no flag)")
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help=f"write into a {flag} folder that holds files raydistill "
+        "did not write: same-named files are replaced, the others stay (without it such a folder is "
+        "refused; an empty folder or one holding an earlier result needs no flag)",
+    )
 
 
 def resume_hint(command: str) -> None:

@@ -4,6 +4,7 @@ Every line is read from the component itself: a search space's YAML ``descriptio
 attribute, a task's record (kind, main metric, language), an init function's docstring. A new space, method, task or
 init shows up here without this module changing.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,10 +52,17 @@ def tasks() -> list[tuple[str, str]]:
     out = []
     for name, t in TASKS.items():
         labels = f"{t.num_labels} labels" if t.kind in ("classification", "token") else ""
-        text = "raw text from --unlabeled-text (general distillation, no labels)" if not t.labelled else \
-            ("sentence pairs" if t.pair else "single sentences")
-        out.append((name, f"{t.kind}, {', '.join(x for x in (labels, text) if x)}; metric {t.main_metric}; "
-                          f"language {t.language}"))
+        text = (
+            "raw text from --unlabeled-text (general distillation, no labels)"
+            if not t.labelled
+            else ("sentence pairs" if t.pair else "single sentences")
+        )
+        out.append(
+            (
+                name,
+                f"{t.kind}, {', '.join(x for x in (labels, text) if x)}; metric {t.main_metric}; language {t.language}",
+            )
+        )
     return out
 
 
@@ -69,8 +77,12 @@ def listing(group: str) -> list[tuple[str, str]]:
     return {"spaces": spaces, "methods": methods, "tasks": tasks, "inits": inits}[group]()
 
 
-TITLES = {"spaces": "search spaces (python -m raydistill.sweep NAME)", "methods": "methods (--method NAME)",
-          "tasks": "tasks (--task NAME)", "inits": "student inits (--init NAME)"}
+TITLES = {
+    "spaces": "search spaces (python -m raydistill.sweep NAME)",
+    "methods": "methods (--method NAME)",
+    "tasks": "tasks (--task NAME)",
+    "inits": "student inits (--init NAME)",
+}
 
 
 def render(groups, as_json: bool = False) -> str:
@@ -85,9 +97,12 @@ def render(groups, as_json: bool = False) -> str:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m raydistill list", formatter_class=HelpFormatter,
-                                description="List what raydistill ships: search spaces, distillation methods, tasks "
-                                "and student initialisations, with one line each.")
+    p = argparse.ArgumentParser(
+        prog="python -m raydistill list",
+        formatter_class=HelpFormatter,
+        description="List what raydistill ships: search spaces, distillation methods, tasks "
+        "and student initialisations, with one line each.",
+    )
     p.add_argument("group", nargs="?", choices=GROUPS, help="the one group to list (default: all four)")
     p.add_argument("--json", action="store_true", help="print one JSON object {group: {name: description}} instead")
     return p

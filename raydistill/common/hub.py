@@ -1,4 +1,5 @@
 """Fast check that the Hugging Face hub can be reached, so offline runs fail in seconds, not minutes."""
+
 from __future__ import annotations
 
 import functools

@@ -7,6 +7,7 @@ passes ``--overwrite``, and then only same-named files are replaced. A new resul
 folder and moved in file by file with SIGINT/SIGTERM held back, rolled back on any error, so the folder holds either
 the old result or the new one whole. docs/RELIABILITY.md states the rule.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -31,8 +32,11 @@ def check_output(path: str, flag: str, overwrite: bool = False) -> None:
         return
     entries = os.listdir(p)
     if entries and MARKER not in entries:
-        raise UserError(flag, f"{p} holds files raydistill did not write; choose an empty folder or pass --overwrite "
-                        f"(files it did not write stay, same-named ones are replaced)")
+        raise UserError(
+            flag,
+            f"{p} holds files raydistill did not write; choose an empty folder or pass --overwrite "
+            f"(files it did not write stay, same-named ones are replaced)",
+        )
 
 
 def written(folder: str) -> list[str]:

@@ -1,4 +1,5 @@
 """Places a command writes to: a folder it creates or replaces, a SQLite MLflow database. Checked before any work."""
+
 from __future__ import annotations
 
 import os
@@ -39,7 +40,7 @@ def check_tracking_uri_path(uri: str | None) -> None:
     """A ``sqlite:///PATH`` tracking URI whose database cannot be created or written is refused up front."""
     if not uri or not uri.startswith("sqlite:///"):
         return
-    path = os.path.abspath(uri[len("sqlite:///"):])
+    path = os.path.abspath(uri[len("sqlite:///") :])
     fix = "pass --tracking-uri sqlite:////writable/path/mlflow.db"
     check(not os.path.isdir(path), "tracking_uri", f"{path} is a directory, not a database file; {fix}")
     if os.path.isfile(path):

@@ -3,6 +3,7 @@
 On a terminal it is one live line redrawn in place; otherwise (logs, ``ray job logs``, a Ray worker whose output the
 driver forwards) one whole line every ~10% of the work, so two trials' progress lines interleave but never garble.
 """
+
 from __future__ import annotations
 
 import sys
@@ -19,8 +20,7 @@ class Progress:
     """``update(items)`` after each step of ``total``; ``done()`` at the end. ``log`` (a one-line printer) replaces
     stderr, e.g. a Ray worker's rank-0 logger; ``live`` forces or forbids the redrawn line (default: stderr is a TTY)."""
 
-    def __init__(self, what: str, total: int, unit: str = "ex", log=None, live: bool | None = None,
-                 every: float = 0.1):
+    def __init__(self, what: str, total: int, unit: str = "ex", log=None, live: bool | None = None, every: float = 0.1):
         self.what, self.total, self.unit = what, max(int(total), 0), unit
         self.log = log or (lambda m: print(m, file=sys.stderr, flush=True))
         self.live = (log is None and sys.stderr.isatty()) if live is None else live
@@ -34,8 +34,10 @@ class Progress:
         rate = self.items / elapsed if elapsed > 0 else 0.0
         pct = 100.0 * self.step / self.total if self.total else 100.0
         left = elapsed / self.step * (self.total - self.step) if self.step else 0.0
-        return (f"{self.what}: {self.step}/{self.total} ({pct:.0f}%) {rate:.1f} {self.unit}/s, "
-                f"{_clock(elapsed)} elapsed, {_clock(left)} left")
+        return (
+            f"{self.what}: {self.step}/{self.total} ({pct:.0f}%) {rate:.1f} {self.unit}/s, "
+            f"{_clock(elapsed)} elapsed, {_clock(left)} left"
+        )
 
     def update(self, items: int = 0, steps: int = 1) -> None:
         self.step += steps

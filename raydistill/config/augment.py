@@ -1,5 +1,6 @@
 """A space's ``augment``: augmented copies per training row (0 = none), fixed (``augment: 4``) or searched
 (``augment: {choice: [0, 4]}``), checked when the space loads; the sets are built by ``data.augment_sets``."""
+
 from __future__ import annotations
 
 from raydistill.common.errors import check
@@ -11,12 +12,17 @@ def check_augment(raw) -> None:
         return
     vals = list(next(iter(raw.values()))) if isinstance(raw, dict) else [raw]
     kind = next(iter(raw)) if isinstance(raw, dict) else "fixed"
-    check(kind in ("fixed", "choice", "int"), "augment", f"must be a number of copies or {{choice: [0, 4]}}, got {raw!r}")
+    check(
+        kind in ("fixed", "choice", "int"), "augment", f"must be a number of copies or {{choice: [0, 4]}}, got {raw!r}"
+    )
     if kind == "int":
         vals = list(range(int(vals[0]), int(vals[1]) + 1))
     for v in vals:
-        check(isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 64, "augment",
-              f"augmented copies per training row must be an integer in [0, 64] (0 = none), got {v!r}")
+        check(
+            isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 64,
+            "augment",
+            f"augmented copies per training row must be an integer in [0, 64] (0 = none), got {v!r}",
+        )
 
 
 def counts(raw) -> list[int]:

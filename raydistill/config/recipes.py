@@ -1,5 +1,6 @@
 """Published recipes a space tries first (``search.start_from``), as Optuna params to enqueue: each key names a field
 of the space, and its value must lie in that field's domain."""
+
 from __future__ import annotations
 
 from dataclasses import fields
@@ -16,8 +17,11 @@ def start_points(spec, param: dict, teacher: Shape | None = None) -> list[dict]:
     from raydistill.distill.mapping import valid_mapping
 
     points = spec.search.get("start_from") or []
-    check(isinstance(points, list) and all(isinstance(p, dict) for p in points), "search.start_from",
-          "must be a list of mappings, e.g. [{temperature: 20, alpha: 0.7, lr: 1.0e-4}]")
+    check(
+        isinstance(points, list) and all(isinstance(p, dict) for p in points),
+        "search.start_from",
+        "must be a list of mappings, e.g. [{temperature: 20, alpha: 0.7, lr: 1.0e-4}]",
+    )
     domains, where = {"method": ("method", spec.method)}, {"method": "method"}
     for sec in ("student", "distill", "train"):
         for k, v in getattr(spec, sec).items():
@@ -36,12 +40,12 @@ def start_points(spec, param: dict, teacher: Shape | None = None) -> list[dict]:
             inside = v in arg if kind == "choice" else isinstance(v, (int, float)) and arg[0] <= v <= arg[1]
             if not inside and where[k] in spec.overridden:
                 continue  # --set changed this field's domain: the user's domain wins over the recipe
-            check(inside, field_,
-                  f"{v!r} is outside the space's {kind} {arg}; change the recipe or widen the space")
+            check(inside, field_, f"{v!r} is outside the space's {kind} {arg}; change the recipe or widen the space")
             if k != "mapping":
                 params[name] = v
             elif teacher is not None:  # the mapping is drawn per student depth (mapping_<M>L): fix it where valid
-                params.update({f"mapping_{m}L": v for m in range(1, teacher.layers + 1)
-                               if valid_mapping(v, m, teacher.layers)})
+                params.update(
+                    {f"mapping_{m}L": v for m in range(1, teacher.layers + 1) if valid_mapping(v, m, teacher.layers)}
+                )
         out.append(params)
     return out

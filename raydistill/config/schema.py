@@ -11,6 +11,7 @@ Unset fields (``StudentConfig.init`` "", ``DistillConfig`` temperature / alpha /
 default" (``Method.default_init``, ``Method.defaults``); ``RunConfig`` fills them in when it is made, so a run's
 params, checkpoints and losses always hold the values it used.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -41,8 +42,11 @@ class StudentConfig:
         for name in ("layers", "hidden", "intermediate", "heads"):
             v = getattr(self, name)
             check(isinstance(v, int) and v > 0, f"student.{name}", f"must be a positive integer, got {v!r}")
-        check(self.hidden % self.heads == 0, "student.hidden",
-              f"{self.hidden} is not divisible by student.heads={self.heads}; pick hidden = k·heads")
+        check(
+            self.hidden % self.heads == 0,
+            "student.hidden",
+            f"{self.hidden} is not divisible by student.heads={self.heads}; pick hidden = k·heads",
+        )
 
 
 MINILM_VERSIONS = (1, 2)  # distill.version: 1 = MiniLM, 2 = MiniLMv2
@@ -66,26 +70,48 @@ class DistillConfig:
 
     def validate(self, labelled: bool = True) -> None:
         """None fields are unset (the method's default) and pass; a task without labels lets α exceed 1."""
-        check(self.temperature is None or self.temperature > 0, "distill.temperature", f"must be > 0, got {self.temperature}")
+        check(
+            self.temperature is None or self.temperature > 0,
+            "distill.temperature",
+            f"must be > 0, got {self.temperature}",
+        )
         if not labelled:  # no hard loss: α is the soft loss's weight beside α_mlm and α_cos
             check(self.alpha is None or self.alpha >= 0, "distill.alpha", f"must be >= 0, got {self.alpha}")
         else:
-            check(self.alpha is None or 0.0 <= self.alpha <= 1.0, "distill.alpha", f"must be in [0, 1], got {self.alpha}")
+            check(
+                self.alpha is None or 0.0 <= self.alpha <= 1.0, "distill.alpha", f"must be in [0, 1], got {self.alpha}"
+            )
         check(self.beta >= 0, "distill.beta", f"must be >= 0, got {self.beta}")
         check(self.alpha_cos >= 0, "distill.alpha_cos", f"must be >= 0, got {self.alpha_cos}")
         check(self.alpha_mlm is None or self.alpha_mlm >= 0, "distill.alpha_mlm", f"must be >= 0, got {self.alpha_mlm}")
-        check(self.relation_heads >= 0, "distill.relation_heads", f"must be >= 0 (0 = the method's default), got "
-              f"{self.relation_heads}")
-        check(self.relation_mean in ("sequence", "query"), "distill.relation_mean", "must be sequence (each "
-              "sequence's mean over its real queries, then the batch mean: the papers') or query, got "
-              f"{self.relation_mean!r}")
-        check(self.stage in ("all", "intermediate", "pred"), "distill.stage",
-              f"must be one of all, intermediate, pred; got {self.stage!r}")
+        check(
+            self.relation_heads >= 0,
+            "distill.relation_heads",
+            f"must be >= 0 (0 = the method's default), got {self.relation_heads}",
+        )
+        check(
+            self.relation_mean in ("sequence", "query"),
+            "distill.relation_mean",
+            "must be sequence (each "
+            "sequence's mean over its real queries, then the batch mean: the papers') or query, got "
+            f"{self.relation_mean!r}",
+        )
+        check(
+            self.stage in ("all", "intermediate", "pred"),
+            "distill.stage",
+            f"must be one of all, intermediate, pred; got {self.stage!r}",
+        )
         # checked for every method, also one that does not read them: a mistyped value is never silently ignored
-        check(self.version in MINILM_VERSIONS, "distill.version", f"must be 1 (MiniLM) or 2 (MiniLMv2), got "
-              f"{self.version}")
-        check(self.intermediate_epochs >= 0, "distill.intermediate_epochs",
-              f"must be >= 0 (0 = half the epochs), got {self.intermediate_epochs}")
+        check(
+            self.version in MINILM_VERSIONS,
+            "distill.version",
+            f"must be 1 (MiniLM) or 2 (MiniLMv2), got {self.version}",
+        )
+        check(
+            self.intermediate_epochs >= 0,
+            "distill.intermediate_epochs",
+            f"must be >= 0 (0 = half the epochs), got {self.intermediate_epochs}",
+        )
         from raydistill.distill.mapping import check_spec
 
         check_spec(self.mapping)
@@ -122,15 +148,26 @@ class TrainConfig:
         check(self.lr > 0, "train.lr", f"must be > 0, got {self.lr}")
         check(self.max_length >= 8, "train.max_length", f"must be >= 8, got {self.max_length}")
         check(self.num_workers >= 1, "train.num_workers", f"must be >= 1, got {self.num_workers}")
-        check(self.batch_size % self.num_workers == 0, "train.batch_size",
-              f"the global batch {self.batch_size} does not split evenly over num_workers={self.num_workers}; pass "
-              f"--batch-size {max(self.num_workers, self.batch_size // self.num_workers * self.num_workers)}")
+        check(
+            self.batch_size % self.num_workers == 0,
+            "train.batch_size",
+            f"the global batch {self.batch_size} does not split evenly over num_workers={self.num_workers}; pass "
+            f"--batch-size {max(self.num_workers, self.batch_size // self.num_workers * self.num_workers)}",
+        )
         check(self.train_limit >= 0, "train.train_limit", f"must be >= 0 (0 = all), got {self.train_limit}")
         check(self.eval_limit >= 0, "train.eval_limit", f"must be >= 0 (0 = all), got {self.eval_limit}")
-        check(0 < self.val_fraction <= 0.5, "train.val_fraction", f"must be in (0, 0.5] (the share of the training "
-              f"rows held out to choose epochs and trials on), got {self.val_fraction}; pass --val-fraction 0.1")
-        check(self.select_on in SELECT_ON, "train.select_on", f"must be one of {', '.join(SELECT_ON)}, got "
-              f"{self.select_on!r}; pass --select-on val (choose on a split carved from train) or dev")
+        check(
+            0 < self.val_fraction <= 0.5,
+            "train.val_fraction",
+            f"must be in (0, 0.5] (the share of the training "
+            f"rows held out to choose epochs and trials on), got {self.val_fraction}; pass --val-fraction 0.1",
+        )
+        check(
+            self.select_on in SELECT_ON,
+            "train.select_on",
+            f"must be one of {', '.join(SELECT_ON)}, got "
+            f"{self.select_on!r}; pass --select-on val (choose on a split carved from train) or dev",
+        )
 
 
 @dataclass(frozen=True)
@@ -209,17 +246,31 @@ class RunConfig:
     def to_params(self) -> dict[str, str]:
         """Flat MLflow params with names that say what they are (see DESIGN conventions)."""
         p = {
-            "task": self.task, "teacher": self.teacher, "data_dir": self.data_dir or HUB,
-            "method": self.distill.method, "temperature": self.distill.temperature, "alpha": self.distill.alpha,
-            "beta": self.distill.beta, "mapping": self.distill.mapping, "stage": self.distill.stage,
-            "alpha_cos": self.distill.alpha_cos, "alpha_mlm": self.distill.alpha_mlm,
-            "student_layers": self.student.layers, "student_hidden": self.student.hidden,
-            "student_intermediate": self.student.intermediate, "student_heads": self.student.heads,
-            "init": self.student.init, "loss_convention": LOSS_CONVENTION,
+            "task": self.task,
+            "teacher": self.teacher,
+            "data_dir": self.data_dir or HUB,
+            "method": self.distill.method,
+            "temperature": self.distill.temperature,
+            "alpha": self.distill.alpha,
+            "beta": self.distill.beta,
+            "mapping": self.distill.mapping,
+            "stage": self.distill.stage,
+            "alpha_cos": self.distill.alpha_cos,
+            "alpha_mlm": self.distill.alpha_mlm,
+            "student_layers": self.student.layers,
+            "student_hidden": self.student.hidden,
+            "student_intermediate": self.student.intermediate,
+            "student_heads": self.student.heads,
+            "init": self.student.init,
+            "loss_convention": LOSS_CONVENTION,
         }
         if self.distill.method == "minilm":  # its knobs only where they mean something
-            p.update(version=self.distill.version, relation_heads=self.distill.relation_heads,
-                     teacher_layer=self.distill.teacher_layer, relation_mean=self.distill.relation_mean)
+            p.update(
+                version=self.distill.version,
+                relation_heads=self.distill.relation_heads,
+                teacher_layer=self.distill.teacher_layer,
+                relation_mean=self.distill.relation_mean,
+            )
         for f in fields(self.train):
             key = "num_workers" if f.name == "num_workers" else f.name
             p[key] = getattr(self.train, f.name)

@@ -5,6 +5,7 @@ A run logs per epoch ``val_<m>`` (the validation split carved from train) and ``
 ``best_val_<m>`` and reports ``best_eval_<m>``; ``--select-on dev`` chooses on ``best_eval_<m>`` (the old way).
 Plain Python: the sweep, ``raydistill.best`` and the quality benchmark all read these rules from here.
 """
+
 from __future__ import annotations
 
 import math
@@ -23,7 +24,7 @@ def objective(main_metric: str, select_on: str = "val") -> str:
 
 def report_metric(metric: str) -> str:
     """The dev number of what ``metric`` chose: ``best_val_x`` → ``best_eval_x``; any other metric reports itself."""
-    return "best_eval_" + metric[len("best_val_"):] if metric.startswith("best_val_") else metric
+    return "best_eval_" + metric[len("best_val_") :] if metric.startswith("best_val_") else metric
 
 
 def as_final(metric: str, field: str = "metric") -> str:
@@ -34,8 +35,11 @@ def as_final(metric: str, field: str = "metric") -> str:
         return "best_" + metric
     if metric.startswith("best_") or metric in FINAL:
         return metric
-    raise UserError(field, f"{metric!r} is not a per-run result; rank by best_val_<metric> (chosen on the validation "
-                    f"split), best_eval_<metric> (dev) or one of {', '.join(FINAL)}")
+    raise UserError(
+        field,
+        f"{metric!r} is not a per-run result; rank by best_val_<metric> (chosen on the validation "
+        f"split), best_eval_<metric> (dev) or one of {', '.join(FINAL)}",
+    )
 
 
 ALGORITHMS = ("tpe", "random")  # search.algorithm: Optuna's TPESampler (default) or RandomSampler
@@ -98,8 +102,9 @@ def bootstrap_ci(stat, n_examples: int, n: int = 1000, seed: int = 0, level: flo
     if n_examples <= 0:
         return (math.nan, math.nan)
     rng = random.Random(seed)
-    vals = sorted(v for v in (stat([rng.randrange(n_examples) for _ in range(n_examples)]) for _ in range(n))
-                  if math.isfinite(v))
+    vals = sorted(
+        v for v in (stat([rng.randrange(n_examples) for _ in range(n_examples)]) for _ in range(n)) if math.isfinite(v)
+    )
     if not vals:
         return (math.nan, math.nan)
     lo = vals[int((1 - level) / 2 * (len(vals) - 1))]

@@ -8,6 +8,7 @@ Student sizes may be relative to the teacher (``layers: {choice: [0.25, 0.5]}``,
 Conditional: β is only sampled for methods that use it; a ``mapping`` choice is filtered to the mappings
 valid for the sampled student depth (Optuna params ``mapping_<M>L`` so each depth keeps a fixed choice set).
 """
+
 from __future__ import annotations
 
 import copy
@@ -23,7 +24,6 @@ from raydistill.config.selection import check_search
 from raydistill.config.sizes import FIELDS, Shape, any_relative, check_fits, check_value, parse_size, resolve
 
 
-
 def _spaces_dir() -> str:
     """The named spaces: ``raydistill.search_spaces`` where raydistill is installed (a wheel, or editable through
     pyproject's ``package-dir``), else ``search_spaces/`` beside the package in a checkout (a Ray job's working dir)."""
@@ -36,24 +36,45 @@ def _spaces_dir() -> str:
 
 
 SPACES_DIR = _spaces_dir()
-TOP_KEYS = {"name", "description", "method", "task", "teacher", "data_dir", "metric", "mode", "num_samples",
-            "student", "distill", "train", "search", "max_concurrent", "num_workers", "augment"}
+TOP_KEYS = {
+    "name",
+    "description",
+    "method",
+    "task",
+    "teacher",
+    "data_dir",
+    "metric",
+    "mode",
+    "num_samples",
+    "student",
+    "distill",
+    "train",
+    "search",
+    "max_concurrent",
+    "num_workers",
+    "augment",
+}
 SEARCH_KEYS = {"algorithm", "seed", "asha", "objectives", "grace_period", "reduction_factor", "start_from", "confirm"}
 DOMAINS = ("choice", "uniform", "loguniform", "int")
 # Optuna/MLflow param names for each searchable field
-PARAM = {("student", "layers"): "student_layers", ("student", "hidden"): "student_hidden",
-         ("student", "intermediate"): "student_intermediate", ("student", "heads"): "student_heads",
-         ("student", "init"): "init", ("student", "size"): "student_size"}
+PARAM = {
+    ("student", "layers"): "student_layers",
+    ("student", "hidden"): "student_hidden",
+    ("student", "intermediate"): "student_intermediate",
+    ("student", "heads"): "student_heads",
+    ("student", "init"): "init",
+    ("student", "size"): "student_size",
+}
 
 
 @dataclass(frozen=True)
 class SweepSpec:
     name: str
-    method: object          # fixed string or a domain dict
+    method: object  # fixed string or a domain dict
     task: str | None
     teacher: str | None
     data_dir: str | None
-    metric: str | None      # None → the task's main metric
+    metric: str | None  # None → the task's main metric
     mode: str
     num_samples: int
     student: dict
@@ -69,7 +90,9 @@ def resolve_path(space: str) -> str:
         return space
     path = os.path.join(SPACES_DIR, f"{space}.yaml")
     if not os.path.isfile(path):
-        known = sorted(f[:-5] for f in os.listdir(SPACES_DIR) if f.endswith(".yaml")) if os.path.isdir(SPACES_DIR) else []
+        known = (
+            sorted(f[:-5] for f in os.listdir(SPACES_DIR) if f.endswith(".yaml")) if os.path.isdir(SPACES_DIR) else []
+        )
         raise UserError("space", f"unknown search space {space!r}; known: {', '.join(known)} (or pass a YAML path)")
     return path
 
@@ -132,10 +155,22 @@ def parse(raw: dict, default_name: str = "sweep", overridden: frozenset = frozen
     check(isinstance(n, int) and n >= 1, "num_samples", f"must be a positive integer, got {n!r}")
     method = raw.get("method", "kd")
     _check_domain("method", method)
-    spec = SweepSpec(name=raw.get("name", default_name), method=method, task=raw.get("task"),
-                     teacher=raw.get("teacher"), data_dir=raw.get("data_dir"), metric=raw.get("metric"),
-                     mode=mode, num_samples=n, student=sections["student"], distill=sections["distill"],
-                     train=sections["train"], search=search, raw=raw, overridden=overridden)
+    spec = SweepSpec(
+        name=raw.get("name", default_name),
+        method=method,
+        task=raw.get("task"),
+        teacher=raw.get("teacher"),
+        data_dir=raw.get("data_dir"),
+        metric=raw.get("metric"),
+        mode=mode,
+        num_samples=n,
+        student=sections["student"],
+        distill=sections["distill"],
+        train=sections["train"],
+        search=search,
+        raw=raw,
+        overridden=overridden,
+    )
     sample_fixed(spec)  # type-check fixed values and domain bounds now, not inside a trial
     start_points(spec)
     return spec
@@ -144,13 +179,19 @@ def parse(raw: dict, default_name: str = "sweep", overridden: frozenset = frozen
 def _check_domain(name: str, v) -> None:
     if not isinstance(v, dict):
         return
-    check(len(v) == 1 and next(iter(v)) in DOMAINS, name,
-          f"a searched value is one of {{choice: [...]}}, {{uniform: [lo, hi]}}, {{loguniform: [lo, hi]}}, {{int: [lo, hi]}}; got {v!r}")
+    check(
+        len(v) == 1 and next(iter(v)) in DOMAINS,
+        name,
+        f"a searched value is one of {{choice: [...]}}, {{uniform: [lo, hi]}}, {{loguniform: [lo, hi]}}, {{int: [lo, hi]}}; got {v!r}",
+    )
     kind, arg = next(iter(v.items()))
     check(isinstance(arg, list) and len(arg) >= 1, name, f"{kind} needs a list, got {arg!r}")
     if kind != "choice":
-        check(len(arg) == 2 and all(isinstance(x, (int, float)) for x in arg) and arg[0] < arg[1], name,
-              f"{kind} needs [low, high] numbers with low < high, got {arg!r}")
+        check(
+            len(arg) == 2 and all(isinstance(x, (int, float)) for x in arg) and arg[0] < arg[1],
+            name,
+            f"{kind} needs [low, high] numbers with low < high, got {arg!r}",
+        )
         if kind == "loguniform":
             check(arg[0] > 0, name, "loguniform needs low > 0")
 
@@ -202,8 +243,11 @@ def sample(spec: SweepSpec, trial, teacher: Shape | None = None) -> dict:
         if k == "mapping" and isinstance(v, dict) and "choice" in v and teacher_layers:
             layers = out["student_layers"]
             valid = [c for c in v["choice"] if valid_mapping(c, layers, teacher_layers)]
-            check(bool(valid), "distill.mapping", f"none of {v['choice']} is valid for a {layers}-layer student "
-                  f"of a {teacher_layers}-layer teacher")
+            check(
+                bool(valid),
+                "distill.mapping",
+                f"none of {v['choice']} is valid for a {layers}-layer student of a {teacher_layers}-layer teacher",
+            )
             out["mapping"] = _suggest(trial, f"mapping_{layers}L", {"choice": valid})
             continue
         if k == "mapping" and not isinstance(v, dict) and teacher_layers and m.maps_layers:
@@ -212,7 +256,9 @@ def sample(spec: SweepSpec, trial, teacher: Shape | None = None) -> dict:
     for k, v in spec.train.items():
         if isinstance(v, dict):  # fixed train values live in the base config, where CLI flags override them
             out[k] = _suggest(trial, k, v)
-    if "augment" in spec.raw:  # augmented copies per training row (0 = none): sets built once per sweep (augmentation.py)
+    if (
+        "augment" in spec.raw
+    ):  # augmented copies per training row (0 = none): sets built once per sweep (augmentation.py)
         out["augment"] = _suggest(trial, "augment", spec.raw["augment"])
     return out
 

@@ -5,6 +5,7 @@ Prints one JSON object as the last stdout line:
 where ``labels`` is, per split: class-name counts (classification), {"min", "max", "mean"} of the score (regression),
 entity-type counts (token), {"questions", "paragraphs"} (qa). Splits whose file is missing are left out.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,22 +45,40 @@ def summary(task_name: str, data_dir) -> dict:
         splits[split], labels[split] = len(examples), label_summary(task, examples)
     if not splits:
         raise UserError("data_dir", f"no split of {task.name} found: {missing[0]}")
-    return {"task": task.name, "kind": task.kind, "splits": splits, "labels": labels,
-            "metrics": list(task.metrics), "main_metric": task.main_metric}
+    return {
+        "task": task.name,
+        "kind": task.kind,
+        "splits": splits,
+        "labels": labels,
+        "metrics": list(task.metrics),
+        "main_metric": task.main_metric,
+    }
 
 
 @cli
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m raydistill.data", formatter_class=HelpFormatter,
-                                     description="Look at a task's data before training on it.")
+    parser = argparse.ArgumentParser(
+        prog="python -m raydistill.data",
+        formatter_class=HelpFormatter,
+        description="Look at a task's data before training on it.",
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="command")
     summary_help = "count the examples and labels of every split of a task"
-    p = sub.add_parser("summary", help=summary_help, formatter_class=HelpFormatter, description=(
-        f"{summary_help[0].upper()}{summary_help[1:]}, and print them as one JSON object on the last line of stdout "
-        "(splits whose file is missing are left out)."))
+    p = sub.add_parser(
+        "summary",
+        help=summary_help,
+        formatter_class=HelpFormatter,
+        description=(
+            f"{summary_help[0].upper()}{summary_help[1:]}, and print them as one JSON object on the last line of stdout "
+            "(splits whose file is missing are left out)."
+        ),
+    )
     p.add_argument("--task", required=True, help="task name (python -m raydistill list tasks)")
-    p.add_argument("--data-dir", default=None, help="local copy of the data: the GLUE root or the task's own folder "
-                   "(default: the Hugging Face hub)")
+    p.add_argument(
+        "--data-dir",
+        default=None,
+        help="local copy of the data: the GLUE root or the task's own folder (default: the Hugging Face hub)",
+    )
     args = parser.parse_args(argv)
     print(json.dumps(summary(args.task, args.data_dir), ensure_ascii=False))
     return 0

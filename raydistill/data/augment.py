@@ -31,6 +31,7 @@ The command line augments only the rows a run trains on: a task whose dev set is
 
 Paper defaults: ``p=0.4, k=15, n=20``.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -46,9 +47,11 @@ from raydistill.data.candidates import embedding_candidates, mlm_candidates, who
 
 CACHE_VERSION = "augment-v2"  # v2: copies carry label None (the teacher labels them)
 CANDIDATES = ("mlm", "embedding")
-MLM_HINT = ("pass a masked-LM checkpoint such as bert-base-uncased or roberta-base "
-             "(a directory with a *ForMaskedLM model and its tokenizer), or use --candidates embedding --teacher DIR "
-             "(any encoder's word embeddings)")
+MLM_HINT = (
+    "pass a masked-LM checkpoint such as bert-base-uncased or roberta-base "
+    "(a directory with a *ForMaskedLM model and its tokenizer), or use --candidates embedding --teacher DIR "
+    "(any encoder's word embeddings)"
+)
 
 
 def _load_mlm(mlm_dir):
@@ -60,16 +63,20 @@ def _load_mlm(mlm_dir):
     try:
         archs = tf.AutoConfig.from_pretrained(mlm_dir).architectures or []
         if not any(a.endswith(("ForMaskedLM", "ForPreTraining")) for a in archs):
-            raise UserError("augment_mlm", f"{str(mlm_dir)!r} holds {archs or 'no architecture'}, not a masked LM; "
-                            + MLM_HINT)
+            raise UserError(
+                "augment_mlm", f"{str(mlm_dir)!r} holds {archs or 'no architecture'}, not a masked LM; " + MLM_HINT
+            )
         tok = tf.AutoTokenizer.from_pretrained(mlm_dir)
         model = tf.AutoModelForMaskedLM.from_pretrained(mlm_dir)
     except UserError:
         raise
     except (OSError, ValueError, KeyError) as e:
         raise UserError("augment_mlm", f"cannot load {str(mlm_dir)!r} as a masked LM ({e}); {MLM_HINT}") from None
-    check(tok.is_fast and tok.mask_token_id is not None, "augment_mlm",
-          f"{str(mlm_dir)!r} needs a fast tokenizer with a mask token; {MLM_HINT}")
+    check(
+        tok.is_fast and tok.mask_token_id is not None,
+        "augment_mlm",
+        f"{str(mlm_dir)!r} needs a fast tokenizer with a mask token; {MLM_HINT}",
+    )
     return tok, model.eval()
 
 
@@ -84,15 +91,23 @@ def _load_embeddings(model_dir, field):
         tok = tf.AutoTokenizer.from_pretrained(str(model_dir))
     except (OSError, ValueError, KeyError) as e:
         raise UserError(field, f"cannot load the tokenizer of {str(model_dir)!r} ({e})") from None
-    check(tok.is_fast, field, f"{str(model_dir)!r} needs a fast tokenizer (word offsets); save it with "
-          "AutoTokenizer.from_pretrained(..., use_fast=True)")
+    check(
+        tok.is_fast,
+        field,
+        f"{str(model_dir)!r} needs a fast tokenizer (word offsets); save it with "
+        "AutoTokenizer.from_pretrained(..., use_fast=True)",
+    )
     return tok, model.get_input_embeddings().weight.detach()
 
 
 def check_candidates(candidates) -> None:
-    check(candidates in CANDIDATES, "augment_candidates", f"must be one of {', '.join(CANDIDATES)}, got "
-          f"{candidates!r}: mlm for a masked LM's predictions (--mlm DIR), embedding for the nearest words in any "
-          "encoder's word embeddings (--teacher DIR)")
+    check(
+        candidates in CANDIDATES,
+        "augment_candidates",
+        f"must be one of {', '.join(CANDIDATES)}, got "
+        f"{candidates!r}: mlm for a masked LM's predictions (--mlm DIR), embedding for the nearest words in any "
+        "encoder's word embeddings (--teacher DIR)",
+    )
 
 
 def _sample(text, slots, p, rng):
@@ -105,8 +120,9 @@ def _sample(text, slots, p, rng):
     return "".join(parts) + text[last:]
 
 
-def augment(examples, model_dir, p=0.4, k=15, n=20, seed=0, batch_size=64, max_length=128, candidates="mlm",
-            field=None) -> list[dict]:
+def augment(
+    examples, model_dir, p=0.4, k=15, n=20, seed=0, batch_size=64, max_length=128, candidates="mlm", field=None
+) -> list[dict]:
     """Originals first, then ``n`` augmented copies per example (example by example, same dict format).
     ``candidates``: ``mlm`` (``model_dir`` a masked LM) or ``embedding`` (any encoder); ``field`` names the
     model's flag in errors (default ``augment_mlm`` / ``augment_teacher``)."""
@@ -117,8 +133,11 @@ def augment(examples, model_dir, p=0.4, k=15, n=20, seed=0, batch_size=64, max_l
     check_candidates(candidates)
     examples = list(examples)
     for ex in examples:
-        check(isinstance(ex, dict) and isinstance(ex.get("text"), str), "augment_task",
-              "data augmentation needs classification/regression examples {'text', 'text_pair', 'label'}")
+        check(
+            isinstance(ex, dict) and isinstance(ex.get("text"), str),
+            "augment_task",
+            "data augmentation needs classification/regression examples {'text', 'text_pair', 'label'}",
+        )
     texts = list(dict.fromkeys(s for ex in examples for s in (ex["text"], ex.get("text_pair")) if s is not None))
     if candidates == "mlm":
         tok, model = _load_mlm(model_dir)
@@ -171,17 +190,39 @@ def cache_path(examples, model_dir, cache_dir, p=0.4, k=15, n=20, seed=0, max_le
     return Path(cache_dir) / f"{_sha(key.encode())}.jsonl"
 
 
-def augment_cached(examples, model_dir, cache_dir, p=0.4, k=15, n=20, seed=0, batch_size=64, max_length=128,
-                   candidates="mlm", field=None) -> list[dict]:
+def augment_cached(
+    examples,
+    model_dir,
+    cache_dir,
+    p=0.4,
+    k=15,
+    n=20,
+    seed=0,
+    batch_size=64,
+    max_length=128,
+    candidates="mlm",
+    field=None,
+) -> list[dict]:
     """``augment`` with the result stored as JSONL under ``cache_dir`` and re-used on the next identical call."""
     examples = list(examples)
-    path = cache_path(examples, model_dir, cache_dir, p=p, k=k, n=n, seed=seed, max_length=max_length,
-                      candidates=candidates)
+    path = cache_path(
+        examples, model_dir, cache_dir, p=p, k=k, n=n, seed=seed, max_length=max_length, candidates=candidates
+    )
     if path.is_file():
         with path.open(encoding="utf-8") as f:
             return [json.loads(line) for line in f]
-    result = augment(examples, model_dir, p=p, k=k, n=n, seed=seed, batch_size=batch_size, max_length=max_length,
-                     candidates=candidates, field=field)
+    result = augment(
+        examples,
+        model_dir,
+        p=p,
+        k=k,
+        n=n,
+        seed=seed,
+        batch_size=batch_size,
+        max_length=max_length,
+        candidates=candidates,
+        field=field,
+    )
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".jsonl")
     try:
@@ -194,9 +235,22 @@ def augment_cached(examples, model_dir, cache_dir, p=0.4, k=15, n=20, seed=0, ba
     return result
 
 
-def build(task_name: str, data_dir, model_dir: str, output: str, candidates: str = "embedding", mlm=None,
-          field: str = "augment_teacher", p: float = 0.4, k: int = 15, n: int = 20, seed: int = 0, limit=None,
-          batch_size: int = 64, max_length: int = 128) -> tuple[int, int, str]:
+def build(
+    task_name: str,
+    data_dir,
+    model_dir: str,
+    output: str,
+    candidates: str = "embedding",
+    mlm=None,
+    field: str = "augment_teacher",
+    p: float = 0.4,
+    k: int = 15,
+    n: int = 20,
+    seed: int = 0,
+    limit=None,
+    batch_size: int = 64,
+    max_length: int = 128,
+) -> tuple[int, int, str]:
     """Write OUTPUT/train.jsonl (the training rows after the dev hold-out, each tagged with its source row, and ``n``
     augmented copies of each) and OUTPUT/augment.json (the knobs); cached under OUTPUT/cache. What the command and a
     sweep searching ``augment`` call. Returns (rows in, rows out, the train.jsonl path)."""
@@ -211,17 +265,38 @@ def build(task_name: str, data_dir, model_dir: str, output: str, candidates: str
         examples = examples[:limit]
     out = Path(output)
     quiet_hf()  # an encoder loaded without its task head: no load report, no progress bars
-    result = augment_cached(examples, model_dir, out / "cache", p=p, k=k, n=n, seed=seed, batch_size=batch_size,
-                            max_length=max_length, candidates=candidates, field=field)
+    result = augment_cached(
+        examples,
+        model_dir,
+        out / "cache",
+        p=p,
+        k=k,
+        n=n,
+        seed=seed,
+        batch_size=batch_size,
+        max_length=max_length,
+        candidates=candidates,
+        field=field,
+    )
     from raydistill.common.outputs import publish, staging
 
     staged = Path(staging(str(out)))  # the result moves in whole, beside the cache it was built from
     with (staged / "train.jsonl").open("w", encoding="utf-8") as f:
         f.writelines(json.dumps(ex, ensure_ascii=False) + "\n" for ex in result)
-    knobs = {"task": task_name, "candidates": candidates, "model": model_dir, "mlm": mlm, "p": p, "k": k, "n": n,
-             "seed": seed, "limit": limit, "max_length": max_length, "held_out_rows": len(held)}
+    knobs = {
+        "task": task_name,
+        "candidates": candidates,
+        "model": model_dir,
+        "mlm": mlm,
+        "p": p,
+        "k": k,
+        "n": n,
+        "seed": seed,
+        "limit": limit,
+        "max_length": max_length,
+        "held_out_rows": len(held),
+    }
     (staged / "augment.json").write_text(json.dumps(knobs, indent=1))  # recorded with every run that trains on it
     cache = [str(f.relative_to(out)) for f in (out / "cache").rglob("*") if f.is_file()]
     publish(str(staged), str(out), "raydistill augment", keep=tuple(cache))
     return len(examples), len(result), str(out / "train.jsonl")
-

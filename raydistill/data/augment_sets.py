@@ -3,6 +3,7 @@
 the teacher's own word embeddings proposing the replacements (``distill.augment --candidates embedding``: any teacher,
 no masked-LM head needed), and every trial that draws that N trains on it (its teacher outputs cached once too).
 Rows made from the dev hold-out or the validation split never train (``distill.examples``)."""
+
 from __future__ import annotations
 
 import os
@@ -19,10 +20,19 @@ def build_sets(raw, base, root: str, log) -> dict[int, str]:
     out = {}
     for n in sorted(set(counts(raw)) - {0}):
         folder = os.path.join(root, "augment", f"{base.task}-{fingerprint(base.teacher)[:12]}-n{n}")
-        log(f"augmentation: {n} copies of every training row, replacements from the teacher's word embeddings "
-            f"-> {folder}")
-        n_in, n_out, _ = build(base.task, base.data_dir, base.teacher, folder, candidates="embedding", n=n,
-                               max_length=base.train.max_length)
+        log(
+            f"augmentation: {n} copies of every training row, replacements from the teacher's word embeddings "
+            f"-> {folder}"
+        )
+        n_in, n_out, _ = build(
+            base.task,
+            base.data_dir,
+            base.teacher,
+            folder,
+            candidates="embedding",
+            n=n,
+            max_length=base.train.max_length,
+        )
         log(f"augmentation: {n_in} rows -> {n_out}")
         out[n] = folder
     return out

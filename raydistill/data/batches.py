@@ -8,6 +8,7 @@ so padding to the longest row of a batch costs little: the epoch's seeded permut
 the same number of steps) is cut into megabatches of ``MEGA`` batches, each sorted longest first and cut into
 batches, and the order of those batches is then shuffled by the same generator, so no epoch runs long-to-short.
 """
+
 from __future__ import annotations
 
 import torch
@@ -15,25 +16,26 @@ import torch
 MEGA = 50  # batches per megabatch, as in transformers' LengthGroupedSampler
 
 
-def epoch_batches(n: int, batch_size: int, epoch: int, seed: int, rank: int, world: int,
-                  lengths: list[int] | None = None):
+def epoch_batches(
+    n: int, batch_size: int, epoch: int, seed: int, rank: int, world: int, lengths: list[int] | None = None
+):
     """Yield rank ``rank``'s row indices for each global batch of epoch ``epoch`` (``lengths``: group by length)."""
     g = torch.Generator().manual_seed(seed * 1000 + epoch)
     perm = torch.randperm(n, generator=g).tolist()
     usable = n - n % batch_size  # drop-last
     if lengths is None:
-        batches = [perm[s:s + batch_size] for s in range(0, usable, batch_size)]
+        batches = [perm[s : s + batch_size] for s in range(0, usable, batch_size)]
     else:
         mega = batch_size * MEGA
         grouped = []
         for s in range(0, usable, mega):
-            rows = sorted(perm[s:min(s + mega, usable)], key=lambda i: -lengths[i])  # stable: ties keep perm order
-            grouped += [rows[k:k + batch_size] for k in range(0, len(rows), batch_size)]
+            rows = sorted(perm[s : min(s + mega, usable)], key=lambda i: -lengths[i])  # stable: ties keep perm order
+            grouped += [rows[k : k + batch_size] for k in range(0, len(rows), batch_size)]
         order = torch.randperm(len(grouped), generator=g).tolist()
         batches = [grouped[i] for i in order]
     per_rank = batch_size // world
     for b in batches:
-        yield b[rank * per_rank:(rank + 1) * per_rank]
+        yield b[rank * per_rank : (rank + 1) * per_rank]
 
 
 def padded_tokens(batches, lengths: list[int]) -> int:

@@ -10,6 +10,7 @@ text is replaceable when it holds a letter or digit (punctuation never is).
 place of GloVe: a word's query is the mean of its pieces' embeddings, its candidates the ``k`` whole words of highest
 cosine similarity, less the word itself (any case). Context-free, so computed once per distinct word.
 """
+
 from __future__ import annotations
 
 from raydistill.common.errors import check
@@ -69,8 +70,10 @@ def nearest_words(queries, ww_emb, ww_words, k, exclude=None):
                 if w in by_word:
                     sims[r, by_word[w]] = float("-inf")
     top = sims.topk(min(k, len(ww_words)), dim=-1)
-    return [[ww_words[i] for i, v in zip(idx, val) if v != float("-inf")]
-            for idx, val in zip(top.indices.tolist(), top.values.tolist())]
+    return [
+        [ww_words[i] for i, v in zip(idx, val) if v != float("-inf")]
+        for idx, val in zip(top.indices.tolist(), top.values.tolist())
+    ]
 
 
 def embedding_candidates(texts, tok, emb, k, field, batch_size=512):
@@ -81,8 +84,12 @@ def embedding_candidates(texts, tok, emb, k, field, batch_size=512):
 
     emb = emb.detach().float()
     ww_ids, ww_words = whole_word_ids(tok, emb.shape[0])
-    check(len(ww_ids) > 0, field, "the tokenizer has no whole-word vocabulary entries (every entry is a ## piece, a "
-          "special token or punctuation); pass a model with a WordPiece, byte-level BPE or SentencePiece vocabulary")
+    check(
+        len(ww_ids) > 0,
+        field,
+        "the tokenizer has no whole-word vocabulary entries (every entry is a ## piece, a "
+        "special token or punctuation); pass a model with a WordPiece, byte-level BPE or SentencePiece vocabulary",
+    )
     ww_emb = torch.nn.functional.normalize(emb[torch.tensor(ww_ids)], dim=-1)
     enc, slots = word_slots(texts, tok)
     unk = tok.unk_token_id
@@ -98,7 +105,7 @@ def embedding_candidates(texts, tok, emb, k, field, batch_size=512):
     progress = Progress("augment: embedding candidates", -(-len(keys) // batch_size), unit="words")
     with torch.no_grad():
         for b in range(0, len(keys), batch_size):
-            batch = keys[b: b + batch_size]
+            batch = keys[b : b + batch_size]
             q = torch.stack([emb[torch.tensor(key)].mean(0) for key in batch])
             found.update(zip(batch, nearest_words(q, ww_emb, ww_words, k, [queries[key] for key in batch])))
             progress.update(items=len(batch))
@@ -130,8 +137,12 @@ def mlm_candidates(texts, tok, model, k, batch_size, max_length, field):
 
     emb = model.get_input_embeddings().weight.detach()
     ww_ids, ww_words = whole_word_ids(tok, emb.shape[0])
-    check(len(ww_ids) > 0, field, "the tokenizer has no whole-word vocabulary entries; pass a masked-LM checkpoint "
-          "such as bert-base-uncased or roberta-base")
+    check(
+        len(ww_ids) > 0,
+        field,
+        "the tokenizer has no whole-word vocabulary entries; pass a masked-LM checkpoint "
+        "such as bert-base-uncased or roberta-base",
+    )
     k = min(k, len(ww_ids))
     ww_index = torch.tensor(ww_ids)
     ww_emb = torch.nn.functional.normalize(emb[ww_index], dim=-1)
@@ -160,7 +171,7 @@ def mlm_candidates(texts, tok, model, k, batch_size, max_length, field):
         mlm_jobs.sort(key=lambda j: len(window(j[0])))  # similar lengths share a batch: less padding
         progress = Progress("augment: masked-LM candidates", -(-len(mlm_jobs) // batch_size), unit="words")
         for b in range(0, len(mlm_jobs), batch_size):
-            batch = mlm_jobs[b: b + batch_size]
+            batch = mlm_jobs[b : b + batch_size]
             seqs = [window(t) for t, _, _ in batch]
             width = max(map(len, seqs))
             input_ids = torch.full((len(seqs), width), tok.pad_token_id or 0)
@@ -172,11 +183,12 @@ def mlm_candidates(texts, tok, model, k, batch_size, max_length, field):
             input_ids[range(len(pos)), pos] = tok.mask_token_id
             top = (_mlm_logits(model, input_ids, attention, pos).float() + bias).topk(k, dim=-1).indices
             for (t, slot, _), row in zip(batch, top.tolist()):
-                out[t][slot][2].extend(tok.convert_tokens_to_string([tok.convert_ids_to_tokens(i)]).strip()
-                                       for i in row)
+                out[t][slot][2].extend(
+                    tok.convert_tokens_to_string([tok.convert_ids_to_tokens(i)]).strip() for i in row
+                )
             progress.update(items=len(batch))
         for b in range(0, len(emb_jobs), batch_size):
-            batch = emb_jobs[b: b + batch_size]
+            batch = emb_jobs[b : b + batch_size]
             q = torch.stack([emb[torch.tensor(p)].mean(0) for _, _, p in batch])
             for (t, slot, _), words in zip(batch, nearest_words(q, ww_emb, ww_words, k)):
                 out[t][slot][2].extend(words)

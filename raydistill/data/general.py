@@ -5,6 +5,7 @@ those, 80% become [MASK], 10% a random piece, 10% stay; ``labels`` holds the ori
 ``encode_mlm`` masks once (static: the dev set must stay the same from epoch to epoch); training masks afresh
 every epoch (dynamic masking, as DistilBERT and RoBERTa do) with ``DynamicMasking``.
 """
+
 from __future__ import annotations
 
 import random

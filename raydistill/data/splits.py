@@ -1,4 +1,5 @@
 """Which examples a run trains and evaluates on: limits, held-out validation, augmented training data."""
+
 from __future__ import annotations
 
 import json
@@ -36,7 +37,9 @@ def split_train(task, data_dir) -> tuple[list, set[int]]:
     return rows, holdout_indices(len(rows), HOLDOUT_SEED) if task.eval_split == "test" else set()
 
 
-VAL_SEED = 7  # the validation split is a property of the data too: every run and trial of a task chooses on the same rows
+VAL_SEED = (
+    7  # the validation split is a property of the data too: every run and trial of a task chooses on the same rows
+)
 
 
 def val_indices(rows: list, task, frac: float, exclude: set[int] = frozenset()) -> list[int]:
@@ -56,18 +59,27 @@ def val_indices(rows: list, task, frac: float, exclude: set[int] = frozenset()) 
         strata[0] = keep
     fix = "raise --val-fraction, or choose on dev with --select-on dev"
     if len(keep) * frac < 2 or len(keep) - len(keep) * frac < 2:
-        raise UserError("val_fraction", f"task {task.name} has {len(keep)} training rows: too few to carve a "
-                        f"{frac:g} validation split and still train; {fix}")
+        raise UserError(
+            "val_fraction",
+            f"task {task.name} has {len(keep)} training rows: too few to carve a "
+            f"{frac:g} validation split and still train; {fix}",
+        )
     rng, out = random.Random(VAL_SEED), []
     for key in sorted(strata):
         idx = list(strata[key])
         rng.shuffle(idx)
         k = round(len(idx) * frac)
         if k == 0:
-            name = task.label_names[key] if task.kind == "classification" and isinstance(key, int) and \
-                key < len(task.label_names) else key
-            raise UserError("val_fraction", f"--val-fraction {frac:g} leaves label {name!r} of task {task.name} "
-                            f"({len(idx)} training rows) with no validation row; {fix}")
+            name = (
+                task.label_names[key]
+                if task.kind == "classification" and isinstance(key, int) and key < len(task.label_names)
+                else key
+            )
+            raise UserError(
+                "val_fraction",
+                f"--val-fraction {frac:g} leaves label {name!r} of task {task.name} "
+                f"({len(idx)} training rows) with no validation row; {fix}",
+            )
         out.extend(idx[:k])
     return sorted(out)
 
@@ -131,8 +143,11 @@ def prune_sample_size(n: int | None, n_train: int) -> int:
     if n is None:
         return min(256, n_train)
     if n > n_train:
-        raise UserError("student.init", f"prune:{n} asks for {n} scoring examples but the run trains on {n_train}; "
-                        f"give at most {n_train} (prune:{n_train}) or write prune for min(256, all)")
+        raise UserError(
+            "student.init",
+            f"prune:{n} asks for {n} scoring examples but the run trains on {n_train}; "
+            f"give at most {n_train} (prune:{n_train}) or write prune for min(256, all)",
+        )
     return n
 
 
@@ -141,8 +156,9 @@ def general_examples(cfg) -> tuple[list, list]:
     whatever the run's seed (``HOLDOUT_SEED``), so runs with different seeds are scored on the same text."""
     path = cfg.unlabeled_text
     if not path:
-        raise UserError("unlabeled_text", "general distillation reads raw text: pass --unlabeled-text FILE (one text "
-                        "per line)")
+        raise UserError(
+            "unlabeled_text", "general distillation reads raw text: pass --unlabeled-text FILE (one text per line)"
+        )
     if not os.path.isfile(path):
         raise UserError("unlabeled_text", f"{path!r} is not a file; pass --unlabeled-text FILE (one text per line)")
     with open(path, encoding="utf-8") as f:
@@ -164,9 +180,12 @@ def augmented_train(path: str, held: set[int]) -> list:
     if not held:
         return rows
     if not all(SOURCE in r for r in rows):
-        raise UserError("augment_dir", f"{path} does not say which training row each example was made from, so the "
-                        "rows held out as dev or validation could leak into training; rebuild it with python -m "
-                        "raydistill.distill.augment")
+        raise UserError(
+            "augment_dir",
+            f"{path} does not say which training row each example was made from, so the "
+            "rows held out as dev or validation could leak into training; rebuild it with python -m "
+            "raydistill.distill.augment",
+        )
     return [r for r in rows if r[SOURCE] not in held]
 
 
@@ -205,6 +224,13 @@ def datasets(cfg) -> list[dict]:
     train, val, dev = _splits(cfg)
     source = cfg.unlabeled_text if cfg.task == "general" else (cfg.augment_dir or cfg.data_dir or "hub")
     splits = [("train", "training", train)] + ([("val", "validation", val)] if val else []) + [("dev", "eval", dev)]
-    return [{"name": f"{cfg.task}-{split}", "digest": _digest(rows), "context": context,
-             "source": source if split == "train" else (cfg.data_dir or source), "rows": len(rows)}
-            for split, context, rows in splits]
+    return [
+        {
+            "name": f"{cfg.task}-{split}",
+            "digest": _digest(rows),
+            "context": context,
+            "source": source if split == "train" else (cfg.data_dir or source),
+            "rows": len(rows),
+        }
+        for split, context, rows in splits
+    ]

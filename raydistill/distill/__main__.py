@@ -2,6 +2,7 @@
 
 The last line of stdout is one JSON object with the final dev metrics (keys ``eval_*``).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -10,68 +11,142 @@ import os
 import sys
 import time
 
-from raydistill.commands.args import (add_selection_args, add_teacher_args, add_train_args, local_abspath,
-                                      teacher_cache_dir, train_config)
+from raydistill.commands.args import (
+    add_selection_args,
+    add_teacher_args,
+    add_train_args,
+    local_abspath,
+    teacher_cache_dir,
+    train_config,
+)
 from raydistill.commands.cli import HelpFormatter, add_overwrite, cli
 from raydistill.config.schema import DistillConfig, RunConfig, StudentConfig
 
-DESCRIPTION = ("One distillation run: a student learns from a fine-tuned teacher on a task (--task general: general "
-               "distillation on raw text from --unlabeled-text). It trains on Ray Train with --num-workers data-parallel "
-               "workers, logs to MLflow, writes the best epoch's student to --output, and prints its scores as one "
-               "JSON object on the last line of stdout. Bad input is refused before anything starts.")
+DESCRIPTION = (
+    "One distillation run: a student learns from a fine-tuned teacher on a task (--task general: general "
+    "distillation on raw text from --unlabeled-text). It trains on Ray Train with --num-workers data-parallel "
+    "workers, logs to MLflow, writes the best epoch's student to --output, and prints its scores as one "
+    "JSON object on the last line of stdout. Bad input is refused before anything starts."
+)
 
 
 def parser() -> argparse.ArgumentParser:
     s, d = StudentConfig(), DistillConfig()
-    p = argparse.ArgumentParser(prog="python -m raydistill.distill", description=DESCRIPTION,
-                                formatter_class=HelpFormatter)
-    p.add_argument("--method", required=True, help="kd | distilbert | tinybert | pkd | two_stage | minilm | finetune "
-                   "(python -m raydistill list methods)")
-    p.add_argument("--teacher", required=True, help="fine-tuned teacher: a model folder (config.json + weights, as "
-                   "python -m raydistill.finetune writes) or a hub name")
+    p = argparse.ArgumentParser(
+        prog="python -m raydistill.distill", description=DESCRIPTION, formatter_class=HelpFormatter
+    )
+    p.add_argument(
+        "--method",
+        required=True,
+        help="kd | distilbert | tinybert | pkd | two_stage | minilm | finetune (python -m raydistill list methods)",
+    )
+    p.add_argument(
+        "--teacher",
+        required=True,
+        help="fine-tuned teacher: a model folder (config.json + weights, as "
+        "python -m raydistill.finetune writes) or a hub name",
+    )
     add_train_args(p)
     sizes = "a number, a fraction of the teacher's (0.5) or 'teacher'"
     p.add_argument("--student-layers", default=None, help=f"{sizes} (default: half the teacher's depth)")
     p.add_argument("--student-hidden", default=None, help=f"{sizes} (default: the teacher's width)")
-    p.add_argument("--student-intermediate", default=None, help="a number, 'teacher' or 'auto' (default: auto, "
-                   "the teacher's intermediate/hidden ratio × hidden)")
-    p.add_argument("--student-heads", default=None, help="a number, 'teacher', 'auto' (default: the "
-                   "teacher's head count when it divides hidden) or 'keep_head_size' (hidden / the teacher's head size)")
-    p.add_argument("--init", default=s.init, help="random | first_k | every_other | uniform | layers:1,3,5 | slice | "
-                   "prune[:N|block|block,N] | checkpoint:DIR (python -m raydistill list inits; default: the method's: pkd first_k, distilbert "
-                   "every_other, minilm slice, others random)")
-    p.add_argument("--temperature", type=float, default=d.temperature,
-                   help="softmax temperature of the soft loss (default: the method's: tinybert 1; distilbert on --task "
-                   "general 2; others 4)")
-    p.add_argument("--alpha", type=float, default=d.alpha, help="weight of the soft loss; 1-alpha weighs the hard "
-                   "loss (default: the method's: tinybert 1, others 0.5; distilbert on --task general 5, no hard loss)")
+    p.add_argument(
+        "--student-intermediate",
+        default=None,
+        help="a number, 'teacher' or 'auto' (default: auto, the teacher's intermediate/hidden ratio × hidden)",
+    )
+    p.add_argument(
+        "--student-heads",
+        default=None,
+        help="a number, 'teacher', 'auto' (default: the "
+        "teacher's head count when it divides hidden) or 'keep_head_size' (hidden / the teacher's head size)",
+    )
+    p.add_argument(
+        "--init",
+        default=s.init,
+        help="random | first_k | every_other | uniform | layers:1,3,5 | slice | "
+        "prune[:N|block|block,N] | checkpoint:DIR (python -m raydistill list inits; default: the method's: pkd first_k, distilbert "
+        "every_other, minilm slice, others random)",
+    )
+    p.add_argument(
+        "--temperature",
+        type=float,
+        default=d.temperature,
+        help="softmax temperature of the soft loss (default: the method's: tinybert 1; distilbert on --task "
+        "general 2; others 4)",
+    )
+    p.add_argument(
+        "--alpha",
+        type=float,
+        default=d.alpha,
+        help="weight of the soft loss; 1-alpha weighs the hard "
+        "loss (default: the method's: tinybert 1, others 0.5; distilbert on --task general 5, no hard loss)",
+    )
     p.add_argument("--beta", type=float, default=d.beta, help="weight of the intermediate (patient) loss (pkd)")
-    p.add_argument("--alpha-cos", type=float, default=d.alpha_cos, help="weight of distilbert's cosine loss on the "
-                   "last hidden states")
-    p.add_argument("--alpha-mlm", type=float, default=d.alpha_mlm,
-                   help="MLM weight of distilbert general distillation (default 2, the paper's 5/2/1 with --alpha 5)")
-    p.add_argument("--mapping", default=d.mapping, help="which teacher layer each student layer learns from (pkd, "
-                   "tinybert, two_stage): uniform | skip | last | top | bottom | a list of teacher layers such as 3,6,9,12")
-    p.add_argument("--stage", default=d.stage, help="all | intermediate | pred: both stages or one of them (tinybert, "
-                   "two_stage, minilm; minilm on --task general runs intermediate)")
-    p.add_argument("--intermediate-epochs", type=int, default=0, help="epochs of the intermediate stage with --stage "
-                   "all (0 = half of --epochs)")
+    p.add_argument(
+        "--alpha-cos",
+        type=float,
+        default=d.alpha_cos,
+        help="weight of distilbert's cosine loss on the last hidden states",
+    )
+    p.add_argument(
+        "--alpha-mlm",
+        type=float,
+        default=d.alpha_mlm,
+        help="MLM weight of distilbert general distillation (default 2, the paper's 5/2/1 with --alpha 5)",
+    )
+    p.add_argument(
+        "--mapping",
+        default=d.mapping,
+        help="which teacher layer each student layer learns from (pkd, "
+        "tinybert, two_stage): uniform | skip | last | top | bottom | a list of teacher layers such as 3,6,9,12",
+    )
+    p.add_argument(
+        "--stage",
+        default=d.stage,
+        help="all | intermediate | pred: both stages or one of them (tinybert, "
+        "two_stage, minilm; minilm on --task general runs intermediate)",
+    )
+    p.add_argument(
+        "--intermediate-epochs",
+        type=int,
+        default=0,
+        help="epochs of the intermediate stage with --stage all (0 = half of --epochs)",
+    )
     p.add_argument("--version", type=int, default=d.version, help="minilm: 1 = MiniLM, 2 = MiniLMv2 relations")
-    p.add_argument("--relation-heads", type=int, default=d.relation_heads,
-                   help="minilm v2: relation heads (0 = 4x the teacher's attention heads, MiniLMv2's 48 for a 12-head "
-                   "base teacher and 64 for a 16-head large one, or the largest count below that dividing both widths)")
-    p.add_argument("--relation-mean", default=d.relation_mean,
-                   help="minilm: average the relation KL per sequence, then over the batch (sequence, the papers'), "
-                   "or over every real query of the batch alike (query)")
-    p.add_argument("--teacher-layer", type=int, default=d.teacher_layer,
-                   help="minilm: teacher layer to distil from (0 = last, -k = k-th from the top)")
+    p.add_argument(
+        "--relation-heads",
+        type=int,
+        default=d.relation_heads,
+        help="minilm v2: relation heads (0 = 4x the teacher's attention heads, MiniLMv2's 48 for a 12-head "
+        "base teacher and 64 for a 16-head large one, or the largest count below that dividing both widths)",
+    )
+    p.add_argument(
+        "--relation-mean",
+        default=d.relation_mean,
+        help="minilm: average the relation KL per sequence, then over the batch (sequence, the papers'), "
+        "or over every real query of the batch alike (query)",
+    )
+    p.add_argument(
+        "--teacher-layer",
+        type=int,
+        default=d.teacher_layer,
+        help="minilm: teacher layer to distil from (0 = last, -k = k-th from the top)",
+    )
     p.add_argument("--num-workers", type=int, default=1, help="data-parallel (DDP) workers on Ray Train")
     p.add_argument("--use-gpu", action="store_true", help="one GPU per worker")
     p.add_argument("--max-failures", type=int, default=0, help="worker failures to recover from a checkpoint")
-    p.add_argument("--augment-dir", default=None, help="train on the augmented rows in DIR/train.jsonl, written by "
-                   "python -m raydistill.distill.augment (default: the task's own training rows)")
-    p.add_argument("--unlabeled-text", default=None, help="--task general: the corpus, a text file with one text per "
-                   "line (default: none)")
+    p.add_argument(
+        "--augment-dir",
+        default=None,
+        help="train on the augmented rows in DIR/train.jsonl, written by "
+        "python -m raydistill.distill.augment (default: the task's own training rows)",
+    )
+    p.add_argument(
+        "--unlabeled-text",
+        default=None,
+        help="--task general: the corpus, a text file with one text per line (default: none)",
+    )
     p.add_argument("--output", default="outputs/student", help="folder to write the student to")
     add_overwrite(p)
     p.add_argument("--storage-path", default=None, help="Ray results folder (default ./raydistill-results/ray)")
@@ -98,18 +173,43 @@ def student_sizes(a) -> dict:
 
 
 def config_from_args(a) -> RunConfig:
-    distill = {k: getattr(a, k) for k in ("method", "temperature", "alpha", "beta", "mapping", "stage", "alpha_cos",
-                                          "alpha_mlm", "intermediate_epochs", "version", "relation_heads",
-                                          "teacher_layer", "relation_mean")}
-    return RunConfig.from_dict(dict(
-        task=a.task, teacher=local_abspath(a.teacher), data_dir=local_abspath(a.data_dir), output=os.path.abspath(a.output),
-        student={**student_sizes(a), "init": a.init}, distill=distill,
-        train=train_config(a, num_workers=a.num_workers, use_gpu=a.use_gpu, teacher_bf16=not a.fp32_teacher),
-        tracking_uri=a.tracking_uri, experiment=a.experiment, run_name=a.run_name,
-        augment_dir=local_abspath(a.augment_dir), fault=a.inject_fault,
-        teacher_cache=teacher_cache_dir(a), teacher_cache_gb=a.teacher_cache_gb,
-        unlabeled_text=os.path.abspath(a.unlabeled_text) if a.unlabeled_text else None,
-    ))
+    distill = {
+        k: getattr(a, k)
+        for k in (
+            "method",
+            "temperature",
+            "alpha",
+            "beta",
+            "mapping",
+            "stage",
+            "alpha_cos",
+            "alpha_mlm",
+            "intermediate_epochs",
+            "version",
+            "relation_heads",
+            "teacher_layer",
+            "relation_mean",
+        )
+    }
+    return RunConfig.from_dict(
+        dict(
+            task=a.task,
+            teacher=local_abspath(a.teacher),
+            data_dir=local_abspath(a.data_dir),
+            output=os.path.abspath(a.output),
+            student={**student_sizes(a), "init": a.init},
+            distill=distill,
+            train=train_config(a, num_workers=a.num_workers, use_gpu=a.use_gpu, teacher_bf16=not a.fp32_teacher),
+            tracking_uri=a.tracking_uri,
+            experiment=a.experiment,
+            run_name=a.run_name,
+            augment_dir=local_abspath(a.augment_dir),
+            fault=a.inject_fault,
+            teacher_cache=teacher_cache_dir(a),
+            teacher_cache_gb=a.teacher_cache_gb,
+            unlabeled_text=os.path.abspath(a.unlabeled_text) if a.unlabeled_text else None,
+        )
+    )
 
 
 @cli
@@ -138,8 +238,14 @@ def main(argv=None) -> dict:
     # a fresh Ray Train run name each time: Train V2 resumes any earlier run stored under the same name
     name = f"{cfg.distill.method}-{cfg.task}-{cfg.student.layers}L{cfg.student.hidden}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
     try:
-        out = execute(cfg, storage_path=storage, name=name, max_failures=a.max_failures,
-                      placement_strategy=a.placement_strategy, verbose=a.verbose)
+        out = execute(
+            cfg,
+            storage_path=storage,
+            name=name,
+            max_failures=a.max_failures,
+            placement_strategy=a.placement_strategy,
+            verbose=a.verbose,
+        )
     except Exception as e:  # noqa: BLE001 — the run failed; its MLflow run already records why
         from raydistill.common.errors import failure_reason
         from raydistill.orchestrate.guard import lost, say

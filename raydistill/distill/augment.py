@@ -1,5 +1,6 @@
 """``python -m raydistill.distill.augment``: TinyBERT data augmentation as a command (its documented name); the data
 stage builds the set (``raydistill.data.augment.build``)."""
+
 from __future__ import annotations
 
 import argparse
@@ -18,46 +19,87 @@ def model_source(args) -> tuple[str, str, str]:
     if candidates == "mlm":
         check(bool(args.mlm), "augment_mlm", "--candidates mlm needs a model with a masked-LM head; " + MLM_HINT)
         return candidates, args.mlm, "augment_mlm"
-    check(bool(args.teacher or args.mlm), "augment_teacher", "--candidates embedding needs a model whose word "
-          "embeddings propose the candidates: pass --teacher DIR (the teacher you distil from)")
+    check(
+        bool(args.teacher or args.mlm),
+        "augment_teacher",
+        "--candidates embedding needs a model whose word "
+        "embeddings propose the candidates: pass --teacher DIR (the teacher you distil from)",
+    )
     model_dir, field = (args.teacher, "augment_teacher") if args.teacher else (args.mlm, "augment_mlm")
-    check(Path(model_dir).is_dir(), field, f"{model_dir} does not exist or is not a folder; pass a saved model "
-          "folder (config.json + weights), e.g. the teacher you distil from")
+    check(
+        Path(model_dir).is_dir(),
+        field,
+        f"{model_dir} does not exist or is not a folder; pass a saved model "
+        "folder (config.json + weights), e.g. the teacher you distil from",
+    )
     return candidates, model_dir, field
 
 
 @cli
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python -m raydistill.distill.augment", formatter_class=HelpFormatter,
-                                 description="TinyBERT data augmentation: write N copies of every training row of a "
-                                 "task with words swapped for candidates from a masked language model's guesses or "
-                                 "from the nearest whole words in any encoder's word embeddings, for distill "
-                                 "--augment-dir (seeded; cached under OUTPUT/cache).")
-    ap.add_argument("--task", required=True, help="task name (classification or regression; python -m raydistill "
-                    "list tasks)")
-    ap.add_argument("--data-dir", default=None, help="local data folder: the GLUE root or the task's own folder "
-                    "(default: the Hugging Face hub)")
-    ap.add_argument("--candidates", default=None, help="mlm: a masked LM's top-k predictions (the paper's; needs "
-                    "--mlm) | embedding: the nearest whole words in a model's word embeddings (any encoder, e.g. "
-                    "--teacher) (default: mlm when --mlm is given, else embedding)")
-    ap.add_argument("--mlm", default=None, help="masked-LM checkpoint directory, e.g. bert-base-uncased (default: none; needed by --candidates mlm)")
-    ap.add_argument("--teacher", default=None, help="any BERT/RoBERTa/ELECTRA encoder directory (e.g. the teacher) "
-                    "whose input word embeddings propose the candidates (--candidates embedding; default: none)")
+    ap = argparse.ArgumentParser(
+        prog="python -m raydistill.distill.augment",
+        formatter_class=HelpFormatter,
+        description="TinyBERT data augmentation: write N copies of every training row of a "
+        "task with words swapped for candidates from a masked language model's guesses or "
+        "from the nearest whole words in any encoder's word embeddings, for distill "
+        "--augment-dir (seeded; cached under OUTPUT/cache).",
+    )
+    ap.add_argument(
+        "--task", required=True, help="task name (classification or regression; python -m raydistill list tasks)"
+    )
+    ap.add_argument(
+        "--data-dir",
+        default=None,
+        help="local data folder: the GLUE root or the task's own folder (default: the Hugging Face hub)",
+    )
+    ap.add_argument(
+        "--candidates",
+        default=None,
+        help="mlm: a masked LM's top-k predictions (the paper's; needs "
+        "--mlm) | embedding: the nearest whole words in a model's word embeddings (any encoder, e.g. "
+        "--teacher) (default: mlm when --mlm is given, else embedding)",
+    )
+    ap.add_argument(
+        "--mlm",
+        default=None,
+        help="masked-LM checkpoint directory, e.g. bert-base-uncased (default: none; needed by --candidates mlm)",
+    )
+    ap.add_argument(
+        "--teacher",
+        default=None,
+        help="any BERT/RoBERTa/ELECTRA encoder directory (e.g. the teacher) "
+        "whose input word embeddings propose the candidates (--candidates embedding; default: none)",
+    )
     ap.add_argument("--output", required=True, help="writes OUTPUT/train.jsonl (cache under OUTPUT/cache)")
     add_overwrite(ap)
     ap.add_argument("--p", type=float, default=0.4, help="probability that a word is replaced")
     ap.add_argument("--k", type=int, default=15, help="candidates per word to draw a replacement from")
     ap.add_argument("--n", type=int, default=20, help="augmented copies per training row")
     ap.add_argument("--seed", type=int, default=0, help="random seed of the sampling")
-    ap.add_argument("--limit", type=int, default=None, help="augment only the first LIMIT training examples "
-                    "(default: all)")
+    ap.add_argument(
+        "--limit", type=int, default=None, help="augment only the first LIMIT training examples (default: all)"
+    )
     ap.add_argument("--batch-size", type=int, default=64, help="sentences per model forward pass")
     ap.add_argument("--max-length", type=int, default=128, help="tokens per sentence (longer ones are cut)")
     args = ap.parse_args(argv)
     candidates, model_dir, field = model_source(args)
-    n_in, n_out, out = build(args.task, args.data_dir, model_dir, args.output, candidates=candidates, mlm=args.mlm,
-                             field=field, p=args.p, k=args.k, n=args.n, seed=args.seed, limit=args.limit,
-                             batch_size=args.batch_size, max_length=args.max_length)
+    n_in, n_out, out = build(
+        args.task,
+        args.data_dir,
+        model_dir,
+        args.output,
+        candidates=candidates,
+        mlm=args.mlm,
+        field=field,
+        p=args.p,
+        k=args.k,
+        n=args.n,
+        seed=args.seed,
+        limit=args.limit,
+        batch_size=args.batch_size,
+        max_length=args.max_length,
+    )
     print(f"{n_in} examples -> {n_out} (with {args.n} augmented copies each): {out}")
     print(json.dumps({"examples": n_in, "rows": n_out, "copies": args.n, "train": out}))  # last line JSON, as elsewhere
 

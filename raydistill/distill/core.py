@@ -7,6 +7,7 @@ Weights follow ``raydistill.config.schema.LOSS_CONVENTION``: α weighs the soft 
 (1 − α) the hard loss, β the intermediate loss; the soft loss is T²-scaled KL. Components are returned
 unweighted (logged as ``train_<name>``) next to the weighted ``loss`` that is optimised.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ def register(name):
         cls.name = name
         METHODS[name] = cls
         return cls
+
     return deco
 
 
@@ -46,9 +48,14 @@ class Outputs:
 
     @classmethod
     def from_hf(cls, out, scores=None, qkv=None) -> "Outputs":
-        return cls(logits=getattr(out, "logits", None), start=getattr(out, "start_logits", None),
-                   end=getattr(out, "end_logits", None), hidden=getattr(out, "hidden_states", None),
-                   scores=scores or {}, qkv=qkv or {})
+        return cls(
+            logits=getattr(out, "logits", None),
+            start=getattr(out, "start_logits", None),
+            end=getattr(out, "end_logits", None),
+            hidden=getattr(out, "hidden_states", None),
+            scores=scores or {},
+            qkv=qkv or {},
+        )
 
     def predictions(self) -> dict[str, torch.Tensor]:
         if self.start is not None:
@@ -131,14 +138,20 @@ class Method:
     def check(cls, cfg) -> None:
         """The stage exists for the method; a two-stage schedule leaves at least one epoch for the second stage."""
         d, stages = cfg.distill, cls.stages
-        check(d.stage == "all" or d.stage in stages, "distill.stage",
-              f"method {cls.name} has stages {', '.join(stages)}, not {d.stage!r}; pass --stage all"
-              + (f" or one of {', '.join(stages)}" if len(stages) > 1 else ""))
+        check(
+            d.stage == "all" or d.stage in stages,
+            "distill.stage",
+            f"method {cls.name} has stages {', '.join(stages)}, not {d.stage!r}; pass --stage all"
+            + (f" or one of {', '.join(stages)}" if len(stages) > 1 else ""),
+        )
         check(d.intermediate_epochs >= 0, "distill.intermediate_epochs", f"must be >= 0, got {d.intermediate_epochs}")
         if len(stages) > 1 and d.stage == "all" and d.intermediate_epochs:
-            check(d.intermediate_epochs < cfg.train.epochs, "distill.intermediate_epochs",
-                  f"{d.intermediate_epochs} leaves no epoch of the {cfg.train.epochs} for stage {stages[-1]}; "
-                  f"pass --intermediate-epochs {max(cfg.train.epochs - 1, 0)} or less, or more --epochs")
+            check(
+                d.intermediate_epochs < cfg.train.epochs,
+                "distill.intermediate_epochs",
+                f"{d.intermediate_epochs} leaves no epoch of the {cfg.train.epochs} for stage {stages[-1]}; "
+                f"pass --intermediate-epochs {max(cfg.train.epochs - 1, 0)} or less, or more --epochs",
+            )
 
     @classmethod
     def check_shapes(cls, cfg, s_heads: int, s_hidden: int, t_heads: int, t_hidden: int, t_layers: int) -> None:
@@ -169,6 +182,7 @@ class Method:
 @register("finetune")
 class FineTune(Method):
     """No teacher: gold labels only. Used for teacher fine-tuning and the no-teacher student baseline."""
+
     description = "no teacher: gold labels only (a teacher's fine-tune, the labels-only student baseline)"
 
     uses_teacher = False
@@ -181,6 +195,7 @@ class FineTune(Method):
 @register("kd")
 class HintonKD(Method):
     """Hinton et al. 2015: α·T²·KL(p_t^T ‖ p_s^T) + (1−α)·hard."""
+
     description = "Hinton KD: the teacher's softened predictions (T²·KL) beside the gold labels, weighed by alpha"
 
     def losses(self, stage, s, t, batch, obj):

@@ -15,6 +15,7 @@ Under DDP (inside ``global_means``) a mean whose count varies per example — re
 labelled tokens; sequences too (MiniLM's per-sequence relation mean), should ranks ever hold unequal slices — divides this rank's sum by the count over every rank ÷ world size, so the gradient DDP averages
 is that of the mean over the global batch, as one worker would compute it.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -107,8 +108,10 @@ def logit_mse(student_logits, teacher_logits, mask=None):
 def qa_logit_mse(s_start, s_end, t_start, t_end, mask=None):
     """(MSE(start) + MSE(end)) / 2 on [B, T] span logits, each averaged over positions where ``mask`` is 1 (padding
     logits are often −inf-like and must not count)."""
-    return (_masked_mean((s_start.float() - t_start.float()) ** 2, mask)
-            + _masked_mean((s_end.float() - t_end.float()) ** 2, mask)) / 2
+    return (
+        _masked_mean((s_start.float() - t_start.float()) ** 2, mask)
+        + _masked_mean((s_end.float() - t_end.float()) ** 2, mask)
+    ) / 2
 
 
 def regression_mse(student, teacher):
@@ -127,9 +130,11 @@ def hidden_mse(student_h, teacher_h, proj=None, mask=None):
     (e.g. ``nn.Linear``) mapping the student width to the teacher's; ``mask`` [B, T] restricts the mean to real
     tokens (TinyBERT itself averages over padding too: pass mask=None to match it)."""
     hs = _project(student_h, proj)
-    check(hs.shape == teacher_h.shape, "student.hidden",
-          f"student states {tuple(hs.shape)} vs teacher {tuple(teacher_h.shape)}: "
-          "give a projection to the teacher width")
+    check(
+        hs.shape == teacher_h.shape,
+        "student.hidden",
+        f"student states {tuple(hs.shape)} vs teacher {tuple(teacher_h.shape)}: give a projection to the teacher width",
+    )
     return _masked_mean((hs.float() - teacher_h.float()) ** 2, mask)
 
 
@@ -142,9 +147,12 @@ def attention_mse(s_scores, t_scores, attention_mask=None):
     columns — it adds the −10000 mask, then zeroes entries ≤ −100 — but keeps padded query rows, which with dynamic
     padding would make an example's loss depend on its batch.) Needs equal head counts; the run config refuses
     student.heads ≠ teacher heads before training."""
-    check(s_scores.shape == t_scores.shape, "student.heads",
-          f"student scores {tuple(s_scores.shape)} vs teacher {tuple(t_scores.shape)}: TinyBERT's attention loss needs "
-          "the teacher's number of heads")
+    check(
+        s_scores.shape == t_scores.shape,
+        "student.heads",
+        f"student scores {tuple(s_scores.shape)} vs teacher {tuple(t_scores.shape)}: TinyBERT's attention loss needs "
+        "the teacher's number of heads",
+    )
     sq = (s_scores.float() - t_scores.float()) ** 2
     if attention_mask is None:
         return sq.mean()
@@ -155,8 +163,11 @@ def attention_mse(s_scores, t_scores, attention_mask=None):
 
 def cosine_hidden(student_h, teacher_h, attention_mask=None):
     """DistilBERT: mean over real tokens of 1 − cos(h_s, h_t) (CosineEmbeddingLoss with target 1), h [B, T, H]."""
-    check(student_h.shape[-1] == teacher_h.shape[-1], "student.hidden",
-          "the cosine loss compares hidden states directly, so the student needs the teacher's hidden size")
+    check(
+        student_h.shape[-1] == teacher_h.shape[-1],
+        "student.hidden",
+        "the cosine loss compares hidden states directly, so the student needs the teacher's hidden size",
+    )
     cos = F.cosine_similarity(student_h.float(), teacher_h.float(), dim=-1)  # [B, T]
     return _masked_mean(1.0 - cos, attention_mask)
 
@@ -166,8 +177,11 @@ def pkd_patient(student_cls_list, teacher_cls_list):
 
     Same as the reference ``F.mse_loss`` on normalised [B, K, H] stacks, i.e. the per-layer mean MSE averaged over
     layers — the scale the paper's β ∈ {10 … 1000} is meant for. Inputs: lists of K tensors [B, H]."""
-    check(len(student_cls_list) == len(teacher_cls_list) > 0, "distill.mapping",
-          f"{len(student_cls_list)} student vs {len(teacher_cls_list)} teacher layers for the patient loss")
+    check(
+        len(student_cls_list) == len(teacher_cls_list) > 0,
+        "distill.mapping",
+        f"{len(student_cls_list)} student vs {len(teacher_cls_list)} teacher layers for the patient loss",
+    )
     s = F.normalize(torch.stack([x.float() for x in student_cls_list], 1), p=2, dim=-1)
     t = F.normalize(torch.stack([x.float() for x in teacher_cls_list], 1), p=2, dim=-1)
     return F.mse_loss(s, t)
@@ -181,8 +195,11 @@ def concat_heads(x: torch.Tensor) -> torch.Tensor:
 def _relation_logp(a: torch.Tensor, b: torch.Tensor, heads: int, mask, who: str) -> torch.Tensor:
     """log softmax(a_r b_rᵀ / √d_r) over the real keys, per relation head r: a, b [B, T, H] → [B, heads, T, T]."""
     bsz, t, h = a.shape
-    check(h % heads == 0, "distill.relation_heads",
-          f"{heads} relation heads do not divide the {who}'s width {h}; pick a number that divides both widths")
+    check(
+        h % heads == 0,
+        "distill.relation_heads",
+        f"{heads} relation heads do not divide the {who}'s width {h}; pick a number that divides both widths",
+    )
     d = h // heads
     a = a.float().reshape(bsz, t, heads, d).transpose(1, 2)
     b = b.float().reshape(bsz, t, heads, d).transpose(1, 2)

@@ -12,6 +12,7 @@ themselves. With M student and N teacher layers (registry ``MAPPINGS``):
 
 PKD maps only layers 1..M−1 because the student's last layer is already taught by the prediction loss.
 """
+
 from __future__ import annotations
 
 from typing import Callable, Sequence
@@ -24,8 +25,12 @@ def _uniform(m: int, n: int) -> list[int]:
 
 
 def _skip(m: int, n: int) -> list[int]:
-    check(n % m == 0, "distill.mapping", f"skip needs the teacher's {n} layers to be a multiple of the student's {m}; "
-                                 "use uniform, last, or an explicit list such as 2,5,8")
+    check(
+        n % m == 0,
+        "distill.mapping",
+        f"skip needs the teacher's {n} layers to be a multiple of the student's {m}; "
+        "use uniform, last, or an explicit list such as 2,5,8",
+    )
     return [i * (n // m) for i in range(1, m)]
 
 
@@ -42,7 +47,12 @@ def _bottom(m: int, n: int) -> list[int]:
 
 
 MAPPINGS: dict[str, Callable[[int, int], list[int]]] = {
-    "uniform": _uniform, "skip": _skip, "last": _last, "top": _top, "bottom": _bottom}
+    "uniform": _uniform,
+    "skip": _skip,
+    "last": _last,
+    "top": _top,
+    "bottom": _bottom,
+}
 
 
 def parse_layer_list(spec: str | Sequence[int], m: int, n: int, field: str, label: str, bad_syntax: str) -> list[int]:
@@ -52,17 +62,29 @@ def parse_layer_list(spec: str | Sequence[int], m: int, n: int, field: str, labe
         layers = [int(x) for x in (spec.split(",") if isinstance(spec, str) else spec) if str(x).strip()]
     except ValueError:
         raise UserError(field, bad_syntax) from None
-    check(len(layers) == m, field, f"{label} names {len(layers)} teacher layers but the student has {m}; "
-                                   "give one teacher layer per student layer")
-    check(all(1 <= x <= n for x in layers) and all(a < b for a, b in zip(layers, layers[1:])), field,
-          f"{label} must be strictly increasing 1-based teacher layers within 1..{n}")
+    check(
+        len(layers) == m,
+        field,
+        f"{label} names {len(layers)} teacher layers but the student has {m}; give one teacher layer per student layer",
+    )
+    check(
+        all(1 <= x <= n for x in layers) and all(a < b for a, b in zip(layers, layers[1:])),
+        field,
+        f"{label} must be strictly increasing 1-based teacher layers within 1..{n}",
+    )
     return layers
 
 
 def _explicit(spec: str | Sequence[int], m: int, n: int) -> list[int]:
-    return parse_layer_list(spec, m, n, "distill.mapping", repr(spec),
-                            f"unknown mapping {spec!r}; use one of {', '.join(MAPPINGS)} or a comma-separated "
-                            "list of teacher layers such as 3,6,9,12")
+    return parse_layer_list(
+        spec,
+        m,
+        n,
+        "distill.mapping",
+        repr(spec),
+        f"unknown mapping {spec!r}; use one of {', '.join(MAPPINGS)} or a comma-separated "
+        "list of teacher layers such as 3,6,9,12",
+    )
 
 
 def check_spec(spec: str | Sequence[int], teacher_layers: int | None = None) -> None:
@@ -71,17 +93,22 @@ def check_spec(spec: str | Sequence[int], teacher_layers: int | None = None) -> 
     layers a list names is checked against the student by ``layer_pairs``, for the methods that map layers."""
     if isinstance(spec, str) and spec.strip() in MAPPINGS:
         return
-    bad = (f"unknown mapping {spec!r}; use one of {', '.join(MAPPINGS)} or a comma-separated list of teacher layers "
-           "such as 3,6,9,12")
+    bad = (
+        f"unknown mapping {spec!r}; use one of {', '.join(MAPPINGS)} or a comma-separated list of teacher layers "
+        "such as 3,6,9,12"
+    )
     try:
         layers = [int(x) for x in (spec.split(",") if isinstance(spec, str) else spec) if str(x).strip()]
     except (TypeError, ValueError):
         raise UserError("distill.mapping", bad) from None
     check(bool(layers), "distill.mapping", bad)
     top = teacher_layers or max(layers)
-    check(all(1 <= x <= top for x in layers) and all(a < b for a, b in zip(layers, layers[1:])), "distill.mapping",
-          f"{spec!r} must be strictly increasing 1-based teacher layers" + (f" within 1..{teacher_layers}"
-                                                                              if teacher_layers else ""))
+    check(
+        all(1 <= x <= top for x in layers) and all(a < b for a, b in zip(layers, layers[1:])),
+        "distill.mapping",
+        f"{spec!r} must be strictly increasing 1-based teacher layers"
+        + (f" within 1..{teacher_layers}" if teacher_layers else ""),
+    )
 
 
 def layer_pairs(name_or_list: str | Sequence[int], student_layers: int, teacher_layers: int) -> list[tuple[int, int]]:

@@ -7,10 +7,23 @@ Weights follow ``raydistill.config.schema.LOSS_CONVENTION``: α weighs the soft 
 (1 − α) the hard loss, β the intermediate loss; the soft loss is T²-scaled KL. Components are returned
 unweighted (logged as ``train_<name>``) next to the weighted ``loss`` that is optimised.
 """
+
 from __future__ import annotations
 
 from raydistill.distill import losses as L
-from raydistill.distill.core import METHODS, FineTune, HintonKD, Method, Needs, Outputs, get_method, hard_loss, logit_mse, register, soft_loss
+from raydistill.distill.core import (
+    METHODS,
+    FineTune,
+    HintonKD,
+    Method,
+    Needs,
+    Outputs,
+    get_method,
+    hard_loss,
+    logit_mse,
+    register,
+    soft_loss,
+)
 from raydistill.distill.staged import MiniLM, TinyBERT, TwoStage, relation_heads, teacher_layer  # noqa: F401  (registers them)
 
 
@@ -18,6 +31,7 @@ from raydistill.distill.staged import MiniLM, TinyBERT, TwoStage, relation_heads
 class DistilBERT(HintonKD):
     """Sanh et al. 2019: α·KD + (1−α)·hard + α_cos·cosine(last hidden states) on a task; general distillation
     (pre-training) is α·KD + α_mlm·MLM + α_cos·cosine with the paper's α=5, α_mlm=2, α_cos=1 at T=2."""
+
     description = "DistilBERT: KD + cosine of the last hidden states (+ MLM in general distillation)"
 
     default_init = "every_other"  # the paper's student: every other teacher layer, top layer kept
@@ -49,6 +63,7 @@ class DistilBERT(HintonKD):
 @register("pkd")
 class PatientKD(HintonKD):
     """Sun et al. 2019: (1−α)·CE + α·T²·KL + β·Σ MSE(normalised [CLS] of mapped layers)."""
+
     description = "Patient-KD: KD + MSE of the [CLS] states of mapped layers (beta); student from the first k layers"
 
     uses_beta = True

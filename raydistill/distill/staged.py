@@ -1,5 +1,6 @@
 """The two-stage methods: an intermediate stage (TinyBERT's transformer losses, MiniLM's self-attention
 relations) before the prediction stage. Registered into ``METHODS`` when ``raydistill.distill.methods`` is imported."""
+
 from __future__ import annotations
 
 import math
@@ -21,15 +22,22 @@ class _Intermediate(Method):
 
     @classmethod
     def check_shapes(cls, cfg, s_heads, s_hidden, t_heads, t_hidden, t_layers):
-        check(s_heads == t_heads, "student.heads",
-              f"{cls.name} matches attention scores head by head: use the teacher's {t_heads} heads")
+        check(
+            s_heads == t_heads,
+            "student.heads",
+            f"{cls.name} matches attention scores head by head: use the teacher's {t_heads} heads",
+        )
 
     def needs(self, stage):
         if stage != "intermediate":
             return Needs()
-        return Needs(hidden=True, teacher_att=frozenset(t - 1 for _, t in self.pairs),
-                     student_att=frozenset(s - 1 for s, _ in self.pairs), teacher_full=True,
-                     teacher_hidden=frozenset({0} | {t for _, t in self.pairs}))
+        return Needs(
+            hidden=True,
+            teacher_att=frozenset(t - 1 for _, t in self.pairs),
+            student_att=frozenset(s - 1 for s, _ in self.pairs),
+            teacher_full=True,
+            teacher_hidden=frozenset({0} | {t for _, t in self.pairs}),
+        )
 
     def transformer_losses(self, s, t, batch, obj) -> dict:
         # Means over real tokens only: TinyBERT pads every batch to 128 and averages over the padding too; with
@@ -45,6 +53,7 @@ class _Intermediate(Method):
 class TinyBERT(_Intermediate):
     """Jiao et al. 2020. Stage ``intermediate``: embedding + pre-softmax attention + hidden MSE (learned
     projection W_h); stage ``pred``: α·T²·KL + (1−α)·hard; by default soft targets only at T=1, the paper's."""
+
     description = "TinyBERT: embeddings, attention scores and hidden states of mapped layers, then predictions"
 
     defaults = Method.defaults | {"temperature": 1.0, "alpha": 1.0}
@@ -59,6 +68,7 @@ class TinyBERT(_Intermediate):
 class TwoStage(_Intermediate):
     """FitNets-style two-stage task distillation (the Korean RoBERTa recipe): transformer losses first,
     then the prediction loss as MSE on logits (mean of start/end MSE for span QA)."""
+
     description = "two-stage: TinyBERT's layer losses, then MSE on the logits (the Korean RoBERTa recipe)"
 
     def losses(self, stage, s, t, batch, obj):
@@ -72,8 +82,12 @@ def teacher_layer(d, n_layers: int) -> int:
     """``distill.teacher_layer`` as a 1-based layer of an ``n_layers`` teacher: 0 = the last, −k = k-th from the top."""
     v = d.teacher_layer
     layer = n_layers if v == 0 else n_layers + 1 + v if v < 0 else v
-    check(1 <= layer <= n_layers, "distill.teacher_layer", f"{v} is outside the teacher's {n_layers} layers; use "
-          f"1..{n_layers}, 0 for the last or -k for the k-th from the top")
+    check(
+        1 <= layer <= n_layers,
+        "distill.teacher_layer",
+        f"{v} is outside the teacher's {n_layers} layers; use "
+        f"1..{n_layers}, 0 for the last or -k for the k-th from the top",
+    )
     return layer
 
 
@@ -97,7 +111,10 @@ class MiniLM(Method):
     ``relation_heads`` relation heads (default ``relation_heads()``: the paper's 4x the teacher's heads), so the
     student's width and heads are free. The KL is averaged per sequence, then over the batch (``relation_mean``).
     Stage ``pred``: α·T²·KL + (1−α)·hard, as kd. General distillation runs stage ``intermediate`` alone."""
-    description = "MiniLM / MiniLMv2: the last layer learns one teacher layer's self-attention relations, then predictions"
+
+    description = (
+        "MiniLM / MiniLMv2: the last layer learns one teacher layer's self-attention relations, then predictions"
+    )
 
     stages = ("intermediate", "pred")
     default_init = "slice"  # the teacher's weights cut to the student's width; the paper's: a general-distilled MiniLM
@@ -106,21 +123,31 @@ class MiniLM(Method):
     @classmethod
     def check(cls, cfg):
         super().check(cfg)
-        check(cfg.distill.version in cls.RELATIONS, "distill.version", f"MiniLM has versions 1 and 2, not "
-              f"{cfg.distill.version}")
+        check(
+            cfg.distill.version in cls.RELATIONS,
+            "distill.version",
+            f"MiniLM has versions 1 and 2, not {cfg.distill.version}",
+        )
 
     @classmethod
     def check_shapes(cls, cfg, s_heads, s_hidden, t_heads, t_hidden, t_layers):
         d = cfg.distill
         teacher_layer(d, t_layers)
         if d.version == 1:
-            check(s_heads == t_heads, "student.heads", f"MiniLM v1 distils attention head by head, so the student "
-                  f"needs the teacher's {t_heads} heads, not {s_heads}; or use --version 2 (relation heads)")
+            check(
+                s_heads == t_heads,
+                "student.heads",
+                f"MiniLM v1 distils attention head by head, so the student "
+                f"needs the teacher's {t_heads} heads, not {s_heads}; or use --version 2 (relation heads)",
+            )
             return
         r = relation_heads(d, t_heads, s_hidden, t_hidden)
-        check(s_hidden % r == 0 and t_hidden % r == 0, "distill.relation_heads",
-              f"{r} relation heads must divide the student's width {s_hidden} and the teacher's {t_hidden}; pick one "
-              "that divides both")
+        check(
+            s_hidden % r == 0 and t_hidden % r == 0,
+            "distill.relation_heads",
+            f"{r} relation heads must divide the student's width {s_hidden} and the teacher's {t_hidden}; pick one "
+            "that divides both",
+        )
 
     def heads(self, s_heads: int, t_heads: int, s_hidden: int, t_hidden: int) -> int:
         return s_heads if self.d.version == 1 else relation_heads(self.d, t_heads, s_hidden, t_hidden)
@@ -128,18 +155,26 @@ class MiniLM(Method):
     def needs(self, stage):
         if stage != "intermediate":
             return Needs()
-        return Needs(teacher_full=True, teacher_qkv=frozenset({teacher_layer(self.d, self.teacher_layers) - 1}),
-                     student_qkv=frozenset({self.student_layers - 1}))
+        return Needs(
+            teacher_full=True,
+            teacher_qkv=frozenset({teacher_layer(self.d, self.teacher_layers) - 1}),
+            student_qkv=frozenset({self.student_layers - 1}),
+        )
 
     def losses(self, stage, s, t, batch, obj):
         if stage != "intermediate":
             return HintonKD.losses(self, stage, s, t, batch, obj)
-        (sq, sk, sv), (tq, tk, tv) = s.qkv[self.student_layers - 1], t.qkv[teacher_layer(self.d, self.teacher_layers) - 1]
+        (sq, sk, sv), (tq, tk, tv) = (
+            s.qkv[self.student_layers - 1],
+            t.qkv[teacher_layer(self.d, self.teacher_layers) - 1],
+        )
         heads = self.heads(sq.size(1), tq.size(1), sq.size(1) * sq.size(-1), tq.size(1) * tq.size(-1))
         sx = {"q": L.concat_heads(sq), "k": L.concat_heads(sk), "v": L.concat_heads(sv)}
         tx = {"q": L.concat_heads(tq), "k": L.concat_heads(tk), "v": L.concat_heads(tv)}
         mask = batch["attention_mask"]
-        out = {f"{a}{b}": L.relation_kl(sx[a], sx[b], tx[a], tx[b], heads, mask, per=self.d.relation_mean)
-               for a, b in self.RELATIONS[self.d.version]}
+        out = {
+            f"{a}{b}": L.relation_kl(sx[a], sx[b], tx[a], tx[b], heads, mask, per=self.d.relation_mean)
+            for a, b in self.RELATIONS[self.d.version]
+        }
         out["loss"] = sum(out.values())
         return out

@@ -14,10 +14,15 @@ def student_card(model_dir: str, *, task: str, teacher: str, method: str, pipeli
     is declared ``unknown``: a student inherits its teacher's and its data's terms, which the run cannot know."""
     with open(os.path.join(model_dir, "config.json")) as f:
         c = json.load(f)
-    shape = (f"{c.get('num_hidden_layers')} layers, hidden {c.get('hidden_size')}, {c.get('num_attention_heads')} "
-             f"heads, FFN {c.get('intermediate_size')}")
-    scores = [f"| {k} | {v:.4f} |" if isinstance(v, float) else f"| {k} | {v} |"
-              for k, v in sorted(metrics.items()) if k.startswith("best_")]
+    shape = (
+        f"{c.get('num_hidden_layers')} layers, hidden {c.get('hidden_size')}, {c.get('num_attention_heads')} "
+        f"heads, FFN {c.get('intermediate_size')}"
+    )
+    scores = [
+        f"| {k} | {v:.4f} |" if isinstance(v, float) else f"| {k} | {v} |"
+        for k, v in sorted(metrics.items())
+        if k.startswith("best_")
+    ]
     table = "\n".join(["| metric | value |", "|---|---:|", *scores]) if scores else "No scores were recorded."
     return f"""---
 license: unknown
@@ -28,7 +33,7 @@ tags:
 - knowledge-distillation
 - {task}
 ---
-# A {c.get('model_type', 'transformer')} student for {task}
+# A {c.get("model_type", "transformer")} student for {task}
 
 Distilled by raydistill with `{method}` from the teacher `{teacher}`: {shape}.
 

@@ -1,6 +1,7 @@
 """ONNX export of a loaded model, checked against PyTorch: the one export the student (``best --onnx``), the teacher
 timed beside it (``best --onnx --quantize``) and the latency benchmark share, so both sides of a same-runtime ratio
 come from the same graph recipe (opset 17, dynamic batch and length, the same inputs)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -23,8 +24,16 @@ def to_onnx(model, kind: str, path: str, length: int = 128, segments: bool = Fal
     if segments and getattr(model.config, "type_vocab_size", 1) > 1:  # RoBERTa has one segment: nothing to feed
         inputs["token_type_ids"] = (torch.arange(length) >= length // 2).long().expand(2, -1).contiguous()
     names = ["start_logits", "end_logits"] if kind == "qa" else ["logits"]
-    torch.onnx.export(model, tuple(inputs.values()), path, input_names=list(inputs), output_names=names,
-                      dynamic_axes={k: {0: "batch", 1: "seq"} for k in inputs}, opset_version=OPSET, dynamo=False)
+    torch.onnx.export(
+        model,
+        tuple(inputs.values()),
+        path,
+        input_names=list(inputs),
+        output_names=names,
+        dynamic_axes={k: {0: "batch", 1: "seq"} for k in inputs},
+        opset_version=OPSET,
+        dynamo=False,
+    )
     sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
     got = sess.run(None, {k: v.numpy() for k, v in inputs.items()})
     with torch.no_grad():

@@ -12,6 +12,7 @@ channel), activations quantised on the fly, so no calibration data is needed. BE
 measurements behind these choices (per-tensor weights, quantised embeddings, ONNX Runtime's pre-processing and
 BERT fusions before quantising were each tried and lost score or speed).
 """
+
 from __future__ import annotations
 
 import os
@@ -31,8 +32,7 @@ MAX_DROP_POINTS = 1.0  # the INT8 student may lose at most this many points (0.0
 OP_TYPES = ("MatMul",)
 
 
-def quantize_onnx(fp32_path: str, out_path: str | None = None, per_channel: bool = True,
-                  op_types=OP_TYPES) -> str:
+def quantize_onnx(fp32_path: str, out_path: str | None = None, per_channel: bool = True, op_types=OP_TYPES) -> str:
     """Write the dynamically quantised INT8 copy of ``fp32_path`` (default: ``model.int8.onnx`` beside it)."""
     import logging
 
@@ -44,8 +44,13 @@ def quantize_onnx(fp32_path: str, out_path: str | None = None, per_channel: bool
     # it advises quant_pre_process on the root logger; measured, that made batch 1 ~13% slower at the same score
     root.setLevel(logging.ERROR)
     try:
-        quantize_dynamic(fp32_path, out_path, weight_type=QuantType.QInt8, per_channel=per_channel,
-                         op_types_to_quantize=list(op_types) if op_types else None)
+        quantize_dynamic(
+            fp32_path,
+            out_path,
+            weight_type=QuantType.QInt8,
+            per_channel=per_channel,
+            op_types_to_quantize=list(op_types) if op_types else None,
+        )
     finally:
         root.setLevel(level)
     return out_path
@@ -65,8 +70,11 @@ def ort_session(path: str, threads: int | None = None, spin: bool = False):
 
 def ort_feed(sess, input_ids, attention_mask, token_type_ids=None) -> dict:
     """The inputs ``sess`` declares, as int64 numpy; files exported without segment ids just don't take them."""
-    given = {"input_ids": input_ids, "attention_mask": attention_mask,
-             "token_type_ids": token_type_ids if token_type_ids is not None else torch.zeros_like(input_ids)}
+    given = {
+        "input_ids": input_ids,
+        "attention_mask": attention_mask,
+        "token_type_ids": token_type_ids if token_type_ids is not None else torch.zeros_like(input_ids),
+    }
     return {i.name: np.asarray(given[i.name], dtype=np.int64) for i in sess.get_inputs()}
 
 
@@ -95,8 +103,14 @@ def dev_data(task_name: str, tokenizer_dir: str, data_dir: str | None, max_lengt
 
     task = get_task(task_name)
     # the run's own dev rule and limit, through the one config the run itself read its examples with
-    cfg = RunConfig.from_dict({"task": task.name, "teacher": tokenizer_dir, "data_dir": data_dir,
-                               "train": {"eval_limit": eval_limit, "max_length": max_length}})
+    cfg = RunConfig.from_dict(
+        {
+            "task": task.name,
+            "teacher": tokenizer_dir,
+            "data_dir": data_dir,
+            "train": {"eval_limit": eval_limit, "max_length": max_length},
+        }
+    )
     _, dev = train_and_eval_examples(cfg, task)
     tok = AutoTokenizer.from_pretrained(tokenizer_dir)
     return Data.dev_only(task, dev, tok, max_length)
@@ -116,7 +130,7 @@ def time_b1(fns: dict, inputs: dict, rounds: int = 30, warmup: int = 3) -> dict:
     names = list(fns)
     times = {n: [] for n in names}
     for r in range(warmup + rounds):
-        for n in (names if r % 2 == 0 else names[::-1]):
+        for n in names if r % 2 == 0 else names[::-1]:
             t0 = time.perf_counter()
             fns[n](**inputs)
             if r >= warmup:
@@ -132,18 +146,22 @@ def teacher_onnx(teacher: str, kind: str, root: str, length: int = 128, segments
 
     path = os.path.join(root, "teacher.onnx")
     try:
-        diff, _, _ = to_onnx(load_model(teacher, kind, attn_implementation="eager").eval(), kind, path, length,
-                             segments)
+        diff, _, _ = to_onnx(
+            load_model(teacher, kind, attn_implementation="eager").eval(), kind, path, length, segments
+        )
     except Exception as e:  # noqa: BLE001 — the same-runtime columns are left out, the rest still reported
-        say(f"warning: the teacher's ONNX export failed ({type(e).__name__}: {e}); only the cross-runtime ratios "
-            "(ONNX student vs PyTorch teacher) are reported")
+        say(
+            f"warning: the teacher's ONNX export failed ({type(e).__name__}: {e}); only the cross-runtime ratios "
+            "(ONNX student vs PyTorch teacher) are reported"
+        )
         return {}
     say(f"teacher exported to ONNX (matches PyTorch within {diff:.1e}); INT8 dynamic quantisation of it …")
     return {"teacher_ort": path, "teacher_ort_int8": quantize_onnx(path, os.path.join(root, "teacher.int8.onnx"))}
 
 
-def compare_latency(int8_path: str, fp32_path: str, teacher, teacher_files: dict | None = None, length: int = 128,
-                    rounds: int = 30) -> dict:
+def compare_latency(
+    int8_path: str, fp32_path: str, teacher, teacher_files: dict | None = None, length: int = 128, rounds: int = 30
+) -> dict:
     """Batch-1 latency (ms, one process, interleaved, median) of the INT8 and fp32 ONNX students, the fp32 PyTorch
     ``teacher`` (a loaded model) and the teacher's ONNX files (``teacher_onnx``) on random token ids of ``length``.
     ``speedup_*_vs_teacher_ort`` compare ONNX Runtime with ONNX Runtime; ``*_cross_runtime`` the ONNX student with
@@ -162,18 +180,25 @@ def compare_latency(int8_path: str, fp32_path: str, teacher, teacher_files: dict
             return teacher(**kw)
 
     ms = time_b1({"teacher_torch": torch_fn, **{k: ort_fn(s) for k, s in sessions.items()}}, inputs, rounds=rounds)
-    out = {"int8_latency_ms_b1": ms["int8"], "fp32_onnx_latency_ms_b1": ms["fp32_onnx"],
-           "teacher_torch_latency_ms_b1": ms["teacher_torch"],
-           "speedup_int8_vs_fp32_onnx": ms["fp32_onnx"] / ms["int8"],
-           "speedup_int8_vs_teacher_torch_cross_runtime": ms["teacher_torch"] / ms["int8"],
-           "speedup_fp32_vs_teacher_torch_cross_runtime": ms["teacher_torch"] / ms["fp32_onnx"]}
+    out = {
+        "int8_latency_ms_b1": ms["int8"],
+        "fp32_onnx_latency_ms_b1": ms["fp32_onnx"],
+        "teacher_torch_latency_ms_b1": ms["teacher_torch"],
+        "speedup_int8_vs_fp32_onnx": ms["fp32_onnx"] / ms["int8"],
+        "speedup_int8_vs_teacher_torch_cross_runtime": ms["teacher_torch"] / ms["int8"],
+        "speedup_fp32_vs_teacher_torch_cross_runtime": ms["teacher_torch"] / ms["fp32_onnx"],
+    }
     if "teacher_ort" in ms:
-        out.update({"teacher_ort_latency_ms_b1": ms["teacher_ort"],
-                    "teacher_ort_int8_latency_ms_b1": ms["teacher_ort_int8"],
-                    "speedup_int8_vs_teacher_ort": ms["teacher_ort"] / ms["int8"],
-                    "speedup_fp32_vs_teacher_ort": ms["teacher_ort"] / ms["fp32_onnx"],
-                    "speedup_int8_vs_teacher_int8_ort": ms["teacher_ort_int8"] / ms["int8"],
-                    "speedup_teacher_ort_vs_torch": ms["teacher_torch"] / ms["teacher_ort"]})
+        out.update(
+            {
+                "teacher_ort_latency_ms_b1": ms["teacher_ort"],
+                "teacher_ort_int8_latency_ms_b1": ms["teacher_ort_int8"],
+                "speedup_int8_vs_teacher_ort": ms["teacher_ort"] / ms["int8"],
+                "speedup_fp32_vs_teacher_ort": ms["teacher_ort"] / ms["fp32_onnx"],
+                "speedup_int8_vs_teacher_int8_ort": ms["teacher_ort_int8"] / ms["int8"],
+                "speedup_teacher_ort_vs_torch": ms["teacher_torch"] / ms["teacher_ort"],
+            }
+        )
     return out
 
 
@@ -192,15 +217,23 @@ def quantize_report(model_dir: str, fp32_path: str, params: dict, length: int = 
 
     task = get_task(params["task"])
     # the dev set and the teacher first: a moved data folder or teacher fails before minutes of work
-    data = dev_data(task.name, model_dir, data_dir_of(params), int(_param(params, "max_length", 128)),
-                    int(_param(params, "eval_limit", 0)))
+    data = dev_data(
+        task.name,
+        model_dir,
+        data_dir_of(params),
+        int(_param(params, "max_length", 128)),
+        int(_param(params, "eval_limit", 0)),
+    )
     teacher = load_model(params["teacher"], task.kind).eval()
     say(f"INT8 dynamic quantisation of {fp32_path} …")
     int8_path = quantize_onnx(fp32_path)
     say(f"dev score of the fp32 and INT8 ONNX students on {len(data.eval_examples)} {task.name} dev examples …")
     fp32, int8 = dev_score(fp32_path, data), dev_score(int8_path, data)
-    out = {"int8_onnx_path": int8_path, "fp32_onnx_mb": os.path.getsize(fp32_path) / 2**20,
-           "int8_onnx_mb": os.path.getsize(int8_path) / 2**20}
+    out = {
+        "int8_onnx_path": int8_path,
+        "fp32_onnx_mb": os.path.getsize(fp32_path) / 2**20,
+        "int8_onnx_mb": os.path.getsize(int8_path) / 2**20,
+    }
     for k in fp32:
         m = k.removeprefix("eval_")
         out[f"fp32_dev_{m}"], out[f"int8_dev_{m}"] = fp32[k], int8[k]
@@ -208,14 +241,18 @@ def quantize_report(model_dir: str, fp32_path: str, params: dict, length: int = 
     drop = 100 * (fp32[f"eval_{main}"] - int8[f"eval_{main}"])  # metrics are on a 0-1 scale: 1 point = 0.01
     out.update({"int8_dev_metric": main, "int8_drop_points": drop, "int8_within_1pt": drop <= MAX_DROP_POINTS})
     if drop > MAX_DROP_POINTS:
-        say(f"warning: the INT8 student loses {drop:.2f} points of dev {main} ({fp32[f'eval_{main}']:.4f} -> "
-            f"{int8[f'eval_{main}']:.4f}), more than {MAX_DROP_POINTS:g}; serve model.onnx (fp32) instead")
+        say(
+            f"warning: the INT8 student loses {drop:.2f} points of dev {main} ({fp32[f'eval_{main}']:.4f} -> "
+            f"{int8[f'eval_{main}']:.4f}), more than {MAX_DROP_POINTS:g}; serve model.onnx (fp32) instead"
+        )
     with tempfile.TemporaryDirectory(prefix="raydistill-teacher-onnx-") as root:
         say(f"ONNX export of the teacher {params['teacher']} (like the student's, to time both in ONNX Runtime) …")
         segments = "token_type_ids" in {i.name for i in ort_session(fp32_path).get_inputs()}
         files = teacher_onnx(params["teacher"], task.kind, root, length, segments)
-        say(f"batch-1 latency, length {length}: INT8 and fp32 ONNX students, the teacher in PyTorch"
-            f"{' and ONNX Runtime (fp32, INT8)' if files else ''}, {rounds} interleaved rounds …")
+        say(
+            f"batch-1 latency, length {length}: INT8 and fp32 ONNX students, the teacher in PyTorch"
+            f"{' and ONNX Runtime (fp32, INT8)' if files else ''}, {rounds} interleaved rounds …"
+        )
         out.update(compare_latency(int8_path, fp32_path, teacher, files, length=length, rounds=rounds))
     return out
 
@@ -224,18 +261,24 @@ def summary_line(r: dict) -> str:
     """The headline compares like with like (ONNX Runtime student / ONNX Runtime teacher); the ratio against the
     PyTorch teacher is labelled cross-runtime."""
     m = r["int8_dev_metric"]
-    head = (f"INT8 ONNX student: dev {m} {r[f'int8_dev_{m}']:.4f} (fp32 {r[f'fp32_dev_{m}']:.4f}, drop "
-            f"{r['int8_drop_points']:.2f} points), {r['int8_onnx_mb']:.1f} MB (fp32 {r['fp32_onnx_mb']:.1f}); batch 1: "
-            f"{r['int8_latency_ms_b1']:.2f} ms (fp32 ONNX {r['fp32_onnx_latency_ms_b1']:.2f} ms)")
-    cross = (f"cross-runtime vs the PyTorch fp32 teacher's {r['teacher_torch_latency_ms_b1']:.2f} ms: "
-             f"{r['speedup_int8_vs_teacher_torch_cross_runtime']:.1f}x (fp32 ONNX "
-             f"{r['speedup_fp32_vs_teacher_torch_cross_runtime']:.1f}x)")
+    head = (
+        f"INT8 ONNX student: dev {m} {r[f'int8_dev_{m}']:.4f} (fp32 {r[f'fp32_dev_{m}']:.4f}, drop "
+        f"{r['int8_drop_points']:.2f} points), {r['int8_onnx_mb']:.1f} MB (fp32 {r['fp32_onnx_mb']:.1f}); batch 1: "
+        f"{r['int8_latency_ms_b1']:.2f} ms (fp32 ONNX {r['fp32_onnx_latency_ms_b1']:.2f} ms)"
+    )
+    cross = (
+        f"cross-runtime vs the PyTorch fp32 teacher's {r['teacher_torch_latency_ms_b1']:.2f} ms: "
+        f"{r['speedup_int8_vs_teacher_torch_cross_runtime']:.1f}x (fp32 ONNX "
+        f"{r['speedup_fp32_vs_teacher_torch_cross_runtime']:.1f}x)"
+    )
     if "speedup_int8_vs_teacher_ort" not in r:
         return f"{head}; same-runtime ratio not measured (teacher not exported); {cross}"
-    return (f"{head}; same runtime (ONNX Runtime): {r['speedup_int8_vs_teacher_ort']:.1f}x the fp32 ONNX teacher's "
-            f"{r['teacher_ort_latency_ms_b1']:.2f} ms (fp32 ONNX student {r['speedup_fp32_vs_teacher_ort']:.1f}x; "
-            f"{r['speedup_int8_vs_teacher_int8_ort']:.1f}x the INT8 ONNX teacher's "
-            f"{r['teacher_ort_int8_latency_ms_b1']:.2f} ms); {cross}")
+    return (
+        f"{head}; same runtime (ONNX Runtime): {r['speedup_int8_vs_teacher_ort']:.1f}x the fp32 ONNX teacher's "
+        f"{r['teacher_ort_latency_ms_b1']:.2f} ms (fp32 ONNX student {r['speedup_fp32_vs_teacher_ort']:.1f}x; "
+        f"{r['speedup_int8_vs_teacher_int8_ort']:.1f}x the INT8 ONNX teacher's "
+        f"{r['teacher_ort_int8_latency_ms_b1']:.2f} ms); {cross}"
+    )
 
 
 def say(msg: str) -> None:

@@ -17,6 +17,7 @@ on for the duration of a ``with`` block (no model surgery, no hooks left behind)
 MiniLM's relations read a layer's queries, keys and values instead: ``AttentionCapture(model, (), qkv={5})`` keeps
 ``cap.qkv[5] = (q, k, v)``, each [B, heads, T, head_size], and lets that layer run sdpa as usual.
 """
+
 from __future__ import annotations
 
 import torch
@@ -33,23 +34,28 @@ CAPTURE_IMPL = "raydistill_capture"
 _ACTIVE: dict[int, tuple["AttentionCapture", int]] = {}
 
 
-def _capture_attention(module, query, key, value, attention_mask, dropout: float = 0.0, scaling: float | None = None,
-                       **kwargs):
+def _capture_attention(
+    module, query, key, value, attention_mask, dropout: float = 0.0, scaling: float | None = None, **kwargs
+):
     hit = _ACTIVE.get(id(module))
     if hit is not None and hit[1] in hit[0].qkv_layers:
         hit[0].qkv[hit[1]] = (query, key, value)
         hit = hit if hit[1] in hit[0].layers else None
     if hit is None:  # no scores wanted from this layer: the fused kernel, as without capture
-        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
-                                      **kwargs)
+        return sdpa_attention_forward(
+            module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
+        )
     capture, layer = hit
     scaling = query.size(-1) ** -0.5 if scaling is None else scaling
     scores = torch.matmul(query, key.transpose(2, 3)) * scaling  # [B, H, Tq, Tk], pre-mask, pre-softmax
     capture.scores[layer] = scores
     weights = scores
     if attention_mask is not None:  # sdpa-style mask: bool (True = attend) or additive float
-        weights = (scores.masked_fill(~attention_mask, torch.finfo(scores.dtype).min)
-                   if attention_mask.dtype == torch.bool else scores + attention_mask)
+        weights = (
+            scores.masked_fill(~attention_mask, torch.finfo(scores.dtype).min)
+            if attention_mask.dtype == torch.bool
+            else scores + attention_mask
+        )
     weights = F.dropout(F.softmax(weights, dim=-1), p=dropout, training=module.training)
     return torch.matmul(weights, value).transpose(1, 2).contiguous(), weights
 
@@ -73,8 +79,11 @@ class AttentionCapture:
         self.model = getattr(model, "module", model)
         layers, qkv = set(layers), set(qkv)
         n = len(encoder_layers(self.model))
-        check(all(isinstance(i, int) and 0 <= i < n for i in layers | qkv), "distill.mapping",
-              f"attention layers {sorted(layers | qkv)} are outside the model's 0..{n - 1}; check the layer mapping")
+        check(
+            all(isinstance(i, int) and 0 <= i < n for i in layers | qkv),
+            "distill.mapping",
+            f"attention layers {sorted(layers | qkv)} are outside the model's 0..{n - 1}; check the layer mapping",
+        )
         self.layers, self.qkv_layers = frozenset(layers), frozenset(qkv)
         self._modules = {id(encoder_layers(self.model)[i].attention.self): i for i in layers | qkv}
         self.scores: dict[int, torch.Tensor] = {}
@@ -85,8 +94,11 @@ class AttentionCapture:
         self.scores, self.qkv = {}, {}
         if not self._modules:
             return self
-        check(not any(k in _ACTIVE for k in self._modules), "distill.mapping", "this model is already inside an "
-                                                                       "AttentionCapture; use one capture per model")
+        check(
+            not any(k in _ACTIVE for k in self._modules),
+            "distill.mapping",
+            "this model is already inside an AttentionCapture; use one capture per model",
+        )
         self._prev = self.model.config._attn_implementation
         self.model.set_attn_implementation(CAPTURE_IMPL)
         _ACTIVE.update({k: (self, i) for k, i in self._modules.items()})

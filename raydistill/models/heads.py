@@ -1,12 +1,18 @@
 """Which Hugging Face head fits which task kind: the ``AutoModelFor…`` class to load it with, and the suffix its
 ``architectures`` entry carries once fine-tuned (how a checkpoint's head is recognised)."""
+
 from __future__ import annotations
 
-_AUTO = {"classification": "AutoModelForSequenceClassification", "regression": "AutoModelForSequenceClassification",
-         "token": "AutoModelForTokenClassification", "qa": "AutoModelForQuestionAnswering",
-         "mlm": "AutoModelForMaskedLM", "base": "AutoModel"}
+_AUTO = {
+    "classification": "AutoModelForSequenceClassification",
+    "regression": "AutoModelForSequenceClassification",
+    "token": "AutoModelForTokenClassification",
+    "qa": "AutoModelForQuestionAnswering",
+    "mlm": "AutoModelForMaskedLM",
+    "base": "AutoModel",
+}
 KINDS = tuple(_AUTO)  # task kinds, plus ``base`` = the encoder without a head
-SUFFIX = {k: v[len("AutoModel"):] for k, v in _AUTO.items() if k != "base"}  # "ForSequenceClassification", …
+SUFFIX = {k: v[len("AutoModel") :] for k, v in _AUTO.items() if k != "base"}  # "ForSequenceClassification", …
 
 
 def auto_class(kind: str):

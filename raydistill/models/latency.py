@@ -1,4 +1,5 @@
 """Student size and speed: parameter count and batch-1 / batch-32 latency, memoised per architecture."""
+
 from __future__ import annotations
 
 import hashlib
@@ -27,14 +28,19 @@ def cpu_name() -> str:
 def arch_key(config, device: str, length: int) -> str:
     keys = ("model_type", "num_hidden_layers", "hidden_size", "intermediate_size", "num_attention_heads", "vocab_size")
     desc = {k: getattr(config, k, None) for k in keys} | {
-        "device": device, "length": length, "threads": torch.get_num_threads(), "torch": torch.__version__,
-        "hardware": torch.cuda.get_device_name() if device == "cuda" else cpu_name()}
+        "device": device,
+        "length": length,
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "hardware": torch.cuda.get_device_name() if device == "cuda" else cpu_name(),
+    }
     return hashlib.sha256(json.dumps(desc, sort_keys=True).encode()).hexdigest()[:16]
 
 
 @torch.no_grad()
-def measure_latency(model, batch_sizes=(1, 32), length: int = 128, device: str = "cpu", repeats: int = 10,
-                    warmup: int = 2) -> dict[str, float]:
+def measure_latency(
+    model, batch_sizes=(1, 32), length: int = 128, device: str = "cpu", repeats: int = 10, warmup: int = 2
+) -> dict[str, float]:
     """Median wall time (ms) of a forward pass at each batch size, sequence length ``length``."""
     model = model.to(device).eval()
     out = {}

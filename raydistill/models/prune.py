@@ -28,6 +28,7 @@ What was kept (``plan``: layers 1-based; heads, neurons and channels as 0-based 
 student's ``prune_plan``; ``checkpoint.save_checkpoint`` writes it beside the weights as ``prune.json``, so the
 exported student and its MLflow artifacts carry it.
 """
+
 from __future__ import annotations
 
 import logging
@@ -48,8 +49,14 @@ LAYER_KEY = re.compile(r"((?:^|\.)encoder\.layer\.)(\d+)(\.)")
 # per dimension of a tensor inside an encoder layer: which kept indices cut it (None = kept whole)
 IN_LAYER = {f"attention.self.{m}.weight": ("heads", "channels") for m in ("query", "key", "value")}
 IN_LAYER.update({f"attention.self.{m}.bias": ("heads",) for m in ("query", "key", "value")})
-IN_LAYER.update({"attention.output.dense.weight": ("channels", "heads"), "intermediate.dense.bias": ("neurons",),
-                 "intermediate.dense.weight": ("neurons", "channels"), "output.dense.weight": ("channels", "neurons")})
+IN_LAYER.update(
+    {
+        "attention.output.dense.weight": ("channels", "heads"),
+        "intermediate.dense.bias": ("neurons",),
+        "intermediate.dense.weight": ("neurons", "channels"),
+        "output.dense.weight": ("channels", "neurons"),
+    }
+)
 
 
 def parse_arg(arg: str | None) -> tuple[str, int | None]:
@@ -58,13 +65,20 @@ def parse_arg(arg: str | None) -> tuple[str, int | None]:
     for part in filter(None, (p.strip() for p in (arg or "").split(","))):
         if part.isdigit():
             n = int(part)
-            check(n >= 1, "student.init", f"prune:{arg} scores the teacher on {n} examples; give at least 1 "
-                  f"(e.g. prune:{DEFAULT_SAMPLES}) or write prune for the default")
+            check(
+                n >= 1,
+                "student.init",
+                f"prune:{arg} scores the teacher on {n} examples; give at least 1 "
+                f"(e.g. prune:{DEFAULT_SAMPLES}) or write prune for the default",
+            )
         elif part in LAYER_RULES:
             rule = part
         else:
-            raise UserError("student.init", f"prune:{arg}: {part!r} is neither a sample size nor a layer rule "
-                            f"({', '.join(LAYER_RULES)}); write e.g. prune, prune:512, prune:block or prune:block,512")
+            raise UserError(
+                "student.init",
+                f"prune:{arg}: {part!r} is neither a sample size nor a layer rule "
+                f"({', '.join(LAYER_RULES)}); write e.g. prune, prune:512, prune:block or prune:block,512",
+            )
     return rule, n
 
 
@@ -73,9 +87,12 @@ def importance(teacher, batches: list[dict]) -> dict:
     (block importance, [layers]) of ``teacher`` over ``batches`` (model inputs), averaged over real tokens."""
     cfg, layers = teacher.config, encoder_layers(teacher)
     n, heads, d = len(layers), cfg.num_attention_heads, cfg.hidden_size // cfg.num_attention_heads
-    acc = {"heads": torch.zeros(n, heads, dtype=torch.float64), "block": torch.zeros(n, dtype=torch.float64),
-           "neurons": torch.zeros(n, cfg.intermediate_size, dtype=torch.float64),
-           "channels": torch.zeros(cfg.hidden_size, dtype=torch.float64)}
+    acc = {
+        "heads": torch.zeros(n, heads, dtype=torch.float64),
+        "block": torch.zeros(n, dtype=torch.float64),
+        "neurons": torch.zeros(n, cfg.intermediate_size, dtype=torch.float64),
+        "channels": torch.zeros(cfg.hidden_size, dtype=torch.float64),
+    }
     mask = {}
 
     def tokens_sum(x):  # Σ over real tokens of x [B, L, ...] → [...]
@@ -83,16 +100,18 @@ def importance(teacher, batches: list[dict]) -> dict:
 
     def on_context(i):
         def hook(mod, args):
-            ctx = args[0].float().unflatten(-1, (heads, d))                       # [B, L, h, d]
-            w = mod.weight.float().unflatten(-1, (heads, d))                      # [H, h, d]
-            gram = torch.einsum("ehd,ehf->hdf", w, w)                   # G = W_hᵀW_h: ‖c W_hᵀ‖² = c G cᵀ
+            ctx = args[0].float().unflatten(-1, (heads, d))  # [B, L, h, d]
+            w = mod.weight.float().unflatten(-1, (heads, d))  # [H, h, d]
+            gram = torch.einsum("ehd,ehf->hdf", w, w)  # G = W_hᵀW_h: ‖c W_hᵀ‖² = c G cᵀ
             sq = torch.einsum("blhd,hdf,blhf->blh", ctx, gram, ctx)
             acc["heads"][i] += tokens_sum(sq.clamp_min(0).sqrt())
+
         return hook
 
     def on_ffn(i):
         def hook(mod, args):
             acc["neurons"][i] += tokens_sum(args[0].abs())
+
         return hook
 
     def on_layer(i):
@@ -101,6 +120,7 @@ def importance(teacher, batches: list[dict]) -> dict:
             y = out[0] if isinstance(out, tuple) else out
             acc["channels"] += tokens_sum(y.abs()) + (tokens_sum(x.abs()) if i == 0 else 0)
             acc["block"][i] += tokens_sum(1 - torch.nn.functional.cosine_similarity(x.float(), y.float(), dim=-1))
+
         return hook
 
     def on_norm(mod, args, out):
@@ -108,10 +128,12 @@ def importance(teacher, batches: list[dict]) -> dict:
 
     hooks = []
     for i, layer in enumerate(layers):
-        hooks += [layer.attention.output.dense.register_forward_pre_hook(on_context(i)),
-                  layer.output.dense.register_forward_pre_hook(on_ffn(i)),
-                  layer.attention.output.LayerNorm.register_forward_hook(on_norm),
-                  layer.register_forward_hook(on_layer(i), with_kwargs=True)]
+        hooks += [
+            layer.attention.output.dense.register_forward_pre_hook(on_context(i)),
+            layer.output.dense.register_forward_pre_hook(on_ffn(i)),
+            layer.attention.output.LayerNorm.register_forward_hook(on_norm),
+            layer.register_forward_hook(on_layer(i), with_kwargs=True),
+        ]
     home, was_training, total = next(teacher.parameters()).device, teacher.training, 0.0
     device = torch.device("cuda") if home.type == "cpu" and torch.cuda.is_available() else home
     teacher.to(device).eval()
@@ -139,14 +161,26 @@ def top(scores, k: int) -> list[int]:
 def plan(scores: dict, layers: list[int], sizes: dict, rule: str, samples: int) -> dict:
     """What a student of ``sizes`` keeps: ``layers`` (1-based teacher layers), then per kept layer its top heads
     and neurons, and the top hidden channels. JSON-ready."""
-    return {"layer_rule": rule, "samples": samples, "layers": list(layers),
-            "heads": [top(scores["heads"][t - 1], sizes["heads"]) for t in layers],
-            "neurons": [top(scores["neurons"][t - 1], sizes["intermediate"]) for t in layers],
-            "channels": top(scores["channels"], sizes["hidden"]),
-            "kept": {"layers": len(layers), "heads_per_layer": sizes["heads"],
-                     "neurons_per_layer": sizes["intermediate"], "channels": sizes["hidden"]},
-            "of": {"layers": len(scores["block"]), "heads_per_layer": scores["heads"].shape[1],
-                   "neurons_per_layer": scores["neurons"].shape[1], "channels": len(scores["channels"])}}
+    return {
+        "layer_rule": rule,
+        "samples": samples,
+        "layers": list(layers),
+        "heads": [top(scores["heads"][t - 1], sizes["heads"]) for t in layers],
+        "neurons": [top(scores["neurons"][t - 1], sizes["intermediate"]) for t in layers],
+        "channels": top(scores["channels"], sizes["hidden"]),
+        "kept": {
+            "layers": len(layers),
+            "heads_per_layer": sizes["heads"],
+            "neurons_per_layer": sizes["intermediate"],
+            "channels": sizes["hidden"],
+        },
+        "of": {
+            "layers": len(scores["block"]),
+            "heads_per_layer": scores["heads"].shape[1],
+            "neurons_per_layer": scores["neurons"].shape[1],
+            "channels": len(scores["channels"]),
+        },
+    }
 
 
 def copy_pruned(teacher, student, kept: dict) -> list[str]:
@@ -155,21 +189,33 @@ def copy_pruned(teacher, student, kept: dict) -> list[str]:
     t_sd, hidden = teacher.state_dict(), teacher.config.hidden_size
     d = hidden // teacher.config.num_attention_heads
     channels = torch.tensor(kept["channels"])
-    per_layer = [{"heads": torch.tensor([h * d + j for h in hs for j in range(d)], dtype=torch.long),
-                  "neurons": torch.tensor(ns, dtype=torch.long), "channels": channels}
-                 for hs, ns in zip(kept["heads"], kept["neurons"])]
+    per_layer = [
+        {
+            "heads": torch.tensor([h * d + j for h in hs for j in range(d)], dtype=torch.long),
+            "neurons": torch.tensor(ns, dtype=torch.long),
+            "channels": channels,
+        }
+        for hs, ns in zip(kept["heads"], kept["neurons"])
+    ]
     left = []
     with torch.no_grad():
         for name, p in student.state_dict().items():
             m = LAYER_KEY.search(name)
-            src = name if m is None else f"{name[:m.start(2)]}{kept['layers'][int(m[2])] - 1}{name[m.end(2):]}"
+            src = name if m is None else f"{name[: m.start(2)]}{kept['layers'][int(m[2])] - 1}{name[m.end(2) :]}"
             t = t_sd.get(src)
-            rules = IN_LAYER.get(name[m.end():], ()) if m else ()
+            rules = IN_LAYER.get(name[m.end() :], ()) if m else ()
             index = per_layer[int(m[2])] if m else {"channels": channels}
             x = t
             for dim in range(t.dim() if t is not None else 0):
-                kind = rules[dim] if dim < len(rules) else None if p.shape[dim] == t.shape[dim] else \
-                    "channels" if t.shape[dim] == hidden else None
+                kind = (
+                    rules[dim]
+                    if dim < len(rules)
+                    else None
+                    if p.shape[dim] == t.shape[dim]
+                    else "channels"
+                    if t.shape[dim] == hidden
+                    else None
+                )
                 if kind is not None:
                     x = x.index_select(dim, index[kind])
             if x is None or x.shape != p.shape:
@@ -181,6 +227,8 @@ def copy_pruned(teacher, student, kept: dict) -> list[str]:
 
 def summary(kept: dict) -> str:
     k, o = kept["kept"], kept["of"]
-    return (f"init prune ({kept['layer_rule']}, {kept['samples']} examples): layers {kept['layers']} of "
-            f"{o['layers']}, {k['heads_per_layer']}/{o['heads_per_layer']} heads and {k['neurons_per_layer']}/"
-            f"{o['neurons_per_layer']} FFN neurons per layer, {k['channels']}/{o['channels']} hidden channels")
+    return (
+        f"init prune ({kept['layer_rule']}, {kept['samples']} examples): layers {kept['layers']} of "
+        f"{o['layers']}, {k['heads_per_layer']}/{o['heads_per_layer']} heads and {k['neurons_per_layer']}/"
+        f"{o['neurons_per_layer']} FFN neurons per layer, {k['channels']}/{o['channels']} hidden channels"
+    )

@@ -25,6 +25,7 @@ whose architecture then wins over the size fields, with a fresh task head when t
 An empty init means the method's default (``Method.default_init``: pkd first_k, distilbert every_other, else random),
 which ``RunConfig`` fills in; a bare ``StudentConfig`` outside a run has no method, so empty means ``random`` here.
 """
+
 from __future__ import annotations
 
 import logging
@@ -43,6 +44,7 @@ log = logging.getLogger(__name__)
 
 
 # ---- layer selection: (M, N, arg) -> 1-based teacher layers ---------------------------------------------------------
+
 
 def _first_k(m: int, n: int, arg: str | None) -> list[int]:
     return list(range(1, m + 1))
@@ -63,8 +65,14 @@ def _uniform(m: int, n: int, arg: str | None) -> list[int]:
 def _explicit(m: int, n: int, arg: str | None) -> list[int]:
     from raydistill.distill.mapping import parse_layer_list
 
-    return parse_layer_list(arg or "", m, n, "student.init", f"layers:{arg}",
-                            f"layers:{arg} is not a comma-separated list of teacher layers, e.g. layers:1,3,5")
+    return parse_layer_list(
+        arg or "",
+        m,
+        n,
+        "student.init",
+        f"layers:{arg}",
+        f"layers:{arg} is not a comma-separated list of teacher layers, e.g. layers:1,3,5",
+    )
 
 
 LAYER_SELECTORS = {"first_k": _first_k, "every_other": _every_other, "uniform": _uniform, "layers": _explicit}
@@ -75,12 +83,17 @@ def init_layers(init: str, m: int, n: int) -> list[int] | None:
     name, _, arg = init.partition(":")
     if name not in LAYER_SELECTORS:
         return None
-    check(m <= n, "student.layers", f"init {name} copies teacher layers, so the student cannot have more layers "
-                                    f"({m}) than the teacher ({n}); lower student.layers or use --init random")
+    check(
+        m <= n,
+        "student.layers",
+        f"init {name} copies teacher layers, so the student cannot have more layers "
+        f"({m}) than the teacher ({n}); lower student.layers or use --init random",
+    )
     return LAYER_SELECTORS[name](m, n, arg or None)
 
 
 # ---- builders --------------------------------------------------------------------------------------------------------
+
 
 def student_config(tc, spec: StudentConfig):
     """The teacher's config ``tc`` (family, vocab, positions, labels, problem_type) with the student's sizes."""
@@ -117,11 +130,17 @@ _COPY_DOC = {  # an init's docstring is its one line in ``python -m raydistill l
 def _layer_copy(name: str):
     def init(teacher, spec: StudentConfig, arg: str | None):
         tc = teacher.config
-        for f, t in (("hidden", tc.hidden_size), ("intermediate", tc.intermediate_size),
-                     ("heads", tc.num_attention_heads)):
-            check(getattr(spec, f) == t, f"student.{f}",
-                  f"init {name} copies teacher layers, so {f} must equal the teacher's {t} (got {getattr(spec, f)}); "
-                  f"use --init random or set student.{f}={t}")
+        for f, t in (
+            ("hidden", tc.hidden_size),
+            ("intermediate", tc.intermediate_size),
+            ("heads", tc.num_attention_heads),
+        ):
+            check(
+                getattr(spec, f) == t,
+                f"student.{f}",
+                f"init {name} copies teacher layers, so {f} must equal the teacher's {t} (got {getattr(spec, f)}); "
+                f"use --init random or set student.{f}={t}",
+            )
         src = init_layers(f"{name}:{arg}" if arg else name, spec.layers, tc.num_hidden_layers)
         student = _fresh(teacher, spec)
         copy_weights(teacher, student, [s - 1 for s in src])
@@ -141,8 +160,12 @@ def copy_weights(teacher, student, teacher_layers: list[int], sliced: bool = Fal
         for name, p in student.state_dict().items():
             src = prune.LAYER_KEY.sub(lambda mt: f"{mt[1]}{teacher_layers[int(mt[2])]}{mt[3]}", name, count=1)
             t = t_sd.get(src)
-            if t is None or t.dim() != p.dim() or t.shape != p.shape and not (
-                    sliced and all(a <= b for a, b in zip(p.shape, t.shape))):
+            if (
+                t is None
+                or t.dim() != p.dim()
+                or t.shape != p.shape
+                and not (sliced and all(a <= b for a, b in zip(p.shape, t.shape)))
+            ):
                 continue
             p.copy_(t[tuple(slice(0, n) for n in p.shape)])
             copied.append(name)
@@ -152,21 +175,29 @@ def copy_weights(teacher, student, teacher_layers: list[int], sliced: bool = Fal
 def _slice(teacher, spec: StudentConfig, arg: str | None):
     """Copy every_other's teacher layers, each tensor cut to the student's shape (module docstring)."""
     tc = teacher.config
-    check(spec.intermediate <= tc.intermediate_size, "student.intermediate",
-          f"init slice cuts teacher tensors, so the student's FFN cannot be wider ({spec.intermediate}) than the "
-          f"teacher's {tc.intermediate_size}; lower student.intermediate or use --init random")
+    check(
+        spec.intermediate <= tc.intermediate_size,
+        "student.intermediate",
+        f"init slice cuts teacher tensors, so the student's FFN cannot be wider ({spec.intermediate}) than the "
+        f"teacher's {tc.intermediate_size}; lower student.intermediate or use --init random",
+    )
     src = init_layers("every_other", spec.layers, tc.num_hidden_layers)
     student = _fresh(teacher, spec)
     copied = set(copy_weights(teacher, student, [s - 1 for s in src], sliced=True))
     left = [n for n in student.state_dict() if n not in copied]
     if left:
-        log.warning("init slice left %d tensors random (no teacher tensor at least as large): %s", len(left),
-                    ", ".join(left))
+        log.warning(
+            "init slice left %d tensors random (no teacher tensor at least as large): %s", len(left), ", ".join(left)
+        )
     d_t, d_s = tc.hidden_size // tc.num_attention_heads, spec.hidden // spec.heads
     if d_s != d_t:
-        log.warning("init slice: the student's head size %d is not the teacher's %d, so each student head is cut "
-                    "from parts of teacher heads; keep the teacher's head size (heads: keep_head_size) or use "
-                    "--init prune", d_s, d_t)
+        log.warning(
+            "init slice: the student's head size %d is not the teacher's %d, so each student head is cut "
+            "from parts of teacher heads; keep the teacher's head size (heads: keep_head_size) or use "
+            "--init prune",
+            d_s,
+            d_t,
+        )
     return student
 
 
@@ -187,8 +218,11 @@ def _prune(teacher, spec: StudentConfig, arg: str | None, examples=None):
     if left:
         log.warning("init prune left %d tensors random: %s", len(left), ", ".join(left))
     if hasattr(teacher.base_model, "embeddings_project") and not hasattr(student.base_model, "embeddings_project"):
-        log.warning("init prune: the student's width %d is the teacher's embedding size, so it has no embedding "
-                    "projection and the teacher's is dropped; pick another width", spec.hidden)
+        log.warning(
+            "init prune: the student's width %d is the teacher's embedding size, so it has no embedding "
+            "projection and the teacher's is dropped; pick another width",
+            spec.hidden,
+        )
     student.prune_plan = kept  # checkpoint.save_checkpoint writes it beside the weights (prune.json)
     log.info(prune.summary(kept))
     return student
@@ -199,34 +233,51 @@ def _checkpoint(teacher, spec: StudentConfig, arg: str | None):
     from transformers import AutoConfig
 
     path = Path(arg or "").expanduser()
-    check(bool(arg) and (path / "config.json").is_file(), "student.init",
-          f"checkpoint:{arg} is not a saved model folder (config.json + weights); "
-          "pass checkpoint:DIR of a saved student")
+    check(
+        bool(arg) and (path / "config.json").is_file(),
+        "student.init",
+        f"checkpoint:{arg} is not a saved model folder (config.json + weights); pass checkpoint:DIR of a saved student",
+    )
     try:
         cfg = AutoConfig.from_pretrained(str(path))
     except (OSError, ValueError, KeyError) as e:
         raise UserError("student.init", f"cannot read the config of checkpoint {arg}: {e}") from None
     tc = teacher.config
     fam = KNOWN_FAMILIES.get(cfg.model_type, cfg.model_type)
-    check(fam == family(teacher) and cfg.vocab_size == tc.vocab_size, "student.init",
-          f"checkpoint {arg} is a {cfg.model_type} model with vocab {cfg.vocab_size} but the teacher is "
-          f"{tc.model_type} with vocab {tc.vocab_size}; distil from a checkpoint of the teacher's family and tokenizer")
-    sizes = {"layers": cfg.num_hidden_layers, "hidden": cfg.hidden_size, "intermediate": cfg.intermediate_size,
-             "heads": cfg.num_attention_heads}
+    check(
+        fam == family(teacher) and cfg.vocab_size == tc.vocab_size,
+        "student.init",
+        f"checkpoint {arg} is a {cfg.model_type} model with vocab {cfg.vocab_size} but the teacher is "
+        f"{tc.model_type} with vocab {tc.vocab_size}; distil from a checkpoint of the teacher's family and tokenizer",
+    )
+    sizes = {
+        "layers": cfg.num_hidden_layers,
+        "hidden": cfg.hidden_size,
+        "intermediate": cfg.intermediate_size,
+        "heads": cfg.num_attention_heads,
+    }
     if any(getattr(spec, k) != v for k, v in sizes.items()):
         log.warning("init checkpoint:%s: using the checkpoint's sizes %s, not the student config's", arg, sizes)
     # the teacher's label set, so the head (fresh unless the checkpoint already has this one) fits the task
     cfg.id2label, cfg.label2id, cfg.problem_type = dict(tc.id2label), dict(tc.label2id), tc.problem_type
     try:
         return auto_class(head_kind(teacher)).from_pretrained(
-            str(path), config=cfg, attn_implementation="sdpa", dtype=torch.float32, ignore_mismatched_sizes=True)
+            str(path), config=cfg, attn_implementation="sdpa", dtype=torch.float32, ignore_mismatched_sizes=True
+        )
     except (OSError, ValueError, RuntimeError) as e:
         raise UserError("student.init", f"cannot load checkpoint {arg}: {e}") from None
 
 
-INITS = {"random": _random, "first_k": _layer_copy("first_k"), "every_other": _layer_copy("every_other"),
-         "uniform": _layer_copy("uniform"), "layers": _layer_copy("layers"), "slice": _slice, "prune": _prune,
-         "checkpoint": _checkpoint}
+INITS = {
+    "random": _random,
+    "first_k": _layer_copy("first_k"),
+    "every_other": _layer_copy("every_other"),
+    "uniform": _layer_copy("uniform"),
+    "layers": _layer_copy("layers"),
+    "slice": _slice,
+    "prune": _prune,
+    "checkpoint": _checkpoint,
+}
 
 
 def build_student(teacher, spec: StudentConfig, examples=None):
@@ -235,10 +286,17 @@ def build_student(teacher, spec: StudentConfig, examples=None):
     init ``prune`` scores the teacher on."""
     spec.validate()
     name, arg = split_init(spec.init)
-    check(name in INITS, "student.init", f"unknown init {spec.init!r}; use one of random, first_k, every_other, "
-                                         "uniform, layers:1,3,5, slice, prune, checkpoint:DIR")
-    check(bool(arg) == (name in ("layers", "checkpoint")) or name == "prune", "student.init",
-          f"{spec.init!r}: only layers:…, checkpoint:… and prune:… take an argument (e.g. layers:1,3,5)")
+    check(
+        name in INITS,
+        "student.init",
+        f"unknown init {spec.init!r}; use one of random, first_k, every_other, "
+        "uniform, layers:1,3,5, slice, prune, checkpoint:DIR",
+    )
+    check(
+        bool(arg) == (name in ("layers", "checkpoint")) or name == "prune",
+        "student.init",
+        f"{spec.init!r}: only layers:…, checkpoint:… and prune:… take an argument (e.g. layers:1,3,5)",
+    )
     encoder_layers(teacher)  # fails early for a non-BERT layout
     if name == "prune":
         return _prune(teacher, spec, arg or None, examples)

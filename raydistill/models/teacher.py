@@ -3,6 +3,7 @@
 Supported: any BERT/RoBERTa-like encoder, i.e. ``base_model.embeddings`` and
 ``base_model.encoder.layer[i].attention.self`` (bert, roberta, xlm-roberta, camembert, electra, …); layer mapping, layer copying and attention capture rely on it.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -15,13 +16,24 @@ from raydistill.common.hub import hub_reachable, is_local
 from raydistill.models.heads import KINDS, SUFFIX, auto_class
 
 # model_type -> family; other model types are accepted when they have the same encoder layout (check_structure)
-KNOWN_FAMILIES = {"bert": "bert", "roberta": "roberta", "xlm-roberta": "roberta", "camembert": "roberta",
-                  "electra": "electra"}
+KNOWN_FAMILIES = {
+    "bert": "bert",
+    "roberta": "roberta",
+    "xlm-roberta": "roberta",
+    "camembert": "roberta",
+    "electra": "electra",
+}
 _SUPPORTED = "only BERT/RoBERTa-like encoders (bert, roberta, xlm-roberta, electra, …) are supported; pick one"
 
 
-def load_model(name_or_dir: str, kind: str, num_labels: int | None = None, trust_remote_code: bool = False,
-               attn_implementation: str = "sdpa", field: str = "teacher"):
+def load_model(
+    name_or_dir: str,
+    kind: str,
+    num_labels: int | None = None,
+    trust_remote_code: bool = False,
+    attn_implementation: str = "sdpa",
+    field: str = "teacher",
+):
     """Load ``name_or_dir`` with the ``AutoModelFor…`` class of ``kind`` (classification | regression | token | qa |
     mlm | base). ``num_labels`` builds a fresh head of that size when the checkpoint has none; a checkpoint whose own
     head has a different size is a UserError (it was fine-tuned on another label set)."""
@@ -31,10 +43,17 @@ def load_model(name_or_dir: str, kind: str, num_labels: int | None = None, trust
     name_or_dir = str(name_or_dir)
     if is_local(name_or_dir):
         path = Path(name_or_dir).expanduser()
-        check(path.is_dir(), field, f"{name_or_dir} does not exist or is not a folder; pass a saved model folder "
-                                    "(config.json + weights) or a Hugging Face hub name")
-        check((path / "config.json").is_file(), field, f"{name_or_dir} has no config.json; pass the folder that "
-                                                       "save_pretrained wrote")
+        check(
+            path.is_dir(),
+            field,
+            f"{name_or_dir} does not exist or is not a folder; pass a saved model folder "
+            "(config.json + weights) or a Hugging Face hub name",
+        )
+        check(
+            (path / "config.json").is_file(),
+            field,
+            f"{name_or_dir} has no config.json; pass the folder that save_pretrained wrote",
+        )
         name_or_dir = str(path)
     # offline: a hub name can still come from the local Hugging Face cache, without minutes of retries
     offline = {} if is_local(name_or_dir) or hub_reachable() else {"local_files_only": True}
@@ -53,11 +72,14 @@ def load_model(name_or_dir: str, kind: str, num_labels: int | None = None, trust
             check(False, field, f"{name_or_dir} is a {cfg.model_type!r} model; {_SUPPORTED}")
 
     mismatch = False
-    if kind in ("classification", "regression", "token") and num_labels is not None \
-            and cfg.num_labels != num_labels:
+    if kind in ("classification", "regression", "token") and num_labels is not None and cfg.num_labels != num_labels:
         own_head = SUFFIX[kind] in " ".join(cfg.architectures or [])
-        check(not own_head, field, f"{name_or_dir} has a {cfg.num_labels}-label head but the task has "
-                                   f"{num_labels} label(s); pass a model fine-tuned on this task (or a plain encoder)")
+        check(
+            not own_head,
+            field,
+            f"{name_or_dir} has a {cfg.num_labels}-label head but the task has "
+            f"{num_labels} label(s); pass a model fine-tuned on this task (or a plain encoder)",
+        )
         cfg.id2label = {i: f"LABEL_{i}" for i in range(num_labels)}  # fresh head of the task's size
         cfg.label2id = {v: k for k, v in cfg.id2label.items()}
         mismatch = True  # a head of another task (e.g. classifier.* of a different size) is re-initialised
@@ -65,8 +87,13 @@ def load_model(name_or_dir: str, kind: str, num_labels: int | None = None, trust
         cfg.problem_type = "regression"
     try:
         model = auto_class(kind).from_pretrained(
-            name_or_dir, config=cfg, trust_remote_code=trust_remote_code, attn_implementation=attn_implementation,
-            ignore_mismatched_sizes=mismatch, **offline)
+            name_or_dir,
+            config=cfg,
+            trust_remote_code=trust_remote_code,
+            attn_implementation=attn_implementation,
+            ignore_mismatched_sizes=mismatch,
+            **offline,
+        )
     except (OSError, ValueError, RuntimeError) as e:  # no/corrupt weights, unsupported head for this family
         raise UserError(field, f"cannot load {name_or_dir} as a {kind} model: {_first_line(e)}") from None
     check_structure(model, name_or_dir, field)
@@ -86,8 +113,12 @@ def check_structure(model, name: str = "model", field: str = "teacher") -> None:
     """Refuse models without the BERT layout that layer mapping, layer copying and attention capture rely on."""
     base = model.base_model
     layers = getattr(getattr(base, "encoder", None), "layer", None)
-    ok = (hasattr(base, "embeddings") and layers is not None and len(layers) > 0
-          and all(hasattr(getattr(getattr(layer, "attention", None), "self", None), "query") for layer in layers))
+    ok = (
+        hasattr(base, "embeddings")
+        and layers is not None
+        and len(layers) > 0
+        and all(hasattr(getattr(getattr(layer, "attention", None), "self", None), "query") for layer in layers)
+    )
     check(ok, field, f"{name} is a {model.config.model_type!r} model; {_SUPPORTED}")
 
 

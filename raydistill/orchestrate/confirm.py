@@ -2,6 +2,7 @@
 validation score wins (``search.confirm: {top: k, seeds: s}``). One validation score is a draw from a noisy
 distribution; the best of N draws is biased upward, most on small tasks, so the search's pick is re-drawn before it is
 believed. The confirmation runs are child runs of the sweep like its trials, tagged ``raydistill.confirm_of``."""
+
 from __future__ import annotations
 
 import os
@@ -26,21 +27,25 @@ def confirm_points(rows: list[dict], seed: int, seeds: int) -> list[dict]:
     return [{**r["config"], "seed": seed + j, "confirm_of": r["trial"]} for r in rows for j in range(1, seeds + 1)]
 
 
-def run_confirm(points: list[dict], base, *, storage: str, name: str, parent: str, opts: dict, n_at_once: int,
-                resume: bool) -> list:
+def run_confirm(
+    points: list[dict], base, *, storage: str, name: str, parent: str, opts: dict, n_at_once: int, resume: bool
+) -> list:
     """Train every point (a trial config with its seed and the trial it repeats) as a trial of its own Tune
     experiment ``NAME-confirm`` beside the sweep's, with the sweep's ``opts`` (``tuner.trial_opts``); returns the Tune
     results. Restored on ``resume``."""
     trainable = trainable_for(base, parent=parent, storage=storage, name=name, opts=opts)
     exp = f"{name}-confirm"
     if resume and tune.Tuner.can_restore(os.path.join(storage, exp)):
-        tuner = tune.Tuner.restore(os.path.join(storage, exp), trainable=trainable, resume_unfinished=True,
-                                   resume_errored=False)
+        tuner = tune.Tuner.restore(
+            os.path.join(storage, exp), trainable=trainable, resume_unfinished=True, resume_errored=False
+        )
     else:
         tuner = tune.Tuner(
-            trainable, param_space={"point": tune.grid_search(points)},
+            trainable,
+            param_space={"point": tune.grid_search(points)},
             run_config=tune.RunConfig(name=exp, storage_path=storage, verbose=0, failure_config=failure_config(opts)),
-            tune_config=tune.TuneConfig(num_samples=1, max_concurrent_trials=n_at_once))
+            tune_config=tune.TuneConfig(num_samples=1, max_concurrent_trials=n_at_once),
+        )
     return list(tuner.fit())
 
 
@@ -61,8 +66,19 @@ def confirmed_rows(rows: list[dict], confirm_rows: list[dict], metric: str, repo
         mean = sum(vals) / len(vals)
         # the order selection.pick_confirmed (raydistill.best) ranks by: mean, then more seeds, then the lowest trial id
         rank = (-sign * mean, -len(seeds), min(s["trial"] for s in seeds))
-        out.append((rank, {"config_of": origin, "seeds": len(seeds), f"mean_{metric}": mean,
-                           f"mean_{report}": sum(devs) / len(devs) if devs else None,
-                           f"range_{report}": (max(devs) - min(devs)) if devs else None,
-                           "exported_trial": pick["trial"], metric: pick[metric], report: pick.get(report)}))
+        out.append(
+            (
+                rank,
+                {
+                    "config_of": origin,
+                    "seeds": len(seeds),
+                    f"mean_{metric}": mean,
+                    f"mean_{report}": sum(devs) / len(devs) if devs else None,
+                    f"range_{report}": (max(devs) - min(devs)) if devs else None,
+                    "exported_trial": pick["trial"],
+                    metric: pick[metric],
+                    report: pick.get(report),
+                },
+            )
+        )
     return [row for _, row in sorted(out, key=lambda x: x[0])]

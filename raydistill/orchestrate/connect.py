@@ -1,4 +1,5 @@
 """Joining Ray: the cluster in RAY_ADDRESS, or a local Ray of this command's own (two commands on one host never mix)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -29,9 +30,12 @@ def init_ray(num_cpus: int | None = None, log_to_driver: bool = True, verbose: b
         from raydistill.common.errors import UserError
 
         if address.startswith(("http://", "https://")):
-            raise UserError("RAY_ADDRESS", f"{address} is a dashboard / job API address: submit the command with "
-                            f"`ray job submit --address {address} -- python -m ...`, or set RAY_ADDRESS to the "
-                            "cluster's GCS address (HOST:6379)")
+            raise UserError(
+                "RAY_ADDRESS",
+                f"{address} is a dashboard / job API address: submit the command with "
+                f"`ray job submit --address {address} -- python -m ...`, or set RAY_ADDRESS to the "
+                "cluster's GCS address (HOST:6379)",
+            )
         try:
             ray.init(address=address, log_to_driver=True)
         except Exception as e:
@@ -41,10 +45,13 @@ def init_ray(num_cpus: int | None = None, log_to_driver: bool = True, verbose: b
                 c = c.__cause__ or c.__context__
             if any("InvalidAuthToken" in t or "AuthenticationError" in t for t in chain):
                 mode = os.environ.get("RAY_AUTH_MODE", "unset")
-                raise UserError("RAY_ADDRESS", f"the cluster at {address} refused this client's token "
-                                f"(RAY_AUTH_MODE is {mode}): export RAY_AUTH_MODE=token and the cluster's token "
-                                "as RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token "
-                                "(docs/CLUSTER.md, section 2)") from None
+                raise UserError(
+                    "RAY_ADDRESS",
+                    f"the cluster at {address} refused this client's token "
+                    f"(RAY_AUTH_MODE is {mode}): export RAY_AUTH_MODE=token and the cluster's token "
+                    "as RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token "
+                    "(docs/CLUSTER.md, section 2)",
+                ) from None
             raise
         from raydistill.orchestrate.guard import watch
 
@@ -72,9 +79,16 @@ def start_local(num_cpus: int | None, log_to_driver: bool, verbose: bool) -> Non
         before = _children()
         try:
             with _environ({**env, "RAY_API_SERVER_ADDRESS": f"http://127.0.0.1:{port}"}):
-                ray.init(address="local", num_cpus=num_cpus, include_dashboard=True, dashboard_host="127.0.0.1",
-                         dashboard_port=port, logging_level=logging.INFO if verbose else logging.WARNING,
-                         log_to_driver=log_to_driver, configure_logging=False)
+                ray.init(
+                    address="local",
+                    num_cpus=num_cpus,
+                    include_dashboard=True,
+                    dashboard_host="127.0.0.1",
+                    dashboard_port=port,
+                    logging_level=logging.INFO if verbose else logging.WARNING,
+                    log_to_driver=log_to_driver,
+                    configure_logging=False,
+                )
             return
         except Exception as e:  # noqa: BLE001 - only a lost port race is tried again
             if attempt == PORT_TRIES or not port_taken(e):
@@ -82,16 +96,22 @@ def start_local(num_cpus: int | None, log_to_driver: bool, verbose: bool) -> Non
             _stop(_children() - before)  # the half-started Ray (its GCS, monitor, reaper) of the failed try
             with contextlib.suppress(Exception):
                 ray.shutdown()
-            print(f"raydistill: port {port} was taken before Ray's dashboard bound it; starting Ray again on another "
-                  f"(try {attempt + 1} of {PORT_TRIES})", file=sys.stderr, flush=True)
+            print(
+                f"raydistill: port {port} was taken before Ray's dashboard bound it; starting Ray again on another "
+                f"(try {attempt + 1} of {PORT_TRIES})",
+                file=sys.stderr,
+                flush=True,
+            )
 
 
 def port_taken(e: BaseException) -> bool:
     """Whether a failed local start lost the race for its dashboard port (Ray's own check of the port, or the
     dashboard's bind, which ray.init reports with the tail of dashboard.log)."""
     text = f"{e}"
-    return any(m in text for m in ("already occupied", "Failed to find a valid port", "Address already in use",
-                                   "address already in use"))
+    return any(
+        m in text
+        for m in ("already occupied", "Failed to find a valid port", "Address already in use", "address already in use")
+    )
 
 
 def _children() -> set[int]:

@@ -12,6 +12,7 @@ gone, the driver blocks in Ray for minutes and a SIGTERM waits behind it. So:
 * a watchdog thread in the driver connects to the cluster's GCS port every ``POLL_S``; unreachable for ``LOST_S``,
   it ends the driver (``os._exit``), and the guardian says why.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -51,8 +52,10 @@ def lost_line(address: str, runs: dict) -> str:
     else:
         how = "run the command again"
     ids = ", ".join(runs) or "none"
-    return (f"error: RAY_ADDRESS: the Ray cluster at {address} went away mid-command; MLflow run(s) {ids} marked "
-            f"FAILED; {how} once RAY_ADDRESS names a live cluster")
+    return (
+        f"error: RAY_ADDRESS: the Ray cluster at {address} went away mid-command; MLflow run(s) {ids} marked "
+        f"FAILED; {how} once RAY_ADDRESS names a live cluster"
+    )
 
 
 def watch(address: str) -> None:
@@ -64,8 +67,12 @@ def watch(address: str) -> None:
 
     _address = address
 
-    _guardian = subprocess.Popen([sys.executable, "-m", "raydistill.orchestrate.guard", address],
-                                 stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    _guardian = subprocess.Popen(
+        [sys.executable, "-m", "raydistill.orchestrate.guard", address],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+    )
     track.WATCHERS.append(_tell)
     atexit.register(release)
     threading.Thread(target=_watchdog, args=(address,), name="raydistill-cluster-watchdog", daemon=True).start()
@@ -85,13 +92,27 @@ def release() -> None:
             pass
 
 
-def _tell(event: str, uri: str, run_id: str, name: str | None = None, tags: dict | None = None,
-          params: dict | None = None, status: str | None = None) -> None:
+def _tell(
+    event: str,
+    uri: str,
+    run_id: str,
+    name: str | None = None,
+    tags: dict | None = None,
+    params: dict | None = None,
+    status: str | None = None,
+) -> None:
     with _lock:
         if _guardian is None:
             return
-        msg = {"event": event, "uri": uri, "run_id": run_id, "name": name, "role": (tags or {}).get("raydistill.role"),
-               "space": (params or {}).get("space"), "status": status}
+        msg = {
+            "event": event,
+            "uri": uri,
+            "run_id": run_id,
+            "name": name,
+            "role": (tags or {}).get("raydistill.role"),
+            "space": (params or {}).get("space"),
+            "status": status,
+        }
         follow(_opened, msg)
         _send(msg)
 
@@ -131,8 +152,11 @@ def say(line: str) -> None:
 def _ray_failure(e: BaseException) -> bool:
     import ray.exceptions as rx
 
-    kinds = tuple(getattr(rx, k) for k in ("RayActorError", "ActorUnavailableError", "RaySystemError", "NodeDiedError")
-                  if hasattr(rx, k))
+    kinds = tuple(
+        getattr(rx, k)
+        for k in ("RayActorError", "ActorUnavailableError", "RaySystemError", "NodeDiedError")
+        if hasattr(rx, k)
+    )
     seen = 0
     while e is not None and seen < 10:
         if isinstance(e, kinds):
@@ -160,8 +184,9 @@ def _end(runs: dict, reason: str) -> None:
         try:
             c = track.client(r["uri"])
             exp = c.get_run(run_id).info.experiment_id
-            for child in c.search_runs([exp], filter_string=f"tags.`mlflow.parentRunId` = '{run_id}' and "
-                                                             "attributes.status = 'RUNNING'"):
+            for child in c.search_runs(
+                [exp], filter_string=f"tags.`mlflow.parentRunId` = '{run_id}' and attributes.status = 'RUNNING'"
+            ):
                 track.set_tags(r["uri"], child.info.run_id, {"error": reason})
                 track.end_run(r["uri"], child.info.run_id, "FAILED")
             if not r.get("ended"):  # one the driver ended FAILED itself keeps its own reason
@@ -209,8 +234,12 @@ def main(address: str) -> None:
             print(lost_line(address, runs), file=sys.stderr, flush=True)
     elif runs:
         _end(runs, "the driver process died")
-        print(f"error: the driver died (the Ray cluster at {address} is still up); MLflow run(s) {', '.join(runs)} "
-              "marked FAILED", file=sys.stderr, flush=True)
+        print(
+            f"error: the driver died (the Ray cluster at {address} is still up); MLflow run(s) {', '.join(runs)} "
+            "marked FAILED",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ trains in the trial function and holds that worker's CPUs instead: the same dema
 whole trials the cluster's CPUs and GPUs hold, capped by ``--max-concurrent`` and the number of trials. A trial
 that can never be placed is refused here, before it would sit PENDING forever.
 """
+
 from __future__ import annotations
 
 import math
@@ -94,26 +95,39 @@ def gpu_memory(device) -> dict:
     import torch
 
     mib = float(1 << 20)
-    return {"gpu_memory_mb": torch.cuda.memory_allocated(device) / mib,
-            "gpu_peak_memory_mb": torch.cuda.max_memory_allocated(device) / mib,
-            "gpu_reserved_mb": torch.cuda.memory_reserved(device) / mib}
+    return {
+        "gpu_memory_mb": torch.cuda.memory_allocated(device) / mib,
+        "gpu_peak_memory_mb": torch.cuda.max_memory_allocated(device) / mib,
+        "gpu_reserved_mb": torch.cuda.memory_reserved(device) / mib,
+    }
 
 
 def concurrency(demand: TrialDemand, cluster: Cluster, max_concurrent: int | None, num_samples: int) -> int:
     """Trials at once: as many as the cluster holds, at most ``max_concurrent`` and ``num_samples``. Raises a
     UserError naming the flag when one trial asks for more than the cluster has."""
-    check(max_concurrent is None or max_concurrent >= 1, "max_concurrent",
-          f"must be >= 1 (or left out: as many trials as the cluster holds), got {max_concurrent}")
+    check(
+        max_concurrent is None or max_concurrent >= 1,
+        "max_concurrent",
+        f"must be >= 1 (or left out: as many trials as the cluster holds), got {max_concurrent}",
+    )
     if demand.cpus > cluster.cpus + 1e-9:
-        raise UserError("cpus_per_worker", f"one trial asks for {demand.num_workers} worker(s) × "
-                        f"{demand.cpus_per_worker:g} CPU = {demand.cpus:g} CPUs, but the cluster has {cluster.cpus:g}; "
-                        "lower --num-workers or --cpus-per-worker")
+        raise UserError(
+            "cpus_per_worker",
+            f"one trial asks for {demand.num_workers} worker(s) × "
+            f"{demand.cpus_per_worker:g} CPU = {demand.cpus:g} CPUs, but the cluster has {cluster.cpus:g}; "
+            "lower --num-workers or --cpus-per-worker",
+        )
     if demand.gpus > cluster.gpus + 1e-9:
-        fix = ("lower --num-workers or --gpus-per-worker (a fraction such as 0.25 packs trials per GPU)"
-               if cluster.gpus else "drop --use-gpu, or run on a cluster with GPUs")
-        raise UserError("gpus_per_worker", f"one trial asks for {demand.num_workers} worker(s) × "
-                        f"{demand.gpus_per_worker:g} GPU = {demand.gpus:g} GPUs, but the cluster has {cluster.gpus:g}; "
-                        + fix)
+        fix = (
+            "lower --num-workers or --gpus-per-worker (a fraction such as 0.25 packs trials per GPU)"
+            if cluster.gpus
+            else "drop --use-gpu, or run on a cluster with GPUs"
+        )
+        raise UserError(
+            "gpus_per_worker",
+            f"one trial asks for {demand.num_workers} worker(s) × "
+            f"{demand.gpus_per_worker:g} GPU = {demand.gpus:g} GPUs, but the cluster has {cluster.gpus:g}; " + fix,
+        )
     fits = [math.floor(cluster.cpus / demand.cpus + 1e-9)]
     if demand.gpus:
         fits.append(math.floor(cluster.gpus / demand.gpus + 1e-9))

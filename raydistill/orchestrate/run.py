@@ -1,5 +1,6 @@
 """One distillation run on Ray Train: a TorchTrainer with N DDP workers (gloo on CPU, NCCL on GPU), per-epoch report
 and checkpoint, MLflow logging from the Train controller, export of the best epoch's student."""
+
 from __future__ import annotations
 
 import glob
@@ -48,9 +49,14 @@ def _worker(config: dict) -> None:
 
     # to the process's real stderr: Ray forwards it to the driver's stderr (stdout's last line is the command's
     # JSON), and Ray Train's print patch would log a sys.stderr print twice
-    ctx = Context(rank=rank, world_size=tctx.get_world_size(), device=device,
-                  resume_dir=resume_dir, report=report, log=(lambda m: print(f"[rank0] {m}", file=sys.__stderr__, flush=True))
-                  if rank == 0 else (lambda m: None))
+    ctx = Context(
+        rank=rank,
+        world_size=tctx.get_world_size(),
+        device=device,
+        resume_dir=resume_dir,
+        report=report,
+        log=(lambda m: print(f"[rank0] {m}", file=sys.__stderr__, flush=True)) if rank == 0 else (lambda m: None),
+    )
     try:
         run(cfg, ctx)
     finally:
@@ -68,9 +74,18 @@ class MlflowEpochCallback(UserCallback):
         log_epoch(self.tracking_uri, self.run_id, metrics[0])
 
 
-def make_trainer(cfg: RunConfig, *, name: str, storage_path: str, callbacks=(), max_failures: int = 0,
-                 placement_strategy: str = "PACK", cpus_per_worker: float = 1, gpus_per_worker: float | None = None,
-                 verbose: bool = False):
+def make_trainer(
+    cfg: RunConfig,
+    *,
+    name: str,
+    storage_path: str,
+    callbacks=(),
+    max_failures: int = 0,
+    placement_strategy: str = "PACK",
+    cpus_per_worker: float = 1,
+    gpus_per_worker: float | None = None,
+    verbose: bool = False,
+):
     from ray.train import CheckpointConfig, FailureConfig, LoggingConfig, RunConfig as TrainRunConfig, ScalingConfig
     from ray.train.torch import TorchConfig, TorchTrainer
 
@@ -83,14 +98,22 @@ def make_trainer(cfg: RunConfig, *, name: str, storage_path: str, callbacks=(), 
         _worker,
         train_loop_config={"cfg": cfg.to_dict(), "threads": threads(cpus_per_worker)},
         torch_config=TorchConfig(backend="nccl" if cfg.train.use_gpu else "gloo"),
-        scaling_config=ScalingConfig(num_workers=cfg.train.num_workers, use_gpu=cfg.train.use_gpu,
-                                     resources_per_worker=resources, placement_strategy=placement_strategy),
-        run_config=TrainRunConfig(name=name, storage_path=storage_path, callbacks=list(callbacks),
-                                  failure_config=FailureConfig(max_failures=max_failures),
-                                  checkpoint_config=CheckpointConfig(num_to_keep=KEEP),
-                                  # Ray Train's own INFO lines (worker group start, every report and checkpoint)
-                                  # drown the run's progress; its log files keep them all
-                                  logging_config=LoggingConfig(log_level="INFO" if verbose else "WARNING")),
+        scaling_config=ScalingConfig(
+            num_workers=cfg.train.num_workers,
+            use_gpu=cfg.train.use_gpu,
+            resources_per_worker=resources,
+            placement_strategy=placement_strategy,
+        ),
+        run_config=TrainRunConfig(
+            name=name,
+            storage_path=storage_path,
+            callbacks=list(callbacks),
+            failure_config=FailureConfig(max_failures=max_failures),
+            checkpoint_config=CheckpointConfig(num_to_keep=KEEP),
+            # Ray Train's own INFO lines (worker group start, every report and checkpoint)
+            # drown the run's progress; its log files keep them all
+            logging_config=LoggingConfig(log_level="INFO" if verbose else "WARNING"),
+        ),
     )
 
 
@@ -158,9 +181,14 @@ def fit_in_process(cfg: RunConfig, *, run_dir: str, threads: int, resume: bool, 
         last.clear()
         last.update(metrics)
 
-    ctx = Context(rank=0, world_size=1, device=torch.device("cpu"),
-                  resume_dir=os.path.join(kept[-1], "checkpoint") if kept else None, report=report,
-                  log=lambda m: print(f"[rank0] {m}", file=sys.__stderr__, flush=True))
+    ctx = Context(
+        rank=0,
+        world_size=1,
+        device=torch.device("cpu"),
+        resume_dir=os.path.join(kept[-1], "checkpoint") if kept else None,
+        report=report,
+        log=lambda m: print(f"[rank0] {m}", file=sys.__stderr__, flush=True),
+    )
     run(cfg, ctx)
     return last, _checkpoints(run_dir)[-1]
 
@@ -170,7 +198,7 @@ def final_metrics(last: dict) -> dict:
     student it exports, chosen on val) rather than of the last; ``epoch`` stays the last epoch and ``best_epoch``
     names the best."""
     out = {k: v for k, v in last.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
-    return {**out, **{k[len("best_"):]: v for k, v in out.items() if k.startswith(("best_eval_", "best_val_"))}}
+    return {**out, **{k[len("best_") :]: v for k, v in out.items() if k.startswith(("best_eval_", "best_val_"))}}
 
 
 def augment_params(cfg: RunConfig) -> dict:
@@ -184,10 +212,22 @@ def augment_params(cfg: RunConfig) -> dict:
         return {f"augment_{k}": v for k, v in json.load(f).items()}
 
 
-def execute(cfg: RunConfig, *, storage_path: str, name: str, parent_run_id: str | None = None,
-            callbacks=(), max_failures: int = 0, placement_strategy: str = "PACK", tags: dict | None = None,
-            resume_run_id: str | None = None, cpus_per_worker: float = 1, gpus_per_worker: float | None = None,
-            verbose: bool = False, in_process=None) -> dict:
+def execute(
+    cfg: RunConfig,
+    *,
+    storage_path: str,
+    name: str,
+    parent_run_id: str | None = None,
+    callbacks=(),
+    max_failures: int = 0,
+    placement_strategy: str = "PACK",
+    tags: dict | None = None,
+    resume_run_id: str | None = None,
+    cpus_per_worker: float = 1,
+    gpus_per_worker: float | None = None,
+    verbose: bool = False,
+    in_process=None,
+) -> dict:
     """One distillation run end to end: MLflow run, TorchTrainer.fit, student export, size and latency.
 
     Returns the final metrics (``val_*`` and ``eval_*`` of the best epoch by val, ``best_epoch``, ``student_params``, ``latency_ms_b*``)
@@ -205,10 +245,16 @@ def execute(cfg: RunConfig, *, storage_path: str, name: str, parent_run_id: str 
 
     t0 = time.perf_counter()
     uri = cfg.tracking_uri
-    params = {**cfg.to_params(), "world_size": cfg.train.num_workers, "data_fingerprint": data_fingerprint(cfg),
-              "teacher_fingerprint": fingerprint(cfg.teacher), **augment_params(cfg)}
-    run_id = resume_run_id or track.start_run(uri, cfg.experiment, cfg.run_name or name, params, tags=tags,
-                                              parent_run_id=parent_run_id)
+    params = {
+        **cfg.to_params(),
+        "world_size": cfg.train.num_workers,
+        "data_fingerprint": data_fingerprint(cfg),
+        "teacher_fingerprint": fingerprint(cfg.teacher),
+        **augment_params(cfg),
+    }
+    run_id = resume_run_id or track.start_run(
+        uri, cfg.experiment, cfg.run_name or name, params, tags=tags, parent_run_id=parent_run_id
+    )
     try:  # from here on the run ends FINISHED, FAILED or KILLED, never left RUNNING
         if not resume_run_id:
             track.log_datasets(uri, run_id, datasets(cfg))  # re-reads and hashes the data: it can fail too
@@ -222,13 +268,25 @@ def execute(cfg: RunConfig, *, storage_path: str, name: str, parent_run_id: str 
                 in_process(metrics)
 
             t1 = time.perf_counter()
-            last, checkpoint = fit_in_process(cfg, run_dir=os.path.join(storage_path, name), resume=bool(resume_run_id),
-                                              threads=threads(cpus_per_worker), on_epoch=on_epoch)
+            last, checkpoint = fit_in_process(
+                cfg,
+                run_dir=os.path.join(storage_path, name),
+                resume=bool(resume_run_id),
+                threads=threads(cpus_per_worker),
+                on_epoch=on_epoch,
+            )
         else:
-            trainer = make_trainer(cfg, name=name, storage_path=storage_path, max_failures=max_failures,
-                                   placement_strategy=placement_strategy, cpus_per_worker=cpus_per_worker,
-                                   gpus_per_worker=gpus_per_worker, verbose=verbose,
-                                   callbacks=[MlflowEpochCallback(uri, run_id), *callbacks])
+            trainer = make_trainer(
+                cfg,
+                name=name,
+                storage_path=storage_path,
+                max_failures=max_failures,
+                placement_strategy=placement_strategy,
+                cpus_per_worker=cpus_per_worker,
+                gpus_per_worker=gpus_per_worker,
+                verbose=verbose,
+                callbacks=[MlflowEpochCallback(uri, run_id), *callbacks],
+            )
             t1 = time.perf_counter()
             result = trainer.fit()
             if result.error:
@@ -242,8 +300,14 @@ def execute(cfg: RunConfig, *, storage_path: str, name: str, parent_run_id: str 
         from raydistill.tasks import get_task
 
         kind = get_task(cfg.task).kind
-        card = student_card(student_dir, task=cfg.task, teacher=cfg.teacher, method=cfg.distill.method,
-                            pipeline_tag=track.PIPELINES[kind], metrics=final)
+        card = student_card(
+            student_dir,
+            task=cfg.task,
+            teacher=cfg.teacher,
+            method=cfg.distill.method,
+            pipeline_tag=track.PIPELINES[kind],
+            metrics=final,
+        )
         track.log_student_model(uri, run_id, student_dir, kind, card)  # the UI's Models column
         t3 = time.perf_counter()
         # where the run's seconds went outside the workers' loop (Ray Train start and stop, MLflow, export)

@@ -1,5 +1,6 @@
 """Optuna TPE (or random search) and ASHA as Tune drives them, with the two behaviours a sweep needs: a trial ASHA stopped is PRUNED (not
 a finished value), a repeated proposal is answered from the finished trial; ASHA never stops a trial at its last epoch."""
+
 from __future__ import annotations
 
 import os
@@ -11,8 +12,9 @@ from ray.tune.search.optuna import OptunaSearch
 from raydistill.tracking.track import RESULTS_DIR
 
 
-def make_searcher(spec, base, *, metric: str, mode: str, name: str, teacher, n_at_once: int,
-                  multi_objective: str | None):
+def make_searcher(
+    spec, base, *, metric: str, mode: str, name: str, teacher, n_at_once: int, multi_objective: str | None
+):
     """TPE over the space (with ``multi_objective``, a metric every report carries, minimised beside ``metric``), its study in an Optuna RDB beside the MLflow store (a resumed sweep continues it), the
     space's published recipes enqueued first, at most ``n_at_once`` proposals out at a time."""
     import optuna
@@ -23,17 +25,28 @@ def make_searcher(spec, base, *, metric: str, mode: str, name: str, teacher, n_a
     metrics = [metric, multi_objective] if multi_objective else metric
     modes = [mode, "min"] if multi_objective else mode
     uri = base.tracking_uri
-    db = uri[len("sqlite:///"):] if uri.startswith("sqlite:///") else os.path.join(os.path.abspath(RESULTS_DIR), "mlflow.db")
+    db = (
+        uri[len("sqlite:///") :]
+        if uri.startswith("sqlite:///")
+        else os.path.join(os.path.abspath(RESULTS_DIR), "mlflow.db")
+    )
     seed = spec.search.get("seed", base.train.seed)
     # constant liar: trials running at once count as bad guesses, so concurrent proposals spread out
-    sampler = optuna.samplers.RandomSampler(seed=seed) if spec.search.get("algorithm") == "random" else \
-        optuna.samplers.TPESampler(seed=seed, constant_liar=True)
+    sampler = (
+        optuna.samplers.RandomSampler(seed=seed)
+        if spec.search.get("algorithm") == "random"
+        else optuna.samplers.TPESampler(seed=seed, constant_liar=True)
+    )
     searcher = PrunedAwareOptunaSearch(
-        space=SpaceFn(spec, teacher), metric=metrics, mode=modes, sampler=sampler,
+        space=SpaceFn(spec, teacher),
+        metric=metrics,
+        mode=modes,
+        sampler=sampler,
         study_name=name,  # random search draws every trial: the published recipes start only the default search
         points_to_evaluate=None if spec.search.get("algorithm") == "random" else start_points(spec, teacher) or None,
         storage=optuna.storages.RDBStorage("sqlite:///" + os.path.join(os.path.dirname(db), "optuna.db")),
-        max_epochs=base.train.epochs)
+        max_epochs=base.train.epochs,
+    )
     return ConcurrencyLimiter(searcher, max_concurrent=n_at_once)
 
 
@@ -44,9 +57,12 @@ def make_scheduler(spec, epochs: int, multi_objective: str | None):
     asha = spec.search.get("asha") if isinstance(spec.search.get("asha"), dict) else {}
     # the epoch the trial reports, not Tune's training_iteration: a restarted in-process trial has no Tune checkpoint,
     # so its iterations count from 1 again while its epochs carry on from its own checkpoint
-    return FinishingASHA(time_attr="epoch", max_t=epochs,
-                         grace_period=min(asha.get("grace_period", max(1, epochs // 2)), epochs),
-                         reduction_factor=asha.get("reduction_factor", 2))
+    return FinishingASHA(
+        time_attr="epoch",
+        max_t=epochs,
+        grace_period=min(asha.get("grace_period", max(1, epochs // 2)), epochs),
+        reduction_factor=asha.get("reduction_factor", 2),
+    )
 
 
 class PrunedAwareOptunaSearch(OptunaSearch):
@@ -66,8 +82,14 @@ class PrunedAwareOptunaSearch(OptunaSearch):
         for _ in range(self.max_resample):
             config = super().suggest(trial_id)
             ot = self._ot_trials.get(trial_id)
-            same = ot is not None and next((t for t in self._ot_study.get_trials(deepcopy=False, states=(
-                TrialState.COMPLETE,)) if t.params == ot.params), None)
+            same = ot is not None and next(
+                (
+                    t
+                    for t in self._ot_study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+                    if t.params == ot.params
+                ),
+                None,
+            )
             if not same:
                 return config
             self._ot_study.tell(ot, same.values)  # what TPE would learn from training it again, for free

@@ -1,5 +1,6 @@
 """One Tune trial = one distillation run: the sampled values become a RunConfig, the run is fitted on Ray Train, and
 Tune sees its per-epoch metrics; a trial that finished before its sweep's driver died reports what it logged."""
+
 from __future__ import annotations
 
 import os
@@ -45,13 +46,32 @@ def run_trial(config: dict, base: RunConfig, parent_run_id: str, storage: str, s
         ray.tune.report(dict(track.client(cfg.tracking_uri).get_run(existing).data.metrics))
         return
     t_run = time.perf_counter()
-    out = execute(cfg, storage_path=storage, name=f"{sweep_name}-{trial_id}", parent_run_id=parent_run_id,
-                  callbacks=[TuneReportCallback()], max_failures=opts["max_failures"],
-                  in_process=ray.tune.report if opts.get("in_process") else None,
-                  placement_strategy=opts["placement"], resume_run_id=existing,
-                  tags={"raydistill.trial_id": trial_id, "raydistill.sweep": sweep_name,
-                        **({"raydistill.confirm_of": confirm_of, "raydistill.role": "confirm"} if confirm_of else {})},
-                  cpus_per_worker=opts["cpus"], gpus_per_worker=opts["gpus"], verbose=opts.get("verbose", False))
+    out = execute(
+        cfg,
+        storage_path=storage,
+        name=f"{sweep_name}-{trial_id}",
+        parent_run_id=parent_run_id,
+        callbacks=[TuneReportCallback()],
+        max_failures=opts["max_failures"],
+        in_process=ray.tune.report if opts.get("in_process") else None,
+        placement_strategy=opts["placement"],
+        resume_run_id=existing,
+        tags={
+            "raydistill.trial_id": trial_id,
+            "raydistill.sweep": sweep_name,
+            **({"raydistill.confirm_of": confirm_of, "raydistill.role": "confirm"} if confirm_of else {}),
+        },
+        cpus_per_worker=opts["cpus"],
+        gpus_per_worker=opts["gpus"],
+        verbose=opts.get("verbose", False),
+    )
     wall = time.perf_counter() - t_start  # the trial's fixed cost: its seconds outside training steps
-    track.log_metrics(cfg.tracking_uri, out["run_id"], {"trial_wall_s": wall, "time_trial_start_s": t_run - t_start,
-                                                        "fixed_cost_s": wall - out.get("time_train_s", 0.0)})
+    track.log_metrics(
+        cfg.tracking_uri,
+        out["run_id"],
+        {
+            "trial_wall_s": wall,
+            "time_trial_start_s": t_run - t_start,
+            "fixed_cost_s": wall - out.get("time_train_s", 0.0),
+        },
+    )

@@ -1,5 +1,6 @@
 """A sweep on Ray Tune: the Tuner over trials (restored from its experiment folder on --resume), each trial a
 ``run_trial`` that holds no CPU itself, and a live table of every trial on stderr."""
+
 from __future__ import annotations
 
 import os
@@ -13,22 +14,37 @@ from raydistill.orchestrate.search import make_scheduler, make_searcher
 from raydistill.orchestrate.trial import run_trial
 
 
-def trial_opts(demand, *, max_failures: int, placement: str, verbose: bool = False, in_process: bool = False,
-               augment_dirs: dict | None = None) -> dict:
+def trial_opts(
+    demand,
+    *,
+    max_failures: int,
+    placement: str,
+    verbose: bool = False,
+    in_process: bool = False,
+    augment_dirs: dict | None = None,
+) -> dict:
     """What every trial of a sweep (and of its confirmation) is run with: resources, recovery, augmented sets."""
-    return {"max_failures": max_failures, "placement": placement, "cpus": demand.cpus_per_worker,
-            "gpus": demand.gpus_per_worker, "verbose": verbose, "in_process": in_process,
-            "augment_dirs": augment_dirs or {}}
+    return {
+        "max_failures": max_failures,
+        "placement": placement,
+        "cpus": demand.cpus_per_worker,
+        "gpus": demand.gpus_per_worker,
+        "verbose": verbose,
+        "in_process": in_process,
+        "augment_dirs": augment_dirs or {},
+    }
 
 
 def trainable_for(base, *, parent: str, storage: str, name: str, opts: dict):
     """``run_trial`` with its fixed arguments and its resource bundle, for a Tuner of the sweep ``name``."""
-    trainable = tune.with_parameters(run_trial, base=base, parent_run_id=parent, storage=storage, sweep_name=name,
-                                     opts=opts)
+    trainable = tune.with_parameters(
+        run_trial, base=base, parent_run_id=parent, storage=storage, sweep_name=name, opts=opts
+    )
     # an in-process trial trains in the trial function, which then holds its worker's CPUs; a Ray Train trial's
     # function only waits for its workers: holding a CPU would leave one idle on a small machine
-    return tune.with_resources(trainable, {"cpu": opts["cpus"]} if opts["in_process"]
-                               else {"cpu": 0, "memory": 1})  # Tune needs a non-empty bundle
+    return tune.with_resources(
+        trainable, {"cpu": opts["cpus"]} if opts["in_process"] else {"cpu": 0, "memory": 1}
+    )  # Tune needs a non-empty bundle
 
 
 def failure_config(opts: dict):
@@ -36,8 +52,22 @@ def failure_config(opts: dict):
     return tune.FailureConfig(max_failures=opts["max_failures"] if opts["in_process"] else 0)
 
 
-def run_sweep(spec, base, *, metric: str, mode: str, n_samples: int, storage: str, name: str, parent: str, teacher,
-              n_at_once: int, multi_objective: str | None, resume: bool, opts: dict) -> list:
+def run_sweep(
+    spec,
+    base,
+    *,
+    metric: str,
+    mode: str,
+    n_samples: int,
+    storage: str,
+    name: str,
+    parent: str,
+    teacher,
+    n_at_once: int,
+    multi_objective: str | None,
+    resume: bool,
+    opts: dict,
+) -> list:
     """Every trial's Tune result, once the sweep ends. ``opts`` (``trial_opts``) with ``in_process``: each trial trains
     in its Tune trial process (one CPU worker, no Ray Train; ``orchestrate.run.fit_in_process``), and Tune restarts a
     failed one from its last checkpoint up to ``max_failures`` times, as Ray Train would restart its worker."""
@@ -52,17 +82,33 @@ def run_sweep(spec, base, *, metric: str, mode: str, n_samples: int, storage: st
     if resume and tune.Tuner.can_restore(exp_dir):
         tuner = tune.Tuner.restore(exp_dir, trainable=trainable, resume_unfinished=True, resume_errored=False)
     else:
-        searcher = make_searcher(spec, base, metric=metric, mode=mode, name=name, teacher=teacher,
-                                 n_at_once=n_at_once, multi_objective=multi_objective)
+        searcher = make_searcher(
+            spec,
+            base,
+            metric=metric,
+            mode=mode,
+            name=name,
+            teacher=teacher,
+            n_at_once=n_at_once,
+            multi_objective=multi_objective,
+        )
         tuner = tune.Tuner(
             trainable,
-            run_config=tune.RunConfig(name=name, storage_path=storage, callbacks=[live_table(metric)],
-                                      verbose=1 if verbose else 0,  # 0: the live table below is the one table
-                                      failure_config=failure_config(opts)),
-            tune_config=tune.TuneConfig(search_alg=searcher, scheduler=make_scheduler(spec, base.train.epochs,
-                                                                                      multi_objective),
-                                        num_samples=n_samples, metric=None if multi_objective else metric,
-                                        mode=None if multi_objective else mode))
+            run_config=tune.RunConfig(
+                name=name,
+                storage_path=storage,
+                callbacks=[live_table(metric)],
+                verbose=1 if verbose else 0,  # 0: the live table below is the one table
+                failure_config=failure_config(opts),
+            ),
+            tune_config=tune.TuneConfig(
+                search_alg=searcher,
+                scheduler=make_scheduler(spec, base.train.epochs, multi_objective),
+                num_samples=n_samples,
+                metric=None if multi_objective else metric,
+                mode=None if multi_objective else mode,
+            ),
+        )
     return list(tuner.fit())
 
 
@@ -78,11 +124,15 @@ def live_table(metric: str):
             self.rows: dict[str, dict] = {}
 
         def _update(self, trial, status, result=None):
-            row = self.rows.setdefault(trial.trial_id, {"trial": trial.trial_id, **{k: trial.config.get(k) for k in SHOW}})
+            row = self.rows.setdefault(
+                trial.trial_id, {"trial": trial.trial_id, **{k: trial.config.get(k) for k in SHOW}}
+            )
             row["status"] = status
             if result:
                 row.update({"epoch": result.get("epoch"), **{m: result.get(m) for m in shown}})
-            cols = ["trial", "status", "epoch", *shown] + [k for k in SHOW if any(r.get(k) is not None for r in self.rows.values())]
+            cols = ["trial", "status", "epoch", *shown] + [
+                k for k in SHOW if any(r.get(k) is not None for r in self.rows.values())
+            ]
             print("\n" + table(list(self.rows.values()), cols), file=sys.stderr, flush=True)
 
         def on_trial_result(self, iteration, trials, trial, result, **info):

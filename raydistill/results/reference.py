@@ -1,6 +1,7 @@
 """The teacher as the yardstick of a sweep: its score on the very dev set the students are scored on, its size and its
 batch-1 latency on the threads each trial's worker has — so "% of the teacher" and "× faster" mean what they say.
 Memoised per teacher, dev set, length and machine (the memo folder of ``latency.py``)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -32,8 +33,16 @@ def teacher_reference(cfg: RunConfig, threads: int, log=lambda m: None) -> dict:
     try:
         from transformers import AutoConfig
 
-        key = hashlib.sha256(json.dumps([fingerprint(cfg.teacher), data_fingerprint(cfg), length,
-                                         arch_key(AutoConfig.from_pretrained(cfg.teacher), "cpu", length)]).encode())
+        key = hashlib.sha256(
+            json.dumps(
+                [
+                    fingerprint(cfg.teacher),
+                    data_fingerprint(cfg),
+                    length,
+                    arch_key(AutoConfig.from_pretrained(cfg.teacher), "cpu", length),
+                ]
+            ).encode()
+        )
         path = os.path.join(memo_dir(), "teacher-reference.json")
         memo = read_memo(path)
         if key.hexdigest()[:16] in memo:
@@ -50,11 +59,15 @@ def teacher_reference(cfg: RunConfig, threads: int, log=lambda m: None) -> dict:
         data = Data.dev_only(task, dev, tok, length)
         if val:
             data.val_examples, data.val_encoded = val, encode(task, val, tok, length)
-        out = {**dev_metrics(model, data, 64, torch.device("cpu")), **majority(task, train, dev),
-               "student_params": float(count_params(model)),
-               # at the length a trial times its student (loop._speed)
-               "latency_ms_b1": measure_latency(model, batch_sizes=(1,), length=min(
-                   128, model.config.max_position_embeddings - 2))["latency_ms_b1"]}
+        out = {
+            **dev_metrics(model, data, 64, torch.device("cpu")),
+            **majority(task, train, dev),
+            "student_params": float(count_params(model)),
+            # at the length a trial times its student (loop._speed)
+            "latency_ms_b1": measure_latency(
+                model, batch_sizes=(1,), length=min(128, model.config.max_position_embeddings - 2)
+            )["latency_ms_b1"],
+        }
     finally:
         torch.set_num_threads(before)
     memo[key.hexdigest()[:16]] = out
@@ -82,10 +95,14 @@ def weak_teacher(ref: dict, task) -> str | None:
     floor, score = ref.get(f"majority_{m}"), ref.get(f"eval_{m}")
     if floor is None or score is None or score - floor > 0.02:
         return None
-    what = "a correlation near 0" if task.kind == "regression" else f"always answering the most common label ({floor:.4f})"
-    return (f"warning: the teacher scores dev {m}={score:.4f}, within 2 points of {what}: every student is measured "
-            "against a teacher that learned little; fine-tune it longer (--teacher-epochs, --teacher-lr) or pass a "
-            "better --teacher")
+    what = (
+        "a correlation near 0" if task.kind == "regression" else f"always answering the most common label ({floor:.4f})"
+    )
+    return (
+        f"warning: the teacher scores dev {m}={score:.4f}, within 2 points of {what}: every student is measured "
+        "against a teacher that learned little; fine-tune it longer (--teacher-epochs, --teacher-lr) or pass a "
+        "better --teacher"
+    )
 
 
 def side_by_side(cfg: RunConfig, archs: list[tuple[int, int, int, int]], threads: int) -> dict:
@@ -135,6 +152,10 @@ def remeasure_latency(rows: list[dict], base: RunConfig, ref: dict, n_threads: i
         if r["trial"] in arch:
             r["latency_ms_b1_in_trial"], r["latency_ms_b1"] = r.get("latency_ms_b1"), quiet[arch[r["trial"]]]
             if r["trial"] in run_ids:
-                track.log_metrics(base.tracking_uri, run_ids[r["trial"]], {"latency_ms_b1": r["latency_ms_b1"]},
-                                  step=base.train.epochs + 1)
+                track.log_metrics(
+                    base.tracking_uri,
+                    run_ids[r["trial"]],
+                    {"latency_ms_b1": r["latency_ms_b1"]},
+                    step=base.train.epochs + 1,
+                )
     return {**ref, "latency_ms_b1": quiet["teacher"]}

@@ -1,12 +1,31 @@
 """Human-readable sweep output: tables and the Pareto front plot (the live table is `orchestrate.tuner.live_table`)."""
+
 from __future__ import annotations
 
 
 SHOW = ("method", "student_layers", "student_hidden", "temperature", "alpha", "beta", "mapping")
 # every param a space can search (Tune config keys = MLflow param names); the UI view shows those that varied
-PARAMS = ("student_size", "student_layers", "student_hidden", "student_intermediate", "student_heads", "init",
-          "temperature", "alpha", "beta", "mapping", "alpha_cos", "alpha_mlm", "version", "relation_heads",
-          "teacher_layer", "lr", "batch_size", "warmup_ratio", "weight_decay")
+PARAMS = (
+    "student_size",
+    "student_layers",
+    "student_hidden",
+    "student_intermediate",
+    "student_heads",
+    "init",
+    "temperature",
+    "alpha",
+    "beta",
+    "mapping",
+    "alpha_cos",
+    "alpha_mlm",
+    "version",
+    "relation_heads",
+    "teacher_layer",
+    "lr",
+    "batch_size",
+    "warmup_ratio",
+    "weight_decay",
+)
 
 
 def fmt(v) -> str:
@@ -26,15 +45,19 @@ def pareto_front(points: list[tuple[float, float]], maximize_y: bool = True) -> 
     """Indices of points not dominated in (smaller x, better y)."""
     front = []
     for i, (x, y) in enumerate(points):
-        dominated = any((x2 <= x and (y2 >= y if maximize_y else y2 <= y)) and (x2, y2) != (x, y)
-                        for j, (x2, y2) in enumerate(points) if j != i)
+        dominated = any(
+            (x2 <= x and (y2 >= y if maximize_y else y2 <= y)) and (x2, y2) != (x, y)
+            for j, (x2, y2) in enumerate(points)
+            if j != i
+        )
         if not dominated:
             front.append(i)
     return front
 
 
-def pareto_plot(rows: list[dict], metric: str, path: str, maximize: bool = True, teacher: dict | None = None,
-                keep: float = 0.97) -> str | None:
+def pareto_plot(
+    rows: list[dict], metric: str, path: str, maximize: bool = True, teacher: dict | None = None, keep: float = 0.97
+) -> str | None:
     """Dev score vs parameters and vs batch-1 latency, Pareto-optimal trials highlighted; with ``teacher`` (its
     ``metric``, ``student_params`` and ``latency_ms_b1``) the teacher's point, its score and ``keep`` × its score are
     drawn too, so a student's standing needs no arithmetic. Returns the PNG path."""
@@ -47,8 +70,10 @@ def pareto_plot(rows: list[dict], metric: str, path: str, maximize: bool = True,
     if not rows:
         return None
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
-    for ax, xkey, xlabel in ((axes[0], "student_params", "parameters (M)"),
-                             (axes[1], "latency_ms_b1", "batch-1 latency (ms, CPU)")):
+    for ax, xkey, xlabel in (
+        (axes[0], "student_params", "parameters (M)"),
+        (axes[1], "latency_ms_b1", "batch-1 latency (ms, CPU)"),
+    ):
         pts = [(r.get(xkey) or 0.0, r[metric]) for r in rows]
         scale = 1e6 if xkey == "student_params" else 1.0
         front = set(pareto_front(pts, maximize))
@@ -64,8 +89,9 @@ def pareto_plot(rows: list[dict], metric: str, path: str, maximize: bool = True,
             ax.axhline(keep * t_score, color="tab:blue", ls=":", lw=1, label=f"{keep:.0%} of teacher")
             if teacher.get(xkey):
                 ax.scatter([teacher[xkey] / scale], [t_score], marker="*", s=140, color="tab:blue", zorder=4)
-                ax.annotate("teacher", (teacher[xkey] / scale, t_score), fontsize=8, xytext=(4, -10),
-                            textcoords="offset points")
+                ax.annotate(
+                    "teacher", (teacher[xkey] / scale, t_score), fontsize=8, xytext=(4, -10), textcoords="offset points"
+                )
             ax.legend(fontsize=7, loc="lower right")
         ax.set_xlabel(xlabel)
         ax.set_ylabel(metric)

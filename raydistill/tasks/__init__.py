@@ -2,6 +2,7 @@
 
 All metrics are reported on a 0-1 scale (KorQuAD EM/F1 too, unlike the official script's 0-100).
 """
+
 from __future__ import annotations
 
 from raydistill.common.errors import UserError
@@ -11,10 +12,21 @@ from raydistill.tasks.base import KINDS, Task
 NLI2 = ("entailment", "not_entailment")
 
 
-def _glue(name, labels, metrics=("accuracy",), main="accuracy", kind="classification", pair=True,
-          eval_split="validation"):
-    return Task(name=name, kind=kind, label_names=labels, metrics=metrics, main_metric=main, eval_split=eval_split,
-                language="en", loader=glue.load, hub=("nyu-mll/glue", name), pair=pair)
+def _glue(
+    name, labels, metrics=("accuracy",), main="accuracy", kind="classification", pair=True, eval_split="validation"
+):
+    return Task(
+        name=name,
+        kind=kind,
+        label_names=labels,
+        metrics=metrics,
+        main_metric=main,
+        eval_split=eval_split,
+        language="en",
+        loader=glue.load,
+        hub=("nyu-mll/glue", name),
+        pair=pair,
+    )
 
 
 _NER = ("f1", "precision", "recall")
@@ -28,33 +40,75 @@ _ALL = [
     _glue("qnli", NLI2),
     _glue("rte", NLI2),
     _glue("wnli", ("not_entailment", "entailment")),
-    Task("nsmc", "classification", ("negative", "positive"), ("accuracy",), "accuracy", "test", "ko",
-         korean.load_nsmc, hub=("e9t/nsmc", None)),
-    Task("korquad", "qa", (), ("exact_match", "f1"), "f1", "validation", "ko", korean.load_korquad,
-         hub=("KorQuAD/squad_kor_v1", None), pair=True),
-    Task("kmou_ner", "token", korean.ner_labels(korean.NER_TYPES["kmou_ner"]), _NER, "f1", "validation", "ko",
-         korean.load_kmou),
-    Task("klue_ner", "token", korean.ner_labels(korean.NER_TYPES["klue_ner"]), _NER, "f1", "validation", "ko",
-         korean.load_klue, hub=("klue/klue", "ner")),
+    Task(
+        "nsmc",
+        "classification",
+        ("negative", "positive"),
+        ("accuracy",),
+        "accuracy",
+        "test",
+        "ko",
+        korean.load_nsmc,
+        hub=("e9t/nsmc", None),
+    ),
+    Task(
+        "korquad",
+        "qa",
+        (),
+        ("exact_match", "f1"),
+        "f1",
+        "validation",
+        "ko",
+        korean.load_korquad,
+        hub=("KorQuAD/squad_kor_v1", None),
+        pair=True,
+    ),
+    Task(
+        "kmou_ner",
+        "token",
+        korean.ner_labels(korean.NER_TYPES["kmou_ner"]),
+        _NER,
+        "f1",
+        "validation",
+        "ko",
+        korean.load_kmou,
+    ),
+    Task(
+        "klue_ner",
+        "token",
+        korean.ner_labels(korean.NER_TYPES["klue_ner"]),
+        _NER,
+        "f1",
+        "validation",
+        "ko",
+        korean.load_klue,
+        hub=("klue/klue", "ner"),
+    ),
 ]
 
 
 def _no_dataset(task, data_dir, split):
-    raise UserError("task", "general distillation reads its text from --unlabeled-text (one text per line); it has "
-                    "no dataset to load")
+    raise UserError(
+        "task",
+        "general distillation reads its text from --unlabeled-text (one text per line); it has no dataset to load",
+    )
 
 
 # general distillation (DistilBERT, TinyBERT stage 1): masked-LM on raw text, no gold labels
-GENERAL = Task("general", "mlm", (), ("mlm_accuracy", "mlm_loss"), "mlm_accuracy", "validation", "any", _no_dataset,
-               labelled=False)
+GENERAL = Task(
+    "general", "mlm", (), ("mlm_accuracy", "mlm_loss"), "mlm_accuracy", "validation", "any", _no_dataset, labelled=False
+)
 _ALL.append(GENERAL)
 TASKS: dict[str, Task] = {t.name: t for t in _ALL}
 assert all(t.kind in KINDS for t in _ALL)
 
 SPLITS: dict[str, tuple[str, ...]] = {
     **{n: glue.splits(TASKS[n]) for n in glue.COLUMNS},
-    "nsmc": tuple(korean.NSMC_FILES), "korquad": tuple(korean.KORQUAD_FILES),
-    "kmou_ner": tuple(korean.KMOU_FILES), "klue_ner": tuple(korean.KLUE_FILES), "general": ("train", "validation"),
+    "nsmc": tuple(korean.NSMC_FILES),
+    "korquad": tuple(korean.KORQUAD_FILES),
+    "kmou_ner": tuple(korean.KMOU_FILES),
+    "klue_ner": tuple(korean.KLUE_FILES),
+    "general": ("train", "validation"),
 }
 
 
@@ -71,8 +125,11 @@ def check_labelled(task: Task, command: str) -> None:
     """Refuse a task without labels (``general``) in a command that trains or scores on labels: general distillation
     runs through ``raydistill.distill`` alone."""
     if not task.labelled:
-        raise UserError("task", f"{command} needs a labelled task (python -m raydistill list tasks); general "
-                        "distillation runs through python -m raydistill.distill --task general --unlabeled-text FILE")
+        raise UserError(
+            "task",
+            f"{command} needs a labelled task (python -m raydistill list tasks); general "
+            "distillation runs through python -m raydistill.distill --task general --unlabeled-text FILE",
+        )
 
 
 def load_split(task: Task | str, data_dir, split: str) -> list[dict]:

@@ -8,6 +8,7 @@ Example formats (what ``Task.load`` returns, one dict per example):
                    "answers": {"text": list[str], "answer_start": list[int]}}
   mlm:            {"text": str}  (general distillation: raw text from --unlabeled-text, no labels)
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -19,16 +20,16 @@ KINDS = ("classification", "regression", "token", "qa", "mlm")
 @dataclass(frozen=True)
 class Task:
     name: str
-    kind: str                       # one of KINDS
-    label_names: tuple[str, ...]    # classification / token tags; () for regression and qa
-    metrics: tuple[str, ...]        # metric names this task reports, e.g. ("accuracy", "f1")
-    main_metric: str                # what sweeps optimise (higher is better)
-    eval_split: str                 # split used as the dev set: "validation" or "test"
-    language: str                   # "en" | "ko"
-    loader: Callable                # loader(task, data_dir | None, split) -> list[dict]
-    hub: tuple[str, str | None] = ("", None)   # (datasets path, config name) for the hub default
-    pair: bool = False              # sentence-pair task
-    labelled: bool = True           # gold labels: a hard loss and a task head (False: general distillation)
+    kind: str  # one of KINDS
+    label_names: tuple[str, ...]  # classification / token tags; () for regression and qa
+    metrics: tuple[str, ...]  # metric names this task reports, e.g. ("accuracy", "f1")
+    main_metric: str  # what sweeps optimise (higher is better)
+    eval_split: str  # split used as the dev set: "validation" or "test"
+    language: str  # "en" | "ko"
+    loader: Callable  # loader(task, data_dir | None, split) -> list[dict]
+    hub: tuple[str, str | None] = ("", None)  # (datasets path, config name) for the hub default
+    pair: bool = False  # sentence-pair task
+    labelled: bool = True  # gold labels: a hard loss and a task head (False: general distillation)
 
     @property
     def num_labels(self) -> int:

@@ -12,6 +12,7 @@ pass ``outputs["feature_index"]`` as well if rows come in another order, e.g. ga
 Token metrics compare against the FULL gold sentence: words cut off by ``max_length`` count as predicted "O".
 QA picks, per example, the best span over all its windows (start <= end, <= 30 tokens, inside the context, n-best 20).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -33,9 +34,9 @@ def label_keys(kind: str) -> tuple[str, ...]:
 
 @dataclass
 class Encoded:
-    features: list[dict]                 # model inputs + label fields + "feature_index"
-    example_index: list[int]             # feature -> example it came from (QA: several features per example)
-    word_ids: list[list] | None = None   # token: per piece, the word it starts, or None (specials, later pieces)
+    features: list[dict]  # model inputs + label fields + "feature_index"
+    example_index: list[int]  # feature -> example it came from (QA: several features per example)
+    word_ids: list[list] | None = None  # token: per piece, the word it starts, or None (specials, later pieces)
     offsets: list[list] | None = field(default=None, repr=False)  # qa: per piece, (start, end) in context or None
 
     def __len__(self) -> int:
@@ -52,13 +53,17 @@ def encode(task, examples: list[dict], tokenizer, max_length: int) -> Encoded:
     Token and QA tasks need a fast (Rust) tokenizer for word ids and character offsets.
     """
     if task.kind in ("token", "qa") and not getattr(tokenizer, "is_fast", True):
-        raise UserError("tokenizer", f"task {task.name} needs a fast tokenizer (word ids / offsets); "
-                                     "load it with AutoTokenizer.from_pretrained(..., use_fast=True)")
+        raise UserError(
+            "tokenizer",
+            f"task {task.name} needs a fast tokenizer (word ids / offsets); "
+            "load it with AutoTokenizer.from_pretrained(..., use_fast=True)",
+        )
     if task.kind == "qa":
         return _encode_qa(examples, tokenizer, max_length)
     if task.kind == "token":
-        enc = tokenizer([e["tokens"] for e in examples], is_split_into_words=True, truncation=True,
-                        max_length=max_length)
+        enc = tokenizer(
+            [e["tokens"] for e in examples], is_split_into_words=True, truncation=True, max_length=max_length
+        )
         feats, word_ids = [], []
         for i, ex in enumerate(examples):
             first, prev = [], None
@@ -71,28 +76,38 @@ def encode(task, examples: list[dict], tokenizer, max_length: int) -> Encoded:
         return Encoded(feats, list(range(len(examples))), word_ids=word_ids)
     pairs = [e.get("text_pair") for e in examples]
     texts = [e["text"] for e in examples]
-    enc = tokenizer(texts, pairs if any(p is not None for p in pairs) else None, truncation=True,
-                    max_length=max_length)
+    enc = tokenizer(texts, pairs if any(p is not None for p in pairs) else None, truncation=True, max_length=max_length)
     cast = float if task.kind == "regression" else int
     none = float("nan") if task.kind == "regression" else IGNORE  # an augmented copy: no gold label, the loss skips it
-    feats = [{**_inputs(enc, i), "labels": none if ex["label"] is None else cast(ex["label"]), "feature_index": i}
-             for i, ex in enumerate(examples)]
+    feats = [
+        {**_inputs(enc, i), "labels": none if ex["label"] is None else cast(ex["label"]), "feature_index": i}
+        for i, ex in enumerate(examples)
+    ]
     return Encoded(feats, list(range(len(examples))))
 
 
 def _clip_questions(questions: list[str], tokenizer, limit: int) -> list[str]:
     """Cut over-long questions at a token boundary so the context window stays wider than the stride."""
     enc = tokenizer(questions, add_special_tokens=False, return_offsets_mapping=True)
-    return [q if len(ids) <= limit else q[:off[limit - 1][1]]
-            for q, ids, off in zip(questions, enc["input_ids"], enc["offset_mapping"])]
+    return [
+        q if len(ids) <= limit else q[: off[limit - 1][1]]
+        for q, ids, off in zip(questions, enc["input_ids"], enc["offset_mapping"])
+    ]
 
 
 def _encode_qa(examples, tokenizer, max_length) -> Encoded:
     """Question first, context second, truncating only the context into overlapping windows (stride max_length//4)."""
     stride = max_length // 4
     questions = _clip_questions([e["question"].lstrip() for e in examples], tokenizer, max(1, max_length // 2 - 2))
-    enc = tokenizer(questions, [e["context"] for e in examples], truncation="only_second", max_length=max_length,
-                    stride=stride, return_overflowing_tokens=True, return_offsets_mapping=True)
+    enc = tokenizer(
+        questions,
+        [e["context"] for e in examples],
+        truncation="only_second",
+        max_length=max_length,
+        stride=stride,
+        return_overflowing_tokens=True,
+        return_offsets_mapping=True,
+    )
     feats, ex_index, offsets = [], [], []
     for i, ex_i in enumerate(enc["overflow_to_sample_mapping"]):
         seq = enc.sequence_ids(i)
@@ -130,6 +145,7 @@ def collate(features: list[dict], pad_token_id: int) -> dict:
 
 # --------------------------------------------------------------------------- scoring
 
+
 def _rows(outputs: dict, key: str, n: int) -> list:
     """Rows of ``outputs[key]`` in feature order (re-ordered by ``outputs["feature_index"]`` if given)."""
     rows = outputs[key]
@@ -158,7 +174,7 @@ def qa_predictions(examples, encoded: Encoded, outputs: dict) -> list[str]:
                     continue
                 value = float(s_log[s] + e_log[e])
                 if value > best[ex][0]:
-                    best[ex] = (value, examples[ex]["context"][offs[s][0]: offs[e][1]])
+                    best[ex] = (value, examples[ex]["context"][offs[s][0] : offs[e][1]])
     return [text for _, text in best]
 
 

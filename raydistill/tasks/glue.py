@@ -3,6 +3,7 @@
 TSVs are split on tabs by hand (no CSV quoting, like ``quoting=csv.QUOTE_NONE``) because MRPC, QNLI and STS-B have
 fields that start with a stray ``"``; files are read as ``utf-8-sig`` because MRPC's header starts with a BOM.
 """
+
 from __future__ import annotations
 
 import os
@@ -19,6 +20,7 @@ class MissingData(UserError):
 
 
 # --------------------------------------------------------------------------- shared helpers
+
 
 def norm_split(task, split: str, splits: tuple[str, ...]) -> str:
     split = SPLIT_ALIASES.get(split, split)
@@ -38,8 +40,9 @@ def find_file(data_dir, subdirs, filename: str, layout: str) -> Path:
     for path in tried:
         if path.is_file():
             return path
-    raise MissingData("data_dir", f"{filename} not found (looked for {', '.join(map(str, tried))}); "
-                                  f"expected layout: {layout}")
+    raise MissingData(
+        "data_dir", f"{filename} not found (looked for {', '.join(map(str, tried))}); expected layout: {layout}"
+    )
 
 
 def read_lines(path: Path):
@@ -62,8 +65,11 @@ def check_nonempty(examples: list, path, split: str) -> list:
 def hub_dataset(task, split: str):
     """``datasets.load_dataset`` for the task's hub copy, failing fast (and usefully) when offline."""
     if not hub_reachable():
-        raise UserError("data_dir", "the Hugging Face hub is unreachable; pass --data-dir DIR pointing at a local copy "
-                                    "(e.g. the GLUE folder with SST-2/train.tsv ...)")
+        raise UserError(
+            "data_dir",
+            "the Hugging Face hub is unreachable; pass --data-dir DIR pointing at a local copy "
+            "(e.g. the GLUE folder with SST-2/train.tsv ...)",
+        )
     import datasets
 
     path, config = task.hub
@@ -85,10 +91,19 @@ COLUMNS = {
     "wnli": ("WNLI", "sentence1", "sentence2", "label"),
 }
 # hub column names (nyu-mll/glue), where they differ from ("sentence1", "sentence2")
-HUB_COLUMNS = {"cola": ("sentence", None), "sst2": ("sentence", None), "qqp": ("question1", "question2"),
-               "mnli": ("premise", "hypothesis"), "qnli": ("question", "sentence")}
-FILES = {"train": "train.tsv", "validation": "dev.tsv",
-         "validation_matched": "dev_matched.tsv", "validation_mismatched": "dev_mismatched.tsv"}
+HUB_COLUMNS = {
+    "cola": ("sentence", None),
+    "sst2": ("sentence", None),
+    "qqp": ("question1", "question2"),
+    "mnli": ("premise", "hypothesis"),
+    "qnli": ("question", "sentence"),
+}
+FILES = {
+    "train": "train.tsv",
+    "validation": "dev.tsv",
+    "validation_matched": "dev_matched.tsv",
+    "validation_mismatched": "dev_mismatched.tsv",
+}
 
 
 def splits(task) -> tuple[str, ...]:
@@ -146,8 +161,13 @@ def read_glue_tsv(task, path: Path, text_col, pair_col, label_col) -> list[dict]
                 continue
             raise UserError("data", f"{path} line {n}: expected {ncols} tab-separated fields, got {len(row)}")
         t, p, lab = idx
-        out.append({"text": row[t], "text_pair": row[p] if p is not None else None,
-                    "label": _label(task, row[lab].strip(), path, n)})
+        out.append(
+            {
+                "text": row[t],
+                "text_pair": row[p] if p is not None else None,
+                "label": _label(task, row[lab].strip(), path, n),
+            }
+        )
     return out
 
 
@@ -155,5 +175,8 @@ def _from_hub(task, split: str) -> list[dict]:
     ds = hub_dataset(task, split)
     a, b = HUB_COLUMNS.get(task.name, ("sentence1", "sentence2"))
     cast = float if task.kind == "regression" else int
-    return [{"text": r[a], "text_pair": r[b] if b else None, "label": cast(r["label"])}
-            for r in ds if task.kind == "regression" or r["label"] >= 0]
+    return [
+        {"text": r[a], "text_pair": r[b] if b else None, "label": cast(r["label"])}
+        for r in ds
+        if task.kind == "regression" or r["label"] >= 0
+    ]

@@ -1,4 +1,5 @@
 """Korean loaders: NSMC, KorQuAD 1.0, KMOU NER (2016klp) and KLUE NER v1.1, from local copies or the hub."""
+
 from __future__ import annotations
 
 import json
@@ -22,8 +23,9 @@ def load_nsmc(task, data_dir, split: str) -> list[dict]:
     """NSMC has no dev set; its labelled test set is the eval split. Empty documents stay ``""``."""
     split = norm_split(task, split, tuple(NSMC_FILES))
     if data_dir is None:
-        return [{"text": r["document"] or "", "text_pair": None, "label": int(r["label"])}
-                for r in hub_dataset(task, split)]
+        return [
+            {"text": r["document"] or "", "text_pair": None, "label": int(r["label"])} for r in hub_dataset(task, split)
+        ]
     layout = "DIR/ratings_train.txt and DIR/ratings_test.txt (or DIR/nsmc/...), columns id<TAB>document<TAB>label"
     path = find_file(data_dir, ("", "nsmc"), NSMC_FILES[split], layout)
     out, lines = [], read_lines(path)
@@ -33,8 +35,9 @@ def load_nsmc(task, data_dir, split: str) -> list[dict]:
             continue
         row = line.split("\t")
         if len(row) != 3:
-            raise UserError("data", f"{path} line {n}: expected 3 tab-separated fields (id, document, label), "
-                                    f"got {len(row)}")
+            raise UserError(
+                "data", f"{path} line {n}: expected 3 tab-separated fields (id, document, label), got {len(row)}"
+            )
         if row[2] not in ("0", "1"):
             raise bad_label(path, n, row[2], (0, 1))
         out.append({"text": row[1], "text_pair": None, "label": int(row[2])})
@@ -49,11 +52,21 @@ KORQUAD_FILES = {"train": "KorQuAD_v1.0_train.json", "validation": "KorQuAD_v1.0
 def load_korquad(task, data_dir, split: str) -> list[dict]:
     split = norm_split(task, split, tuple(KORQUAD_FILES))
     if data_dir is None:
-        return [{"id": r["id"], "question": r["question"], "context": r["context"],
-                 "answers": {"text": list(r["answers"]["text"]), "answer_start": list(r["answers"]["answer_start"])}}
-                for r in hub_dataset(task, split)]
-    path = find_file(data_dir, ("", "korquad", "KorQuAD"), KORQUAD_FILES[split],
-                     "DIR/KorQuAD_v1.0_train.json and DIR/KorQuAD_v1.0_dev.json (or DIR/korquad/...), SQuAD v1.1 JSON")
+        return [
+            {
+                "id": r["id"],
+                "question": r["question"],
+                "context": r["context"],
+                "answers": {"text": list(r["answers"]["text"]), "answer_start": list(r["answers"]["answer_start"])},
+            }
+            for r in hub_dataset(task, split)
+        ]
+    path = find_file(
+        data_dir,
+        ("", "korquad", "KorQuAD"),
+        KORQUAD_FILES[split],
+        "DIR/KorQuAD_v1.0_train.json and DIR/KorQuAD_v1.0_dev.json (or DIR/korquad/...), SQuAD v1.1 JSON",
+    )
     try:
         data = json.loads(path.read_text(encoding="utf-8-sig"))["data"]
     except (ValueError, KeyError, TypeError) as e:
@@ -64,16 +77,26 @@ def load_korquad(task, data_dir, split: str) -> list[dict]:
             for para in article["paragraphs"]:
                 for qa in para["qas"]:
                     answers = qa["answers"]
-                    out.append({"id": str(qa["id"]), "question": qa["question"], "context": para["context"],
-                                "answers": {"text": [a["text"] for a in answers],
-                                            "answer_start": [int(a["answer_start"]) for a in answers]}})
+                    out.append(
+                        {
+                            "id": str(qa["id"]),
+                            "question": qa["question"],
+                            "context": para["context"],
+                            "answers": {
+                                "text": [a["text"] for a in answers],
+                                "answer_start": [int(a["answer_start"]) for a in answers],
+                            },
+                        }
+                    )
     except (KeyError, TypeError, ValueError) as e:
-        raise UserError("data", f"{path}: malformed SQuAD entry near question #{len(out) + 1} "
-                                f"(missing or bad field {e})") from None
+        raise UserError(
+            "data", f"{path}: malformed SQuAD entry near question #{len(out) + 1} (missing or bad field {e})"
+        ) from None
     return check_nonempty(out, path, split)
 
 
 # --------------------------------------------------------------------------- NER
+
 
 def _ner_tag(task, tag: str, prev: str, path, n) -> str:
     """KMOU tags (``B_PS``, a typeless ``I`` that continues the previous entity, ``O``) -> BIO names."""
@@ -96,10 +119,17 @@ def load_kmou(task, data_dir, split: str) -> list[dict]:
     """
     split = norm_split(task, split, tuple(KMOU_FILES))
     if data_dir is None:
-        raise UserError("data_dir", "KMOU NER has no Hugging Face hub copy; pass --data-dir DIR with "
-                                    "ner.train/ner.dev/ner.test from github.com/kmounlp/NER (2016klp)")
-    path = find_file(data_dir, ("", "kmou_2016klp", "ner/kmou_2016klp", "2016klp", "ner/2016klp"), KMOU_FILES[split],
-                     "DIR/ner.train, DIR/ner.dev, DIR/ner.test (or DIR/kmou_2016klp/..., DIR/ner/kmou_2016klp/...)")
+        raise UserError(
+            "data_dir",
+            "KMOU NER has no Hugging Face hub copy; pass --data-dir DIR with "
+            "ner.train/ner.dev/ner.test from github.com/kmounlp/NER (2016klp)",
+        )
+    path = find_file(
+        data_dir,
+        ("", "kmou_2016klp", "ner/kmou_2016klp", "2016klp", "ner/2016klp"),
+        KMOU_FILES[split],
+        "DIR/ner.train, DIR/ner.dev, DIR/ner.test (or DIR/kmou_2016klp/..., DIR/ner/kmou_2016klp/...)",
+    )
     out, tokens, labels = [], [], []
 
     def flush():
@@ -116,8 +146,9 @@ def load_kmou(task, data_dir, split: str) -> list[dict]:
             continue
         row = line.split("\t")
         if len(row) != 4:
-            raise UserError("data", f"{path} line {n}: expected word_idx<TAB>morpheme<TAB>POS<TAB>tag, "
-                                    f"got {len(row)} fields")
+            raise UserError(
+                "data", f"{path} line {n}: expected word_idx<TAB>morpheme<TAB>POS<TAB>tag, got {len(row)} fields"
+            )
         if row[3] == "I" and (not labels or labels[-1] == "O"):
             raise UserError("label", f"{path} line {n}: tag 'I' continues no entity (previous tag is O)")
         labels.append(_ner_tag(task, row[3], labels[-1] if labels else "O", path, n))
@@ -159,9 +190,13 @@ def load_klue(task, data_dir, split: str) -> list[dict]:
             toks, tags = drop_spaces(list(r["tokens"]), [hub_names[i] for i in r["ner_tags"]])
             out.append({"tokens": toks, "labels": [names.index(t) for t in tags]})
         return out
-    path = find_file(data_dir, ("", "klue_ner_v1.1", "ner/klue_ner_v1.1", "klue-ner-v1.1", "ner/klue-ner-v1.1"),
-                     KLUE_FILES[split], "DIR/klue-ner-v1.1_train.tsv and DIR/klue-ner-v1.1_dev.tsv "
-                                        "(or DIR/klue_ner_v1.1/..., DIR/ner/klue_ner_v1.1/...)")
+    path = find_file(
+        data_dir,
+        ("", "klue_ner_v1.1", "ner/klue_ner_v1.1", "klue-ner-v1.1", "ner/klue-ner-v1.1"),
+        KLUE_FILES[split],
+        "DIR/klue-ner-v1.1_train.tsv and DIR/klue-ner-v1.1_dev.tsv "
+        "(or DIR/klue_ner_v1.1/..., DIR/ner/klue_ner_v1.1/...)",
+    )
     out, chars, tags = [], [], []
 
     def flush():

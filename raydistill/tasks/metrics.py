@@ -4,6 +4,7 @@ Library implementations are used where one exists (scikit-learn, scipy, seqeval)
 the official ``KorQuAD v1.0 evaluate-v1.0.py`` (SQuAD v1.1 script with Korean punctuation and character-level F1).
 Undefined correlations (constant predictions) are reported as 0.0 rather than NaN so sweeps can still rank trials.
 """
+
 from __future__ import annotations
 
 import math
@@ -62,9 +63,11 @@ def entity_scores(pred_tags: list[list[str]], true_tags: list[list[str]]) -> dic
     """Entity-level micro precision/recall/F1 from seqeval's default (conlleval-compatible) mode."""
     from seqeval.metrics import f1_score, precision_score, recall_score
 
-    return {"f1": float(f1_score(true_tags, pred_tags, zero_division=0)),
-            "precision": float(precision_score(true_tags, pred_tags, zero_division=0)),
-            "recall": float(recall_score(true_tags, pred_tags, zero_division=0))}
+    return {
+        "f1": float(f1_score(true_tags, pred_tags, zero_division=0)),
+        "precision": float(precision_score(true_tags, pred_tags, zero_division=0)),
+        "recall": float(recall_score(true_tags, pred_tags, zero_division=0)),
+    }
 
 
 # --------------------------------------------------------------------------- KorQuAD v1.0 (official script, ported)

@@ -1,4 +1,5 @@
 """MLflow: default store, reachability check, runs, and metric logging that retries instead of dropping."""
+
 from __future__ import annotations
 
 import json
@@ -28,14 +29,17 @@ def default_tracking_uri() -> str:
 def resolve_tracking_uri(uri: str | None) -> str:
     uri = uri or os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri()
     if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
-        path = os.path.abspath(uri[len("sqlite:///"):])  # relative sqlite paths break once Ray chdirs
+        path = os.path.abspath(uri[len("sqlite:///") :])  # relative sqlite paths break once Ray chdirs
         os.makedirs(os.path.dirname(path), exist_ok=True)
         uri = f"sqlite:///{path}"
     elif uri.startswith(("http://", "https://")):
         check_reachable(uri)
     elif not uri.startswith(("sqlite:", "postgresql", "mysql", "databricks")):
-        raise UserError("tracking_uri", f"{uri!r} is not a database or server URI; use sqlite:////abs/path/mlflow.db "
-                        "or http://host:5000 (MLflow 3 refuses the old ./mlruns file store)")
+        raise UserError(
+            "tracking_uri",
+            f"{uri!r} is not a database or server URI; use sqlite:////abs/path/mlflow.db "
+            "or http://host:5000 (MLflow 3 refuses the old ./mlruns file store)",
+        )
     return uri
 
 
@@ -45,8 +49,11 @@ def check_reachable(uri: str, timeout: float = 5.0) -> None:
         with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=timeout) as r:
             r.read()
     except Exception as e:  # noqa: BLE001 — any failure means unreachable
-        raise UserError("tracking_uri", f"MLflow server {uri} is unreachable ({type(e).__name__}); start it "
-                        "(mlflow server --host 127.0.0.1) or pass --tracking-uri sqlite:////abs/path/mlflow.db") from None
+        raise UserError(
+            "tracking_uri",
+            f"MLflow server {uri} is unreachable ({type(e).__name__}); start it "
+            "(mlflow server --host 127.0.0.1) or pass --tracking-uri sqlite:////abs/path/mlflow.db",
+        ) from None
 
 
 def client(uri: str):
@@ -64,7 +71,7 @@ def experiment_id(uri: str, name: str) -> str:
         return exp.experiment_id
     artifacts = None
     if uri.startswith("sqlite:///"):  # MLflow's default ./mlartifacts is relative to a cwd Ray changes
-        artifacts = "file://" + os.path.join(os.path.dirname(uri[len("sqlite:///"):]), "mlartifacts")
+        artifacts = "file://" + os.path.join(os.path.dirname(uri[len("sqlite:///") :]), "mlartifacts")
     return c.create_experiment(name, artifact_location=artifacts, tags=dict([EXPERIMENT_KIND]))
 
 
@@ -72,14 +79,32 @@ def log_datasets(uri: str, run_id: str, datasets: list[dict]) -> None:
     """Dataset inputs of a run (the Dataset column of the MLflow UI): name, digest, source, context, row count."""
     from mlflow.entities import Dataset, DatasetInput, InputTag
 
-    inputs = [DatasetInput(Dataset(d["name"], d["digest"], "local" if os.path.exists(str(d["source"])) else "hub",
-                                   json.dumps({"uri": str(d["source"])}), profile=json.dumps({"num_rows": d["rows"]})),
-                           tags=[InputTag("mlflow.data.context", d["context"])]) for d in datasets]
+    inputs = [
+        DatasetInput(
+            Dataset(
+                d["name"],
+                d["digest"],
+                "local" if os.path.exists(str(d["source"])) else "hub",
+                json.dumps({"uri": str(d["source"])}),
+                profile=json.dumps({"num_rows": d["rows"]}),
+            ),
+            tags=[InputTag("mlflow.data.context", d["context"])],
+        )
+        for d in datasets
+    ]
     retry(client(uri).log_inputs, run_id, datasets=inputs)
 
 
-def ui_link(uri: str, experiment: str, sweep: str, metric: str, mode: str = "max", params=(), metrics=(),
-            local: str = "http://127.0.0.1:5000") -> dict:
+def ui_link(
+    uri: str,
+    experiment: str,
+    sweep: str,
+    metric: str,
+    mode: str = "max",
+    params=(),
+    metrics=(),
+    local: str = "http://127.0.0.1:5000",
+) -> dict:
     """How to see a sweep's trials side by side in the MLflow UI: the command that serves a local store (none for a
     tracking server, which is its own UI) and a link to the runs table showing only this sweep's trials, best first,
     with the objective, ``metrics`` and the searched ``params`` as columns. The view is stored as a shared view state
@@ -90,22 +115,32 @@ def ui_link(uri: str, experiment: str, sweep: str, metric: str, mode: str = "max
     exp = c.get_experiment_by_name(experiment)
     key = "raydistill-" + re.sub(r"[^A-Za-z0-9_-]", "-", sweep)
     col = lambda kind, name: f"{kind}.`{name}`"  # noqa: E731 — the UI's column ids
-    view = {"searchFilter": f"tags.`raydistill.sweep` = '{sweep}'", "orderByKey": col("metrics", metric),
-            "orderByAsc": mode == "min",
-            "selectedColumns": [col("metrics", m) for m in (metric, *metrics)] + [col("attributes", "Models"),
-                                                                                  col("attributes", "Dataset")]
-            + [col("params", p) for p in params]}
+    view = {
+        "searchFilter": f"tags.`raydistill.sweep` = '{sweep}'",
+        "orderByKey": col("metrics", metric),
+        "orderByAsc": mode == "min",
+        "selectedColumns": [col("metrics", m) for m in (metric, *metrics)]
+        + [col("attributes", "Models"), col("attributes", "Dataset")]
+        + [col("params", p) for p in params],
+    }
     view["columnOrder"] = view["selectedColumns"]  # the objective, yardsticks, model and data, params
     retry(c.set_experiment_tag, exp.experiment_id, f"mlflow.sharedViewState.{key}", json.dumps(view))
     server = uri.startswith(("http://", "https://"))
     base = uri.rstrip("/") if server else local
-    command = None if server else f"mlflow ui --backend-store-uri {uri} --host 127.0.0.1 --port {local.rsplit(':', 1)[-1]}"
+    command = (
+        None if server else f"mlflow ui --backend-store-uri {uri} --host 127.0.0.1 --port {local.rsplit(':', 1)[-1]}"
+    )
     return {"command": command, "url": f"{base}/#/experiments/{exp.experiment_id}/runs?viewStateShareKey={key}"}
 
 
 # task kind → the transformers pipeline a student is logged as (MLflow's transformers flavour)
-PIPELINES = {"classification": "text-classification", "regression": "text-classification",
-             "token": "token-classification", "qa": "question-answering", "mlm": "fill-mask"}
+PIPELINES = {
+    "classification": "text-classification",
+    "regression": "text-classification",
+    "token": "token-classification",
+    "qa": "question-answering",
+    "mlm": "fill-mask",
+}
 
 
 def log_student_model(uri: str, run_id: str, model_dir: str, kind: str, card: str | None = None) -> str | None:
@@ -125,8 +160,9 @@ def log_student_model(uri: str, run_id: str, model_dir: str, kind: str, card: st
         pipe = transformers.pipeline(PIPELINES[kind], model=model_dir, tokenizer=model_dir)
         reqs = [f"{p}=={md.version(p)}" for p in ("transformers", "torch", "tokenizers")]
         with mlflow.start_run(run_id=run_id):  # the fluent API is the flavour's only way in; the caller ends the run
-            info = mlflow.transformers.log_model(pipe, name="student", pip_requirements=reqs,
-                                                model_card=ModelCard(card) if card else None)
+            info = mlflow.transformers.log_model(
+                pipe, name="student", pip_requirements=reqs, model_card=ModelCard(card) if card else None
+            )
         return info.model_id
     except Exception as e:  # noqa: BLE001
         print(f"warning: the student was not logged as an MLflow model ({type(e).__name__}: {e})", flush=True)
@@ -156,15 +192,25 @@ def provenance() -> dict[str, str]:
             tags[f"{pkg}_version"] = "absent"
     try:
         here = os.path.dirname(os.path.abspath(__file__))
-        tags["git_commit"] = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True,
-                                            text=True, timeout=5).stdout.strip() or "unknown"
+        tags["git_commit"] = (
+            subprocess.run(
+                ["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5
+            ).stdout.strip()
+            or "unknown"
+        )
     except (OSError, subprocess.SubprocessError):
         tags["git_commit"] = "unknown"
     return tags
 
 
-def start_run(uri: str, experiment: str, name: str | None, params: dict, tags: dict | None = None,
-              parent_run_id: str | None = None) -> str:
+def start_run(
+    uri: str,
+    experiment: str,
+    name: str | None,
+    params: dict,
+    tags: dict | None = None,
+    parent_run_id: str | None = None,
+) -> str:
     c = client(uri)
     tags = {**provenance(), **(tags or {})}
     if parent_run_id:
@@ -181,15 +227,18 @@ def log_params(uri: str, run_id: str, params: dict) -> None:
 
     items = [Param(k, str(v)[:6000]) for k, v in params.items()]
     for i in range(0, len(items), 100):
-        retry(client(uri).log_batch, run_id, params=items[i:i + 100])
+        retry(client(uri).log_batch, run_id, params=items[i : i + 100])
 
 
 def log_metrics(uri: str, run_id: str, metrics: dict, step: int | None = None) -> None:
     from mlflow.entities import Metric
 
     ts = int(time.time() * 1000)
-    items = [Metric(k, float(v), ts, step or 0) for k, v in metrics.items()
-             if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    items = [
+        Metric(k, float(v), ts, step or 0)
+        for k, v in metrics.items()
+        if isinstance(v, (int, float)) and not isinstance(v, bool)
+    ]
     try:
         retry(client(uri).log_batch, run_id, metrics=items)
     except Exception as e:  # noqa: BLE001
@@ -261,8 +310,9 @@ def find_run(uri: str, experiment: str, tag: str, value: str) -> str | None:
     return runs[0].info.run_id if runs else None
 
 
-def close_children(uri: str, experiment: str, parent_run_id: str, reason: str = "stopped_early",
-                   stopped=(), errors: dict | None = None) -> None:
+def close_children(
+    uri: str, experiment: str, parent_run_id: str, reason: str = "stopped_early", stopped=(), errors: dict | None = None
+) -> None:
     """Child runs still RUNNING when the sweep ends were stopped early (ASHA kills the trial; ended when they last
     logged an epoch), or the sweep was interrupted (``reason="interrupted"``): mark them KILLED with that reason as a
     tag. ``stopped``: the trial ids the scheduler stopped. On Ray Train (GPU, several workers) such a trial can see
@@ -289,12 +339,18 @@ def close_children(uri: str, experiment: str, parent_run_id: str, reason: str = 
 def children(uri: str, experiment: str, parent_run_id: str) -> list:
     """Every child run of ``parent_run_id``."""
     exp = client(uri).get_experiment_by_name(experiment)
-    return retry(client(uri).search_runs, [exp.experiment_id],
-                 filter_string=f"tags.`mlflow.parentRunId` = '{parent_run_id}'", max_results=10000)
+    return retry(
+        client(uri).search_runs,
+        [exp.experiment_id],
+        filter_string=f"tags.`mlflow.parentRunId` = '{parent_run_id}'",
+        max_results=10000,
+    )
 
 
 def child_runs(uri: str, experiment: str, parent_run_id: str) -> dict:
     """Each trial's child run, keyed by trial id."""
-    return {r.data.tags["raydistill.trial_id"]: r for r in children(uri, experiment, parent_run_id)
-            if "raydistill.trial_id" in r.data.tags}
-
+    return {
+        r.data.tags["raydistill.trial_id"]: r
+        for r in children(uri, experiment, parent_run_id)
+        if "raydistill.trial_id" in r.data.tags
+    }

@@ -1,5 +1,6 @@
 """Checkpoints of a run: the latest student (for resume), the best epoch's student, the objective, optimizer and
 scheduler state, written to a temporary folder and renamed so a half-written one is never taken as valid."""
+
 from __future__ import annotations
 
 import json
@@ -38,8 +39,10 @@ def save_checkpoint(path: str, student, tokenizer, objective, opt, sched, state:
             with open(os.path.join(tmp, "student", PLAN_FILE), "w", encoding="utf-8") as f:
                 json.dump(student.prune_plan, f)
         copy_dir(best or os.path.join(tmp, "student"), os.path.join(tmp, "best_student"))
-        torch.save({"objective": objective.state_dict(), "optimizer": opt.state_dict(),
-                    "scheduler": sched.state_dict()}, os.path.join(tmp, "train_state.pt"))
+        torch.save(
+            {"objective": objective.state_dict(), "optimizer": opt.state_dict(), "scheduler": sched.state_dict()},
+            os.path.join(tmp, "train_state.pt"),
+        )
         with open(os.path.join(tmp, "state.json"), "w") as f:
             json.dump(state, f)
         if os.path.exists(path):

@@ -1,5 +1,6 @@
 """Fault injection for the fault-tolerance tests (``RunConfig.fault``; empty in normal use): kill a worker at a step,
 or make an epoch's loss NaN."""
+
 from __future__ import annotations
 
 import os
@@ -18,8 +19,11 @@ class Fault:
         """Called before each step (1-based epoch and step): hard-kills this worker where the spec says so, and
         returns what to do to this step's losses (None: nothing)."""
         kv = self.kv
-        if self.kind == "kill" and (rank, epoch, step) == (int(kv["rank"]), int(kv["epoch"]), int(kv["step"])) \
-                and not os.path.exists(kv["once"]):
+        if (
+            self.kind == "kill"
+            and (rank, epoch, step) == (int(kv["rank"]), int(kv["epoch"]), int(kv["step"]))
+            and not os.path.exists(kv["once"])
+        ):
             open(kv["once"], "w").close()
             os._exit(1)  # a hard crash: no exception handling, no cleanup, like an OOM kill
         return _nan if epoch == self.nan_epoch else None

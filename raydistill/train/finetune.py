@@ -3,6 +3,7 @@ teacher's own task head, the best epoch chosen on the validation split. A finish
 (``fingerprint``) is reused; one stopped after a finished epoch goes on from that epoch's checkpoint (kept in
 ``OUTPUT.resume``) into the same MLflow run. ``prepare_teacher`` fine-tunes a sweep's pretrained encoder first.
 The command is ``python -m raydistill.finetune``."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -61,8 +62,14 @@ def finetune(cfg: RunConfig, output: str, log=print, parent_run_id: str | None =
         log(f"resuming the fine-tune in {output} after its epoch {kept['epoch']} (fingerprint {fp})")
     else:
         remove_if_ours(resume, RESUME_FILES)  # a stale record of another fine-tune (a user's folder is left alone)
-        run_id = track.start_run(uri, cfg.experiment, f"finetune-{cfg.task}", {**cfg.to_params(), "fingerprint": fp},
-                                 tags={"raydistill.role": "teacher"}, parent_run_id=parent_run_id)
+        run_id = track.start_run(
+            uri,
+            cfg.experiment,
+            f"finetune-{cfg.task}",
+            {**cfg.to_params(), "fingerprint": fp},
+            tags={"raydistill.role": "teacher"},
+            parent_run_id=parent_run_id,
+        )
 
     def report(metrics, ckpt_dir):
         track.log_epoch(uri, run_id, metrics)
@@ -80,12 +87,17 @@ def finetune(cfg: RunConfig, output: str, log=print, parent_run_id: str | None =
             from raydistill.data.splits import datasets
 
             track.log_datasets(uri, run_id, datasets(cfg))  # re-reads and hashes the data: it can fail too
-        metrics = run(cfg, Context(device=device, report=report, log=lambda m: log(m), live=sys.stderr.isatty(),
-                                   resume_dir=resume_dir))
+        metrics = run(
+            cfg,
+            Context(
+                device=device, report=report, log=lambda m: log(m), live=sys.stderr.isatty(), resume_dir=resume_dir
+            ),
+        )
     except BaseException as e:
         interrupted = isinstance(e, KeyboardInterrupt)  # Ctrl-C / SIGTERM: stopped by the user, not failed
-        track.set_tags(uri, run_id, {"interrupted": "true"} if interrupted else
-                       {"error": f"{type(e).__name__}: {e}"[:4000]})
+        track.set_tags(
+            uri, run_id, {"interrupted": "true"} if interrupted else {"error": f"{type(e).__name__}: {e}"[:4000]}
+        )
         track.end_run(uri, run_id, "KILLED" if interrupted else "FAILED")
         if os.path.isfile(state) and not interrupted:  # interrupted: the command's one line says how to go on
             log(f"the fine-tune's finished epochs are kept in {resume}: the same command goes on from there")
@@ -103,8 +115,9 @@ def finetune(cfg: RunConfig, output: str, log=print, parent_run_id: str | None =
     return metrics
 
 
-def prepare_teacher(cfg: RunConfig, storage_root: str, parent_run_id: str | None, log, epochs: int = 3,
-                    lr: float = 2e-5) -> str:
+def prepare_teacher(
+    cfg: RunConfig, storage_root: str, parent_run_id: str | None, log, epochs: int = 3, lr: float = 2e-5
+) -> str:
     """A teacher already fine-tuned for the task is used as is; a pretrained encoder is fine-tuned first
     (cached by fingerprint, its own MLflow run), as the Patient-KD recipe does: on every training row (less the
     validation split) for ``epochs`` at ``lr`` — its own budget, not the trials' ``max_steps`` / ``train_limit``."""
@@ -121,11 +134,18 @@ def prepare_teacher(cfg: RunConfig, storage_root: str, parent_run_id: str | None
 
     # on this process's GPU when the trials train on GPUs and it has one (a joined cluster's driver may have none)
     gpu = cfg.train.use_gpu and torch.cuda.is_available()
-    log(f"teacher {cfg.teacher} has no {task.name} head: fine-tuning it first into {out}"
-        + (" on the GPU" if gpu else ""))
-    ft = cfg.replace(student=StudentConfig(init="pretrained"), distill=dataclasses.replace(cfg.distill, method="finetune"),
-                     train=dataclasses.replace(cfg.train, lr=lr, epochs=epochs, max_steps=0, train_limit=0,
-                                               num_workers=1, use_gpu=gpu), augment_dir=None)
+    log(
+        f"teacher {cfg.teacher} has no {task.name} head: fine-tuning it first into {out}"
+        + (" on the GPU" if gpu else "")
+    )
+    ft = cfg.replace(
+        student=StudentConfig(init="pretrained"),
+        distill=dataclasses.replace(cfg.distill, method="finetune"),
+        train=dataclasses.replace(
+            cfg.train, lr=lr, epochs=epochs, max_steps=0, train_limit=0, num_workers=1, use_gpu=gpu
+        ),
+        augment_dir=None,
+    )
     metrics = finetune(ft, out, log=log, parent_run_id=parent_run_id)
     log(f"teacher dev metrics: {json.dumps(metrics)}")
     return out

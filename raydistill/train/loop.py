@@ -10,6 +10,7 @@ the latest student (``student``, for resume) and that best one (``best_student``
 from ``ctx.resume_dir`` restores student, best student, objective, the stage's optimizer and scheduler, and the
 epoch counter.
 """
+
 from __future__ import annotations
 
 import math
@@ -92,8 +93,15 @@ def load_data(cfg: RunConfig, tokenizer) -> Data:
         enc = lambda ex: encode(task, ex, tokenizer, cfg.train.max_length)  # noqa: E731
     train_ex, val_ex, eval_ex = train_val_dev(cfg, task)
     train_enc, eval_enc = enc(train_ex), enc(eval_ex)
-    return Data(task, train_enc.features, eval_ex, eval_enc, tokenizer.pad_token_id or 0, val_ex,
-                enc(val_ex) if val_ex else None)
+    return Data(
+        task,
+        train_enc.features,
+        eval_ex,
+        eval_enc,
+        tokenizer.pad_token_id or 0,
+        val_ex,
+        enc(val_ex) if val_ex else None,
+    )
 
 
 # ---------------------------------------------------------------- the loop
@@ -113,8 +121,11 @@ def run(cfg: RunConfig, ctx: Context) -> dict:
     if len(data.train) < cfg.train.batch_size:
         from raydistill.common.errors import UserError
 
-        raise UserError("train.batch_size", f"{cfg.train.batch_size} is larger than the {len(data.train)} training "
-                        "examples; lower --batch-size or raise --train-limit")
+        raise UserError(
+            "train.batch_size",
+            f"{cfg.train.batch_size} is larger than the {len(data.train)} training "
+            "examples; lower --batch-size or raise --train-limit",
+        )
     student.to(device).train()  # from_pretrained (resume, pretrained init) returns it in eval mode: no dropout
     objective.to(device)
     model = Distiller(student, objective)
@@ -175,18 +186,40 @@ def run(cfg: RunConfig, ctx: Context) -> dict:
             sums: dict[str, torch.Tensor] = {}
             clock.lap("between")
             t0, n_seen = time.perf_counter(), 0
-            progress = Progress(f"epoch {epoch + 1}/{cfg.train.epochs} {stage}", steps_per_epoch, log=ctx.log,
-                                live=ctx.live and ctx.rank == 0) if ctx.rank == 0 else None
-            for step, idx in enumerate(epoch_batches(len(data.train), cfg.train.batch_size, epoch, cfg.train.seed,
-                                                     ctx.rank, ctx.world_size, lengths)):
+            progress = (
+                Progress(
+                    f"epoch {epoch + 1}/{cfg.train.epochs} {stage}",
+                    steps_per_epoch,
+                    log=ctx.log,
+                    live=ctx.live and ctx.rank == 0,
+                )
+                if ctx.rank == 0
+                else None
+            )
+            for step, idx in enumerate(
+                epoch_batches(
+                    len(data.train), cfg.train.batch_size, epoch, cfg.train.seed, ctx.rank, ctx.world_size, lengths
+                )
+            ):
                 if step >= steps_per_epoch:
                     break
                 poison = fault.at(ctx.rank, epoch + 1, step + 1)  # test hook: None in normal use
                 feats = [data.train[i] for i in idx]
                 batch = to_device(collate(masker(feats, idx, epoch) if masker else feats, data.pad_id), device)
                 t_out = teacher_outputs(teacher, cache, objective, batch, idx, stage, device, t_dtype)
-                train_step(model, batch, t_out, stage, opt, sched, device=device, amp=step_amp,
-                           world=ctx.world_size if distributed else 1, sums=sums, poison=poison)
+                train_step(
+                    model,
+                    batch,
+                    t_out,
+                    stage,
+                    opt,
+                    sched,
+                    device=device,
+                    amp=step_amp,
+                    world=ctx.world_size if distributed else 1,
+                    sums=sums,
+                    poison=poison,
+                )
                 n_seen += per_rank
                 if progress:
                     progress.update(items=per_rank * ctx.world_size)
@@ -201,8 +234,12 @@ def run(cfg: RunConfig, ctx: Context) -> dict:
             train = {f"train_{k}": float(v) for k, v in zip(keys, vec.tolist())}
             if not all(math.isfinite(v) for v in train.values()):
                 raise NonFiniteLoss(f"non-finite training loss at epoch {epoch + 1}: {train}")
-            metrics = {"epoch": epoch + 1, "stage": stage, **train,
-                       "train_examples_per_s": n_seen * ctx.world_size / (time.perf_counter() - t0)}
+            metrics = {
+                "epoch": epoch + 1,
+                "stage": stage,
+                **train,
+                "train_examples_per_s": n_seen * ctx.world_size / (time.perf_counter() - t0),
+            }
             clock.lap("train")
             ckpt_dir = None
             if ctx.rank == 0:
@@ -212,12 +249,21 @@ def run(cfg: RunConfig, ctx: Context) -> dict:
                 clock.lap("latency")
                 history.append(metrics)
                 best = _best(history, main)
-                metrics.update(best_epoch=best["epoch"],  # best_val_* chose it; best_eval_* is that epoch's dev score
-                               **{f"best_{k}": v for k, v in best.items() if k.startswith(("eval_", "val_"))})
+                metrics.update(
+                    best_epoch=best["epoch"],  # best_val_* chose it; best_eval_* is that epoch's dev score
+                    **{f"best_{k}": v for k, v in best.items() if k.startswith(("eval_", "val_"))},
+                )
                 ckpt_dir = os.path.join(tempfile.mkdtemp(prefix="raydistill-ckpt-"), "checkpoint")
-                save_checkpoint(ckpt_dir, student, tokenizer, objective, opt, sched,
-                                {"epoch": epoch + 1, "history": history, "config": cfg.to_params()},
-                                best=None if best is metrics else best_dir)
+                save_checkpoint(
+                    ckpt_dir,
+                    student,
+                    tokenizer,
+                    objective,
+                    opt,
+                    sched,
+                    {"epoch": epoch + 1, "history": history, "config": cfg.to_params()},
+                    best=None if best is metrics else best_dir,
+                )
                 if best is metrics:
                     copy_dir(os.path.join(ckpt_dir, "best_student"), best_dir)
                 clock.lap("checkpoint")
@@ -269,7 +315,8 @@ def _teacher_cache(cfg, needs: list, teacher, data, device, ctx, t_dtype: str):
     hidden = set().union(*(n.teacher_hidden for n in full))
     att = set().union(*(n.teacher_att for n in full))
     return TeacherCache(cfg.teacher_cache, cache_key(cfg, kind, t_dtype), kind).ensure(
-        teacher, data.train, collate, data.pad_id, device, ctx.log, t_dtype, hidden, att, cfg.teacher_cache_gb)
+        teacher, data.train, collate, data.pad_id, device, ctx.log, t_dtype, hidden, att, cfg.teacher_cache_gb
+    )
 
 
 def _speed(student, device) -> dict:

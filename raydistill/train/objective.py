@@ -1,4 +1,5 @@
 """Assemble one run's pieces: frozen teacher, student, method, learned projections and feature captures."""
+
 from __future__ import annotations
 
 import torch
@@ -18,8 +19,9 @@ class Objective(torch.nn.Module):
         super().__init__()
         self.method = method
         s_h, t_h = student.config.hidden_size, teacher.config.hidden_size if teacher is not None else 0
-        layers = method.projected_layers(student.config.num_hidden_layers) if teacher is not None and s_h != t_h \
-            else set()
+        layers = (
+            method.projected_layers(student.config.num_hidden_layers) if teacher is not None and s_h != t_h else set()
+        )
         self.projections = torch.nn.ModuleDict({str(i): torch.nn.Linear(s_h, t_h) for i in sorted(layers)})
         self._captures = {}
         self._models = {"student": student, "teacher": teacher}
@@ -33,7 +35,9 @@ class Objective(torch.nn.Module):
 
     def _capture(self, who: str, stage: str):
         needs = self.method.needs(stage)
-        layers, qkv = (needs.teacher_att, needs.teacher_qkv) if who == "teacher" else (needs.student_att, needs.student_qkv)
+        layers, qkv = (
+            (needs.teacher_att, needs.teacher_qkv) if who == "teacher" else (needs.student_att, needs.student_qkv)
+        )
         if not layers and not qkv:
             return None
         key = (who, layers, qkv)
@@ -58,6 +62,7 @@ def task_kind(cfg) -> tuple[str, int | None, tuple]:
 def prune_examples(cfg, tokenizer, batch_size: int = 16):
     """For init ``prune``: sample size (None = the default) → batches of model inputs of that many of the run's
     training rows (``examples.prune_rows``), tokenised as the run tokenises them."""
+
     def batches(n: int | None) -> list[dict]:
         from raydistill.tasks import get_task
         from raydistill.tasks.encode import MODEL_INPUTS, collate, encode
@@ -70,7 +75,10 @@ def prune_examples(cfg, tokenizer, batch_size: int = 16):
         else:
             feats = encode(task, rows, tokenizer, length).features
         feats = [{k: f[k] for k in MODEL_INPUTS if k in f} for f in feats]
-        return [collate(feats[i:i + batch_size], tokenizer.pad_token_id or 0) for i in range(0, len(feats), batch_size)]
+        return [
+            collate(feats[i : i + batch_size], tokenizer.pad_token_id or 0) for i in range(0, len(feats), batch_size)
+        ]
+
     return batches
 
 
@@ -115,8 +123,9 @@ def build_objective(cfg, resume_student: str | None = None):
     layers = (0, 0)
     if method_cls.uses_teacher:
         sc, tc = student.config, teacher.config
-        method_cls.check_shapes(cfg, sc.num_attention_heads, sc.hidden_size, tc.num_attention_heads, tc.hidden_size,
-                                tc.num_hidden_layers)
+        method_cls.check_shapes(
+            cfg, sc.num_attention_heads, sc.hidden_size, tc.num_attention_heads, tc.hidden_size, tc.num_hidden_layers
+        )
         layers = (sc.num_hidden_layers, tc.num_hidden_layers)
     method = method_cls(cfg, kind, pairs, layers)
     if not method_cls.uses_teacher:

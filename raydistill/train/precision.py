@@ -5,6 +5,7 @@ native bf16 matmul (AVX512-BF16 or AMX) and on GPUs, and moves the distillation 
 (BENCHMARKS.md). ``TrainConfig.teacher_bf16`` (on by default) asks for it; it is used only where the hardware has
 native bf16, so older CPUs keep the exact fp32 teacher. ``TrainConfig.bf16`` autocasts the whole step on GPU.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -52,8 +53,12 @@ def run_device(train) -> torch.device:
     if not train.use_gpu:
         return torch.device("cpu")
     build = f"torch {torch.__version__}" + ("" if torch.version.cuda else ", a CPU-only build")
-    check(torch.cuda.is_available(), "use_gpu", f"torch sees no CUDA device ({build}); drop --use-gpu, or install "
-          "torch's CUDA build on a GPU machine (benchmarks/README.md, GPU machines)")
+    check(
+        torch.cuda.is_available(),
+        "use_gpu",
+        f"torch sees no CUDA device ({build}); drop --use-gpu, or install "
+        "torch's CUDA build on a GPU machine (benchmarks/README.md, GPU machines)",
+    )
     return torch.device("cuda", torch.cuda.current_device())
 
 

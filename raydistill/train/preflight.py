@@ -1,4 +1,5 @@
 """Check a RunConfig before Ray starts or a GPU is touched: every problem is a one-line UserError."""
+
 from __future__ import annotations
 
 import json
@@ -19,15 +20,25 @@ SIZE_FIELDS = ("num_hidden_layers", "hidden_size", "num_attention_heads", "inter
 PLACEMENT_STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
 
 
-def check_ray_options(placement_strategy: str = "PACK", max_failures: int = 0, cpus_per_worker: float = 1.0,
-                      gpus_per_worker: float | None = None) -> None:
+def check_ray_options(
+    placement_strategy: str = "PACK",
+    max_failures: int = 0,
+    cpus_per_worker: float = 1.0,
+    gpus_per_worker: float | None = None,
+) -> None:
     """Ray scheduling flags, which Ray itself would only reject once the cluster is up."""
-    check(placement_strategy in PLACEMENT_STRATEGIES, "placement_strategy",
-          f"unknown placement strategy {placement_strategy!r}; use one of {', '.join(PLACEMENT_STRATEGIES)}")
+    check(
+        placement_strategy in PLACEMENT_STRATEGIES,
+        "placement_strategy",
+        f"unknown placement strategy {placement_strategy!r}; use one of {', '.join(PLACEMENT_STRATEGIES)}",
+    )
     check(max_failures >= -1, "max_failures", f"must be >= 0 (or -1 = retry forever), got {max_failures}")
     check(cpus_per_worker > 0, "cpus_per_worker", f"must be > 0, got {cpus_per_worker}")
-    check(gpus_per_worker is None or gpus_per_worker > 0, "gpus_per_worker",
-          f"must be > 0 (a fraction such as 0.5 packs trials per GPU), got {gpus_per_worker}")
+    check(
+        gpus_per_worker is None or gpus_per_worker > 0,
+        "gpus_per_worker",
+        f"must be > 0 (a fraction such as 0.5 packs trials per GPU), got {gpus_per_worker}",
+    )
 
 
 def teacher_config(name_or_dir: str, field: str = "teacher", trust_remote_code: bool = False):
@@ -35,16 +46,29 @@ def teacher_config(name_or_dir: str, field: str = "teacher", trust_remote_code: 
     from transformers import AutoConfig
 
     if is_local(name_or_dir):
-        hint = ("a fine-tuned model directory (python -m raydistill.finetune writes one)" if field == "teacher" else
-                "a Hugging Face model directory (config.json + weights) or a hub name")
-        check(not os.path.isfile(name_or_dir), field, f"{name_or_dir} is a file, not a model folder; pass the folder "
-              f"that holds config.json and the weights: {hint}")
+        hint = (
+            "a fine-tuned model directory (python -m raydistill.finetune writes one)"
+            if field == "teacher"
+            else "a Hugging Face model directory (config.json + weights) or a hub name"
+        )
+        check(
+            not os.path.isfile(name_or_dir),
+            field,
+            f"{name_or_dir} is a file, not a model folder; pass the folder "
+            f"that holds config.json and the weights: {hint}",
+        )
         check(os.path.isdir(name_or_dir), field, f"{name_or_dir} does not exist; pass {hint}")
-        check(os.path.isfile(os.path.join(name_or_dir, "config.json")), field,
-              f"{name_or_dir} has no config.json; it is not a Hugging Face model directory")
+        check(
+            os.path.isfile(os.path.join(name_or_dir, "config.json")),
+            field,
+            f"{name_or_dir} has no config.json; it is not a Hugging Face model directory",
+        )
     elif not hub_reachable():
-        raise UserError(field, f"{name_or_dir!r} is not a local directory and the Hugging Face hub is unreachable; "
-                        f"run offline with a local model and data: --{field} DIR --data-dir DIR (see README, Offline)")
+        raise UserError(
+            field,
+            f"{name_or_dir!r} is not a local directory and the Hugging Face hub is unreachable; "
+            f"run offline with a local model and data: --{field} DIR --data-dir DIR (see README, Offline)",
+        )
     try:
         from huggingface_hub.errors import StrictDataclassError  # transformers 5: typed config fields
     except ImportError:  # pragma: no cover - older huggingface_hub
@@ -57,9 +81,12 @@ def teacher_config(name_or_dir: str, field: str = "teacher", trust_remote_code: 
     for name in SIZE_FIELDS:  # a hand-edited config.json with a wrong type would crash later, inside a worker
         v = getattr(cfg, name, None)
         if v is not None:
-            check(isinstance(v, int) and not isinstance(v, bool) and v > 0, field,
-                  f"{name_or_dir}/config.json has {name}={v!r}; it must be a positive integer (re-save the model "
-                  "with save_pretrained)")
+            check(
+                isinstance(v, int) and not isinstance(v, bool) and v > 0,
+                field,
+                f"{name_or_dir}/config.json has {name}={v!r}; it must be a positive integer (re-save the model "
+                "with save_pretrained)",
+            )
     return cfg
 
 
@@ -82,22 +109,33 @@ def check_student(cfg: RunConfig, tcfg) -> None:
             from raydistill.models.student import init_layers
 
             init_layers(init, s.layers, n)  # explicit list: one strictly increasing teacher layer per student layer
-        for name, want in (("hidden", tcfg.hidden_size), ("intermediate", tcfg.intermediate_size),
-                           ("heads", tcfg.num_attention_heads)):
-            check(getattr(s, name) == want, f"student.{name}",
-                  f"init {init} copies teacher layers, so {name} must equal the teacher's {want}, not "
-                  f"{getattr(s, name)}; use --init random or set --student-{name} {want}")
+        for name, want in (
+            ("hidden", tcfg.hidden_size),
+            ("intermediate", tcfg.intermediate_size),
+            ("heads", tcfg.num_attention_heads),
+        ):
+            check(
+                getattr(s, name) == want,
+                f"student.{name}",
+                f"init {init} copies teacher layers, so {name} must equal the teacher's {want}, not "
+                f"{getattr(s, name)}; use --init random or set --student-{name} {want}",
+            )
     elif init.startswith("checkpoint:"):
         path = init.split(":", 1)[1]
-        check(os.path.isfile(os.path.join(path, "config.json")), "student.init", f"checkpoint {path} has no config.json")
+        check(
+            os.path.isfile(os.path.join(path, "config.json")), "student.init", f"checkpoint {path} has no config.json"
+        )
         from raydistill.models.teacher import KNOWN_FAMILIES
 
         ccfg = teacher_config(path, field="init")
         fam = lambda c: KNOWN_FAMILIES.get(getattr(c, "model_type", ""), getattr(c, "model_type", ""))  # noqa: E731
-        check(fam(ccfg) == fam(tcfg) and getattr(ccfg, "vocab_size", None) == getattr(tcfg, "vocab_size", None),
-              "init", f"checkpoint {path} is a {ccfg.model_type} model with vocab {getattr(ccfg, 'vocab_size', '?')} "
-              f"but the teacher is {tcfg.model_type} with vocab {getattr(tcfg, 'vocab_size', '?')}; distil from a "
-              "checkpoint of the teacher's family and tokenizer")
+        check(
+            fam(ccfg) == fam(tcfg) and getattr(ccfg, "vocab_size", None) == getattr(tcfg, "vocab_size", None),
+            "init",
+            f"checkpoint {path} is a {ccfg.model_type} model with vocab {getattr(ccfg, 'vocab_size', '?')} "
+            f"but the teacher is {tcfg.model_type} with vocab {getattr(tcfg, 'vocab_size', '?')}; distil from a "
+            "checkpoint of the teacher's family and tokenizer",
+        )
     elif split_init(init)[0] == "prune":
         from raydistill.config.sizes import check_shape
         from raydistill.models.prune import parse_arg
@@ -105,11 +143,18 @@ def check_student(cfg: RunConfig, tcfg) -> None:
         parse_arg(split_init(init)[1])
         check_shape({k: getattr(s, k) for k in ("layers", "hidden", "intermediate", "heads")}, Shape.of(tcfg))
     else:
-        check(init in ("random", "slice", "pretrained"), "student.init", f"unknown init {init!r}; use random, slice, "
-              "prune, first_k, every_other, uniform, layers:1,3,5 or checkpoint:DIR")
-        check(init != "slice" or s.intermediate <= tcfg.intermediate_size, "student.intermediate",
-              f"init slice cuts teacher tensors, so the student's FFN cannot be wider ({s.intermediate}) than the "
-              f"teacher's {tcfg.intermediate_size}; lower student.intermediate or use --init random")
+        check(
+            init in ("random", "slice", "pretrained"),
+            "student.init",
+            f"unknown init {init!r}; use random, slice, "
+            "prune, first_k, every_other, uniform, layers:1,3,5 or checkpoint:DIR",
+        )
+        check(
+            init != "slice" or s.intermediate <= tcfg.intermediate_size,
+            "student.intermediate",
+            f"init slice cuts teacher tensors, so the student's FFN cannot be wider ({s.intermediate}) than the "
+            f"teacher's {tcfg.intermediate_size}; lower student.intermediate or use --init random",
+        )
 
 
 def check_unread_flags(cfg: RunConfig, tcfg) -> None:
@@ -122,13 +167,17 @@ def check_unread_flags(cfg: RunConfig, tcfg) -> None:
     d = cfg.distill
     check_spec(d.mapping, tcfg.num_hidden_layers)
     teacher_layer(d, tcfg.num_hidden_layers)
-    check(d.relation_heads == 0 or tcfg.hidden_size % d.relation_heads == 0, "distill.relation_heads",
-          f"{d.relation_heads} relation heads do not divide the teacher's width {tcfg.hidden_size}; pick one that does "
-          "(0 = the default: 4x the teacher's attention heads, or the largest count below it that divides both widths)")
+    check(
+        d.relation_heads == 0 or tcfg.hidden_size % d.relation_heads == 0,
+        "distill.relation_heads",
+        f"{d.relation_heads} relation heads do not divide the teacher's width {tcfg.hidden_size}; pick one that does "
+        "(0 = the default: 4x the teacher's attention heads, or the largest count below it that divides both widths)",
+    )
 
 
-def preflight(cfg: RunConfig, load_data: bool = True, require_head: bool = True,
-              teacher_field: str = "teacher") -> RunConfig:
+def preflight(
+    cfg: RunConfig, load_data: bool = True, require_head: bool = True, teacher_field: str = "teacher"
+) -> RunConfig:
     """Validate everything cheap to validate; returns the config with its tracking URI resolved.
 
     ``require_head=False`` skips the check that the teacher is fine-tuned for the task (a sweep fine-tunes a
@@ -147,29 +196,47 @@ def preflight(cfg: RunConfig, load_data: bool = True, require_head: bool = True,
     check_writable(cfg.output, "output")
     check_tracking_uri_path(cfg.tracking_uri)
     tcfg = teacher_config(cfg.teacher, field=teacher_field)
-    check(getattr(tcfg, "model_type", "") in ("bert", "roberta", "xlm-roberta", "camembert", "electra"), teacher_field,
-          f"{cfg.teacher} is a {getattr(tcfg, 'model_type', '?')} model; raydistill distils BERT/RoBERTa encoders")
+    check(
+        getattr(tcfg, "model_type", "") in ("bert", "roberta", "xlm-roberta", "camembert", "electra"),
+        teacher_field,
+        f"{cfg.teacher} is a {getattr(tcfg, 'model_type', '?')} model; raydistill distils BERT/RoBERTa encoders",
+    )
     limit = max_positions(tcfg)
-    check(limit is None or cfg.train.max_length <= limit, "train.max_length",
-          f"{cfg.train.max_length} is longer than the teacher's {limit} position embeddings; pass --max-length {limit} "
-          "or less")
+    check(
+        limit is None or cfg.train.max_length <= limit,
+        "train.max_length",
+        f"{cfg.train.max_length} is longer than the teacher's {limit} position embeddings; pass --max-length {limit} "
+        "or less",
+    )
     if cfg.student.init == "pretrained" and task.labelled:  # fine-tuning: a head of another task is wrong
         archs = " ".join(getattr(tcfg, "architectures", None) or [])
-        check(task.kind == "qa" or HEADS[task.kind] not in archs or tcfg.num_labels == task.num_labels, teacher_field,
-              f"{cfg.teacher} has a {tcfg.num_labels}-label head but {task.name} has {task.num_labels} label(s); "
-              "pass a plain pretrained encoder or a model fine-tuned on this task")
+        check(
+            task.kind == "qa" or HEADS[task.kind] not in archs or tcfg.num_labels == task.num_labels,
+            teacher_field,
+            f"{cfg.teacher} has a {tcfg.num_labels}-label head but {task.name} has {task.num_labels} label(s); "
+            "pass a plain pretrained encoder or a model fine-tuned on this task",
+        )
     if cfg.student.init != "pretrained":
         check_student(cfg, tcfg)
         if method.uses_teacher and task.labelled and require_head:
-            check(has_task_head(tcfg, task), "teacher",
-                  f"{cfg.teacher} is not fine-tuned for {task.name} (needs a {HEADS[task.kind]} head with "
-                  f"{task.num_labels} labels); fine-tune it first: python -m raydistill.finetune --task {task.name} "
-                  f"--model {cfg.teacher} --output DIR")
+            check(
+                has_task_head(tcfg, task),
+                "teacher",
+                f"{cfg.teacher} is not fine-tuned for {task.name} (needs a {HEADS[task.kind]} head with "
+                f"{task.num_labels} labels); fine-tune it first: python -m raydistill.finetune --task {task.name} "
+                f"--model {cfg.teacher} --output DIR",
+            )
     if method.maps_layers:
         layer_pairs(cfg.distill.mapping, cfg.student.layers, tcfg.num_hidden_layers)
     if method.uses_teacher and cfg.student.init != "pretrained" and not cfg.student.init.startswith("checkpoint:"):
-        method.check_shapes(cfg, cfg.student.heads, cfg.student.hidden, tcfg.num_attention_heads, tcfg.hidden_size,
-                            tcfg.num_hidden_layers)
+        method.check_shapes(
+            cfg,
+            cfg.student.heads,
+            cfg.student.hidden,
+            tcfg.num_attention_heads,
+            tcfg.hidden_size,
+            tcfg.num_hidden_layers,
+        )
     check_unread_flags(cfg, tcfg)
     if load_data or not task.labelled:
         from raydistill.data.splits import general_examples, prune_sample_size, train_and_eval_examples

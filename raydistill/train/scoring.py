@@ -1,5 +1,6 @@
 """A student's metrics on the validation split (``val_*``, what chooses) and the dev set (``eval_*``, what reports),
 computed on rank 0 after every epoch (the task's own scoring; MLM loss and accuracy for general distillation)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -14,8 +15,11 @@ def dev_metrics(model, data, batch_size: int, device) -> dict:
     split when it has one."""
     out = split_metrics(model, data.task, data.eval_examples, data.eval_encoded, data.pad_id, batch_size, device)
     if data.val_examples:
-        out.update(split_metrics(model, data.task, data.val_examples, data.val_encoded, data.pad_id, batch_size,
-                                 device, prefix="val"))
+        out.update(
+            split_metrics(
+                model, data.task, data.val_examples, data.val_encoded, data.pad_id, batch_size, device, prefix="val"
+            )
+        )
     return out
 
 
@@ -56,8 +60,13 @@ def _mlm_sums(model, encoded, pad_id: int, batch_size: int, device) -> list[floa
     for batch, o in _forward_batches(model, encoded, pad_id, batch_size, device, by_length(encoded.features)):
         sel = batch["labels"] != -100
         logits, gold = o.logits[sel].float(), batch["labels"][sel]
-        sums += torch.stack([torch.nn.functional.cross_entropy(logits, gold, reduction="sum"),
-                             (logits.argmax(-1) == gold).sum().float(), sel.sum().float()])
+        sums += torch.stack(
+            [
+                torch.nn.functional.cross_entropy(logits, gold, reduction="sum"),
+                (logits.argmax(-1) == gold).sum().float(),
+                sel.sum().float(),
+            ]
+        )
     return sums.tolist()
 
 
@@ -68,7 +77,7 @@ def _forward_batches(model, encoded, pad_id: int, batch_size: int, device, order
     try:
         with torch.no_grad():
             for start in range(0, len(order), batch_size):
-                rows = [encoded.features[i] for i in order[start:start + batch_size]]
+                rows = [encoded.features[i] for i in order[start : start + batch_size]]
                 batch = to_device(collate(rows, pad_id), device)
                 yield batch, forward(model, batch, need_hidden=False)
     finally:

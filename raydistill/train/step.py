@@ -1,6 +1,7 @@
 """One training step, as every worker and the step benchmarks run it: the student (and the objective's learned
 projections) in one module, the teacher's outputs (cached or live), AdamW with warm-up + linear decay, and
 ``train_step`` = forward and losses under autocast, backward, clip, optimizer and schedule, losses summed on device."""
+
 from __future__ import annotations
 
 import torch
@@ -59,8 +60,20 @@ def optimizer_step(model, loss: torch.Tensor, opt, sched) -> None:
     opt.zero_grad(set_to_none=True)
 
 
-def train_step(model, batch: dict, teacher_out, stage: str, opt, sched, *, device, amp: str = "fp32", world: int = 1,
-               sums: dict | None = None, poison=None) -> dict:
+def train_step(
+    model,
+    batch: dict,
+    teacher_out,
+    stage: str,
+    opt,
+    sched,
+    *,
+    device,
+    amp: str = "fp32",
+    world: int = 1,
+    sums: dict | None = None,
+    poison=None,
+) -> dict:
     """One optimizer step; returns the losses. Token and pair means are over all ``world`` ranks' tokens; each loss
     is added to ``sums`` on the device (no host sync per step). ``poison`` (a test hook) may rewrite the losses."""
     with autocast(device, amp), global_means(world):  # the losses cast to float32 themselves
@@ -88,7 +101,10 @@ def make_optimizer(cfg: RunConfig, params, total_steps: int):
     decay = [p for p in params if p.ndim >= 2]
     no_decay = [p for p in params if p.ndim < 2]
     fused = FUSED_ADAMW and all(p.device.type in ("cpu", "cuda") and p.is_floating_point() for p in params)
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.train.weight_decay},
-                             {"params": no_decay, "weight_decay": 0.0}], lr=cfg.train.lr, fused=fused or None)
+    opt = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": cfg.train.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=cfg.train.lr,
+        fused=fused or None,
+    )
     sched = get_linear_schedule_with_warmup(opt, int(cfg.train.warmup_ratio * total_steps), max(total_steps, 1))
     return opt, sched

@@ -11,6 +11,7 @@ cosine loss) are stored per layer when they fit the size budget: every layer whe
 every mapping a sweep can try), else the layers this run asks for, else none, and the live teacher serves that
 stage. Layers added later are written beside the existing arrays; nothing already written is rewritten.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -45,8 +46,15 @@ def cache_key(cfg, kind: str, dtype: str = "fp32") -> str:
     from raydistill.data.splits import data_fingerprint
     from raydistill.models.teacher import fingerprint
 
-    parts = {"v": VERSION, "teacher": fingerprint(cfg.teacher), "tokenizer": _tokenizer_hash(cfg.teacher),
-             "max_length": cfg.train.max_length, "data": data_fingerprint(cfg), "kind": kind, "dtype": dtype}
+    parts = {
+        "v": VERSION,
+        "teacher": fingerprint(cfg.teacher),
+        "tokenizer": _tokenizer_hash(cfg.teacher),
+        "max_length": cfg.train.max_length,
+        "data": data_fingerprint(cfg),
+        "kind": kind,
+        "dtype": dtype,
+    }
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:20]
 
 
@@ -77,8 +85,19 @@ class TeacherCache:
         with open(path) as f:
             return json.load(f)
 
-    def ensure(self, teacher, features: list, collate, pad_id: int, device, log=print, dtype: str = "fp32",
-               hidden_layers=(), att_layers=(), budget_gb: float = 4.0) -> "TeacherCache":
+    def ensure(
+        self,
+        teacher,
+        features: list,
+        collate,
+        pad_id: int,
+        device,
+        log=print,
+        dtype: str = "fp32",
+        hidden_layers=(),
+        att_layers=(),
+        budget_gb: float = 4.0,
+    ) -> "TeacherCache":
         """Build what is missing once, under a file lock (concurrent trials and ranks wait, then read), then map.
 
         ``hidden_layers`` (0..L, −1 = last) and ``att_layers`` (0-based) are the full-sequence features this run's
@@ -108,12 +127,15 @@ class TeacherCache:
                     add_h, add_a = want_h - have_h, want_a - have_a
                 else:
                     need = (len(want_h - have_h) * h_bytes + len(want_a - have_a) * a_bytes) / GiB
-                    log(f"teacher cache: full-sequence states of layers {sorted(want_h)} / attention {sorted(want_a)} "
+                    log(
+                        f"teacher cache: full-sequence states of layers {sorted(want_h)} / attention {sorted(want_a)} "
                         f"need {need:.2f} GiB more, over the {budget_gb:g} GiB budget: the live teacher serves that "
-                        "stage (raise --teacher-cache-gb to cache them)")
+                        "stage (raise --teacher-cache-gb to cache them)"
+                    )
             if meta is None or add_h or add_a:
-                what = "teacher outputs" + (f" (+ full states of {len(add_h)} layers, scores of {len(add_a)})"
-                                            if add_h or add_a else "")
+                what = "teacher outputs" + (
+                    f" (+ full states of {len(add_h)} layers, scores of {len(add_a)})" if add_h or add_a else ""
+                )
                 log(f"teacher cache: computing {what} for {len(features)} examples into {self.dir}")
                 with autocast(device, dtype):  # the same precision as the live teacher of this run
                     self._build(teacher, features, collate, pad_id, device, meta is None, add_h, add_a, log=log)
@@ -134,12 +156,26 @@ class TeacherCache:
             return True
         if needs.teacher_qkv:  # MiniLM's queries/keys/values are not stored: its relation stage runs the teacher live
             return False
-        return bool(needs.teacher_hidden or needs.teacher_att) and needs.teacher_att <= self.att_layers \
+        return (
+            bool(needs.teacher_hidden or needs.teacher_att)
+            and needs.teacher_att <= self.att_layers
             and self._hidden(needs.teacher_hidden) <= self.hidden_layers
+        )
 
     @torch.no_grad()
-    def _build(self, teacher, features, collate, pad_id, device, base: bool, add_h: set, add_a: set,
-               batch_size: int = 64, log=print) -> None:
+    def _build(
+        self,
+        teacher,
+        features,
+        collate,
+        pad_id,
+        device,
+        base: bool,
+        add_h: set,
+        add_a: set,
+        batch_size: int = 64,
+        log=print,
+    ) -> None:
         from raydistill.models.features import AttentionCapture
 
         teacher.to(device).eval()
@@ -161,7 +197,7 @@ class TeacherCache:
             order = sorted(range(len(features)), key=lambda i: lengths[i])  # little padding
             progress = Progress("teacher cache", -(-len(order) // batch_size), log=log)
             for s in range(0, len(order), batch_size):
-                idx = order[s:s + batch_size]
+                idx = order[s : s + batch_size]
                 batch = {k: v.to(device) for k, v in collate([features[i] for i in idx], pad_id).items()}
                 inputs = {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids") if k in batch}
                 with AttentionCapture(teacher, add_a) as cap:
@@ -173,8 +209,11 @@ class TeacherCache:
                     pred = pred.float()
                     if "cls" not in arrays:
                         new("cls", (len(features), n_layers + 1, cfg.hidden_size))
-                        new("pred", ((offsets[-1],) if token_level else (len(features),)) + tuple(pred.shape[2 if
-                            token_level else 1:]))
+                        new(
+                            "pred",
+                            ((offsets[-1],) if token_level else (len(features),))
+                            + tuple(pred.shape[2 if token_level else 1 :]),
+                        )
                     arrays["cls"][idx] = torch.stack([h[:, 0] for h in out.hidden_states], 1).cpu().half().numpy()
                     arrays["pred"][rows if token_level else idx] = (pred[real] if token_level else pred).cpu().numpy()
                 for j in add_h:
@@ -187,7 +226,7 @@ class TeacherCache:
                     sc = cap.scores[j].float().cpu()
                     for r, i in enumerate(idx):
                         n = lengths[i]
-                        arr[att_offsets[i]:att_offsets[i + 1]] = sc[r, :, :n, :n].reshape(-1).half().numpy()
+                        arr[att_offsets[i] : att_offsets[i + 1]] = sc[r, :, :n, :n].reshape(-1).half().numpy()
                 progress.update(items=len(idx))
             if base:
                 _save(os.path.join(out_dir, "offsets.npy"), offsets)
@@ -198,9 +237,15 @@ class TeacherCache:
                 os.replace(os.path.join(out_dir, f"{name}.tmp.npy"), os.path.join(out_dir, f"{name}.npy"))
             old = self._meta() or {"arrays": [], "hidden": [], "att": []}
             names = set(old["arrays"]) | set(arrays) | {"offsets"} | ({"att_offsets"} if add_a else set())
-            meta = {"arrays": sorted(names), "hidden": sorted(set(old["hidden"]) | add_h),
-                    "att": sorted(set(old["att"]) | add_a), "kind": self.kind, "n": len(features), "heads": heads,
-                    "layers": n_layers}
+            meta = {
+                "arrays": sorted(names),
+                "hidden": sorted(set(old["hidden"]) | add_h),
+                "att": sorted(set(old["att"]) | add_a),
+                "kind": self.kind,
+                "n": len(features),
+                "heads": heads,
+                "layers": n_layers,
+            }
             with open(os.path.join(out_dir, "meta.json.tmp"), "w") as f:
                 json.dump(meta, f)
             os.replace(os.path.join(out_dir, "meta.json.tmp"), os.path.join(out_dir, "meta.json"))
@@ -219,7 +264,9 @@ class TeacherCache:
         padding. Lengths come from the cache's offsets, not the device mask: no device→host sync per step."""
         src = self.arrays[name]
         out = torch.zeros((len(idx), L) + src.shape[1:], dtype=torch.float16)
-        out[torch.arange(L)[None, :] < torch.from_numpy(lengths)[:, None]] = torch.from_numpy(src[_rows(self.arrays["offsets"], idx)])
+        out[torch.arange(L)[None, :] < torch.from_numpy(lengths)[:, None]] = torch.from_numpy(
+            src[_rows(self.arrays["offsets"], idx)]
+        )
         return out.to(device, non_blocking=True).float()  # fp16 over the bus, fp32 for the losses
 
     def outputs(self, idx: list[int], batch: dict, needs):
@@ -231,7 +278,7 @@ class TeacherCache:
         off = self.arrays["offsets"]
         lengths = np.array([off[i + 1] - off[i] for i in idx], dtype=np.int64)
         cls = torch.from_numpy(np.asarray(self.arrays["cls"][idx])).to(device, non_blocking=True).float()
-        hidden = [cls[:, j:j + 1] for j in range(cls.shape[1])]
+        hidden = [cls[:, j : j + 1] for j in range(cls.shape[1])]
         scores = {}
         if needs.teacher_full:
             for j in self._hidden(needs.teacher_hidden):
@@ -240,7 +287,9 @@ class TeacherCache:
                 src, a_off = self.arrays[f"att_{j}"], self.arrays["att_offsets"]
                 out = torch.zeros(len(idx), self.heads, L, L, dtype=torch.float16)
                 for r, (i, n) in enumerate(zip(idx, lengths)):
-                    block = np.array(src[a_off[i]:a_off[i + 1]]).reshape(self.heads, n, n)  # a copy: the map is read-only
+                    block = np.array(src[a_off[i] : a_off[i + 1]]).reshape(
+                        self.heads, n, n
+                    )  # a copy: the map is read-only
                     out[r, :, :n, :n] = torch.from_numpy(block)
                 scores[j] = out.to(device, non_blocking=True).float()
         hidden = tuple(hidden)
