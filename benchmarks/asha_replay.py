@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from itertools import pairwise
 
 import numpy as np
 
@@ -38,7 +39,7 @@ def histories(uri: str, experiment: str, sweep: str, metric: str) -> list[dict]:
                 "trial": r.data.tags["raydistill.trial_id"],
                 "start": r.info.start_time,
                 "scores": vals,
-                "epoch_s": [(b - a) / 1000 for a, b in zip(stamps[1:], stamps[2:])],
+                "epoch_s": [(b - a) / 1000 for a, b in pairwise(stamps[1:])],
                 "first_s": (stamps[1] - stamps[0]) / 1000 if len(stamps) > 1 else None,
             }
         )

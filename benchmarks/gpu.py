@@ -31,14 +31,13 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # this checkout's raydistill
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
+import argparse
+import json
+import tempfile
+import time
 
-import torch  # noqa: E402
-
-from common import TEXTS  # noqa: E402
+import torch
+from common import TEXTS
 
 SIZES = {
     "full": dict(
@@ -138,10 +137,10 @@ class Step:
     """The body of ``loop.run``'s inner loop on ``device`` (teacher live, or from ``cache`` when given)."""
 
     def __init__(self, cfg, device, cache=None):
-        from raydistill.train.objective import build_objective
         from raydistill.models.teacher import quiet_hf
-        from raydistill.train.step import Distiller, make_optimizer
+        from raydistill.train.objective import build_objective
         from raydistill.train.precision import step_dtype, teacher_dtype
+        from raydistill.train.step import Distiller, make_optimizer
 
         quiet_hf()
         torch.manual_seed(0)
@@ -203,8 +202,8 @@ def _pack_worker(
     rank: int, teacher_dir: str, cache_root: str, sz: dict, device_name: str, steps: int, warmup: int, barrier, results
 ) -> None:
     """One packed trial: its own student, teacher logits from the shared cache."""
-    from raydistill.train.teacher_cache import TeacherCache
     from raydistill.tasks.encode import collate
+    from raydistill.train.teacher_cache import TeacherCache
 
     device = torch.device(device_name)
     if device.type == "cpu":
@@ -232,10 +231,10 @@ def _cache_inputs(cfg, sz: dict, n: int = 1024):
     """Synthetic full-length training features (seeded, so every process builds the same list) and the cache key."""
     import hashlib
 
+    from transformers import AutoConfig
+
     from raydistill.models.teacher import fingerprint
     from raydistill.train.precision import teacher_dtype
-
-    from transformers import AutoConfig
 
     g = torch.Generator().manual_seed(1)
     vocab = AutoConfig.from_pretrained(cfg.teacher).vocab_size
@@ -256,10 +255,10 @@ def _cache_inputs(cfg, sz: dict, n: int = 1024):
 def packing(teacher_dir: str, sz: dict, device, ks: list[int], steps: int, warmup: int, root: str) -> dict:
     import torch.multiprocessing as mp
 
-    from raydistill.train.teacher_cache import TeacherCache
+    from raydistill.tasks.encode import collate
     from raydistill.train.objective import build_objective
     from raydistill.train.precision import teacher_dtype
-    from raydistill.tasks.encode import collate
+    from raydistill.train.teacher_cache import TeacherCache
 
     cache_root = os.path.join(root, "cache")
     cfg = run_config(teacher_dir, sz, "pred", sz["pack_batch"], device.type == "cuda", cache_root)

@@ -134,8 +134,8 @@ def smoke_inputs(out: str):
     """A tiny encoder without a task head and a small synthetic SST-2 (the smoke's stand-ins for MiniLM and GLUE)."""
     sys.path.insert(0, HERE)
     sys.path.insert(0, os.path.join(ROOT, "tests"))
-    from conftest import _texts  # noqa: E402
-    from sweep_cache import sst2_folder  # noqa: E402
+    from conftest import _texts
+    from sweep_cache import sst2_folder
 
     from raydistill.testing import make_tiny_model
 
@@ -347,7 +347,9 @@ def main(argv=None) -> dict:
 
 
 def summary_line(r: dict) -> str:
-    f = lambda v: "nan" if v is None else (f"{v:.4g}" if isinstance(v, float) else str(v))  # noqa: E731
+    def f(v):
+        return "nan" if v is None else (f"{v:.4g}" if isinstance(v, float) else str(v))
+
     items = []
     if "tests" in r:
         t = r["tests"]

@@ -29,7 +29,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import loadavg, machine  # noqa: E402
+from common import loadavg, machine
 
 
 def one_epoch(cfg, grouped: bool, fused: bool = True) -> dict:
@@ -58,8 +58,8 @@ def slots(cfg, grouped: bool) -> tuple[int, int]:
     """(padded token slots, real tokens) of epoch 1's batches: the work the steps do, and the least they could."""
     from transformers import AutoTokenizer
 
-    from raydistill.train import loop
     from raydistill.data.batches import epoch_batches, padded_tokens
+    from raydistill.train import loop
 
     data = loop.load_data(cfg, AutoTokenizer.from_pretrained(cfg.teacher))
     lengths = [len(f["input_ids"]) for f in data.train]
@@ -72,8 +72,8 @@ def compare_scoring(cfg) -> tuple[list, float]:
     longest first, ABBA; printed per run. Returns the runs and the ratio of the medians (in order / longest first)."""
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    from raydistill.train import loop, scoring
     from raydistill.models.student import build_student
+    from raydistill.train import loop, scoring
 
     data = loop.load_data(cfg, AutoTokenizer.from_pretrained(cfg.teacher))
     student = build_student(AutoModelForSequenceClassification.from_pretrained(cfg.teacher), cfg.student)
@@ -97,8 +97,8 @@ def compare_scoring(cfg) -> tuple[list, float]:
 
 def half_depth(teacher: str) -> dict:
     """The benchmark's student: half the teacher's layers (its first k), at its width."""
-    from raydistill.train.preflight import teacher_config
     from raydistill.config.sizes import Shape
+    from raydistill.train.preflight import teacher_config
 
     t = Shape.of(teacher_config(teacher))
     return {
@@ -116,7 +116,10 @@ def synthetic_mrpc(root: str, n: int) -> str:
 
     rng = random.Random(0)
     words = "the a movie film story plot actor good bad fun dull long short great terrible said company year".split()
-    say = lambda: " ".join(rng.choice(words) for _ in range(rng.randint(4, 20)))  # noqa: E731
+
+    def say():
+        return " ".join(rng.choice(words) for _ in range(rng.randint(4, 20)))
+
     os.makedirs(f"{root}/MRPC", exist_ok=True)
     for split, m in (("train", n), ("dev", 32)):
         rows = ["\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String"]
@@ -182,7 +185,8 @@ def main() -> None:
     tok = {g: slots(cfg, g) for g in (False, True)}
     for r in runs:
         print(
-            f"{'grouped' if r['grouped'] else 'plain  '}: train {r['time_train_s']:.1f} s, epoch wall {r['wall_s']:.1f} s, "
+            f"{'grouped' if r['grouped'] else 'plain  '}: train {r['time_train_s']:.1f} s, epoch wall "
+            f"{r['wall_s']:.1f} s, "
             f"val accuracy {r['val_accuracy']:.4f}; load {r['load']}",
             flush=True,
         )

@@ -26,8 +26,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import quality_stats as qs  # noqa: E402
-from quality import Steps, run  # noqa: E402
+import quality_stats as qs
+from quality import Steps, run
 
 
 def main() -> None:
@@ -145,7 +145,9 @@ def main() -> None:
             "diff": diff,
             "ci": ci,
             "verdict": qs.verdict(ci, diff, res[other]["range"]),
-            "same_seed_diffs": [x["dev"] - y["dev"] for x, y in zip(res[first]["runs"], res[other]["runs"])],
+            "same_seed_diffs": [
+                x["dev"] - y["dev"] for x, y in zip(res[first]["runs"], res[other]["runs"], strict=True)
+            ],
         }
         verdicts[other] = res[first][f"vs_{other}"]["verdict"]
     with open(os.path.join(work, "inits.jsonl"), "a") as f:

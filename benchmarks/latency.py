@@ -52,19 +52,18 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # benchmark the checkout this file is in, not whatever raydistill is installed
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import argparse  # noqa: E402
-import contextlib  # noqa: E402
-import json  # noqa: E402
-import statistics  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
+import argparse
+import contextlib
+import json
+import statistics
+import tempfile
+import time
 
-import torch  # noqa: E402
+import torch
+from common import TEXTS, loadavg
+from common import machine as _machine
 
-from common import TEXTS, loadavg, machine as _machine  # noqa: E402
-
-from raydistill.export.quantize import ort_session, quantize_onnx  # noqa: E402
-
+from raydistill.export.quantize import ort_session, quantize_onnx
 
 # (numerator, denominator) variant pairs; a pair is reported when both were timed
 RATIO_GROUPS = {
@@ -178,7 +177,7 @@ def fused_onnx(path: str, config, threads: int, spin: bool, ids, mask, ref):
         sess = ort_session(out, threads, spin)
         got = sess.run(None, {"input_ids": ids.numpy(), "attention_mask": mask.numpy()})[0]
         return sess, float(abs(got - ref).max())
-    except Exception as e:  # noqa: BLE001 — an extra column; report why it is missing
+    except Exception as e:  # an extra column; report why it is missing
         return None, f"{type(e).__name__}: {e}"
 
 
@@ -207,9 +206,8 @@ def main(argv=None) -> dict:
     bf16 = info["bf16_native"] and not a.no_bf16
 
     from raydistill.best import export_onnx
-    from raydistill.models.teacher import quiet_hf
     from raydistill.models.student import count_params
-    from raydistill.models.teacher import load_model
+    from raydistill.models.teacher import load_model, quiet_hf
 
     quiet_hf()
     with tempfile.TemporaryDirectory(prefix="raydistill-latency-") as root:
@@ -290,7 +288,7 @@ def main(argv=None) -> dict:
             ids = torch.randint(5, teacher.config.vocab_size, (b, sz["length"]), generator=g)
             mask = torch.ones_like(ids)
             if bf16:
-                for who, m in (("teacher", teacher), ("student", student)):
+                for who in ("teacher", "student"):
                     ref = variants[who](ids, mask).float()
                     got = variants[f"{who}_bf16"](ids, mask).float()
                     bf16_diff[f"{who}_b{b}"] = float((ref - got).abs().max())

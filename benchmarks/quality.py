@@ -6,7 +6,8 @@ Per task, each step a real command (its last stdout line is JSON):
   teacher       python -m raydistill.finetune — the encoder fine-tuned on the task (its best epoch chosen on val)
   labels-only   python -m raydistill.distill --method finetune — half the teacher's depth, its first layers, gold labels
                 only; --seeds seeds (median and range)
-  recipe        python -m raydistill.sweep SPACE --num-samples 1 — the space's first published recipe (search.start_from)
+  recipe        python -m raydistill.sweep SPACE --num-samples 1 — the space's first published recipe
+  (search.start_from)
                 alone; --seeds seeds
   search        python -m raydistill.sweep SPACE --num-samples N — the product's default search (TPE, recipes first,
                 ASHA, the top trials confirmed with more seeds)
@@ -35,7 +36,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import quality_stats as qs  # noqa: E402
+import quality_stats as qs
 
 ROWS = ("labels", "recipe", "search", "random")
 TARGET = 0.97
@@ -197,7 +198,7 @@ def task_rows(a, task_name: str, step: Steps, work: str, log: str) -> dict:
                     "wall_s": r["wall_s"],
                     "max_length": run_max_length(uri, r["run_id"]),
                 }
-                for r, s in zip(runs, seeds)
+                for r, s in zip(runs, seeds, strict=True)
             ]
         }
     for row, extra in (
@@ -213,7 +214,7 @@ def task_rows(a, task_name: str, step: Steps, work: str, log: str) -> dict:
             name = key.replace("/", "-")  # the sweep's name
             sw = step(
                 key,
-                lambda s=s, name=name, extra=extra: sweep_and_export(
+                lambda s=s, name=name, extra=extra, exp=exp: sweep_and_export(
                     a, exp, name, s, [*a.sweep_extra, *extra], teacher_dir, common, work, uri, log
                 ),
             )
@@ -373,9 +374,10 @@ def main() -> None:
     a.rows, a.extra, a.sweep_extra = a.rows.split(","), [], ["--set", "student.layers=0.5"]
     if a.smoke:
         sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
-        from conftest import _texts  # noqa: E402
+        from conftest import _texts
+        from sweep_cache import sst2_folder
+
         from raydistill.testing import make_tiny_model
-        from sweep_cache import sst2_folder  # noqa: E402
 
         a.data_dir = sst2_folder(None, os.path.join(work, "glue"), 160)
         a.encoder = make_tiny_model(
@@ -412,7 +414,9 @@ def main() -> None:
 
 
 def table(res: dict) -> str:
-    f = lambda v: "—" if v is None else f"{v:.4f}"  # noqa: E731
+    def f(v):
+        return "—" if v is None else f"{v:.4f}"
+
     lines = [
         f"| {res['task']} ({res['metric']}) | dev (median of seeds) | seeds' range | 95% CI (dev rows) | "
         f"% of teacher | search vs this row |",

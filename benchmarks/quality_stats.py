@@ -14,10 +14,10 @@ def dev_predictions(model_dir: str, task_name: str, data_dir: str, max_length: i
     import torch
     from transformers import AutoTokenizer
 
-    from raydistill.train.scoring import model_outputs
     from raydistill.models.teacher import load_model
     from raydistill.tasks import get_task
     from raydistill.tasks.encode import encode
+    from raydistill.train.scoring import model_outputs
 
     task = get_task(task_name)
     examples = task.loader(task, data_dir, task.eval_split)

@@ -21,15 +21,15 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 # benchmark the checkout this file is in, not whatever raydistill is installed
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import time  # noqa: E402
+import argparse
+import json
+import time
 
-import torch  # noqa: E402
-from transformers import AutoConfig, AutoModelForSequenceClassification  # noqa: E402
+import torch
+from transformers import AutoConfig, AutoModelForSequenceClassification
 
-from raydistill.config.schema import StudentConfig  # noqa: E402
-from raydistill.models.student import student_config  # noqa: E402
+from raydistill.config.schema import StudentConfig
+from raydistill.models.student import student_config
 
 
 def timed(model, ids, mask) -> float:

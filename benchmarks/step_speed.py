@@ -42,17 +42,16 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # benchmark the checkout this file is in, not whatever raydistill is installed
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import argparse  # noqa: E402
-import copy  # noqa: E402
-import json  # noqa: E402
-import statistics  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
+import argparse
+import copy
+import json
+import statistics
+import tempfile
+import time
 
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-
-from common import TEXTS, loadavg, machine  # noqa: E402
+import torch
+import torch.nn.functional as F
+from common import TEXTS, loadavg, machine
 
 
 # ------------------------------------------------------------------------------------------------ setup
@@ -132,7 +131,8 @@ CPU = torch.device("cpu")
 
 
 class Ours:
-    """One step of ``raydistill.train.loop.run`` (the body of its inner loop), optionally with a bf16-autocast teacher."""
+    """One step of ``raydistill.train.loop.run`` (the body of its inner loop), optionally with a bf16-autocast
+    teacher."""
 
     def __init__(
         self,
@@ -143,9 +143,9 @@ class Ours:
         student_bf16: bool = False,
         compile: bool = False,
     ):
-        from raydistill.train.objective import build_objective
         from raydistill.models.teacher import quiet_hf
         from raydistill.train.loop import seed_all
+        from raydistill.train.objective import build_objective
         from raydistill.train.step import Distiller
 
         quiet_hf()
@@ -307,7 +307,7 @@ class TextBrewer:
         self.d = GeneralDistiller(train_config, distill_config, self.teacher, self.student, adaptor, adaptor)
         src = ref.projections()
         with torch.no_grad():  # same starting projections as ours
-            for proj, m in zip(self.d.projs, matches):
+            for proj, m in zip(self.d.projs, matches, strict=True):
                 if proj is not None:
                     proj.load_state_dict(src[m["layer_S"]].state_dict())
         opt, _ = adamw(cfg, self.student.parameters(), total_steps)
@@ -327,7 +327,7 @@ class TextBrewer:
         inputs = {k: batch[k] for k in INPUTS}
         total, parts = self.d.train_on_batch(inputs, self.args)
         out = {"emb": 0.0, "att": 0.0, "hidden": 0.0}
-        for kind, v in zip(self.kinds, parts.values()):
+        for kind, v in zip(self.kinds, parts.values(), strict=True):
             out[kind] = out[kind] + v
         out["loss"] = total
         return out
@@ -363,7 +363,10 @@ def loss_check(impls: dict, batch: dict) -> dict:
             params = impl.trainable()
             g = torch.autograd.grad(losses["loss"], params, allow_unused=True)
             grads[name] = torch.cat(
-                [(x if x is not None else torch.zeros_like(p)).reshape(-1).double() for x, p in zip(g, params)]
+                [
+                    (x if x is not None else torch.zeros_like(p)).reshape(-1).double()
+                    for x, p in zip(g, params, strict=True)
+                ]
             )
         out[name] = {k: float(v.detach() if torch.is_tensor(v) else v) for k, v in losses.items()}
         impl.student.train()
@@ -415,8 +418,8 @@ def profile(ours: Ours, batch: dict, rounds: int = 2, top: int = 15) -> dict:
             ct, t_out = cpu(lambda: ours._teacher(batch))
             parts.setdefault(f"teacher_forward_{'bf16' if bf else 'fp32'}", []).append(ct)
             if bf == keep:
-                cs, losses = cpu(lambda: ours.model(batch, t_out, ours.stage))
-                cb, _ = cpu(lambda: losses["loss"].backward())
+                cs, losses = cpu(lambda t_out=t_out: ours.model(batch, t_out, ours.stage))
+                cb, _ = cpu(lambda losses=losses: losses["loss"].backward())
                 co, _ = cpu(
                     lambda: (
                         torch.nn.utils.clip_grad_norm_(ours.model.parameters(), 1.0),

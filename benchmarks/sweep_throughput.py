@@ -27,8 +27,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import loadavg, machine  # noqa: E402
-from sweep_cache import sweep_setup  # noqa: E402
+from common import loadavg, machine
+from sweep_cache import sweep_setup
 
 PHASES = (
     "time_models_s",
@@ -46,9 +46,7 @@ def run_sweep(work: str, common: list[str], label: str, extra: list[str]) -> dic
     cmd = [sys.executable, "-m", "raydistill.sweep", *common, *extra, "--name", f"tp-{label}"]
     print("$ " + " ".join(cmd[1:]), file=sys.stderr, flush=True)
     t0 = time.perf_counter()
-    p = subprocess.run(
-        cmd, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "RAY_ADDRESS": ""}
-    )
+    p = subprocess.run(cmd, cwd=work, capture_output=True, text=True, env={**os.environ, "RAY_ADDRESS": ""})
     wall = time.perf_counter() - t0
     if p.returncode:
         sys.exit(f"sweep {label} failed ({p.returncode}):\n{p.stderr[-4000:]}")
@@ -131,7 +129,8 @@ def main() -> None:
         rows.append(r)
         print(
             f"{label}: {r['trials']} trials, {r.get('concurrency')} at once, tuning {r['wall_s']:.1f} s "
-            f"(command {r['command_s']:.1f} s), {r['trials_per_hour']:.0f} trials/h, per trial {r['trial_wall_s']:.1f} s "
+            f"(command {r['command_s']:.1f} s), {r['trials_per_hour']:.0f} trials/h, per trial {r['trial_wall_s']:.1f} "
+            f"s "
             f"of which training {r['time_train_s']:.1f} s, fixed cost {r['fixed_cost_s']:.1f} s "
             f"({', '.join(f'{k[5:-2]} {r[k]:.2f}' for k in PHASES[:-1])}); load {loadavg()}",
             flush=True,

@@ -19,8 +19,8 @@ import sys
 import time
 
 from raydistill.commands.cli import HelpFormatter, add_overwrite, cli
-from raydistill.common.outputs import adding_to
 from raydistill.common.errors import check
+from raydistill.common.outputs import adding_to
 
 
 def find_best(
@@ -36,8 +36,8 @@ def find_best(
     the validation split) in ``mode`` (default: the sweep's own, recorded with its parent run; else max). A sweep that
     confirmed its top configurations with more seeds is decided by their mean, and the winner's best seed is returned,
     as the sweep's summary names it. Returns (run, metric, mean, mode)."""
-    from raydistill.tracking import track
     from raydistill.config.selection import as_final, pick_confirmed
+    from raydistill.tracking import track
 
     c = track.client(uri)
     exp = c.get_experiment_by_name(experiment)
@@ -126,9 +126,9 @@ def check_onnx_installed() -> None:
 def export_onnx(model_dir: str, kind: str, length: int = 128, segments: bool = False) -> dict:
     """ONNX export of the student plus a check that ONNX Runtime matches PyTorch within 1e-4. ``segments``
     (sentence-pair and QA tasks): the file also takes ``token_type_ids``, which BERT's second segment needs."""
+    from raydistill.export.onnx import OPSET, to_onnx
     from raydistill.models.latency import measure_latency
     from raydistill.models.teacher import load_model
-    from raydistill.export.onnx import OPSET, to_onnx
 
     model = load_model(model_dir, kind, attn_implementation="eager").eval()
     path = os.path.join(model_dir, "model.onnx")
@@ -184,8 +184,10 @@ def main(argv=None) -> dict:
         prog="python -m raydistill.best",
         formatter_class=HelpFormatter,
         description=(
-            "Pick the best trial of a sweep from MLflow and print its params and scores (one JSON object, the last line "
-            "of stdout). --export DIR writes its student (model + tokenizer) as a folder that transformers and pipeline() "
+            "Pick the best trial of a sweep from MLflow and print its params and scores (one JSON object, the last "
+            "line "
+            "of stdout). --export DIR writes its student (model + tokenizer) as a folder that transformers and "
+            "pipeline() "
             "load; --onnx adds model.onnx; --quantize adds an INT8 model.int8.onnx, re-scored on the run's dev set and "
             "timed against the teacher; --register NAME registers it in the MLflow model registry and points the alias "
             f"'{ALIAS}' at the new version (models:/NAME@{ALIAS})."

@@ -23,10 +23,10 @@ def evaluate_dir(
     import torch
     from transformers import AutoTokenizer
 
-    from raydistill.train.scoring import dev_metrics
-    from raydistill.train.loop import Data
     from raydistill.models.teacher import load_model
     from raydistill.tasks import get_task
+    from raydistill.train.loop import Data
+    from raydistill.train.scoring import dev_metrics
 
     task = get_task(task_name)
     examples = task.loader(task, data_dir, task.eval_split)  # data errors before the model is loaded
@@ -67,9 +67,10 @@ def main(argv=None) -> dict:
     p.add_argument("--max-length", type=int, default=128, help="tokens per example (longer ones are cut)")
     p.add_argument("--eval-limit", type=int, default=0, help="score only the first N dev examples (0 = all)")
     a = p.parse_args(argv)
-    from raydistill.models.heads import SUFFIX as HEADS, has_task_head
-    from raydistill.train.preflight import max_positions, teacher_config
+    from raydistill.models.heads import SUFFIX as HEADS
+    from raydistill.models.heads import has_task_head
     from raydistill.tasks import get_task
+    from raydistill.train.preflight import max_positions, teacher_config
 
     task = get_task(a.task)
     check(a.max_length >= 8, "max_length", f"must be >= 8, got {a.max_length}")

@@ -32,9 +32,12 @@ def parser():
         formatter_class=HelpFormatter,
         description=(
             "Fine-tune a pretrained BERT/RoBERTa encoder on a labelled task, to serve as a teacher. It trains in this "
-            "process, keeps the epoch that scores best on a validation split carved from the training rows (--select-on "
-            "dev: on dev), writes a model folder that transformers loads, and prints the dev scores as one JSON object on "
-            "the last line of stdout. A finished fine-tune with identical inputs is reused, not trained again; a stopped one "
+            "process, keeps the epoch that scores best on a validation split carved from the training rows "
+            "(--select-on "
+            "dev: on dev), writes a model folder that transformers loads, and prints the dev scores as one JSON object "
+            "on "
+            "the last line of stdout. A finished fine-tune with identical inputs is reused, not trained again; a "
+            "stopped one "
             "goes on from its last finished epoch (kept in OUTPUT.resume)."
         ),
     )
@@ -74,9 +77,9 @@ def config(a) -> RunConfig:
 @cli
 def main(argv=None) -> dict:
     a = parser().parse_args(argv)
+    from raydistill.tasks import check_labelled, get_task
     from raydistill.train.precision import run_device
     from raydistill.train.preflight import preflight
-    from raydistill.tasks import check_labelled, get_task
 
     check_labelled(get_task(a.task), "finetune")
 
@@ -86,7 +89,10 @@ def main(argv=None) -> dict:
     )  # it goes on from its last finished epoch
     run_device(cfg.train)  # --use-gpu on a machine torch sees no GPU on: refused before anything loads
     cfg = preflight(cfg, teacher_field="model")
-    log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
+
+    def log(m):
+        return print(m, file=sys.stderr, flush=True)
+
     metrics = finetune(cfg, cfg.output, log=log)
     print(json.dumps(metrics), flush=True)
     return metrics

@@ -16,10 +16,10 @@ import sys
 import time
 
 from raydistill.commands.cli import HelpFormatter, cli
-from raydistill.config.schema import RunConfig
 from raydistill.common.errors import check
-from raydistill.orchestrate.resources import DEFAULT_CPUS_PER_WORKER, Cluster, TrialDemand, concurrency
+from raydistill.config.schema import RunConfig
 from raydistill.config.sizes import Shape
+from raydistill.orchestrate.resources import DEFAULT_CPUS_PER_WORKER, Cluster, TrialDemand, concurrency
 from raydistill.tracking.track import RESULTS_DIR
 
 STATE = "raydistill_sweep.json"
@@ -34,9 +34,12 @@ def parser():
         prog="python -m raydistill.sweep",
         formatter_class=HelpFormatter,
         description=(
-            "Search a space of distillation runs (Ray Tune, Optuna TPE, ASHA). Each trial is one distillation run logged "
-            "to MLflow; a one-worker CPU trial trains in its Tune trial process, one with several workers or GPUs, or on a "
-            "cluster, on Ray Train. Trials are chosen on a validation split carved from the training rows and reported on "
+            "Search a space of distillation runs (Ray Tune, Optuna TPE, ASHA). Each trial is one distillation run "
+            "logged "
+            "to MLflow; a one-worker CPU trial trains in its Tune trial process, one with several workers or GPUs, or "
+            "on a "
+            "cluster, on Ray Train. Trials are chosen on a validation split carved from the training rows and reported "
+            "on "
             "dev. Prints a summary table and the best trial as one JSON object on the last line of stdout."
         ),
     )
@@ -167,7 +170,8 @@ def main(argv=None) -> dict:
         check(
             os.path.isfile(state_path),
             "resume",
-            f"no sweep {a.name!r} under {os.path.dirname(os.path.dirname(state_path))}; check --name and --storage-path",
+            f"no sweep {a.name!r} under {os.path.dirname(os.path.dirname(state_path))}; check --name and "
+            f"--storage-path",
         )
         with open(state_path) as f:
             state = json.load(f)
@@ -181,14 +185,16 @@ def main(argv=None) -> dict:
         "name a search space (python -m raydistill.sweep pkd_glue; a YAML path works too), "
         "or continue a sweep with --resume --name NAME",
     )
-    from raydistill.config import space as sp
     from raydistill.commands.args import teacher_cache_dir
+    from raydistill.config import space as sp
     from raydistill.data.splits import data_fingerprint, train_and_eval_examples
-    from raydistill.train.preflight import check_ray_options, preflight, teacher_config
     from raydistill.tasks import get_task
     from raydistill.tracking.track import resolve_tracking_uri
+    from raydistill.train.preflight import check_ray_options, preflight, teacher_config
 
-    log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
+    def log(m):
+        return print(m, file=sys.stderr, flush=True)
+
     spec = sp.load(a.space, a.set)
     # the space's own defaults for the two scheduling keys it may carry; flags win
     a.num_workers = a.num_workers if a.num_workers is not None else spec.raw.get("num_workers", 1)
@@ -272,11 +278,12 @@ def main(argv=None) -> dict:
         sp.trial_config(base, sp.sample(spec, None, tshape)), load_data=False, require_head=False
     )  # types, bounds, sizes, mapping: before any run is logged
 
-    from raydistill.tracking import track
-    from raydistill.train.finetune import prepare_teacher
-    from raydistill.orchestrate.connect import cluster as joined, init_ray, mute_workers, shutdown
+    from raydistill.orchestrate.connect import cluster as joined
+    from raydistill.orchestrate.connect import init_ray, mute_workers, shutdown
     from raydistill.orchestrate.tuner import run_sweep, trial_opts
     from raydistill.results.summary import finish
+    from raydistill.tracking import track
+    from raydistill.train.finetune import prepare_teacher
 
     state_path = _state_path(a.storage_path, name)
     state = {**state, "argv": argv, "name": name}
@@ -339,9 +346,9 @@ def main(argv=None) -> dict:
     preflight(sp.trial_config(base, sp.sample(spec, None, tshape)), load_data=False)
     state.update(teacher=base.teacher, concurrency=state.get("concurrency") or n_at_once)
     _write_json(state_path, state)
-    from raydistill.results.reference import remeasure_latency, teacher_reference, weak_teacher
-    from raydistill.orchestrate.resources import threads
     from raydistill.config.selection import report_metric
+    from raydistill.orchestrate.resources import threads
+    from raydistill.results.reference import remeasure_latency, teacher_reference, weak_teacher
 
     ref = teacher_reference(base, threads(demand.cpus_per_worker), log)  # the yardstick of every trial
     shown = [m[len("best_") :] for m in dict.fromkeys((metric, report_metric(metric))) if m.startswith("best_")]
@@ -430,8 +437,8 @@ def main(argv=None) -> dict:
 
 def _rows(results, metric: str, mode: str, base: RunConfig, parent: str) -> tuple[list[dict], dict]:
     """Summary rows of Tune results, with what their MLflow runs logged, and each trial's run id."""
-    from raydistill.tracking import track
     from raydistill.results.summary import summarize
+    from raydistill.tracking import track
 
     children = track.child_runs(base.tracking_uri, base.experiment, parent)
     finished = {t for t, r in children.items() if r.info.status == "FINISHED"}

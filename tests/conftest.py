@@ -164,7 +164,7 @@ def korean_dir(tmp_path_factory):
             lines.append(f"## klue-ner-v1_{split}_{i:05d}\tsynthetic")
             for j, w in enumerate(words[:pos] + [name] + words[pos:]):
                 tags = ["B-PS"] + ["I-PS"] * (len(w) - 1) if w == name and j == pos else ["O"] * len(w)
-                lines += [f"{c}\t{t}" for c, t in zip(w, tags)] + [" \tO"]
+                lines += [f"{c}\t{t}" for c, t in zip(w, tags, strict=True)] + [" \tO"]
             lines.append("")
         (ner / f"klue-ner-v1.1_{split}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
     return str(root)

@@ -1,6 +1,7 @@
 """Every named space works with any teacher, with no --set (slow): random-weight teachers shaped like MiniLM-L6-H384,
 BERT-base and BERT-large (config only, made here) each run one tiny trial of every space, in process (no Ray: the
-real Ray sweep on a MiniLM-shaped teacher is in test_sweep.py, which runs after the tests that require Ray to be off)."""
+real Ray sweep on a MiniLM-shaped teacher is in test_sweep.py, which runs after the tests that require Ray to be
+off)."""
 
 from __future__ import annotations
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from raydistill.data import augment as aug
 from raydistill.common.errors import UserError
+from raydistill.data import augment as aug
+from raydistill.data.candidates import whole_word_ids
 from raydistill.testing import make_tiny_model
 
 # "tac", "sta", "mats" are not in the vocab but their letters are: each splits into several ##pieces.
@@ -37,7 +38,7 @@ def test_deterministic_and_count(mlm):
     assert a != aug.augment(EXAMPLES, mlm, p=0.5, k=3, n=4, seed=8)
     assert any(x["text"] not in {e["text"] for e in EXAMPLES} for x in a)  # something was replaced
     copies = a[len(EXAMPLES) :]
-    for i, ex in enumerate(EXAMPLES):  # example by example; a copy has no gold label (the teacher labels it)
+    for i in range(len(EXAMPLES)):  # example by example; a copy has no gold label (the teacher labels it)
         assert all(c["label"] is None and c["text_pair"] is None for c in copies[4 * i : 4 * i + 4])
 
 
@@ -73,7 +74,7 @@ def _top1_whole_word(mlm, masked_sentence):
     pos = enc["input_ids"][0].tolist().index(tok.mask_token_id)
     with torch.no_grad():
         logits = model(**enc).logits[0, pos]
-    ww_ids, ww_words = aug._whole_word_ids(tok, logits.shape[0])
+    ww_ids, ww_words = whole_word_ids(tok, logits.shape[0])
     return ww_words[int(logits[ww_ids].argmax())]
 
 
@@ -89,7 +90,7 @@ def test_multi_piece_word_gets_embedding_neighbour(mlm):
     pieces = tok.tokenize("tac")
     assert len(pieces) > 1 and pieces[1].startswith("##")
     emb = model.get_input_embeddings().weight.detach()
-    ww_ids, ww_words = aug._whole_word_ids(tok, emb.shape[0])
+    ww_ids, ww_words = whole_word_ids(tok, emb.shape[0])
     q = emb[tok.convert_tokens_to_ids(pieces)].mean(0)
     sims = torch.nn.functional.cosine_similarity(emb[ww_ids], q[None], dim=-1)
     nearest = [ww_words[i] for i in sims.topk(3).indices.tolist()]

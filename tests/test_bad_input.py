@@ -17,8 +17,8 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Callable
 from types import SimpleNamespace
-from typing import Callable
 
 import pytest
 
@@ -1315,8 +1315,8 @@ def trapped(monkeypatch):
     import ray
 
     from raydistill import finetune
-    from raydistill.tracking import track
     from raydistill.orchestrate import connect, run
+    from raydistill.tracking import track
 
     def trap(what):
         def fail(*a, **k):

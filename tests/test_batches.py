@@ -59,4 +59,4 @@ def test_grouped_ranks_split_each_global_batch():
     lengths = _lengths(n, 2)
     whole = list(epoch_batches(n, bs, 2, 5, 0, 1, lengths))
     parts = [list(epoch_batches(n, bs, 2, 5, r, world, lengths)) for r in range(world)]
-    assert [p0 + p1 for p0, p1 in zip(*parts)] == whole
+    assert [p0 + p1 for p0, p1 in zip(*parts, strict=True)] == whole

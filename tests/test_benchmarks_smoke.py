@@ -138,7 +138,8 @@ def test_sweep_throughput_smoke(tmp_path):
 @pytest.mark.slow
 def test_gpu_suite_smoke(tmp_path):
     """The GPU suite's three parts on the CPU (issue 25): the GPU tests (skipped here), gpu.py's smoke, and the quality
-    run — a tiny encoder fine-tuned as the teacher, a 2-trial pkd_glue sweep, best --export --onnx — results in --out."""
+    run — a tiny encoder fine-tuned as the teacher, a 2-trial pkd_glue sweep, best --export --onnx — results in
+    --out."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     out = tmp_path / "gpu-suite"
     proc = subprocess.run(

@@ -1,4 +1,5 @@
-"""The student's model card: written from the run and stored with its MLflow logged model, never fetched from the Hub."""
+"""The student's model card: written from the run and stored with its MLflow logged model, never fetched from the
+Hub."""
 
 import logging
 import os
@@ -7,8 +8,8 @@ import mlflow
 import yaml
 from mlflow.tracking import MlflowClient
 
-from raydistill.tracking import track
 from raydistill.export.card import student_card
+from raydistill.tracking import track
 
 
 def test_card_describes_the_student(tiny_teacher):

@@ -15,7 +15,7 @@ def test_stopped_trials_end_killed_at_their_last_epoch_and_errors_stay(tmp_path)
         t: track.start_run(uri, "sweep", t, {}, tags={"raydistill.trial_id": t}, parent_run_id=parent)
         for t in ("running", "stopped_failed", "crashed", "done")
     }
-    for t, rid in runs.items():
+    for rid in runs.values():
         for epoch, ts in ((1, 1_700_000_000_000), (2, 1_700_000_060_000)):
             c.log_metric(rid, "epoch", epoch, timestamp=ts, step=epoch)
     for t in ("stopped_failed", "crashed"):

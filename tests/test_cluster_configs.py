@@ -136,7 +136,10 @@ def test_spot_with_on_demand_fallback(cfg_path):
         assert set(pair) == {True, False}, f"{dict(key)}: needs a spot type and an on-demand fallback type"
         (spot_name, spot), (od_name, od) = pair[True], pair[False]
         assert spot.get("priority", 0) > od.get("priority", 0), f"{spot_name} must outrank {od_name}"
-        strip = lambda c: {k: v for k, v in c.items() if k not in ("InstanceMarketOptions", "scheduling")}  # noqa: E731
+
+        def strip(c):
+            return {k: v for k, v in c.items() if k not in ("InstanceMarketOptions", "scheduling")}
+
         assert strip(spot["node_config"]) == strip(od["node_config"]), f"{spot_name}/{od_name} differ beyond the market"
         if provider == "gcp":  # GPUs on GCE cannot live-migrate
             for c in (spot["node_config"], od["node_config"]):
@@ -513,7 +516,10 @@ def test_placeholder_checked_first_before_any_install(cfg_path, tmp_path):
 
     scheme = {"aws": "s3", "gcp": "gs"}[raw["provider"]["type"]]
     env = {"HOME": str(tmp_path), "PATH": os.environ["PATH"]}
-    run = lambda c: subprocess.run(["bash", "-c", c], env=env, capture_output=True, text=True, timeout=30)  # noqa: E731
+
+    def run(c):
+        return subprocess.run(["bash", "-c", c], env=env, capture_output=True, text=True, timeout=30)
+
     refused = run(guard)
     assert refused.returncode == 1 and refused.stdout == ""
     assert refused.stderr.count("\n") == 1 and "replace REPLACE_WITH_YOUR_BUCKET" in refused.stderr, refused.stderr

@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+from itertools import pairwise
 
 import pytest
 
@@ -92,7 +93,7 @@ def test_default_runs_as_many_trials_at_once_as_the_cpus_hold(tiny_teacher, glue
     assert out["fixed_cost_s"] is not None and out["fixed_cost_s"] > 0
     runs = sorted(runs_of(db, "wide"), key=lambda r: r.info.start_time)
     spans = [(r.info.start_time, r.info.end_time) for r in runs]
-    assert any(a[1] > b[0] for a, b in zip(spans, spans[1:])), f"no two trials overlapped: {spans}"
+    assert any(a[1] > b[0] for a, b in pairwise(spans)), f"no two trials overlapped: {spans}"
     for r in runs:  # each trial's fixed cost and its phases are in MLflow
         assert {"trial_wall_s", "fixed_cost_s", "time_train_s", "time_models_s", "time_data_s"} <= set(r.data.metrics)
     lrs = [float(r.data.params["lr"]) for r in runs]

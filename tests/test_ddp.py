@@ -210,7 +210,8 @@ def _loop_worker(rank, world, port, cfg, out):
     every step, and rank 0's checkpoints."""
     if world > 1:
         _init(rank, world, port)
-    from raydistill.train import loop, step as step_mod
+    from raydistill.train import loop
+    from raydistill.train import step as step_mod
 
     seen = {"rng": None, "weights": []}
     forward, step = step_mod.Distiller.forward, step_mod.optimizer_step
@@ -292,10 +293,10 @@ def test_two_workers_train_as_one_on_length_grouped_batches(tiny_teacher, glue_d
 def _assert_two_train_as_one(cfg, tmp_path) -> None:
     one, (r0, r1) = _train(cfg, 1, tmp_path)[0], _train(cfg, 2, tmp_path)
     assert len(one["weights"]) == len(r0["weights"]) == 4
-    for a, b, c in zip(one["weights"], r0["weights"], r1["weights"]):
+    for a, b, c in zip(one["weights"], r0["weights"], r1["weights"], strict=True):
         assert torch.equal(b, c)  # DDP keeps the ranks in step
         assert torch.allclose(a, b, rtol=1e-5, atol=1e-6)  # and they step as one worker on the global batch
-    for m1, m2 in zip(one["reports"], r0["reports"]):
+    for m1, m2 in zip(one["reports"], r0["reports"], strict=True):
         for k, v in m1.items():
             if k.startswith(("train_", "eval_")) and k != "train_examples_per_s":
                 assert m2[k] == pytest.approx(v, rel=1e-5, abs=1e-7), k  # per-rank means: ~1e-4 off
@@ -310,4 +311,6 @@ def test_ranks_draw_different_dropout_masks(tiny_teacher, glue_dir, tmp_path):
             torch.set_rng_state(r["rng"])
             masks.append(torch.nn.functional.dropout(torch.ones(256), 0.1) == 0)
     assert masks[0].any() and not torch.equal(masks[0], masks[1])
-    assert all(torch.equal(a, b) for a, b in zip(r0["weights"], r1["weights"]))  # the weights stay identical
+    assert all(
+        torch.equal(a, b) for a, b in zip(r0["weights"], r1["weights"], strict=True)
+    )  # the weights stay identical

@@ -8,10 +8,10 @@ import pytest
 import torch
 from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification
 
-from raydistill.train.scoring import by_length, model_outputs
-from raydistill.train.step import forward
 from raydistill.tasks.encode import Encoded, collate
 from raydistill.testing import make_tiny_model
+from raydistill.train.scoring import by_length, model_outputs
+from raydistill.train.step import forward
 
 
 def _features(n=23, seed=0):
@@ -44,5 +44,5 @@ def test_outputs_come_back_in_row_order_and_match_each_row_alone(kind, cls, tmp_
     for batch_size in (1, 4, 64):
         got = model_outputs(model, task, Encoded(feats, list(range(len(feats)))), 0, batch_size, torch.device("cpu"))
         assert len(got["logits"]) == len(feats)
-        for row, want in zip(got["logits"], alone):
+        for row, want in zip(got["logits"], alone, strict=True):
             np.testing.assert_allclose(row, want, atol=1e-5)

@@ -150,7 +150,7 @@ def test_qa_windows_and_positions(tok):
     enc = encode(task, ex, tok, max_length=24)
     assert enc.example_index.count(0) > 1 and enc.example_index[-1] == 1  # long context -> several windows
     inside = outside = 0
-    for f, offs, e_i in zip(enc.features, enc.offsets, enc.example_index):
+    for f, offs, e_i in zip(enc.features, enc.offsets, enc.example_index, strict=True):
         s, e = f["start_positions"], f["end_positions"]
         if s == 0:
             assert e == 0

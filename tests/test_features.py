@@ -1,8 +1,8 @@
 import pytest
 import torch
 
-from raydistill.config.schema import StudentConfig
 from raydistill.common.errors import UserError
+from raydistill.config.schema import StudentConfig
 from raydistill.models import features
 from raydistill.models.features import AttentionCapture, forward_features
 from raydistill.models.student import build_student
@@ -51,7 +51,10 @@ def sdpa_calls(monkeypatch):
 def manual_scores(model, hidden_in, layer):
     sa = model.base_model.encoder.layer[layer].attention.self
     B, T, _ = hidden_in.shape
-    split = lambda x: x.view(B, T, sa.num_attention_heads, sa.attention_head_size).transpose(1, 2)  # noqa: E731
+
+    def split(x):
+        return x.view(B, T, sa.num_attention_heads, sa.attention_head_size).transpose(1, 2)
+
     return split(sa.query(hidden_in)) @ split(sa.key(hidden_in)).transpose(-1, -2) * sa.attention_head_size**-0.5
 
 
@@ -68,7 +71,7 @@ def test_eval_outputs_equal_and_only_requested_layers_captured(model, sdpa_calls
     assert sorted(cap.scores) == [1, 3]
     assert cap.scores[1].shape == (3, 2, 7, 7)
     torch.testing.assert_close(out.logits, ref.logits, atol=1e-5, rtol=0)
-    for a, b in zip(out.hidden_states, ref.hidden_states):
+    for a, b in zip(out.hidden_states, ref.hidden_states, strict=True):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=0)
     # pre-softmax, before the padding mask: q kᵀ · scaling from the layer's input
     for layer in (1, 3):

@@ -11,8 +11,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from raydistill.config.schema import DistillConfig, RunConfig, StudentConfig, TrainConfig, build
 from raydistill.common.errors import UserError
+from raydistill.config.schema import DistillConfig, RunConfig, StudentConfig, TrainConfig, build
 from raydistill.models.student import build_student, init_layers
 from raydistill.models.teacher import load_model
 from raydistill.testing import make_tiny_model
@@ -43,7 +43,7 @@ def test_every_other_copies_those_layers(tmp_path):
     student = build_student(teacher, StudentConfig(layers=6, hidden=32, intermediate=64, heads=2, init="every_other"))
     s_layers, t_layers = student.bert.encoder.layer, teacher.bert.encoder.layer
     for i, t in enumerate([0, 2, 4, 7, 9, 11]):
-        for (name, a), b in zip(s_layers[i].state_dict().items(), t_layers[t].state_dict().values()):
+        for (name, a), b in zip(s_layers[i].state_dict().items(), t_layers[t].state_dict().values(), strict=True):
             assert torch.equal(a, b), (i, t, name)
     # the top student layer is the teacher's top layer, not layer 11 (1-based) as before
     top = s_layers[5].attention.self.query.weight
@@ -216,7 +216,7 @@ def test_dynamic_masking_fresh_per_epoch_deterministic_and_batch_independent(tok
     assert [f["labels"] for f in e0] != [f["labels"] for f in e1]  # a fresh mask each epoch
     assert e0[7] == masker([feats[2], feats[7]], [2, 7], 0)[1]  # the mask does not depend on batch-mates
     assert masker(e1, idx, 0) == e0  # re-masking starts from the original pieces, not the previous mask
-    for f, ids in zip(e0 + e1, plain + plain):
+    for f, ids in zip(e0 + e1, plain + plain, strict=True):
         chosen = [i for i, lab in enumerate(f["labels"]) if lab != -100]
         n = sum(t not in special for t in ids)
         assert len(chosen) == max(1, int(0.15 * n + 0.5))  # BERT: round(15%), at least one

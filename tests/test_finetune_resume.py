@@ -9,8 +9,8 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from raydistill import finetune
-from raydistill.train import finetune as train_finetune
 from raydistill.tracking import track
+from raydistill.train import finetune as train_finetune
 
 
 def _argv(tiny_teacher, glue_dir, uri, out):

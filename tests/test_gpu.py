@@ -67,11 +67,11 @@ def test_nccl_process_group_with_one_rank(tiny_teacher, sst2, tmp_path):
     DDP's NCCL gradient sync."""
     import torch.distributed as dist
 
-    from raydistill.train.objective import build_objective
+    from raydistill.tasks.encode import collate
     from raydistill.train.loop import load_data
+    from raydistill.train.objective import build_objective
     from raydistill.train.precision import step_dtype, teacher_dtype
     from raydistill.train.step import Distiller, make_optimizer, teacher_outputs, to_device, train_step
-    from raydistill.tasks.encode import collate
 
     dist.init_process_group("nccl", init_method=f"file://{tmp_path / 'pg'}", rank=0, world_size=1)
     try:
@@ -103,7 +103,7 @@ def test_nccl_process_group_with_one_rank(tiny_teacher, sst2, tmp_path):
             assert torch.isfinite(losses["loss"]).item()
             # the gradients came through DDP's all-reduce into AdamW's moments (zeroed grads are gone by now)
             assert any(opt.state[p]["exp_avg"].abs().sum().item() > 0 for p in student.parameters() if p in opt.state)
-        assert any(not torch.equal(a, p) for a, p in zip(before, student.parameters()))
+        assert any(not torch.equal(a, p) for a, p in zip(before, student.parameters(), strict=True))
     finally:
         dist.destroy_process_group()
 
@@ -133,8 +133,8 @@ def test_ray_train_run_on_the_gpu(ray_session, tiny_teacher, sst2, tmp_path, mlf
 def test_teacher_cache_built_on_the_gpu_then_read_with_no_teacher_on_the_device(
     method, tiny_teacher, sst2, tmp_path, monkeypatch
 ):
-    from raydistill.train.teacher_cache import cache_key
     from raydistill.train.precision import teacher_dtype
+    from raydistill.train.teacher_cache import cache_key
 
     cache = str(tmp_path / "cache")
     cfg = method_cfg(method, tiny_teacher("classification"), sst2, use_gpu=True, cache=cache, epochs=6)
@@ -230,8 +230,8 @@ def gpu_sweep(tiny_teacher, tmp_path_factory):
 
 @pytest.mark.slow
 def test_sweep_puts_two_trials_on_one_gpu_at_once(gpu_sweep):
-    from raydistill.tracking import track
     from raydistill.testing import common_span, held_window
+    from raydistill.tracking import track
 
     out = gpu_sweep["out"]
     assert out["trials"] == 2 and out["errors"] == 0 and out["concurrency"] == 2

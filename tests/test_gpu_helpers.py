@@ -9,8 +9,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from raydistill.config.schema import RunConfig, TrainConfig
 from raydistill.common.errors import UserError
+from raydistill.config.schema import RunConfig, TrainConfig
 from raydistill.testing import common_span, held_window
 from tests.gpu_checks import Captured, check_run, falling_per_stage, method_cfg
 
@@ -59,8 +59,8 @@ def test_the_gpu_tests_run_checks_hold_on_the_cpu(tiny_teacher, glue_dir, tmp_pa
 
 
 def test_a_gpu_trial_runs_on_ray_train_with_a_fraction_of_a_gpu_and_nccl(tmp_path):
-    from raydistill.orchestrate.run import make_trainer
     from raydistill.orchestrate.resources import Cluster, TrialDemand, concurrency
+    from raydistill.orchestrate.run import make_trainer
 
     demand = TrialDemand(1, 1.0, 0.5)
     assert not demand.in_process()  # GPU trials never train in the Tune trial process (that path is CPU-only)

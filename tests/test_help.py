@@ -110,7 +110,8 @@ def test_best_help_names_the_champion_alias():
 
 
 def test_task_general_is_offered_only_where_it_runs():
-    """General distillation runs through distill alone; sweep and finetune refuse it, so their help does not offer it."""
+    """General distillation runs through distill alone; sweep and finetune refuse it, so their help does not offer
+    it."""
     assert "general" in " ".join(_help("distill").split())
     for name in ("sweep", "finetune"):
         task = next(a for a in dict(ALL)[name]._actions if "--task" in a.option_strings)

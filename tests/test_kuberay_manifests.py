@@ -205,7 +205,7 @@ def test_rayjob():
         assert "$" not in entrypoint, f"{path}: the submitter pod's shell would expand $VARS; use runtime env_vars"
         argv = shlex.split(entrypoint)
         assert argv[:3] == ["python", "-m", "raydistill.sweep"], argv
-        opts = dict(zip(argv[3:], argv[4:]))
+        opts = dict(zip(argv[3:], argv[4:], strict=False))  # each flag with the word after it
         assert "--use-gpu" in argv, f"{path}: GPU sweep"
         storage = opts.get("--storage-path", "")
         assert urlparse(storage).scheme in ("s3", "gs"), (

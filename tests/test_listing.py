@@ -13,9 +13,9 @@ from raydistill.commands import listing
 
 
 def test_every_group_lists_every_registered_name_with_a_description():
+    from raydistill.config.space import SPACES_DIR
     from raydistill.distill.methods import METHODS
     from raydistill.models.student import INITS
-    from raydistill.config.space import SPACES_DIR
     from raydistill.tasks import TASKS
 
     want = {

@@ -315,9 +315,12 @@ def test_two_stage_resumes_between_and_inside_stages(tiny_teacher, glue_dir, tmp
     assert [m["stage"] for m in full] == ["intermediate", "pred", "pred"]
     for after in (1, 2):
         resumed = []
-        run(cfg, Context(resume_dir=str(tmp_path / f"epoch{after}"), report=lambda m, c: resumed.append(m)))
+        run(
+            cfg,
+            Context(resume_dir=str(tmp_path / f"epoch{after}"), report=lambda m, c, resumed=resumed: resumed.append(m)),
+        )
         assert [m["epoch"] for m in resumed] == list(range(after + 1, 4))
-        for a, b in zip(resumed, full[after:]):
+        for a, b in zip(resumed, full[after:], strict=True):
             assert a["train_loss"] == pytest.approx(b["train_loss"], rel=1e-5), after
             assert a["eval_accuracy"] == pytest.approx(b["eval_accuracy"]), after
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from raydistill.distill import losses as L
 from raydistill.common.errors import UserError
+from raydistill.distill import losses as L
 
 t = torch.tensor
 

@@ -1,7 +1,7 @@
 import pytest
 
-from raydistill.distill.mapping import MAPPINGS, layer_pairs
 from raydistill.common.errors import UserError
+from raydistill.distill.mapping import MAPPINGS, layer_pairs
 
 
 def teachers(name, m, n):

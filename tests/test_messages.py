@@ -12,8 +12,8 @@ class _Stop(Exception):
 def test_quantize_reads_a_hub_runs_data_dir_as_the_hub(monkeypatch):
     """A run whose data came from the hub logs data_dir "hub"; best --quantize reads it back as no folder (the hub),
     not as a path ("data_dir: hub is not a directory")."""
-    from raydistill.export import quantize
     from raydistill.config.schema import RunConfig, data_dir_of
+    from raydistill.export import quantize
 
     params = RunConfig.from_dict({"task": "sst2", "teacher": "t"}).to_params()
     assert params["data_dir"] == "hub"
@@ -63,9 +63,9 @@ def test_onnx_missing_is_refused_before_any_export(monkeypatch, tmp_path, capsys
 
 
 def test_mapping_spec_is_checked_for_every_method():
+    from raydistill.common.errors import UserError
     from raydistill.config.schema import DistillConfig
     from raydistill.distill.mapping import MAPPINGS, check_spec
-    from raydistill.common.errors import UserError
 
     for name in MAPPINGS:
         check_spec(name, 4)

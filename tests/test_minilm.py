@@ -9,10 +9,10 @@ import math
 import pytest
 import torch
 
+from raydistill.common.errors import UserError
 from raydistill.config.schema import DistillConfig, RunConfig, StudentConfig, TrainConfig
 from raydistill.distill import losses as L
 from raydistill.distill.methods import MiniLM, Outputs, relation_heads, teacher_layer
-from raydistill.common.errors import UserError
 
 
 def _softmax(xs):
@@ -33,7 +33,7 @@ def _relation_by_hand(a, b, heads, mask):
             rows = []
             for i in range(T):
                 dots = [sum(a[n][i][r * d + k] * b[n][j][r * d + k] for k in range(d)) / math.sqrt(d) for j in real]
-                rows.append(dict(zip(real, _softmax(dots))))
+                rows.append(dict(zip(real, _softmax(dots), strict=True)))
             per_head.append(rows)
         out.append(per_head)
     return out
@@ -224,8 +224,8 @@ def test_minilm_losses_are_the_papers_relations(version, relations):
     batch = {"attention_mask": torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]])}
     out = m.losses("intermediate", Outputs(qkv={1: s_qkv}), Outputs(qkv={3: t_qkv}), batch, None)
     assert set(out) == relations | {"loss"}
-    sx = dict(zip("qkv", (L.concat_heads(x) for x in s_qkv)))
-    tx = dict(zip("qkv", (L.concat_heads(x) for x in t_qkv)))
+    sx = dict(zip("qkv", (L.concat_heads(x) for x in s_qkv), strict=True))
+    tx = dict(zip("qkv", (L.concat_heads(x) for x in t_qkv), strict=True))
     heads = 4 if version == 1 else 16  # v1: the attention heads; v2: 4 x the teacher's 4 heads, dividing 16 and 32
     for name in relations:
         a, b = name

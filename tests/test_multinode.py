@@ -290,7 +290,7 @@ def _wait_for(pred, timeout, procs, temp_dir, what):
         try:
             if pred():
                 return
-        except Exception:  # noqa: BLE001 — not up yet
+        except Exception:  # not up yet
             pass
         time.sleep(1)
     logs = "".join(

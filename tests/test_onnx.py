@@ -11,10 +11,10 @@ import torch
 pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
-from raydistill.best import export_onnx  # noqa: E402
-from raydistill.config.schema import StudentConfig  # noqa: E402
-from raydistill.models.student import build_student  # noqa: E402
-from raydistill.models.teacher import load_model  # noqa: E402
+from raydistill.best import export_onnx
+from raydistill.config.schema import StudentConfig
+from raydistill.models.student import build_student
+from raydistill.models.teacher import load_model
 
 OUTPUTS = {"classification": ["logits"], "qa": ["start_logits", "end_logits"]}
 
@@ -53,7 +53,7 @@ def test_export_onnx_matches_pytorch(tiny_teacher, tmp_path, kind):
     got = sess.run(None, {"input_ids": ids.numpy(), "attention_mask": mask.numpy()})
     with torch.no_grad():
         ref = model(input_ids=ids, attention_mask=mask)
-    for name, arr in zip(OUTPUTS[kind], got):
+    for name, arr in zip(OUTPUTS[kind], got, strict=True):
         want = getattr(ref, name).numpy()
         assert arr.shape == want.shape
         real = mask.numpy().astype(bool) if kind == "qa" else np.ones(want.shape, bool)  # QA: padded positions aside

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import torch
 
-from raydistill.train import step
 from raydistill.config.schema import RunConfig, TrainConfig
+from raydistill.train import step
 
 
 def _model(seed=0):
@@ -44,8 +44,10 @@ def test_fused_updates_equal_the_per_tensor_ones(monkeypatch):
     fused_opt, fused = _train(True, monkeypatch)
     plain_opt, plain = _train(False, monkeypatch)
     assert not plain_opt.defaults["fused"]
-    assert any(not torch.equal(a, b) for a, b in zip(fused, [p.detach() for p in _model().parameters()]))  # it trained
-    for a, b in zip(fused, plain):
+    assert any(
+        not torch.equal(a, b) for a, b in zip(fused, [p.detach() for p in _model().parameters()], strict=True)
+    )  # it trained
+    for a, b in zip(fused, plain, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
     # the state a checkpoint saves loads into either kind (resume across the change)
     _train(False, monkeypatch)[0].load_state_dict(fused_opt.state_dict())

@@ -1,4 +1,5 @@
-"""The folder rule (raydistill/common/outputs.py, docs/RELIABILITY.md): a command writes its result into the folder the user
+"""The folder rule (raydistill/common/outputs.py, docs/RELIABILITY.md): a command writes its result into the folder
+the user
 names and never deletes what it did not write. A folder holding other files is refused before any work (one line,
 exit 2) unless ``--overwrite``; then those files stay beside the result. A folder holding an earlier result (its
 marker) takes the new one without a flag, whole or not at all."""

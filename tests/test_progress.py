@@ -1,4 +1,5 @@
-"""Progress lines: a line every ~10% off a terminal (whole lines, so parallel trials never garble), a live line on one."""
+"""Progress lines: a line every ~10% off a terminal (whole lines, so parallel trials never garble), a live line on
+one."""
 
 from __future__ import annotations
 

@@ -14,13 +14,13 @@ import optuna
 import pytest
 import torch
 
+from raydistill.common.errors import UserError
 from raydistill.config import space as sp
 from raydistill.config.schema import DistillConfig, RunConfig, StudentConfig, TrainConfig
-from raydistill.common.errors import UserError
+from raydistill.config.sizes import Shape, check_shape, resolve
 from raydistill.models import prune
 from raydistill.models.student import build_student
 from raydistill.models.teacher import load_model
-from raydistill.config.sizes import Shape, check_shape, resolve
 
 from .test_bad_input import E, assert_one_line, distill, main_of, mlflow_runs, paths, trapped  # noqa: F401
 
@@ -148,17 +148,15 @@ def test_same_seed_same_student_other_seed_other_sample(tiny_teacher, glue_dir):
     from transformers import AutoTokenizer
 
     from raydistill.data.splits import prune_rows, train_and_eval_examples
-    from raydistill.train.objective import prune_examples
     from raydistill.tasks import get_task
+    from raydistill.train.objective import prune_examples
 
     path = tiny_teacher("classification")
     t, tok = load_model(path, "classification").eval(), AutoTokenizer.from_pretrained(path)
-    cfg = lambda seed: RunConfig(
-        task="sst2",
-        teacher=path,
-        data_dir=glue_dir,  # noqa: E731
-        train=TrainConfig(seed=seed, max_length=32),
-    )
+
+    def cfg(seed):
+        return RunConfig(task="sst2", teacher=path, data_dir=glue_dir, train=TrainConfig(seed=seed, max_length=32))
+
     plans = [
         build_student(t, sizes(2, 16, 32, 1, "prune:64"), examples=prune_examples(cfg(s), tok)).prune_plan
         for s in (0, 0, 1)
@@ -180,9 +178,9 @@ def test_prune_is_closer_to_the_teacher_than_slice_and_random(tiny_teacher, glue
     from transformers import AutoTokenizer
 
     from raydistill.data.splits import train_and_eval_examples
-    from raydistill.train.objective import prune_examples
     from raydistill.tasks import get_task
     from raydistill.tasks.encode import collate, encode
+    from raydistill.train.objective import prune_examples
 
     path = tiny_teacher("classification", layers=4, hidden=64, heads=4, intermediate=128, dropout=0.0)
     tok, task = AutoTokenizer.from_pretrained(path), get_task("sst2")

@@ -15,8 +15,8 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
 sys.path.insert(0, str(BENCH))
 
-import quality  # noqa: E402
-import quality_stats  # noqa: E402
+import quality
+import quality_stats
 
 
 def test_rows_are_represented_by_the_median_seed_on_val_and_rescored_at_their_own_max_length(monkeypatch):

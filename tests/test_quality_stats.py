@@ -45,7 +45,9 @@ def test_regression_rows_score_pearson():
 def test_asha_replay_applies_the_asynchronous_rule_and_marks_what_it_cannot_know():
     from asha_replay import replay
 
-    t = lambda name, *vals: {"trial": name, "scores": dict(enumerate(vals, 1))}  # noqa: E731
+    def t(name, *vals):
+        return {"trial": name, "scores": dict(enumerate(vals, 1))}
+
     trials = [t("a", 0.6, 0.7, 0.72, 0.75), t("b", 0.5, 0.6), t("c", 0.65, 0.71, 0.8, 0.79), t("d", 0.4, 0.5, 0.6)]
     # grace 2, rf 2, 4 epochs: one rung at epoch 2. a: first at the rung, goes on. b: 0.6 < median{0.7} stops.
     # c: 0.71 >= the median of {0.7, 0.6} goes on. d: best 0.5 < the median of {0.7, 0.6, 0.71} stops at 2.

@@ -1,4 +1,5 @@
-"""INT8 ONNX student (``raydistill.export.quantize``, ``raydistill.best --onnx --quantize``): close to fp32, smaller, scored
+"""INT8 ONNX student (``raydistill.export.quantize``, ``raydistill.best --onnx --quantize``): close to fp32, smaller,
+scored
 on the run's dev set by the same code as the PyTorch students, timed against the teacher and logged to the trial."""
 
 from __future__ import annotations
@@ -15,13 +16,13 @@ import torch
 pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
-from raydistill.best import export_onnx  # noqa: E402
-from raydistill.evaluate import evaluate_dir  # noqa: E402
-from raydistill.models.teacher import load_model  # noqa: E402
-from raydistill.export.quantize import OrtModel, dev_data, dev_score, quantize_onnx  # noqa: E402
-from raydistill.tasks.encode import collate  # noqa: E402
+from raydistill.best import export_onnx
+from raydistill.evaluate import evaluate_dir
+from raydistill.export.quantize import OrtModel, dev_data, dev_score, quantize_onnx
+from raydistill.models.teacher import load_model
+from raydistill.tasks.encode import collate
 
-from .test_onnx import exported_student  # noqa: E402
+from .test_onnx import exported_student
 
 # measured on the tiny random 2-layer, hidden-32 student below (logits of |x| <= 0.026): max |INT8 - fp32 logit|
 # 1.1e-4 to 2.6e-4 over three batches, at most 1.5% of the largest logit; the test allows 5%

@@ -48,8 +48,8 @@ def test_pareto_plot_draws_the_teacher_and_the_97_percent_line(tmp_path, monkeyp
 
 
 def test_teacher_reference_scores_the_students_dev_set_once(tiny_teacher, glue_dir, tmp_path, monkeypatch):
-    from raydistill.results import reference
     from raydistill.models import teacher as teacher_mod
+    from raydistill.results import reference
 
     monkeypatch.setenv("RAYDISTILL_CACHE_DIR", str(tmp_path))
     cfg = RunConfig(
@@ -88,15 +88,18 @@ def test_best_within_a_latency_or_size_bound(tmp_path, capsys):
     import pytest
 
     from raydistill import best
-    from raydistill.tracking import track
     from raydistill.common.errors import UserError
+    from raydistill.tracking import track
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     for tid, acc, ms, params in (("t1", 0.80, 10.0, 22e6), ("t2", 0.78, 5.0, 11e6), ("t3", 0.70, 3.0, 5e6)):
         rid = track.start_run(uri, "e", tid, {}, tags={"raydistill.trial_id": tid})
         track.log_metrics(uri, rid, {"best_eval_accuracy": acc, "latency_ms_b1": ms, "student_params": params})
         track.end_run(uri, rid)
-    pick = lambda **kw: best.find_best(uri, "e", "best_eval_accuracy", "max", **kw)[0].info.run_name  # noqa: E731
+
+    def pick(**kw):
+        return best.find_best(uri, "e", "best_eval_accuracy", "max", **kw)[0].info.run_name
+
     assert pick() == "t1" and pick(max_latency_ms=6.0) == "t2" and pick(max_params=6e6) == "t3"
     assert pick(max_latency_ms=6.0, max_params=6e6) == "t3"
     with pytest.raises(UserError) as e:

@@ -65,7 +65,7 @@ def test_trust_remote_code_is_never_switched_on():
                     + node.args.defaults
                     + node.args.kw_defaults
                 )
-                for arg, default in zip(args, defaults):
+                for arg, default in zip(args, defaults, strict=True):
                     if arg.arg == "trust_remote_code":
                         if not (isinstance(default, ast.Constant) and default.value is False):
                             bad.append(f"{_where(path, node)}: default of trust_remote_code is not False")

@@ -147,7 +147,7 @@ def test_confirm_rows_and_points():
             "best_val_accuracy": v,
             "best_eval_accuracy": v - 0.1,
         }
-        for p, v in zip(pts, (0.6, 0.6, 0.85, 0.9))
+        for p, v in zip(pts, (0.6, 0.6, 0.85, 0.9), strict=True)
     ]
     out = confirmed_rows(rows, reps, "best_val_accuracy", "best_eval_accuracy", "max")
     assert [r["config_of"] for r in out] == ["b", "a"] and out[0]["exported_trial"] == "b44"
@@ -263,8 +263,8 @@ def test_resumed_run_is_running_again_without_its_error(tmp_path):
 def test_best_ranks_eval_metrics_by_the_exported_epoch_not_the_last(tmp_path):
     """`best --metric eval_accuracy` ranked by MLflow's latest value (the last epoch) but exported each trial's best
     epoch; it now ranks by best_eval_accuracy, the exported student's own score."""
-    from raydistill.tracking import track
     from raydistill.best import find_best
+    from raydistill.tracking import track
 
     uri = f"sqlite:///{tmp_path / 'm.db'}"
     for name, curve, best_eval in (("late", [0.5, 0.8], 0.8), ("early", [0.9, 0.6], 0.9)):
@@ -291,8 +291,8 @@ def test_weak_teacher_is_warned_about():
 
 
 def test_in_sweep_teacher_has_its_own_budget(monkeypatch, tmp_path):
-    from raydistill.train import finetune
     from raydistill.config.schema import RunConfig
+    from raydistill.train import finetune
 
     seen = {}
     monkeypatch.setattr(finetune, "finetune", lambda cfg, out, **kw: seen.setdefault("cfg", cfg) and {})
@@ -318,8 +318,8 @@ def test_best_of_a_named_sweep_ranks_by_that_sweeps_metric_not_the_newest(tmp_pa
     """`best --sweep A` without --metric read the metric of the newest sweep in the experiment, not A's."""
     import time
 
-    from raydistill.tracking import track
     from raydistill.best import find_best
+    from raydistill.tracking import track
 
     uri = f"sqlite:///{tmp_path / 'm.db'}"
     for sweep, metric in (("a", "best_val_f1"), ("b", "best_val_accuracy")):  # b is the newer sweep
@@ -348,8 +348,8 @@ def test_a_tie_goes_to_the_lowest_trial_id_as_in_the_summary():
 
 def test_a_confirmation_tie_is_broken_as_best_breaks_it():
     """The sweep's confirmed winner (confirm.confirmed_rows) and raydistill.best (pick_confirmed) apply one rule."""
-    from raydistill.orchestrate.confirm import confirmed_rows
     from raydistill.config.selection import pick_confirmed
+    from raydistill.orchestrate.confirm import confirmed_rows
 
     rows = [
         {"trial": t, "exported": True, "config": {"lr": lr}, "best_val_accuracy": 0.8, "best_eval_accuracy": 0.7}
@@ -375,8 +375,8 @@ def test_a_confirmation_tie_is_broken_as_best_breaks_it():
 def test_best_ranks_in_the_mode_the_sweep_recorded(tmp_path):
     """A `mode: min` space: `best` without --mode picked the highest value (its default was max and the sweep did not
     record its mode), another run than the sweep's summary named."""
-    from raydistill.tracking import track
     from raydistill.best import find_best
+    from raydistill.tracking import track
 
     uri = f"sqlite:///{tmp_path / 'm.db'}"
     track.start_run(uri, "e", "s", {"metric": "best_val_loss", "mode": "min"}, tags={"raydistill.role": "sweep"})

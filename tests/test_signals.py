@@ -1,6 +1,7 @@
 """Ctrl-C and SIGTERM in a ``cli`` command: the ``at_signal`` hooks run the moment the signal arrives (before the
 command unwinds), then the ``on_interrupt`` cleanups, then one line and exit 130 (SIGINT) or 143 (SIGTERM); a further
-signal during the unwinding or the cleanups is noted, not acted on, so every cleanup finishes; the caller's handlers come back after;
+signal during the unwinding or the cleanups is noted, not acted on, so every cleanup finishes; the caller's handlers
+come back after;
 an ignored Ctrl-C stays ignored. ``mute_workers`` stops the Ray workers' forwarded output (a trial actor killed while
 the sweep unwinds printed Ray's SIGTERM traceback ahead of the one line: CI, test_interrupt_between_trials)."""
 

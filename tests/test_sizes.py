@@ -7,8 +7,8 @@ import re
 import optuna
 import pytest
 
-from raydistill.config import space as sp
 from raydistill.common.errors import UserError
+from raydistill.config import space as sp
 from raydistill.config.sizes import Shape, resolve
 
 MINILM, BASE, LARGE = Shape(6, 384, 1536, 12), Shape(12, 768, 3072, 12), Shape(24, 1024, 4096, 16)

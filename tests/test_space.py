@@ -7,8 +7,8 @@ import os
 import optuna
 import pytest
 
-from raydistill.config import space as sp
 from raydistill.common.errors import UserError
+from raydistill.config import space as sp
 from raydistill.config.sizes import Shape, parse_size
 
 BERT_BASE = Shape(12, 768, 3072, 12)
@@ -160,12 +160,11 @@ def test_searcher_does_not_train_a_finished_configuration_again():
 def test_named_spaces_ship_inside_the_wheel(tmp_path):
     """A plain (non-editable) install finds the named spaces: ``search_spaces/`` at the repository's top is installed
     as the package ``raydistill.search_spaces``, and the wheel, installed outside the checkout, lists them."""
+    import shutil
     import subprocess
     import sys
     import zipfile
     from pathlib import Path
-
-    import shutil
 
     root = Path(__file__).resolve().parents[1]
     src = tmp_path / "src"  # a copy: setuptools writes build/ and *.egg-info into the tree it builds

@@ -1,8 +1,8 @@
 import pytest
 import torch
 
-from raydistill.config.schema import StudentConfig
 from raydistill.common.errors import UserError
+from raydistill.config.schema import StudentConfig
 from raydistill.models.student import INITS, build_student, count_params, init_layers
 from raydistill.models.teacher import family, fingerprint, load_model
 from raydistill.testing import make_tiny_model

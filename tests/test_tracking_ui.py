@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from raydistill.tracking import track
 from raydistill.config.schema import RunConfig, TrainConfig
 from raydistill.data.splits import data_fingerprint, datasets
+from raydistill.tracking import track
 
 
 def test_experiments_are_model_training_experiments(tmp_path):

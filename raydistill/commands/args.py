@@ -8,8 +8,10 @@ import os
 
 from raydistill.config.schema import RunConfig, TrainConfig
 
+DEFAULTS = TrainConfig()  # the flags' defaults (frozen: one instance serves every parser)
 
-def add_train_args(p: argparse.ArgumentParser, d: TrainConfig = TrainConfig(), general: bool = True) -> None:
+
+def add_train_args(p: argparse.ArgumentParser, d: TrainConfig = DEFAULTS, general: bool = True) -> None:
     p.add_argument(
         "--task",
         required=True,
@@ -35,7 +37,7 @@ def add_train_args(p: argparse.ArgumentParser, d: TrainConfig = TrainConfig(), g
     p.add_argument("--experiment", default="raydistill", help="MLflow experiment to log the run to")
 
 
-def add_selection_args(p: argparse.ArgumentParser, d: TrainConfig | None = TrainConfig()) -> None:
+def add_selection_args(p: argparse.ArgumentParser, d: TrainConfig | None = DEFAULTS) -> None:
     """Which split chooses epochs and trials, and how batches are drawn (every training command and the sweep);
     ``d=None``: no defaults (the sweep's flags only override its space)."""
     p.add_argument(

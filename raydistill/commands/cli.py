@@ -159,7 +159,7 @@ def cli(main):
             for fn in reversed(_INTERRUPT["cleanup"]):
                 try:
                     fn()
-                except Exception as e:  # noqa: BLE001 — the line below still has to be printed
+                except Exception as e:  # the line below still has to be printed
                     print(f"warning: cleanup after the interrupt failed: {e}", file=sys.stderr, flush=True)
             hint = _INTERRUPT["hint"]
             print("interrupted" + (f"; resume with: {hint}" if hint else ""), file=sys.stderr, flush=True)

@@ -1,4 +1,5 @@
-"""User-facing errors: ``UserError(field, message)`` names the field and the fix; ``raydistill.commands.cli`` prints it as one
+"""User-facing errors: ``UserError(field, message)`` names the field and the fix; ``raydistill.commands.cli`` prints
+it as one
 line and exits 2."""
 
 from __future__ import annotations

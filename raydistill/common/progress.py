@@ -18,7 +18,8 @@ def _clock(seconds: float) -> str:
 
 class Progress:
     """``update(items)`` after each step of ``total``; ``done()`` at the end. ``log`` (a one-line printer) replaces
-    stderr, e.g. a Ray worker's rank-0 logger; ``live`` forces or forbids the redrawn line (default: stderr is a TTY)."""
+    stderr, e.g. a Ray worker's rank-0 logger; ``live`` forces or forbids the redrawn line (default: stderr is a
+    TTY)."""
 
     def __init__(self, what: str, total: int, unit: str = "ex", log=None, live: bool | None = None, every: float = 0.1):
         self.what, self.total, self.unit = what, max(int(total), 0), unit

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import fields
 
-from raydistill.config.schema import DistillConfig, StudentConfig, TrainConfig
 from raydistill.common.errors import check
+from raydistill.config.schema import DistillConfig, StudentConfig, TrainConfig
 from raydistill.config.sizes import Shape
 
 

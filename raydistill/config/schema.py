@@ -4,8 +4,8 @@ Loss-weight convention (written once, logged with every run as ``loss_convention
   soft loss  = T² · KL(softmax(z_t/T) ‖ softmax(z_s/T))   (Hinton; T² keeps gradient scale independent of T)
   α          weighs the soft (teacher-prediction) loss, (1 − α) the hard (gold-label) loss
   β          weighs the intermediate loss (PKD patient loss; TinyBERT/two-stage transformer losses)
-General distillation (task "general", the one task without labels) has no hard loss: α weighs the soft loss next to α_mlm and α_cos, and may
-exceed 1 (DistilBERT: 5·soft + 2·MLM + 1·cos).
+General distillation (task "general", the one task without labels) has no hard loss: α weighs the soft loss next to
+α_mlm and α_cos, and may exceed 1 (DistilBERT: 5·soft + 2·MLM + 1·cos).
 
 Unset fields (``StudentConfig.init`` "", ``DistillConfig`` temperature / alpha / alpha_mlm None) mean "the method's
 default" (``Method.default_init``, ``Method.defaults``); ``RunConfig`` fills them in when it is made, so a run's
@@ -24,7 +24,8 @@ LOSS_CONVENTION = "soft=T^2*KL(p_t^T||p_s^T); total=alpha*soft+(1-alpha)*hard+be
 
 
 def split_init(init: str | None) -> tuple[str, str]:
-    """``student.init`` as (rule, argument): ``prune:block,512`` → ("prune", "block,512"), ``first_k`` → ("first_k", "")."""
+    """``student.init`` as (rule, argument): ``prune:block,512`` → ("prune", "block,512"), ``first_k`` → ("first_k",
+    "")."""
     name, _, arg = (init or "random").partition(":")
     return name, arg
 
@@ -35,7 +36,8 @@ class StudentConfig:
     hidden: int = 312
     intermediate: int = 1200
     heads: int = 12
-    # random | first_k | every_other | uniform | layers:1,3,5 | slice | prune[:…] | checkpoint:DIR | pretrained; "" = the method's default
+    # random | first_k | every_other | uniform | layers:1,3,5 | slice | prune[:…] | checkpoint:DIR | pretrained; "" =
+    # the method's default
     init: str = ""
 
     def validate(self) -> None:
@@ -137,7 +139,8 @@ class TrainConfig:
     # validation split everything chooses on ("val"); the dev set only reports. "dev": choose on dev (the old way).
     val_fraction: float = 0.1
     select_on: str = "val"
-    # batches of similar-length rows (raydistill/data/batches.py): the same rows and steps with ~1/3 fewer padded token slots
+    # batches of similar-length rows (raydistill/data/batches.py): the same rows and steps with ~1/3 fewer padded
+    # token slots
     # on MRPC, 1.47x faster training epochs (BENCHMARKS.md, group_by_length.py)
     group_by_length: bool = True
 
@@ -206,7 +209,7 @@ class RunConfig:
             object.__setattr__(self, "student", dataclasses.replace(self.student, init=m.default_init))
 
     @classmethod
-    def from_dict(cls, d: dict) -> "RunConfig":
+    def from_dict(cls, d: dict) -> RunConfig:
         """The one way from a dict (YAML, CLI flags, a sampled trial, a checkpoint) to a config: unknown keys are
         refused and values coerced to their field's type, errors naming the field as ``section.field``; a section
         may be a dict or a section object; the method's defaults fill unset fields; validated."""
@@ -230,7 +233,7 @@ class RunConfig:
         """Plain values, nested by section: what ``from_dict`` reads back (Tune configs, checkpoints)."""
         return dataclasses.asdict(self)
 
-    def validate(self) -> "RunConfig":
+    def validate(self) -> RunConfig:
         from raydistill.distill.methods import get_method
 
         get_method(self.distill.method)
@@ -240,7 +243,7 @@ class RunConfig:
         check(self.teacher_cache_gb >= 0, "teacher_cache_gb", f"must be >= 0 GiB, got {self.teacher_cache_gb}")
         return self
 
-    def replace(self, **kw) -> "RunConfig":
+    def replace(self, **kw) -> RunConfig:
         return dataclasses.replace(self, **kw)
 
     def to_params(self) -> dict[str, str]:

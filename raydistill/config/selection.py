@@ -90,7 +90,10 @@ def pick_confirmed(runs: list, metric: str, mode: str = "max"):
         return None, None
     sign = 1 if mode == "max" else -1
     mean = {k: sum(r.data.metrics[metric] for r in g) / len(g) for k, g in pool.items()}
-    tid = lambda r: r.data.tags.get("raydistill.trial_id", "")  # noqa: E731  ties: the lowest trial id, as the summary
+
+    def tid(r):  # ties: the lowest trial id, as the summary
+        return r.data.tags.get("raydistill.trial_id", "")
+
     key = min(pool, key=lambda k: (-sign * mean[k], -len(pool[k]), min(tid(r) for r in pool[k])))
     best = min(pool[key], key=lambda r: (-sign * r.data.metrics[metric], tid(r)))
     return best, mean[key]

@@ -38,7 +38,7 @@ class Shape:
     heads: int
 
     @classmethod
-    def of(cls, hf_config) -> "Shape":
+    def of(cls, hf_config) -> Shape:
         return cls(
             hf_config.num_hidden_layers,
             hf_config.hidden_size,

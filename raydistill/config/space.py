@@ -1,4 +1,5 @@
-"""Declarative search spaces (search_spaces/*.yaml, shipped with the package) → a validated SweepSpec and an Optuna define-by-run space.
+"""Declarative search spaces (search_spaces/*.yaml, shipped with the package) → a validated SweepSpec and an Optuna
+define-by-run space.
 
 A value is either fixed (``temperature: 4``) or searched:
   {choice: [a, b]}   {uniform: [lo, hi]}   {loguniform: [lo, hi]}   {int: [lo, hi]}
@@ -18,8 +19,8 @@ from dataclasses import dataclass, field, fields
 
 import yaml
 
-from raydistill.config.schema import DistillConfig, RunConfig, StudentConfig, TrainConfig, split_init
 from raydistill.common.errors import UserError, check
+from raydistill.config.schema import DistillConfig, RunConfig, StudentConfig, TrainConfig, split_init
 from raydistill.config.selection import check_search
 from raydistill.config.sizes import FIELDS, Shape, any_relative, check_fits, check_value, parse_size, resolve
 
@@ -182,7 +183,8 @@ def _check_domain(name: str, v) -> None:
     check(
         len(v) == 1 and next(iter(v)) in DOMAINS,
         name,
-        f"a searched value is one of {{choice: [...]}}, {{uniform: [lo, hi]}}, {{loguniform: [lo, hi]}}, {{int: [lo, hi]}}; got {v!r}",
+        "a searched value is one of {choice: [...]}, {uniform: [lo, hi]}, {loguniform: [lo, hi]}, {int: [lo, hi]}; "
+        f"got {v!r}",
     )
     kind, arg = next(iter(v.items()))
     check(isinstance(arg, list) and len(arg) >= 1, name, f"{kind} needs a list, got {arg!r}")
@@ -278,7 +280,7 @@ def check_student_space(spec: SweepSpec, teacher: Shape) -> None:
     prunes = any(split_init(str(v))[0] == "prune" for v in _values(st.get("init", "")))
     for base in combos:
         for vals in itertools.product(*(_values(st[k]) for k in fields_)):
-            sizes = resolve({**base, **dict(zip(fields_, vals))}, teacher)
+            sizes = resolve({**base, **dict(zip(fields_, vals, strict=True))}, teacher)
             check_fits(sizes, teacher)
             if prunes:  # a student the space may cut out of the teacher by importance keeps whole teacher heads
                 from raydistill.config.sizes import check_shape

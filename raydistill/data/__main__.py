@@ -69,7 +69,8 @@ def main(argv=None):
         help=summary_help,
         formatter_class=HelpFormatter,
         description=(
-            f"{summary_help[0].upper()}{summary_help[1:]}, and print them as one JSON object on the last line of stdout "
+            f"{summary_help[0].upper()}{summary_help[1:]}, and print them as one JSON object on the last line of "
+            f"stdout "
             "(splits whose file is missing are left out)."
         ),
     )

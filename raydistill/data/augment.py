@@ -42,8 +42,8 @@ import tempfile
 from pathlib import Path
 
 from raydistill.common.errors import UserError, check
+from raydistill.data.candidates import embedding_candidates, mlm_candidates
 from raydistill.models.teacher import quiet_hf
-from raydistill.data.candidates import embedding_candidates, mlm_candidates, whole_word_ids as _whole_word_ids  # noqa: F401
 
 CACHE_VERSION = "augment-v2"  # v2: copies carry label None (the teacher labels them)
 CANDIDATES = ("mlm", "embedding")
@@ -146,7 +146,7 @@ def augment(
         field = field or "augment_teacher"
         tok, emb = _load_embeddings(model_dir, field)
         found = embedding_candidates(texts, tok, emb, k, field)
-    slots = dict(zip(texts, found))
+    slots = dict(zip(texts, found, strict=True))
 
     rng = random.Random(seed)
     copies = []
@@ -254,9 +254,8 @@ def build(
     """Write OUTPUT/train.jsonl (the training rows after the dev hold-out, each tagged with its source row, and ``n``
     augmented copies of each) and OUTPUT/augment.json (the knobs); cached under OUTPUT/cache. What the command and a
     sweep searching ``augment`` call. Returns (rows in, rows out, the train.jsonl path)."""
-    from raydistill.tasks import get_task  # lazy: task loading lives elsewhere
-
     from raydistill.data.splits import SOURCE, split_train
+    from raydistill.tasks import get_task  # lazy: task loading lives elsewhere
 
     task = get_task(task_name)
     rows, held = split_train(task, data_dir)  # augment after the hold-out: dev rows never get copies

@@ -71,8 +71,8 @@ def nearest_words(queries, ww_emb, ww_words, k, exclude=None):
                     sims[r, by_word[w]] = float("-inf")
     top = sims.topk(min(k, len(ww_words)), dim=-1)
     return [
-        [ww_words[i] for i, v in zip(idx, val) if v != float("-inf")]
-        for idx, val in zip(top.indices.tolist(), top.values.tolist())
+        [ww_words[i] for i, v in zip(idx, val, strict=True) if v != float("-inf")]
+        for idx, val in zip(top.indices.tolist(), top.values.tolist(), strict=True)
     ]
 
 
@@ -107,7 +107,9 @@ def embedding_candidates(texts, tok, emb, k, field, batch_size=512):
         for b in range(0, len(keys), batch_size):
             batch = keys[b : b + batch_size]
             q = torch.stack([emb[torch.tensor(key)].mean(0) for key in batch])
-            found.update(zip(batch, nearest_words(q, ww_emb, ww_words, k, [queries[key] for key in batch])))
+            found.update(
+                zip(batch, nearest_words(q, ww_emb, ww_words, k, [queries[key] for key in batch]), strict=True)
+            )
             progress.update(items=len(batch))
     out = []
     for t, words in enumerate(slots):
@@ -182,7 +184,7 @@ def mlm_candidates(texts, tok, model, k, batch_size, max_length, field):
             pos = [p for _, _, p in batch]
             input_ids[range(len(pos)), pos] = tok.mask_token_id
             top = (_mlm_logits(model, input_ids, attention, pos).float() + bias).topk(k, dim=-1).indices
-            for (t, slot, _), row in zip(batch, top.tolist()):
+            for (t, slot, _), row in zip(batch, top.tolist(), strict=True):
                 out[t][slot][2].extend(
                     tok.convert_tokens_to_string([tok.convert_ids_to_tokens(i)]).strip() for i in row
                 )
@@ -190,6 +192,6 @@ def mlm_candidates(texts, tok, model, k, batch_size, max_length, field):
         for b in range(0, len(emb_jobs), batch_size):
             batch = emb_jobs[b : b + batch_size]
             q = torch.stack([emb[torch.tensor(p)].mean(0) for _, _, p in batch])
-            for (t, slot, _), words in zip(batch, nearest_words(q, ww_emb, ww_words, k)):
+            for (t, slot, _), words in zip(batch, nearest_words(q, ww_emb, ww_words, k), strict=True):
                 out[t][slot][2].extend(words)
     return out

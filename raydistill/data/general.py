@@ -62,8 +62,8 @@ class DynamicMasking:
 
     def __call__(self, features: list, idx: list, epoch: int) -> list:
         out = []
-        for f, i in zip(features, idx):
-            orig = [t if lab == -100 else lab for t, lab in zip(f["input_ids"], f["labels"])]
+        for f, i in zip(features, idx, strict=True):
+            orig = [t if lab == -100 else lab for t, lab in zip(f["input_ids"], f["labels"], strict=True)]
             ids, labels = mask_ids(orig, _rng(self.seed, epoch, i), self.special, self.mask_id, self.vocab, self.p)
             out.append({**f, "input_ids": ids, "labels": labels})
         return out

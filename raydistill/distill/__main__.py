@@ -12,7 +12,6 @@ import sys
 import time
 
 from raydistill.commands.args import (
-    add_selection_args,
     add_teacher_args,
     add_train_args,
     local_abspath,
@@ -65,7 +64,8 @@ def parser() -> argparse.ArgumentParser:
         "--init",
         default=s.init,
         help="random | first_k | every_other | uniform | layers:1,3,5 | slice | "
-        "prune[:N|block|block,N] | checkpoint:DIR (python -m raydistill list inits; default: the method's: pkd first_k, distilbert "
+        "prune[:N|block|block,N] | checkpoint:DIR (python -m raydistill list inits; default: the method's: pkd "
+        "first_k, distilbert "
         "every_other, minilm slice, others random)",
     )
     p.add_argument(
@@ -160,8 +160,8 @@ def parser() -> argparse.ArgumentParser:
 
 def student_sizes(a) -> dict:
     """The student's sizes in numbers: relative ones (and the defaults) resolved against the teacher's config."""
-    from raydistill.train.preflight import teacher_config
     from raydistill.config.sizes import Shape, resolve
+    from raydistill.train.preflight import teacher_config
 
     raw = {k: getattr(a, f"student_{k}") for k in ("layers", "hidden", "intermediate", "heads")}
     for k, v in raw.items():
@@ -236,7 +236,8 @@ def main(argv=None) -> dict:
     on_interrupt(shutdown)  # Ctrl-C: the run is ended KILLED (execute), Ray stopped, then the one line
     storage = os.path.abspath(a.storage_path or os.path.join(RESULTS_DIR, "ray"))
     # a fresh Ray Train run name each time: Train V2 resumes any earlier run stored under the same name
-    name = f"{cfg.distill.method}-{cfg.task}-{cfg.student.layers}L{cfg.student.hidden}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+    shape = f"{cfg.student.layers}L{cfg.student.hidden}"
+    name = f"{cfg.distill.method}-{cfg.task}-{shape}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
     try:
         out = execute(
             cfg,
@@ -246,7 +247,7 @@ def main(argv=None) -> dict:
             placement_strategy=a.placement_strategy,
             verbose=a.verbose,
         )
-    except Exception as e:  # noqa: BLE001 — the run failed; its MLflow run already records why
+    except Exception as e:  # the run failed; its MLflow run already records why
         from raydistill.common.errors import failure_reason
         from raydistill.orchestrate.guard import lost, say
 

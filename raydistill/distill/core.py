@@ -17,7 +17,7 @@ import torch
 from raydistill.common.errors import UserError, check
 from raydistill.distill import losses as L
 
-METHODS: dict[str, type["Method"]] = {}
+METHODS: dict[str, type[Method]] = {}
 
 
 def register(name):
@@ -29,7 +29,7 @@ def register(name):
     return deco
 
 
-def get_method(name: str) -> type["Method"]:
+def get_method(name: str) -> type[Method]:
     if name not in METHODS:
         raise UserError("distill.method", f"unknown method {name!r}; known: {', '.join(sorted(METHODS))}")
     return METHODS[name]
@@ -47,7 +47,7 @@ class Outputs:
     qkv: dict = field(default_factory=dict)  # 0-based layer -> (query, key, value), each [B, heads, T, head_size]
 
     @classmethod
-    def from_hf(cls, out, scores=None, qkv=None) -> "Outputs":
+    def from_hf(cls, out, scores=None, qkv=None) -> Outputs:
         return cls(
             logits=getattr(out, "logits", None),
             start=getattr(out, "start_logits", None),

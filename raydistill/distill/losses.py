@@ -12,7 +12,8 @@ Intermediate losses are per layer; the caller combines mapped layers (TinyBERT s
 inside ``pkd_patient``).
 
 Under DDP (inside ``global_means``) a mean whose count varies per example — real tokens, real query×key pairs,
-labelled tokens; sequences too (MiniLM's per-sequence relation mean), should ranks ever hold unequal slices — divides this rank's sum by the count over every rank ÷ world size, so the gradient DDP averages
+labelled tokens; sequences too (MiniLM's per-sequence relation mean), should ranks ever hold unequal slices — divides
+this rank's sum by the count over every rank ÷ world size, so the gradient DDP averages
 is that of the mean over the global batch, as one worker would compute it.
 """
 

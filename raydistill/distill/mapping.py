@@ -15,7 +15,8 @@ PKD maps only layers 1..M−1 because the student's last layer is already taught
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
+from itertools import pairwise
 
 from raydistill.common.errors import UserError, check
 
@@ -68,7 +69,7 @@ def parse_layer_list(spec: str | Sequence[int], m: int, n: int, field: str, labe
         f"{label} names {len(layers)} teacher layers but the student has {m}; give one teacher layer per student layer",
     )
     check(
-        all(1 <= x <= n for x in layers) and all(a < b for a, b in zip(layers, layers[1:])),
+        all(1 <= x <= n for x in layers) and all(a < b for a, b in pairwise(layers)),
         field,
         f"{label} must be strictly increasing 1-based teacher layers within 1..{n}",
     )
@@ -104,7 +105,7 @@ def check_spec(spec: str | Sequence[int], teacher_layers: int | None = None) -> 
     check(bool(layers), "distill.mapping", bad)
     top = teacher_layers or max(layers)
     check(
-        all(1 <= x <= top for x in layers) and all(a < b for a, b in zip(layers, layers[1:])),
+        all(1 <= x <= top for x in layers) and all(a < b for a, b in pairwise(layers)),
         "distill.mapping",
         f"{spec!r} must be strictly increasing 1-based teacher layers"
         + (f" within 1..{teacher_layers}" if teacher_layers else ""),

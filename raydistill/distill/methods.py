@@ -24,7 +24,29 @@ from raydistill.distill.core import (
     register,
     soft_loss,
 )
-from raydistill.distill.staged import MiniLM, TinyBERT, TwoStage, relation_heads, teacher_layer  # noqa: F401  (registers them)
+from raydistill.distill.staged import MiniLM, TinyBERT, TwoStage, relation_heads, teacher_layer
+
+# every method and what callers need of them, from one module (importing staged registers its methods)
+__all__ = [
+    "METHODS",
+    "DistilBERT",
+    "FineTune",
+    "HintonKD",
+    "Method",
+    "MiniLM",
+    "Needs",
+    "Outputs",
+    "PatientKD",
+    "TinyBERT",
+    "TwoStage",
+    "get_method",
+    "hard_loss",
+    "logit_mse",
+    "register",
+    "relation_heads",
+    "soft_loss",
+    "teacher_layer",
+]
 
 
 @register("distilbert")

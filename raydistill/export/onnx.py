@@ -38,6 +38,6 @@ def to_onnx(model, kind: str, path: str, length: int = 128, segments: bool = Fal
     got = sess.run(None, {k: v.numpy() for k, v in inputs.items()})
     with torch.no_grad():
         ref = model(**inputs)
-    diff = max(float(np.abs(g - getattr(ref, n).numpy()).max()) for g, n in zip(got, names))
+    diff = max(float(np.abs(g - getattr(ref, n).numpy()).max()) for g, n in zip(got, names, strict=True))
     check(diff < 1e-4, "onnx", f"ONNX output differs from PyTorch by {diff:.2e} (> 1e-4)")
     return diff, sess, {k: v[:1].numpy() for k, v in inputs.items()}

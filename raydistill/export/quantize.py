@@ -89,7 +89,7 @@ class OrtModel(torch.nn.Module):
 
     def forward(self, input_ids, attention_mask, token_type_ids=None, **_):
         got = self.sess.run(None, ort_feed(self.sess, input_ids, attention_mask, token_type_ids))
-        return SimpleNamespace(**{n: torch.from_numpy(g) for n, g in zip(self.names, got)})
+        return SimpleNamespace(**{n: torch.from_numpy(g) for n, g in zip(self.names, got, strict=True)})
 
 
 def dev_data(task_name: str, tokenizer_dir: str, data_dir: str | None, max_length: int = 128, eval_limit: int = 0):
@@ -98,8 +98,8 @@ def dev_data(task_name: str, tokenizer_dir: str, data_dir: str | None, max_lengt
 
     from raydistill.config.schema import RunConfig
     from raydistill.data.splits import train_and_eval_examples
-    from raydistill.train.loop import Data
     from raydistill.tasks import get_task
+    from raydistill.train.loop import Data
 
     task = get_task(task_name)
     # the run's own dev rule and limit, through the one config the run itself read its examples with
@@ -141,15 +141,15 @@ def time_b1(fns: dict, inputs: dict, rounds: int = 30, warmup: int = 3) -> dict:
 def teacher_onnx(teacher: str, kind: str, root: str, length: int = 128, segments: bool = False) -> dict:
     """The teacher as ``root/teacher.onnx`` (exported like the student) and its dynamic INT8 copy; ``{}`` with a
     warning when the export fails, so the student's numbers are not lost to the teacher's extra column."""
-    from raydistill.models.teacher import load_model
     from raydistill.export.onnx import to_onnx
+    from raydistill.models.teacher import load_model
 
     path = os.path.join(root, "teacher.onnx")
     try:
         diff, _, _ = to_onnx(
             load_model(teacher, kind, attn_implementation="eager").eval(), kind, path, length, segments
         )
-    except Exception as e:  # noqa: BLE001 — the same-runtime columns are left out, the rest still reported
+    except Exception as e:  # the same-runtime columns are left out, the rest still reported
         say(
             f"warning: the teacher's ONNX export failed ({type(e).__name__}: {e}); only the cross-runtime ratios "
             "(ONNX student vs PyTorch teacher) are reported"

@@ -31,7 +31,7 @@ from raydistill.models.teacher import encoder_layers
 
 CAPTURE_IMPL = "raydistill_capture"
 # id(self-attention module) -> (capture, 0-based layer); only modules inside an active ``with`` block are here
-_ACTIVE: dict[int, tuple["AttentionCapture", int]] = {}
+_ACTIVE: dict[int, tuple[AttentionCapture, int]] = {}
 
 
 def _capture_attention(
@@ -72,7 +72,8 @@ class AttentionCapture:
     gradients like any activation, so a student loss on them trains the student; wrap the teacher's forward in
     ``torch.no_grad()`` as usual. Inside the block the other layers run PyTorch sdpa whatever the model's own
     implementation is (same numbers as eager); on exit the model's implementation is restored. ``qkv`` layers
-    (0-based) also keep their (query, key, value) in ``qkv``. Empty ``layers`` and ``qkv`` leave the model untouched. Accepts a DDP/DataParallel wrapper (uses ``.module``).
+    (0-based) also keep their (query, key, value) in ``qkv``. Empty ``layers`` and ``qkv`` leave the model untouched.
+    Accepts a DDP/DataParallel wrapper (uses ``.module``).
     """
 
     def __init__(self, model, layers, qkv=()):
@@ -90,7 +91,7 @@ class AttentionCapture:
         self.qkv: dict[int, tuple] = {}
         self._prev = None
 
-    def __enter__(self) -> "AttentionCapture":
+    def __enter__(self) -> AttentionCapture:
         self.scores, self.qkv = {}, {}
         if not self._modules:
             return self

@@ -21,7 +21,8 @@ stream goes (word, position and token-type embeddings, every LayerNorm, every pr
 pooler and the task head), so the kept channels line up from the embeddings to the head. Whatever is kept stays in
 the teacher's order, and ties go to the lower index, so one seed gives one student. Heads keep the teacher's head
 size (student hidden = heads × the teacher's head size; sizes ``heads: keep_head_size`` does that), and nothing can
-be larger than the teacher's: ``config.sizes.check_shape`` refuses it. At the teacher's own shape nothing is cut and the student
+be larger than the teacher's: ``config.sizes.check_shape`` refuses it. At the teacher's own shape nothing is cut and
+the student
 computes exactly what the teacher does.
 
 What was kept (``plan``: layers 1-based; heads, neurons and channels as 0-based indices into the teacher's) is the
@@ -37,7 +38,6 @@ import re
 import torch
 
 from raydistill.common.errors import UserError, check
-from raydistill.config.sizes import KEEP, Shape
 from raydistill.models.teacher import encoder_layers
 
 log = logging.getLogger(__name__)
@@ -195,7 +195,7 @@ def copy_pruned(teacher, student, kept: dict) -> list[str]:
             "neurons": torch.tensor(ns, dtype=torch.long),
             "channels": channels,
         }
-        for hs, ns in zip(kept["heads"], kept["neurons"])
+        for hs, ns in zip(kept["heads"], kept["neurons"], strict=True)
     ]
     left = []
     with torch.no_grad():

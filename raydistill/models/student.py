@@ -17,7 +17,8 @@ heads), the way AutoTinyBERT and weight subcloning extract a narrow model from a
 (MiniLM's relations leave width and heads free) starts from the teacher's weights rather than random ones. It needs
 no dimension wider than the teacher's (a wider FFN is refused) and logs one warning listing any tensor it still left
 random, and one when the student's head size is not the teacher's (each student head then mixes teacher heads).
-``prune`` (``prune``, ``prune:512``, ``prune:block,512``; ``models/prune.py``) cuts the student out of the teacher by importance measured on
+``prune`` (``prune``, ``prune:512``, ``prune:block,512``; ``models/prune.py``) cuts the student out of the teacher by
+importance measured on
 training examples instead of taking the leading block: the top heads, FFN neurons and hidden channels, whole heads of
 the teacher's head size; ``build_student`` then needs ``examples``, a callable sample size → batches of model inputs.
 ``random`` initialises everything fresh; ``checkpoint:DIR`` loads a saved student (e.g. from general distillation)
@@ -33,8 +34,8 @@ from pathlib import Path
 
 import torch
 
-from raydistill.config.schema import StudentConfig, split_init
 from raydistill.common.errors import UserError, check
+from raydistill.config.schema import StudentConfig, split_init
 from raydistill.config.sizes import FIELDS, Shape, check_shape
 from raydistill.models import prune
 from raydistill.models.heads import auto_class
@@ -164,7 +165,7 @@ def copy_weights(teacher, student, teacher_layers: list[int], sliced: bool = Fal
                 t is None
                 or t.dim() != p.dim()
                 or t.shape != p.shape
-                and not (sliced and all(a <= b for a, b in zip(p.shape, t.shape)))
+                and not (sliced and all(a <= b for a, b in zip(p.shape, t.shape, strict=True)))
             ):
                 continue
             p.copy_(t[tuple(slice(0, n) for n in p.shape)])

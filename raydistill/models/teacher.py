@@ -1,7 +1,8 @@
 """Load teachers and fingerprint them.
 
 Supported: any BERT/RoBERTa-like encoder, i.e. ``base_model.embeddings`` and
-``base_model.encoder.layer[i].attention.self`` (bert, roberta, xlm-roberta, camembert, electra, …); layer mapping, layer copying and attention capture rely on it.
+``base_model.encoder.layer[i].attention.self`` (bert, roberta, xlm-roberta, camembert, electra, …); layer mapping,
+layer copying and attention capture rely on it.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Joining Ray: the cluster in RAY_ADDRESS, or a local Ray of this command's own (two commands on one host never mix)."""
+"""Joining Ray: the cluster in RAY_ADDRESS, or a local Ray of this command's own (two commands on one host never
+mix)."""
 
 from __future__ import annotations
 
@@ -90,7 +91,7 @@ def start_local(num_cpus: int | None, log_to_driver: bool, verbose: bool) -> Non
                     configure_logging=False,
                 )
             return
-        except Exception as e:  # noqa: BLE001 - only a lost port race is tried again
+        except Exception as e:  # only a lost port race is tried again
             if attempt == PORT_TRIES or not port_taken(e):
                 raise
             _stop(_children() - before)  # the half-started Ray (its GCS, monitor, reaper) of the failed try

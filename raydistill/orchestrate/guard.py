@@ -192,7 +192,7 @@ def _end(runs: dict, reason: str) -> None:
             if not r.get("ended"):  # one the driver ended FAILED itself keeps its own reason
                 track.set_tags(r["uri"], run_id, {"error": reason})
                 track.end_run(r["uri"], run_id, "FAILED")
-        except Exception as e:  # noqa: BLE001 - one run's tracking server down must not keep the others open
+        except Exception as e:  # one run's tracking server down must not keep the others open
             print(f"raydistill: could not mark MLflow run {run_id} FAILED: {e}", file=sys.stderr, flush=True)
 
 

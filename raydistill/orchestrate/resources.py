@@ -2,7 +2,8 @@
 
 A trial is ``num_workers`` Ray Train workers of ``cpus_per_worker`` CPUs (and ``gpus_per_worker`` GPUs); the Tune
 trial function itself holds nothing (it only waits for its workers), except a 1-worker CPU trial on a local Ray, which
-trains in the trial function and holds that worker's CPUs instead: the same demand either way. So the sweep's concurrency is the number of
+trains in the trial function and holds that worker's CPUs instead: the same demand either way. So the sweep's
+concurrency is the number of
 whole trials the cluster's CPUs and GPUs hold, capped by ``--max-concurrent`` and the number of trials. A trial
 that can never be placed is refused here, before it would sit PENDING forever.
 """
@@ -26,19 +27,19 @@ class Cluster:
     gpus: float = 0.0
 
     @classmethod
-    def local(cls) -> "Cluster":
+    def local(cls) -> Cluster:
         """The machine a local Ray would start on (the CPUs this process may use)."""
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
         try:
             import torch
 
             gpus = torch.cuda.device_count()
-        except Exception:  # noqa: BLE001 - no torch CUDA build: no GPU
+        except Exception:  # no torch CUDA build: no GPU
             gpus = 0
         return cls(float(cpus), float(gpus))
 
     @classmethod
-    def of(cls, resources: dict) -> "Cluster":
+    def of(cls, resources: dict) -> Cluster:
         """From ``ray.cluster_resources()``."""
         return cls(float(resources.get("CPU", 0)), float(resources.get("GPU", 0)))
 

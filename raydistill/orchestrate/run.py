@@ -86,7 +86,8 @@ def make_trainer(
     gpus_per_worker: float | None = None,
     verbose: bool = False,
 ):
-    from ray.train import CheckpointConfig, FailureConfig, LoggingConfig, RunConfig as TrainRunConfig, ScalingConfig
+    from ray.train import CheckpointConfig, FailureConfig, LoggingConfig, ScalingConfig
+    from ray.train import RunConfig as TrainRunConfig
     from ray.train.torch import TorchConfig, TorchTrainer
 
     from raydistill.orchestrate.resources import threads
@@ -230,18 +231,18 @@ def execute(
 ) -> dict:
     """One distillation run end to end: MLflow run, TorchTrainer.fit, student export, size and latency.
 
-    Returns the final metrics (``val_*`` and ``eval_*`` of the best epoch by val, ``best_epoch``, ``student_params``, ``latency_ms_b*``)
-    plus ``run_id`` and ``student_dir`` (the best epoch's student). MLflow keeps the per-epoch curves, ``best_eval_*``
-    and ``best_epoch`` among them. A failed fit marks the MLflow run FAILED with the reason, then re-raises; a trial the
-    search's scheduler stops early ends KILLED, tagged ``raydistill.stopped``.
+    Returns the final metrics (``val_*`` and ``eval_*`` of the best epoch by val, ``best_epoch``, ``student_params``,
+    ``latency_ms_b*``) plus ``run_id`` and ``student_dir`` (the best epoch's student). MLflow keeps the per-epoch
+    curves, ``best_eval_*`` and ``best_epoch`` among them. A failed fit marks the MLflow run FAILED with the reason,
+    then re-raises; a trial the search's scheduler stops early ends KILLED, tagged ``raydistill.stopped``.
     ``in_process`` (a sweep's 1-worker CPU trial: a callable taking each epoch's metrics) runs the loop in this process
     instead of on Ray Train (``fit_in_process``).
     """
-    from raydistill.tracking import track
+    import time
+
     from raydistill.data.splits import data_fingerprint, datasets
     from raydistill.models.teacher import fingerprint
-
-    import time
+    from raydistill.tracking import track
 
     t0 = time.perf_counter()
     uri = cfg.tracking_uri

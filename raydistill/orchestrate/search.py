@@ -1,5 +1,7 @@
-"""Optuna TPE (or random search) and ASHA as Tune drives them, with the two behaviours a sweep needs: a trial ASHA stopped is PRUNED (not
-a finished value), a repeated proposal is answered from the finished trial; ASHA never stops a trial at its last epoch."""
+"""Optuna TPE (or random search) and ASHA as Tune drives them, with the two behaviours a sweep needs: a trial ASHA
+stopped is PRUNED (not
+a finished value), a repeated proposal is answered from the finished trial; ASHA never stops a trial at its last
+epoch."""
 
 from __future__ import annotations
 
@@ -15,7 +17,8 @@ from raydistill.tracking.track import RESULTS_DIR
 def make_searcher(
     spec, base, *, metric: str, mode: str, name: str, teacher, n_at_once: int, multi_objective: str | None
 ):
-    """TPE over the space (with ``multi_objective``, a metric every report carries, minimised beside ``metric``), its study in an Optuna RDB beside the MLflow store (a resumed sweep continues it), the
+    """TPE over the space (with ``multi_objective``, a metric every report carries, minimised beside ``metric``), its
+    study in an Optuna RDB beside the MLflow store (a resumed sweep continues it), the
     space's published recipes enqueued first, at most ``n_at_once`` proposals out at a time."""
     import optuna
     from ray.tune.search import ConcurrencyLimiter

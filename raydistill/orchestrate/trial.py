@@ -27,9 +27,9 @@ def run_trial(config: dict, base: RunConfig, parent_run_id: str, storage: str, s
     import ray.tune
     from ray.tune.integration.ray_train import TuneReportCallback
 
-    from raydistill.tracking import track
     from raydistill.config.space import trial_config
     from raydistill.orchestrate.run import execute
+    from raydistill.tracking import track
 
     t_start = time.perf_counter()
     trial_id = ray.tune.get_context().get_trial_id()

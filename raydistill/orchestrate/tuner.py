@@ -9,9 +9,9 @@ import sys
 from ray import tune
 from ray.tune import Callback
 
-from raydistill.results.report import SHOW, table
 from raydistill.orchestrate.search import make_scheduler, make_searcher
 from raydistill.orchestrate.trial import run_trial
+from raydistill.results.report import SHOW, table
 
 
 def trial_opts(

@@ -17,14 +17,14 @@ def teacher_reference(cfg: RunConfig, threads: int, log=lambda m: None) -> dict:
     ``majority_<main metric>``: what always answering the training rows' most common label scores on dev."""
     import torch
 
-    from raydistill.train.scoring import dev_metrics
     from raydistill.data.splits import data_fingerprint, train_val_dev
     from raydistill.models.latency import arch_key, measure_latency, memo_dir, read_memo, write_memo
-    from raydistill.train.loop import Data
     from raydistill.models.student import count_params
     from raydistill.models.teacher import fingerprint, load_model
     from raydistill.tasks import get_task
     from raydistill.tasks.encode import encode
+    from raydistill.train.loop import Data
+    from raydistill.train.scoring import dev_metrics
 
     task = get_task(cfg.task)
     length = cfg.train.max_length
@@ -113,8 +113,8 @@ def side_by_side(cfg: RunConfig, archs: list[tuple[int, int, int, int]], threads
     from transformers import AutoConfig
 
     from raydistill.config.schema import StudentConfig
-    from raydistill.models.latency import measure_latency
     from raydistill.models.heads import auto_class
+    from raydistill.models.latency import measure_latency
     from raydistill.models.student import student_config
     from raydistill.tasks import get_task
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 SHOW = ("method", "student_layers", "student_hidden", "temperature", "alpha", "beta", "mapping")
 # every param a space can search (Tune config keys = MLflow param names); the UI view shows those that varied
 PARAMS = (
@@ -37,7 +36,10 @@ def fmt(v) -> str:
 def table(rows: list[dict], columns: list[str]) -> str:
     cells = [[fmt(r.get(c)) for c in columns] for r in rows]
     widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(columns)]
-    line = lambda vals: "  ".join(v.ljust(w) for v, w in zip(vals, widths))  # noqa: E731
+
+    def line(vals):
+        return "  ".join(v.ljust(w) for v, w in zip(vals, widths, strict=True))
+
     return "\n".join([line(columns), line(["-" * w for w in widths])] + [line(r) for r in cells])
 
 
@@ -81,7 +83,7 @@ def pareto_plot(
         ax.scatter(xs, ys, c=["tab:red" if i in front else "tab:gray" for i in range(len(pts))], zorder=3)
         fr = sorted((xs[i], ys[i]) for i in front)
         ax.plot([p[0] for p in fr], [p[1] for p in fr], "r--", lw=1, zorder=2)
-        for r, x, y in zip(rows, xs, ys):
+        for r, x, y in zip(rows, xs, ys, strict=True):
             ax.annotate(str(r.get("trial", "")), (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
         t_score = teacher.get(metric) if teacher else None
         if t_score is not None:

@@ -1,6 +1,8 @@
 """A sweep's end: one row per trial (DONE, STOPPED by ASHA, ERROR with its reason), the summary table, JSON and Pareto
-plot logged to the parent MLflow run, and the one-line JSON result. Each row shows the score that chose it (``best_val_*``)
-beside the dev score it reports (``best_eval_*``); only trials that exported a student can be the best or on the front."""
+plot logged to the parent MLflow run, and the one-line JSON result. Each row shows the score that chose it
+(``best_val_*``)
+beside the dev score it reports (``best_eval_*``); only trials that exported a student can be the best or on the
+front."""
 
 from __future__ import annotations
 
@@ -16,7 +18,8 @@ def summarize(
     results, metric: str, mode: str, epochs: int, logged: dict | None = None, finished: set | None = None
 ) -> list[dict]:
     """One row per trial: DONE (all epochs), STOPPED (by ASHA) or ERROR (with the reason), ``exported`` when its run
-    ended FINISHED with its student (``finished``: trial ids; None = every DONE trial). ``logged`` (trial id → the MLflow
+    ended FINISHED with its student (``finished``: trial ids; None = every DONE trial). ``logged`` (trial id → the
+    MLflow
     child run's metrics) wins over Tune's last result, which is stale for a trial resumed after its end. Rows come
     exported first, then best ``metric`` first."""
     from raydistill.config.selection import report_metric
@@ -113,9 +116,9 @@ def finish(
     confirmed: list[dict] | None = None,
     timings: dict | None = None,
 ) -> dict:
-    from raydistill.tracking import track
-    from raydistill.results.report import PARAMS, SHOW, pareto_plot, table
     from raydistill.config.selection import report_metric
+    from raydistill.results.report import PARAMS, SHOW, pareto_plot, table
+    from raydistill.tracking import track
 
     report = report_metric(metric)
     out_dir = os.path.join(os.path.abspath(RESULTS_DIR), "sweeps", name)

@@ -11,8 +11,8 @@ Example formats (what ``Task.load`` returns, one dict per example):
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 KINDS = ("classification", "regression", "token", "qa", "mlm")
 

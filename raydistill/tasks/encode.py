@@ -91,7 +91,7 @@ def _clip_questions(questions: list[str], tokenizer, limit: int) -> list[str]:
     enc = tokenizer(questions, add_special_tokens=False, return_offsets_mapping=True)
     return [
         q if len(ids) <= limit else q[: off[limit - 1][1]]
-        for q, ids, off in zip(questions, enc["input_ids"], enc["offset_mapping"])
+        for q, ids, off in zip(questions, enc["input_ids"], enc["offset_mapping"], strict=True)
     ]
 
 
@@ -111,7 +111,7 @@ def _encode_qa(examples, tokenizer, max_length) -> Encoded:
     feats, ex_index, offsets = [], [], []
     for i, ex_i in enumerate(enc["overflow_to_sample_mapping"]):
         seq = enc.sequence_ids(i)
-        offs = [tuple(o) if s == 1 else None for o, s in zip(enc["offset_mapping"][i], seq)]
+        offs = [tuple(o) if s == 1 else None for o, s in zip(enc["offset_mapping"][i], seq, strict=True)]
         start = end = 0  # position 0 ([CLS]) when the answer is not inside this window
         ans = examples[ex_i]["answers"]
         if ans["text"]:
@@ -152,7 +152,7 @@ def _rows(outputs: dict, key: str, n: int) -> list:
     if "feature_index" in outputs:
         order = np.asarray(outputs["feature_index"]).reshape(-1)
         placed = [None] * n
-        for r, i in zip(rows, order):
+        for r, i in zip(rows, order, strict=True):
             placed[int(i)] = r
         rows = placed
     if len(rows) != n or any(r is None for r in rows):
@@ -165,7 +165,7 @@ def qa_predictions(examples, encoded: Encoded, outputs: dict) -> list[str]:
     n = len(encoded)
     starts, ends = _rows(outputs, "start_logits", n), _rows(outputs, "end_logits", n)
     best = [(-np.inf, "") for _ in examples]
-    for i, (s_log, e_log) in enumerate(zip(starts, ends)):
+    for i, (s_log, e_log) in enumerate(zip(starts, ends, strict=True)):
         offs, ex = encoded.offsets[i], encoded.example_index[i]
         s_log, e_log = np.asarray(s_log)[: len(offs)], np.asarray(e_log)[: len(offs)]
         for s in np.argsort(s_log)[::-1][:N_BEST]:

@@ -163,7 +163,7 @@ def drop_spaces(chars: list[str], tags: list[str]) -> tuple[list[str], list[str]
     A ``B-`` on a dropped space moves to the following ``I-`` of the same type so the entity still starts with B.
     """
     toks, out, pending = [], [], None
-    for ch, tag in zip(chars, tags):
+    for ch, tag in zip(chars, tags, strict=True):
         if not ch.strip():
             pending = tag[2:] if tag.startswith("B-") else pending
             continue

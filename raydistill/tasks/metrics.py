@@ -102,8 +102,8 @@ def qa_scores(predictions: list[str], answers: list[list[str]]) -> dict[str, flo
     """Mean over questions of the best EM and F1 against any gold answer (0-1 scale)."""
     if not predictions:
         return {"exact_match": 0.0, "f1": 0.0}
-    em = [max((korquad_em(p, g) for g in gold), default=0.0) for p, gold in zip(predictions, answers)]
-    f = [max((korquad_f1(p, g) for g in gold), default=0.0) for p, gold in zip(predictions, answers)]
+    em = [max((korquad_em(p, g) for g in gold), default=0.0) for p, gold in zip(predictions, answers, strict=True)]
+    f = [max((korquad_f1(p, g) for g in gold), default=0.0) for p, gold in zip(predictions, answers, strict=True)]
     return {"exact_match": float(np.mean(em)), "f1": float(np.mean(f))}
 
 

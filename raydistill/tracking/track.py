@@ -13,7 +13,8 @@ from raydistill.common.errors import UserError
 
 RESULTS_DIR = "raydistill-results"
 # a model-training experiment: MLflow 3's UI then opens it on its runs table, not on the GenAI overview of traces
-# called as watcher("open", uri, run_id, name, tags, params) / watcher("close", uri, run_id, status=...) when this process
+# called as watcher("open", uri, run_id, name, tags, params) / watcher("close", uri, run_id, status=...) when this
+# process
 # starts / ends a run (orchestrate/guard.py: the runs to mark FAILED if a joined Ray cluster goes away)
 WATCHERS: list = []
 EXPERIMENT_KIND = ("mlflow.experimentKind", "custom_model_development")
@@ -48,7 +49,7 @@ def check_reachable(uri: str, timeout: float = 5.0) -> None:
     try:
         with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=timeout) as r:
             r.read()
-    except Exception as e:  # noqa: BLE001 — any failure means unreachable
+    except Exception as e:  # any failure means unreachable
         raise UserError(
             "tracking_uri",
             f"MLflow server {uri} is unreachable ({type(e).__name__}); start it "
@@ -114,7 +115,10 @@ def ui_link(
     c = client(uri)
     exp = c.get_experiment_by_name(experiment)
     key = "raydistill-" + re.sub(r"[^A-Za-z0-9_-]", "-", sweep)
-    col = lambda kind, name: f"{kind}.`{name}`"  # noqa: E731 — the UI's column ids
+
+    def col(kind, name):  # the UI's column ids
+        return f"{kind}.`{name}`"
+
     view = {
         "searchFilter": f"tags.`raydistill.sweep` = '{sweep}'",
         "orderByKey": col("metrics", metric),
@@ -164,7 +168,7 @@ def log_student_model(uri: str, run_id: str, model_dir: str, kind: str, card: st
                 pipe, name="student", pip_requirements=reqs, model_card=ModelCard(card) if card else None
             )
         return info.model_id
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:  # any failure is reported, not raised
         print(f"warning: the student was not logged as an MLflow model ({type(e).__name__}: {e})", flush=True)
         set_tags(uri, run_id, {"logged_model_error": f"{type(e).__name__}: {e}"})
         return None
@@ -174,7 +178,7 @@ def retry(fn, *args, tries: int = 5, delay: float = 1.0, **kw):
     for i in range(tries):
         try:
             return fn(*args, **kw)
-        except Exception:  # noqa: BLE001 — transient server/db errors
+        except Exception:  # transient server/db errors
             if i == tries - 1:
                 raise
             time.sleep(delay * 2**i)
@@ -241,7 +245,7 @@ def log_metrics(uri: str, run_id: str, metrics: dict, step: int | None = None) -
     ]
     try:
         retry(client(uri).log_batch, run_id, metrics=items)
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:  # whatever the store's failure, the metrics are kept
         # Never silently dropped: spool to disk and say so; replay_spool() sends them later.
         with open(_spool_path(), "a") as f:
             f.write(json.dumps({"uri": uri, "run_id": run_id, "metrics": metrics, "step": step}) + "\n")

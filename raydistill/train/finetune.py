@@ -33,9 +33,9 @@ def fingerprint(cfg: RunConfig) -> str:
 def finetune(cfg: RunConfig, output: str, log=print, parent_run_id: str | None = None) -> dict:
     """Train ``cfg.teacher`` with its own task head on gold labels; returns dev metrics. Reuses a finished
     result in ``output`` when the fingerprint matches. Logged as its own MLflow run."""
+    from raydistill.common.outputs import publish, remove_if_ours
     from raydistill.tracking import track
     from raydistill.train.checkpoint import copy_dir
-    from raydistill.common.outputs import publish, remove_if_ours
     from raydistill.train.loop import Context, run
     from raydistill.train.precision import run_device
 
@@ -122,8 +122,8 @@ def prepare_teacher(
     (cached by fingerprint, its own MLflow run), as the Patient-KD recipe does: on every training row (less the
     validation split) for ``epochs`` at ``lr`` — its own budget, not the trials' ``max_steps`` / ``train_limit``."""
     from raydistill.models.heads import has_task_head
-    from raydistill.train.preflight import teacher_config
     from raydistill.tasks import get_task
+    from raydistill.train.preflight import teacher_config
 
     task = get_task(cfg.task)
     if has_task_head(teacher_config(cfg.teacher), task):

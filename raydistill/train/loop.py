@@ -18,25 +18,25 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 import torch
 import torch.distributed as dist
 
+from raydistill.common.progress import Progress
 from raydistill.config.schema import RunConfig
 from raydistill.data.batches import epoch_batches
-from raydistill.models.teacher import quiet_hf
-from raydistill.train.checkpoint import copy_dir, load_state, resume_student, save_checkpoint
-from raydistill.train.scoring import dev_metrics
 from raydistill.data.general import DynamicMasking
-from raydistill.train.faults import Fault
-from raydistill.train.precision import release, step_dtype, teacher_dtype
-from raydistill.common.progress import Progress
-from raydistill.train.step import Distiller, make_optimizer, teacher_outputs, to_device, train_step
+from raydistill.models.teacher import quiet_hf
 from raydistill.tasks import get_task
 from raydistill.tasks.encode import collate, encode
+from raydistill.train.checkpoint import copy_dir, load_state, resume_student, save_checkpoint
+from raydistill.train.faults import Fault
+from raydistill.train.precision import release, step_dtype, teacher_dtype
+from raydistill.train.scoring import dev_metrics
+from raydistill.train.step import Distiller, make_optimizer, teacher_outputs, to_device, train_step
 
 
 class NonFiniteLoss(RuntimeError):
@@ -76,7 +76,7 @@ class Data:
     val_encoded: object = None
 
     @classmethod
-    def dev_only(cls, task, examples: list, tokenizer, max_length: int) -> "Data":
+    def dev_only(cls, task, examples: list, tokenizer, max_length: int) -> Data:
         """Just a dev set to score on (``devscore.dev_metrics``): ``examples`` encoded, no training features."""
         return cls(task, [], examples, encode(task, examples, tokenizer, max_length), tokenizer.pad_token_id or 0)
 
@@ -88,9 +88,13 @@ def load_data(cfg: RunConfig, tokenizer) -> Data:
     if task.kind == "mlm":
         from raydistill.data.general import encode_mlm
 
-        enc = lambda ex: encode_mlm(ex, tokenizer, cfg.train.max_length, cfg.train.seed)  # noqa: E731
+        def enc(ex):
+            return encode_mlm(ex, tokenizer, cfg.train.max_length, cfg.train.seed)
     else:
-        enc = lambda ex: encode(task, ex, tokenizer, cfg.train.max_length)  # noqa: E731
+
+        def enc(ex):
+            return encode(task, ex, tokenizer, cfg.train.max_length)
+
     train_ex, val_ex, eval_ex = train_val_dev(cfg, task)
     train_enc, eval_enc = enc(train_ex), enc(eval_ex)
     return Data(
@@ -231,7 +235,7 @@ def run(cfg: RunConfig, ctx: Context) -> dict:
             if distributed:
                 dist.all_reduce(vec)
                 vec /= ctx.world_size
-            train = {f"train_{k}": float(v) for k, v in zip(keys, vec.tolist())}
+            train = {f"train_{k}": float(v) for k, v in zip(keys, vec.tolist(), strict=True)}
             if not all(math.isfinite(v) for v in train.values()):
                 raise NonFiniteLoss(f"non-finite training loss at epoch {epoch + 1}: {train}")
             metrics = {

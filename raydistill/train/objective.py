@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import torch
 
+from raydistill.distill.mapping import layer_pairs
+from raydistill.distill.methods import get_method
 from raydistill.models.features import AttentionCapture
 from raydistill.models.student import build_student
 from raydistill.models.teacher import load_model
-from raydistill.distill.mapping import layer_pairs
-from raydistill.distill.methods import get_method
 
 
 class Objective(torch.nn.Module):
@@ -64,9 +64,9 @@ def prune_examples(cfg, tokenizer, batch_size: int = 16):
     training rows (``examples.prune_rows``), tokenised as the run tokenises them."""
 
     def batches(n: int | None) -> list[dict]:
+        from raydistill.data.splits import prune_rows
         from raydistill.tasks import get_task
         from raydistill.tasks.encode import MODEL_INPUTS, collate, encode
-        from raydistill.data.splits import prune_rows
 
         task = get_task(cfg.task)
         rows, length = prune_rows(cfg, task, n), cfg.train.max_length

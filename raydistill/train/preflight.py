@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import os
 
-from raydistill.config.schema import RunConfig, split_init
 from raydistill.common.errors import UserError, check
 from raydistill.common.hub import hub_reachable, is_local
-from raydistill.models.heads import SUFFIX as HEADS, has_task_head
 from raydistill.common.paths import check_tracking_uri_path, check_writable
+from raydistill.config.schema import RunConfig, split_init
 from raydistill.config.sizes import Shape, check_fits
+from raydistill.models.heads import SUFFIX as HEADS
+from raydistill.models.heads import has_task_head
 
 COPY_INITS = ("first_k", "every_other", "uniform")
 ROBERTA_TYPES = ("roberta", "xlm-roberta", "camembert")  # position ids start after the padding index
@@ -128,7 +129,10 @@ def check_student(cfg: RunConfig, tcfg) -> None:
         from raydistill.models.teacher import KNOWN_FAMILIES
 
         ccfg = teacher_config(path, field="init")
-        fam = lambda c: KNOWN_FAMILIES.get(getattr(c, "model_type", ""), getattr(c, "model_type", ""))  # noqa: E731
+
+        def fam(c):
+            return KNOWN_FAMILIES.get(getattr(c, "model_type", ""), getattr(c, "model_type", ""))
+
         check(
             fam(ccfg) == fam(tcfg) and getattr(ccfg, "vocab_size", None) == getattr(tcfg, "vocab_size", None),
             "init",

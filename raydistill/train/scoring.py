@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from raydistill.train.step import forward, to_device
 from raydistill.tasks.encode import collate, score
+from raydistill.train.step import forward, to_device
 
 
 def dev_metrics(model, data, batch_size: int, device) -> dict:

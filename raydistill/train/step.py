@@ -9,8 +9,8 @@ import torch
 from raydistill.config.schema import RunConfig
 from raydistill.distill.losses import global_means
 from raydistill.distill.methods import Outputs
-from raydistill.train.precision import autocast
 from raydistill.tasks.encode import MODEL_INPUTS
+from raydistill.train.precision import autocast
 
 
 def to_device(batch: dict, device) -> dict:

@@ -25,8 +25,8 @@ import tempfile
 import numpy as np
 import torch
 
-from raydistill.train.precision import autocast
 from raydistill.common.progress import Progress
+from raydistill.train.precision import autocast
 
 VERSION = "2"
 GiB = 1 << 30
@@ -97,7 +97,7 @@ class TeacherCache:
         hidden_layers=(),
         att_layers=(),
         budget_gb: float = 4.0,
-    ) -> "TeacherCache":
+    ) -> TeacherCache:
         """Build what is missing once, under a file lock (concurrent trials and ranks wait, then read), then map.
 
         ``hidden_layers`` (0..L, −1 = last) and ``att_layers`` (0-based) are the full-sequence features this run's
@@ -286,7 +286,7 @@ class TeacherCache:
             for j in needs.teacher_att:
                 src, a_off = self.arrays[f"att_{j}"], self.arrays["att_offsets"]
                 out = torch.zeros(len(idx), self.heads, L, L, dtype=torch.float16)
-                for r, (i, n) in enumerate(zip(idx, lengths)):
+                for r, (i, n) in enumerate(zip(idx, lengths, strict=True)):
                     block = np.array(src[a_off[i] : a_off[i + 1]]).reshape(
                         self.heads, n, n
                     )  # a copy: the map is read-only
