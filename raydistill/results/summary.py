@@ -1,16 +1,21 @@
 """A sweep's end: one row per trial (DONE, STOPPED by ASHA, ERROR with its reason), the summary table, JSON and Pareto
 plot logged to the parent MLflow run, and the one-line JSON result. Each row shows the score that chose it
-(``best_val_*``)
-beside the dev score it reports (``best_eval_*``); only trials that exported a student can be the best or on the
-front."""
+(``best_val_*``) beside the dev score it reports (``best_eval_*``); only trials that exported a student can be the best
+or on the front."""
 
 from __future__ import annotations
 
 import json
 import os
 import sys
+from dataclasses import dataclass, field
+from typing import Any
 
 from raydistill.common.errors import failure_reason
+from raydistill.config.schema import RunConfig
+from raydistill.config.selection import report_metric
+from raydistill.results.report import PARAMS, SHOW, pareto_plot, table
+from raydistill.tracking import track
 from raydistill.tracking.track import RESULTS_DIR
 
 
@@ -19,10 +24,8 @@ def summarize(
 ) -> list[dict]:
     """One row per trial: DONE (all epochs), STOPPED (by ASHA) or ERROR (with the reason), ``exported`` when its run
     ended FINISHED with its student (``finished``: trial ids; None = every DONE trial). ``logged`` (trial id → the
-    MLflow
-    child run's metrics) wins over Tune's last result, which is stale for a trial resumed after its end. Rows come
-    exported first, then best ``metric`` first."""
-    from raydistill.config.selection import report_metric
+    MLflow child run's metrics) wins over Tune's last result, which is stale for a trial resumed after its end. Rows
+    come exported first, then best ``metric`` first."""
 
     report = report_metric(metric)
     rows = []
@@ -75,8 +78,6 @@ def teacher_score(teacher: dict | None, metric: str) -> float | None:
 def against_teacher(rows: list[dict], metric: str, teacher: dict | None) -> None:
     """Each row's ``pct_of_teacher`` (its reported dev score ÷ the teacher's on dev, in %: the dev number of what val
     chose) and ``speedup_b1`` (teacher latency ÷ its own)."""
-    from raydistill.config.selection import report_metric
-
     report = report_metric(metric)
     score = teacher_score(teacher, report)
     for r in rows:
@@ -98,34 +99,70 @@ def mark_front(rows: list[dict], metric: str, mode: str, cost: str) -> list[dict
     return sorted((r for r in done if r["pareto"]), key=lambda r: r[cost])
 
 
-def finish(
-    rows,
-    metric,
-    mode,
-    base,
-    parent,
-    storage,
-    name,
-    wall,
-    n_samples,
-    log,
-    n_at_once=1,
-    teacher: dict | None = None,
-    front_by: str = "latency_ms_b1",
-    run_ids: dict | None = None,
-    confirmed: list[dict] | None = None,
-    timings: dict | None = None,
-) -> dict:
-    from raydistill.config.selection import report_metric
-    from raydistill.results.report import PARAMS, SHOW, pareto_plot, table
-    from raydistill.tracking import track
+@dataclass(frozen=True)
+class SweepOutcome:
+    """What a finished sweep hands its summary: who it was, how it chose, and what it measured around its trials."""
 
+    name: str
+    base: RunConfig
+    parent: str  # the sweep's MLflow run
+    metric: str  # what chose (``best_val_*``)
+    mode: str
+    concurrency: int
+    wall_s: float
+    teacher: dict[str, Any] | None = None  # the yardstick (results.reference)
+    front_by: str = "latency_ms_b1"
+    run_ids: dict[str, str] = field(default_factory=dict)  # trial id → its MLflow run
+    confirmed: list[dict[str, Any]] | None = None
+    timings: dict[str, float] | None = None
+
+
+def finish(sweep: SweepOutcome, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The sweep's summary files logged to its parent run, its children closed, the parent ended, the table and the
+    MLflow UI link printed, and the one-line JSON result (the best trial) returned and printed last."""
+    against_teacher(rows, sweep.metric, sweep.teacher)
+    front = mark_front(rows, sweep.metric, sweep.mode, sweep.front_by)
+    text, files, front_cols = _write_summary(sweep, rows, front)
+    for path in files:
+        track.log_artifact(sweep.base.tracking_uri, sweep.parent, path, "summary")
+    track.close_children(
+        sweep.base.tracking_uri,
+        sweep.base.experiment,
+        sweep.parent,
+        stopped={r["trial"] for r in rows if r["status"] == "STOPPED"},
+        errors={r["trial"]: r["error"] for r in rows if r["status"] == "ERROR"},
+    )
+    best = _best(sweep, rows)
+    summary = _summary(sweep, rows, best, front, front_cols, png=files[-1] if files[-1].endswith(".png") else None)
+    _log_best(sweep, rows, best)
+    summary["mlflow_ui"] = ui = _ui_link(sweep, rows)
+    print("\n" + text, file=sys.stderr, flush=True)
+    print(
+        "\npick a student in the MLflow UI: "
+        + (f"run  {ui['command']}  then open" if ui["command"] else "open")
+        + f"  {ui['url']}\n(or: python -m raydistill.best --experiment {sweep.base.experiment} --sweep {sweep.name} "
+        "--export DIR)",
+        file=sys.stderr,
+        flush=True,
+    )
+    print(json.dumps(summary, default=str), flush=True)
+    return summary
+
+
+def _scores(metric: str) -> list[str]:
     report = report_metric(metric)
-    out_dir = os.path.join(os.path.abspath(RESULTS_DIR), "sweeps", name)
+    return [metric] + ([report] if report != metric else [])
+
+
+def _write_summary(
+    sweep: SweepOutcome, rows: list[dict[str, Any]], front: list[dict[str, Any]]
+) -> tuple[str, list[str], list[str]]:
+    """summary.txt, summary.json, pareto_front.txt and pareto.png under the results folder: (table text, the files,
+    the front's columns)."""
+    metric, teacher, report = sweep.metric, sweep.teacher, report_metric(sweep.metric)
+    out_dir = os.path.join(os.path.abspath(RESULTS_DIR), "sweeps", sweep.name)
     os.makedirs(out_dir, exist_ok=True)
-    against_teacher(rows, metric, teacher)
-    front = mark_front(rows, metric, mode, front_by)
-    scores = [metric] + ([report] if report != metric else [])
+    scores = _scores(metric)
     cols = (
         ["trial", "status", *scores]
         + (["pct_of_teacher"] if teacher_score(teacher, report) else [])
@@ -136,15 +173,16 @@ def finish(
         + ["error"]
     )
     text = table(rows, cols)
-    if confirmed:
+    if sweep.confirmed:
         text += (
-            f"\n\nconfirmed: the top {len(confirmed)} configuration(s) re-trained with more seeds; the best mean "
-            f"{metric} wins, its best seed is exported\n" + table(confirmed, list(confirmed[0]))
+            f"\n\nconfirmed: the top {len(sweep.confirmed)} configuration(s) re-trained with more seeds; the best mean "
+            f"{metric} wins, its best seed is exported\n" + table(sweep.confirmed, list(sweep.confirmed[0]))
         )
     with open(os.path.join(out_dir, "summary.txt"), "w") as f:
         f.write(text + "\n")
     with open(os.path.join(out_dir, "summary.json"), "w") as f:
         json.dump(rows, f, indent=1, default=str)
+    front_by = sweep.front_by
     front_cols = [
         "trial",
         *scores,
@@ -159,101 +197,95 @@ def finish(
         [r for r in rows if r["exported"]],
         report,
         os.path.join(out_dir, "pareto.png"),
-        maximize=mode == "max",
+        maximize=sweep.mode == "max",
         teacher={**teacher, report: teacher_score(teacher, report)} if teacher else None,
     )
-    for p in (
-        os.path.join(out_dir, "summary.txt"),
-        os.path.join(out_dir, "summary.json"),
-        os.path.join(out_dir, "pareto_front.txt"),
-        png,
-    ):
-        if p:
-            track.log_artifact(base.tracking_uri, parent, p, "summary")
-    track.close_children(
-        base.tracking_uri,
-        base.experiment,
-        parent,
-        stopped={r["trial"] for r in rows if r["status"] == "STOPPED"},
-        errors={r["trial"]: r["error"] for r in rows if r["status"] == "ERROR"},
-    )
-    done = [r for r in rows if r["exported"] and r.get(metric) is not None]
+    files = [os.path.join(out_dir, f) for f in ("summary.txt", "summary.json", "pareto_front.txt")]
+    return text, files + ([png] if png else []), front_cols
+
+
+def _best(sweep: SweepOutcome, rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The best exported trial; a confirmed sweep's is its winner's best seed (best mean over seeds)."""
+    done = [r for r in rows if r["exported"] and r.get(sweep.metric) is not None]
     best = done[0] if done else None
-    if confirmed:  # the confirmed winner: best mean over seeds; its best seed's student is the one exported
-        best = next((r for r in rows if r["trial"] == confirmed[0]["exported_trial"]), best)
+    if sweep.confirmed:
+        best = next((r for r in rows if r["trial"] == sweep.confirmed[0]["exported_trial"]), best)
+    return best
+
+
+def _summary(
+    sweep: SweepOutcome,
+    rows: list[dict[str, Any]],
+    best: dict[str, Any] | None,
+    front: list[dict[str, Any]],
+    front_cols: list[str],
+    png: str | None,
+) -> dict[str, Any]:
+    keys = ["trial", *_scores(sweep.metric), "pct_of_teacher", "best_epoch", "student_params", "latency_ms_b1"]
     summary = {
-        "sweep": name,
+        "sweep": sweep.name,
         "trials": len(rows),
         "errors": sum(r["status"] == "ERROR" for r in rows),
-        "wall_s": round(wall, 1),
-        "per_trial_s": round(wall / max(len(rows), 1), 1),
-        "metric": metric,
-        "report_metric": report,
-        "select_on": base.train.select_on,
+        "wall_s": round(sweep.wall_s, 1),
+        "per_trial_s": round(sweep.wall_s / max(len(rows), 1), 1),
+        "metric": sweep.metric,
+        "report_metric": report_metric(sweep.metric),
+        "select_on": sweep.base.train.select_on,
         "fixed_cost_s": _mean(r.get("fixed_cost_s") for r in rows),
-        "concurrency": n_at_once,
-        "best": {
-            k: best.get(k)
-            for k in [
-                "trial",
-                *scores,
-                "pct_of_teacher",
-                "best_epoch",
-                "student_params",
-                "latency_ms_b1",
-                "speedup_b1",
-                *SHOW,
-            ]
-            if k in best
-        }
-        if best
-        else None,
+        "concurrency": sweep.concurrency,
+        "best": {k: best.get(k) for k in [*keys, "speedup_b1", *SHOW] if k in best} if best else None,
         "pareto_front": [{k: r.get(k) for k in front_cols} for r in front],
-        "confirmed": confirmed or None,
-        "timings": timings,
-        "teacher": teacher,
-        "parent_run_id": parent,
-        "tracking_uri": base.tracking_uri,
+        "confirmed": sweep.confirmed or None,
+        "timings": sweep.timings,
+        "teacher": sweep.teacher,
+        "parent_run_id": sweep.parent,
+        "tracking_uri": sweep.base.tracking_uri,
         "pareto_png": png,
     }
-    if best and confirmed:
-        summary["best"].update({k: v for k, v in confirmed[0].items() if k.startswith(("mean_", "range_", "seeds"))})
+    if best and sweep.confirmed:
+        summary["best"].update(
+            {k: v for k, v in sweep.confirmed[0].items() if k.startswith(("mean_", "range_", "seeds"))}
+        )
+    return summary
+
+
+def _log_best(sweep: SweepOutcome, rows: list[dict[str, Any]], best: dict[str, Any] | None) -> None:
+    """The parent run's final numbers and winner, then the parent ended; the yardstick columns on each trial's run."""
+    uri, parent, run_ids = sweep.base.tracking_uri, sweep.parent, sweep.run_ids
     track.log_metrics(
-        base.tracking_uri,
+        uri,
         parent,
         {
-            "wall_s": wall,
+            "wall_s": sweep.wall_s,
             "trials": len(rows),
-            **({f"best_{k}": best[k] for k in scores if best.get(k) is not None} if best else {}),
-            **{f"time_{k}_s": v for k, v in (timings or {}).items()},
+            **({f"best_{k}": best[k] for k in _scores(sweep.metric) if best.get(k) is not None} if best else {}),
+            **{f"time_{k}_s": v for k, v in (sweep.timings or {}).items()},
         },
     )
-    if best and best["trial"] in (run_ids or {}):
-        track.set_tags(base.tracking_uri, parent, {"raydistill.winner_run_id": run_ids[best["trial"]]})
-    track.end_run(base.tracking_uri, parent)
+    if best and best["trial"] in run_ids:
+        track.set_tags(uri, parent, {"raydistill.winner_run_id": run_ids[best["trial"]]})
+    track.end_run(uri, parent)
     for r in rows:  # the yardstick columns on each trial's own run too (the UI compares runs, not summary files)
-        if r.get("pct_of_teacher") is not None and r["trial"] in (run_ids or {}):
-            track.log_metrics(
-                base.tracking_uri, run_ids[r["trial"]], {k: r[k] for k in ("pct_of_teacher", "speedup_b1") if k in r}
-            )
+        if r.get("pct_of_teacher") is not None and r["trial"] in run_ids:
+            track.log_metrics(uri, run_ids[r["trial"]], {k: r[k] for k in ("pct_of_teacher", "speedup_b1") if k in r})
+
+
+def _ui_link(sweep: SweepOutcome, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The MLflow UI view of this sweep's trials: best first, the searched params and the yardstick as columns."""
     searched = [k for k in ("method", *PARAMS) if len({str(r.get(k)) for r in rows}) > 1 or k in SHOW]
-    ui = track.ui_link(
-        base.tracking_uri,
-        base.experiment,
-        name,
-        metric,
-        mode,
+    return track.ui_link(
+        sweep.base.tracking_uri,
+        sweep.base.experiment,
+        sweep.name,
+        sweep.metric,
+        sweep.mode,
         params=searched,
-        metrics=(*scores[1:], "pct_of_teacher", "student_params", "latency_ms_b1", "speedup_b1", "best_epoch"),
+        metrics=(
+            *_scores(sweep.metric)[1:],
+            "pct_of_teacher",
+            "student_params",
+            "latency_ms_b1",
+            "speedup_b1",
+            "best_epoch",
+        ),
     )
-    summary["mlflow_ui"] = ui
-    print("\n" + text, file=sys.stderr, flush=True)
-    print(
-        "\npick a student in the MLflow UI: "
-        + (f"run  {ui['command']}  then open" if ui["command"] else "open")
-        + f"  {ui['url']}\n(or: python -m raydistill.best --experiment {base.experiment} --sweep {name} --export DIR)",
-        file=sys.stderr,
-        flush=True,
-    )
-    print(json.dumps(summary, default=str), flush=True)
-    return summary

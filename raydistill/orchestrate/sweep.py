@@ -1,0 +1,420 @@
+"""A sweep as the driver runs it: one object owns its state (the space, the base config, the parent MLflow run, the
+resume record, the teacher's yardstick, the clock) and the command calls its steps in order — ``plan`` (everything
+checked before Ray starts), ``start`` (Ray, the parent run, the resume record), ``prepare`` (the teacher, augmented
+sets, the yardstick), ``search`` (the trials), ``confirm`` (the top trials with more seeds) and ``finish`` (the
+summary). Ctrl-C between any two steps leaves a sweep that ``--resume`` continues."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from raydistill.common.errors import check
+from raydistill.config.schema import RunConfig
+from raydistill.config.sizes import Shape
+from raydistill.orchestrate.resources import DEFAULT_CPUS_PER_WORKER, Cluster, TrialDemand, concurrency
+from raydistill.tracking.track import RESULTS_DIR
+
+STATE = "raydistill_sweep.json"
+SECOND_OBJECTIVE = {"params": "student_params", "latency": "latency_ms_b1"}  # --multi-objective: minimised
+TRAIN_FLAGS = (
+    "epochs",
+    "max_steps",
+    "train_limit",
+    "eval_limit",
+    "max_length",
+    "batch_size",
+    "seed",
+    "lr",
+    "val_fraction",
+    "select_on",
+    "group_by_length",
+)
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def state_path(storage_path: str | None, name: str) -> str:
+    """Where a sweep keeps what ``--resume`` needs (beside its Tune experiment, or locally for a remote one)."""
+    storage_root = os.path.abspath(RESULTS_DIR)
+    storage = storage_path or os.path.join(storage_root, "ray")
+    if "://" in storage:
+        return os.path.join(storage_root, "sweeps", name, STATE)
+    return os.path.join(os.path.abspath(storage), name, STATE)
+
+
+def write_json(path: str, obj: Any) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path + ".tmp", "w") as f:
+        json.dump(obj, f)
+    os.replace(path + ".tmp", path)  # a driver killed mid-write leaves the old state, not half a file
+
+
+@dataclass
+class Sweep:
+    """The driver's state of one sweep (see the module's docstring for its steps)."""
+
+    args: argparse.Namespace
+    argv: list[str]
+    spec: Any  # config.space.SweepSpec
+    base: RunConfig
+    name: str
+    storage: str
+    metric: str
+    mode: str
+    n_samples: int
+    demand: TrialDemand
+    machine: Cluster | None  # this machine, when the sweep starts its own Ray
+    teacher_shape: Shape
+    confirm_plan: dict[str, int]
+    state: dict[str, Any] = field(default_factory=dict)
+    parent: str = ""
+    n_at_once: int = 1
+    reference: dict[str, Any] = field(default_factory=dict)
+    opts: Any = None  # orchestrate.tuner.TrialOpts
+    clock: Any = None  # train.loop.Clock: the work around the trials
+    started: float = 0.0
+
+    # ------------------------------------------------------------------ before Ray
+    @classmethod
+    def plan(cls, a: argparse.Namespace, argv: list[str], state: dict[str, Any]) -> Sweep:
+        """The space, the base config and every check that needs no Ray: a sweep that cannot run stops here, before
+        anything is logged."""
+        from raydistill.commands.args import teacher_cache_dir
+        from raydistill.config import space as sp
+        from raydistill.config.selection import as_final, confirm_of, objective
+        from raydistill.tasks import get_task
+        from raydistill.tracking.track import resolve_tracking_uri
+        from raydistill.train.preflight import check_ray_options, teacher_config
+
+        spec = sp.load(a.space, a.set)
+        # the space's own defaults for the two scheduling keys it may carry; flags win
+        a.num_workers = a.num_workers if a.num_workers is not None else spec.raw.get("num_workers", 1)
+        a.max_concurrent = a.max_concurrent if a.max_concurrent is not None else spec.raw.get("max_concurrent")
+        task_name = a.task or spec.task
+        check(bool(task_name), "task", "the space names no task; pass --task (e.g. --task rte)")
+        task = get_task(task_name)
+        teacher = a.teacher or spec.teacher or "bert-base-uncased"
+        name = a.name or f"{spec.name}-{task.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+        n_samples = a.num_samples if a.num_samples is not None else spec.num_samples
+        _check_counts(a, n_samples)
+        demand = TrialDemand(
+            a.num_workers, a.cpus_per_worker or DEFAULT_CPUS_PER_WORKER, a.gpus_per_worker if a.use_gpu else None
+        )
+        check_ray_options(a.placement_strategy, a.max_failures, demand.cpus_per_worker, demand.gpus_per_worker)
+        _check_gpu_share(a)
+        storage_root = os.path.abspath(RESULTS_DIR)
+        base = RunConfig.from_dict(
+            dict(
+                task=task.name,
+                teacher=teacher,
+                data_dir=os.path.abspath(a.data_dir) if a.data_dir else spec.data_dir,
+                train=_train_section(a, spec),
+                tracking_uri=resolve_tracking_uri(a.tracking_uri),
+                experiment=a.experiment or spec.name,
+                output=os.path.join(storage_root, "students", name, "student"),
+                fault=a.inject_fault,
+                teacher_cache=teacher_cache_dir(a),
+                teacher_cache_gb=a.teacher_cache_gb,
+            )
+        )
+        # a trial is worth its best epoch (the student it exports), chosen on the validation split
+        metric = as_final(spec.metric, "metric") if spec.metric else objective(task.main_metric, base.train.select_on)
+        check(a.teacher_epochs >= 1, "teacher_epochs", f"must be >= 1, got {a.teacher_epochs}")
+        check(a.teacher_lr > 0, "teacher_lr", f"must be > 0, got {a.teacher_lr}")
+        machine = None if os.environ.get("RAY_ADDRESS") else Cluster.local()
+        if machine:  # the Ray this command starts has this machine's CPUs and GPUs: a trial that can't fit stops here
+            concurrency(demand, machine, a.max_concurrent, n_samples)
+        storage = a.storage_path or os.path.join(storage_root, "ray")
+        sweep = cls(
+            args=a,
+            argv=argv,
+            spec=spec,
+            base=base,
+            name=name,
+            storage=storage if "://" in storage else os.path.abspath(storage),
+            metric=metric,
+            mode=spec.mode,
+            n_samples=n_samples,
+            demand=demand,
+            machine=machine,
+            teacher_shape=Shape.of(teacher_config(teacher)),
+            confirm_plan=confirm_of(spec.search) if not a.multi_objective else {"top": 0, "seeds": 0},
+            state=state,
+        )
+        sweep._preflight()
+        return sweep
+
+    def _preflight(self) -> None:
+        """Fail fast, before Ray or any training: the data is there, the first sample builds (the teacher was read
+        for its shape)."""
+        from raydistill.config import space as sp
+        from raydistill.data.splits import train_and_eval_examples
+        from raydistill.tasks import get_task
+        from raydistill.train.preflight import preflight
+
+        train_and_eval_examples(self.base, get_task(self.base.task))
+        first = sp.trial_config(self.base, sp.sample(self.spec, None, self.teacher_shape))
+        preflight(first, load_data=False, require_head=False)  # types, bounds, sizes, mapping: before any run
+
+    # ------------------------------------------------------------------ Ray and the parent run
+    def start(self) -> None:
+        """The resume record, Ray, and the parent MLflow run (resumed: the same one, RUNNING again)."""
+        from raydistill.commands.cli import at_signal, on_interrupt, resume_hint
+        from raydistill.orchestrate.connect import cluster as joined
+        from raydistill.orchestrate.connect import init_ray, mute_workers, shutdown
+        from raydistill.train.loop import Clock
+
+        a = self.args
+        self.state = {**self.state, "argv": self.argv, "name": self.name}
+        self._save()  # resumable from here on: Ctrl-C, SIGTERM or a lost driver
+        resume_hint(
+            f"python -m raydistill.sweep --resume --name {self.name}"
+            + (f" --storage-path {a.storage_path}" if a.storage_path else "")
+        )
+        self.clock = Clock()  # the work a sweep does around its trials: Ray start, teacher, reference, re-timing
+        init_ray(verbose=a.verbose)  # before any MLflow run: a refused connection must not leave a parent run open
+        at_signal(mute_workers)  # Ctrl-C: trial actors Ray kills while the sweep unwinds print nothing
+        on_interrupt(shutdown)  # runs last: the trials' forwarded output ends before the one line
+        cluster = self.machine or joined()
+        self.n_at_once = concurrency(self.demand, cluster, a.max_concurrent, self.n_samples)
+        log(
+            f"{self.n_at_once} trial(s) at once: the cluster has {cluster.cpus:g} CPUs and {cluster.gpus:g} GPUs, one "
+            f"trial takes {self.demand.num_workers} worker(s) × {self.demand.cpus_per_worker:g} CPU"
+            + (f" + {self.demand.gpus_per_worker:g} GPU" if self.demand.gpus_per_worker else "")
+            + (f" (--max-concurrent {a.max_concurrent})" if a.max_concurrent else "")
+        )
+        self._open_parent()
+        on_interrupt(self._killed)
+        self.clock.lap("ray_start")
+
+    def _open_parent(self) -> None:
+        from raydistill.data.splits import data_fingerprint
+        from raydistill.tracking import track
+
+        b = self.base
+        self.parent = self.state.get("parent_run_id") or track.start_run(
+            b.tracking_uri,
+            b.experiment,
+            self.name,
+            {
+                "space": self.spec.name,
+                "task": b.task,
+                "teacher": b.teacher,
+                "metric": self.metric,
+                "mode": self.mode,
+                "num_samples": self.n_samples,
+                "data_fingerprint": data_fingerprint(b),
+                "search": json.dumps(self.spec.search),
+            },
+            tags={"raydistill.role": "sweep"},
+        )
+        if self.state.get("parent_run_id"):  # resumed: the parent (and its trials) go on, RUNNING again
+            track.reopen_run(b.tracking_uri, self.parent)
+        self.state["parent_run_id"] = self.parent
+        self._save()
+
+    def _killed(self) -> None:
+        """Ctrl-C / SIGTERM: the running trials and the parent end KILLED, resumable."""
+        from raydistill.tracking import track
+
+        track.close_children(self.base.tracking_uri, self.base.experiment, self.parent, reason="interrupted")
+        track.end_run(self.base.tracking_uri, self.parent, "KILLED")
+
+    def _save(self) -> None:
+        write_json(state_path(self.args.storage_path, self.name), self.state)
+
+    # ------------------------------------------------------------------ the teacher and its yardstick
+    def prepare(self) -> None:
+        """The teacher fine-tuned where it has no task head, the augmented sets built once, the teacher measured as
+        every trial's yardstick; the parent run records the space and the yardstick."""
+        from raydistill.config import space as sp
+        from raydistill.data.augment_sets import build_sets
+        from raydistill.tracking import track
+        from raydistill.train.finetune import prepare_teacher
+        from raydistill.train.preflight import preflight
+
+        a = self.args
+        root = os.path.abspath(RESULTS_DIR)
+        teacher = self.state.get("teacher") or prepare_teacher(
+            self.base, root, self.parent, log, epochs=a.teacher_epochs, lr=a.teacher_lr
+        )
+        self.base = self.base.replace(teacher=teacher)
+        augment_dirs = build_sets(self.spec.raw.get("augment"), self.base, root, log)  # once, shared by the trials
+        self.clock.lap("teacher")
+        preflight(sp.trial_config(self.base, sp.sample(self.spec, None, self.teacher_shape)), load_data=False)
+        self.state.update(teacher=self.base.teacher, concurrency=self.state.get("concurrency") or self.n_at_once)
+        self._save()
+        self.n_at_once = self.state["concurrency"]  # a resumed sweep keeps the concurrency it started with
+        self._measure_teacher()
+        track.log_artifact(self.base.tracking_uri, self.parent, sp.resolve_path(a.space), "space")
+        self.opts = self._trial_opts(augment_dirs)
+
+    def _measure_teacher(self) -> None:
+        from raydistill.config.selection import report_metric
+        from raydistill.orchestrate.resources import threads
+        from raydistill.results.reference import teacher_reference, weak_teacher
+        from raydistill.tasks import get_task
+        from raydistill.tracking import track
+
+        ref = teacher_reference(self.base, threads(self.demand.cpus_per_worker), log)  # every trial's yardstick
+        metrics = dict.fromkeys((self.metric, report_metric(self.metric)))
+        shown = [m[len("best_") :] for m in metrics if m.startswith("best_")]
+        log(
+            "teacher: " + ", ".join(f"{m}={ref.get(m)}" for m in shown) + f", {ref['student_params'] / 1e6:.1f}M "
+            f"params, {ref['latency_ms_b1']:.1f} ms at batch 1"
+        )
+        warning = weak_teacher(ref, get_task(self.base.task))
+        if warning:
+            log(warning)
+        self.clock.lap("teacher_reference")
+        track.log_metrics(self.base.tracking_uri, self.parent, {f"teacher_{k}": v for k, v in ref.items()})
+        self.reference = ref
+
+    def _trial_opts(self, augment_dirs: dict[int, str]) -> Any:
+        """The options every trial (and its confirmation) runs with."""
+        from raydistill.orchestrate.tuner import trial_opts
+
+        a = self.args
+        in_process = (
+            self.demand.in_process()
+            and self.machine is not None
+            and "://" not in self.storage
+            and not a.ray_train_trials
+        )
+        return trial_opts(
+            self.demand,
+            max_failures=a.max_failures,
+            placement=a.placement_strategy,
+            verbose=a.verbose,
+            in_process=in_process,
+            augment_dirs=augment_dirs,
+        )
+
+    # ------------------------------------------------------------------ the trials
+    def search(self) -> tuple[list[dict[str, Any]], dict[str, str]]:
+        """Every trial of the space (Tune + Optuna + ASHA): the summary rows and each trial's MLflow run id."""
+        from raydistill.orchestrate.tuner import run_sweep
+
+        self.started = time.time()
+        results = run_sweep(
+            self.spec,
+            self.base,
+            metric=self.metric,
+            mode=self.mode,
+            n_samples=self.n_samples,
+            storage=self.storage,
+            name=self.name,
+            parent=self.parent,
+            teacher=self.teacher_shape,
+            n_at_once=self.n_at_once,
+            multi_objective=SECOND_OBJECTIVE.get(self.args.multi_objective),
+            resume=self.args.resume,
+            opts=self.opts,
+        )
+        self.clock.lap("trials")
+        return self.rows(results)
+
+    def confirm(
+        self, rows: list[dict[str, Any]], run_ids: dict[str, str]
+    ) -> tuple[list[dict[str, Any]], dict[str, str], list[dict[str, Any]] | None]:
+        """``search.confirm``: the top trials re-trained with more seeds; (all rows, run ids, one row per confirmed
+        configuration) — or the rows unchanged and None where the space confirms nothing."""
+        plan = self.confirm_plan
+        if not (plan["top"] and plan["seeds"]):
+            return rows, run_ids, None
+        from raydistill.config.selection import report_metric
+        from raydistill.orchestrate.confirm import candidates, confirm_points, confirmed_rows, run_confirm
+
+        top = candidates(rows, self.metric, plan["top"])
+        log(f"confirming the top {len(top)} trial(s) with {plan['seeds']} more seed(s) each (search.confirm)")
+        results = run_confirm(
+            confirm_points(top, self.base.train.seed, plan["seeds"]),
+            self.base,
+            storage=self.storage,
+            name=self.name,
+            parent=self.parent,
+            n_at_once=self.n_at_once,
+            resume=self.args.resume,
+            opts=self.opts,
+        )
+        c_rows, c_ids = self.rows(results)
+        confirmed = confirmed_rows(rows, c_rows, self.metric, report_metric(self.metric), self.mode)
+        self.clock.lap("confirm")
+        return rows + c_rows, {**run_ids, **c_ids}, confirmed
+
+    def rows(self, results: Any) -> tuple[list[dict[str, Any]], dict[str, str]]:
+        """Summary rows of Tune results, with what their MLflow runs logged, and each trial's run id."""
+        from raydistill.results.summary import summarize
+        from raydistill.tracking import track
+
+        b = self.base
+        children = track.child_runs(b.tracking_uri, b.experiment, self.parent)
+        finished = {t for t, r in children.items() if r.info.status == "FINISHED"}
+        logged = {t: dict(r.data.metrics) for t, r in children.items()}
+        rows = summarize(results, self.metric, self.mode, b.train.epochs, logged, finished=finished)
+        return rows, {t: r.info.run_id for t, r in children.items()}
+
+    # ------------------------------------------------------------------ the end
+    def finish(
+        self, rows: list[dict[str, Any]], run_ids: dict[str, str], confirmed: list[dict[str, Any]] | None
+    ) -> dict[str, Any]:
+        """The teacher re-timed beside the students, then the summary (results.summary)."""
+        from raydistill.orchestrate.resources import threads
+        from raydistill.results.reference import remeasure_latency
+        from raydistill.results.summary import SweepOutcome, finish
+        from raydistill.tracking import track
+
+        wall = time.time() - self.started
+        ref = remeasure_latency(rows, self.base, self.reference, threads(self.demand.cpus_per_worker), log, run_ids)
+        track.log_metrics(self.base.tracking_uri, self.parent, {"teacher_latency_ms_b1": ref["latency_ms_b1"]}, step=1)
+        self.clock.lap("latency_retime")
+        outcome = SweepOutcome(
+            name=self.name,
+            base=self.base,
+            parent=self.parent,
+            metric=self.metric,
+            mode=self.mode,
+            concurrency=self.n_at_once,
+            wall_s=wall,
+            teacher=ref,
+            front_by=SECOND_OBJECTIVE.get(self.args.multi_objective) or "latency_ms_b1",
+            run_ids=run_ids,
+            confirmed=confirmed,
+            timings={k: round(v, 2) for k, v in self.clock.spent.items()},
+        )
+        return finish(outcome, rows)
+
+
+def _train_section(a: argparse.Namespace, spec: Any) -> dict[str, Any]:
+    """The base config's ``train``: the space's fixed values, then the flags given."""
+    fixed = {k: v for k, v in spec.train.items() if not isinstance(v, dict)}
+    flags = {k: getattr(a, k) for k in TRAIN_FLAGS if getattr(a, k) is not None}
+    if a.fp32_teacher:
+        flags["teacher_bf16"] = False
+    return {**fixed, **flags, "num_workers": a.num_workers, "use_gpu": a.use_gpu}
+
+
+def _check_counts(a: argparse.Namespace, n_samples: int) -> None:
+    check(n_samples >= 1, "num_samples", "must be >= 1")
+    check(
+        a.max_concurrent is None or a.max_concurrent >= 1,
+        "max_concurrent",
+        f"must be >= 1 (or left out: as many trials as the cluster holds), got {a.max_concurrent}",
+    )
+
+
+def _check_gpu_share(a: argparse.Namespace) -> None:
+    check(
+        not (a.use_gpu and a.num_workers > 1 and a.gpus_per_worker < 1),
+        "gpus_per_worker",
+        f"{a.num_workers} DDP workers at {a.gpus_per_worker:g} GPU each could share one GPU, which NCCL refuses; pack "
+        "1-worker trials with a fraction (--num-workers 1), or give each worker a whole GPU (--gpus-per-worker 1)",
+    )
