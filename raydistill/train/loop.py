@@ -20,6 +20,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -110,181 +111,236 @@ def load_data(cfg: RunConfig, tokenizer) -> Data:
 
 # ---------------------------------------------------------------- the loop
 def run(cfg: RunConfig, ctx: Context) -> dict:
-    from raydistill.train.objective import build_objective
-
+    """Train ``cfg`` on this rank: every epoch's metrics and checkpoint handed to ``ctx.report``; returns the last
+    epoch's metrics (a run resumed after its last epoch reports its result again)."""
     quiet_hf()
     seed_all(cfg.train.seed)
-    device = ctx.device
-    distributed = dist.is_available() and dist.is_initialized() and ctx.world_size > 1
-    clock = Clock()  # where a run's seconds go besides training steps (the fixed cost of a trial)
+    return Trainer(cfg, ctx).fit()
 
-    objective, student, teacher, tokenizer = build_objective(cfg, resume_student=resume_student(ctx.resume_dir))
-    clock.lap("models")
-    data = load_data(cfg, tokenizer)
-    clock.lap("data")
-    if len(data.train) < cfg.train.batch_size:
-        from raydistill.common.errors import UserError
 
-        raise UserError(
-            "train.batch_size",
-            f"{cfg.train.batch_size} is larger than the {len(data.train)} training "
-            "examples; lower --batch-size or raise --train-limit",
+class Trainer:
+    """One run's models, data and schedule on this rank (built in ``__init__``), trained epoch by epoch (``fit``)."""
+
+    def __init__(self, cfg: RunConfig, ctx: Context):
+        from raydistill.train.objective import build_objective
+
+        self.cfg, self.ctx, self.device = cfg, ctx, ctx.device
+        self.distributed = dist.is_available() and dist.is_initialized() and ctx.world_size > 1
+        self.clock = Clock()  # where a run's seconds go besides training steps (the fixed cost of a trial)
+        self.objective, self.student, self.teacher, self.tokenizer = build_objective(
+            cfg, resume_student=resume_student(ctx.resume_dir)
         )
-    student.to(device).train()  # from_pretrained (resume, pretrained init) returns it in eval mode: no dropout
-    objective.to(device)
-    model = Distiller(student, objective)
-    if distributed:
-        ddp_kw = {"find_unused_parameters": len(objective.method.stages) > 1}
-        if device.type == "cuda":
-            ddp_kw["device_ids"] = [device.index]
-        model = torch.nn.parallel.DistributedDataParallel(model, **ddp_kw)
+        self.clock.lap("models")
+        self.data = load_data(cfg, self.tokenizer)
+        self.clock.lap("data")
+        self._check_batch_size()
+        self.model = self._place_models()
+        self._plan_epochs()
+        self._resume_state()
+        self.step_amp, self.t_dtype = step_dtype(cfg.train, self.device), teacher_dtype(cfg.train, self.device)
+        if self.teacher is not None:
+            ctx.log(f"teacher forward in {self.t_dtype}" + (" (bf16 autocast)" if self.t_dtype == "bf16" else ""))
+        self.per_rank = cfg.train.batch_size // ctx.world_size
+        self.cache = self._place_teacher()
+        self.clock.lap("cache")
+        self.fault = Fault(cfg.fault)
+        # general distillation: a fresh mask per epoch
+        self.masker = DynamicMasking(self.tokenizer, cfg.train.seed) if self.data.task.kind == "mlm" else None
+        self.opt: Any = None
+        self.sched: Any = None
 
-    steps_per_epoch = len(data.train) // cfg.train.batch_size
-    lengths = [len(f["input_ids"]) for f in data.train] if cfg.train.group_by_length else None
-    if cfg.train.max_steps:
-        steps_per_epoch = min(steps_per_epoch, math.ceil(cfg.train.max_steps / cfg.train.epochs))
-    stages = [objective.method.stage_for(e, cfg.train.epochs) for e in range(cfg.train.epochs)]
-    params = list(student.parameters()) + list(objective.parameters())
+    def _check_batch_size(self) -> None:
+        if len(self.data.train) < self.cfg.train.batch_size:
+            from raydistill.common.errors import UserError
 
-    start_epoch, history, blobs = 0, [], None
-    if ctx.resume_dir:
-        state, blobs = load_state(ctx.resume_dir)
-        objective.load_state_dict(blobs["objective"])
-        start_epoch, history = state["epoch"], state["history"]
-        ctx.log(f"resumed from {ctx.resume_dir} at epoch {start_epoch}")
-    main = f"{'val' if data.val_examples else 'eval'}_{data.task.main_metric}"  # chooses the best epoch: val's score
-
-    step_amp, t_dtype = step_dtype(cfg.train, device), teacher_dtype(cfg.train, device)
-    if teacher is not None:
-        ctx.log(f"teacher forward in {t_dtype}" + (" (bf16 autocast)" if t_dtype == "bf16" else ""))
-    per_rank = cfg.train.batch_size // ctx.world_size
-    stage_needs = [objective.method.needs(st) for st in objective.method.active_stages()]
-    cache = _teacher_cache(cfg, stage_needs, teacher, data, device, ctx, t_dtype)  # built on `device` when cold
-    if teacher is not None:
-        if cache is not None and all(cache.serves(n) for n in stage_needs if n.teacher):
-            release(teacher, device)  # every stage reads the cache: no teacher on the device (packed GPU trials)
-            ctx.log("teacher outputs come from the cache for every stage; the teacher stays off the device")
-        else:
-            teacher.to(device)
-    clock.lap("cache")
-    fault = Fault(cfg.fault)
-    masker = DynamicMasking(tokenizer, cfg.train.seed) if data.task.kind == "mlm" else None  # a fresh mask per epoch
-    metrics = {}
-    opt = sched = None
-    best_dir = tempfile.mkdtemp(prefix="raydistill-best-") if ctx.rank == 0 else None  # outlives each checkpoint
-    try:
-        if best_dir and ctx.resume_dir:
-            copy_dir(os.path.join(ctx.resume_dir, "best_student"), best_dir)
-        for epoch in range(start_epoch, cfg.train.epochs):
-            stage = stages[epoch]
-            if epoch == start_epoch or stage != stages[epoch - 1]:
-                # each stage its own AdamW and warm-up + linear decay over that stage's steps
-                opt, sched = make_optimizer(cfg, params, steps_per_epoch * stages.count(stage))
-                if epoch == start_epoch and blobs is not None and stages[epoch - 1] == stage:  # resumed mid-stage
-                    opt.load_state_dict(blobs["optimizer"])
-                    sched.load_state_dict(blobs["scheduler"])
-            # Each rank its own dropout masks (one seed gave every rank the same ones), re-seeded per epoch so a
-            # resumed run draws what the uninterrupted one drew, and off the stream `seed` that built the weights
-            # (identical on every rank; DDP broadcasts rank 0's anyway). The batch order has its own generator.
-            torch.manual_seed((cfg.train.seed * 1_000_003 + epoch) * 1_000 + ctx.rank + 1)
-            sums: dict[str, torch.Tensor] = {}
-            clock.lap("between")
-            t0, n_seen = time.perf_counter(), 0
-            progress = (
-                Progress(
-                    f"epoch {epoch + 1}/{cfg.train.epochs} {stage}",
-                    steps_per_epoch,
-                    log=ctx.log,
-                    live=ctx.live and ctx.rank == 0,
-                )
-                if ctx.rank == 0
-                else None
+            raise UserError(
+                "train.batch_size",
+                f"{self.cfg.train.batch_size} is larger than the {len(self.data.train)} training "
+                "examples; lower --batch-size or raise --train-limit",
             )
-            for step, idx in enumerate(
-                epoch_batches(
-                    len(data.train), cfg.train.batch_size, epoch, cfg.train.seed, ctx.rank, ctx.world_size, lengths
-                )
-            ):
-                if step >= steps_per_epoch:
-                    break
-                poison = fault.at(ctx.rank, epoch + 1, step + 1)  # test hook: None in normal use
-                feats = [data.train[i] for i in idx]
-                batch = to_device(collate(masker(feats, idx, epoch) if masker else feats, data.pad_id), device)
-                t_out = teacher_outputs(teacher, cache, objective, batch, idx, stage, device, t_dtype)
-                train_step(
-                    model,
-                    batch,
-                    t_out,
-                    stage,
-                    opt,
-                    sched,
-                    device=device,
-                    amp=step_amp,
-                    world=ctx.world_size if distributed else 1,
-                    sums=sums,
-                    poison=poison,
-                )
-                n_seen += per_rank
-                if progress:
-                    progress.update(items=per_rank * ctx.world_size)
+
+    def _place_models(self) -> torch.nn.Module:
+        """Student and projections on the device, in one module (DDP-wrapped across ranks)."""
+        self.student.to(self.device).train()  # from_pretrained (resume, pretrained init) returns eval mode: no dropout
+        self.objective.to(self.device)
+        model: torch.nn.Module = Distiller(self.student, self.objective)
+        if self.distributed:
+            ddp_kw: dict[str, Any] = {"find_unused_parameters": len(self.objective.method.stages) > 1}
+            if self.device.type == "cuda":
+                ddp_kw["device_ids"] = [self.device.index]
+            model = torch.nn.parallel.DistributedDataParallel(model, **ddp_kw)
+        return model
+
+    def _plan_epochs(self) -> None:
+        t = self.cfg.train
+        self.steps_per_epoch = len(self.data.train) // t.batch_size
+        self.lengths = [len(f["input_ids"]) for f in self.data.train] if t.group_by_length else None
+        if t.max_steps:
+            self.steps_per_epoch = min(self.steps_per_epoch, math.ceil(t.max_steps / t.epochs))
+        self.stages = [self.objective.method.stage_for(e, t.epochs) for e in range(t.epochs)]
+        self.params = list(self.student.parameters()) + list(self.objective.parameters())
+
+    def _resume_state(self) -> None:
+        self.start_epoch, self.history, self.blobs = 0, [], None
+        if self.ctx.resume_dir:
+            state, self.blobs = load_state(self.ctx.resume_dir)
+            self.objective.load_state_dict(self.blobs["objective"])
+            self.start_epoch, self.history = state["epoch"], state["history"]
+            self.ctx.log(f"resumed from {self.ctx.resume_dir} at epoch {self.start_epoch}")
+        # what chooses the best epoch: val's score (dev's only where there is no validation split)
+        self.main = f"{'val' if self.data.val_examples else 'eval'}_{self.data.task.main_metric}"
+
+    def _place_teacher(self):
+        """The teacher-output cache (built on the device when cold), and the teacher on the device unless every
+        stage reads the cache."""
+        method = self.objective.method
+        stage_needs = [method.needs(st) for st in method.active_stages()]
+        cache = _teacher_cache(self.cfg, stage_needs, self.teacher, self.data, self.device, self.ctx, self.t_dtype)
+        if self.teacher is not None:
+            if cache is not None and all(cache.serves(n) for n in stage_needs if n.teacher):
+                release(self.teacher, self.device)  # every stage reads the cache: no teacher on the device
+                self.ctx.log("teacher outputs come from the cache for every stage; the teacher stays off the device")
+            else:
+                self.teacher.to(self.device)
+        return cache
+
+    # ------------------------------------------------------------ epochs
+    def fit(self) -> dict:
+        ctx, epochs = self.ctx, self.cfg.train.epochs
+        metrics: dict = {}
+        best_dir = tempfile.mkdtemp(prefix="raydistill-best-") if ctx.rank == 0 else None  # outlives each checkpoint
+        try:
+            if best_dir and ctx.resume_dir:
+                copy_dir(os.path.join(ctx.resume_dir, "best_student"), best_dir)
+            for epoch in range(self.start_epoch, epochs):
+                self._optimizer_for(epoch)
+                metrics = self._train_epoch(epoch)
+                ckpt_dir = self._evaluate(epoch, metrics, best_dir) if ctx.rank == 0 else None
+                ctx.log(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in metrics.items()))
+                try:  # report persists the checkpoint; it raises when the trial is stopped (ASHA, Ctrl-C): clean up
+                    ctx.report(metrics, ckpt_dir)
+                finally:
+                    if ckpt_dir:
+                        shutil.rmtree(os.path.dirname(ckpt_dir), ignore_errors=True)
+            if self.start_epoch >= epochs and self.history:  # resumed after its last epoch: report its result again
+                metrics = dict(self.history[-1])
+                ctx.report(metrics, None)
+        finally:
+            if best_dir:
+                shutil.rmtree(best_dir, ignore_errors=True)
+        return metrics
+
+    def _optimizer_for(self, epoch: int) -> None:
+        """Each stage its own AdamW and warm-up + linear decay over that stage's steps; a run resumed mid-stage
+        goes on with the saved optimizer and schedule."""
+        stages, stage = self.stages, self.stages[epoch]
+        if epoch == self.start_epoch or stage != stages[epoch - 1]:
+            self.opt, self.sched = make_optimizer(self.cfg, self.params, self.steps_per_epoch * stages.count(stage))
+            if epoch == self.start_epoch and self.blobs is not None and stages[epoch - 1] == stage:
+                self.opt.load_state_dict(self.blobs["optimizer"])
+                self.sched.load_state_dict(self.blobs["scheduler"])
+
+    def _train_epoch(self, epoch: int) -> dict:
+        """One pass of training steps; the epoch's mean losses (averaged over ranks) and throughput."""
+        cfg, ctx, stage = self.cfg, self.ctx, self.stages[epoch]
+        # Each rank its own dropout masks (one seed gave every rank the same ones), re-seeded per epoch so a resumed
+        # run draws what the uninterrupted one drew, and off the stream `seed` that built the weights (identical on
+        # every rank; DDP broadcasts rank 0's anyway). The batch order has its own generator.
+        torch.manual_seed((cfg.train.seed * 1_000_003 + epoch) * 1_000 + ctx.rank + 1)
+        sums: dict[str, torch.Tensor] = {}
+        self.clock.lap("between")
+        t0, n_seen, step = time.perf_counter(), 0, 0
+        progress = (
+            Progress(
+                f"epoch {epoch + 1}/{cfg.train.epochs} {stage}",
+                self.steps_per_epoch,
+                log=ctx.log,
+                live=ctx.live and ctx.rank == 0,
+            )
+            if ctx.rank == 0
+            else None
+        )
+        batches = epoch_batches(
+            len(self.data.train), cfg.train.batch_size, epoch, cfg.train.seed, ctx.rank, ctx.world_size, self.lengths
+        )
+        for step, idx in enumerate(batches):
+            if step >= self.steps_per_epoch:
+                break
+            self._step(epoch, step, idx, stage, sums)
+            n_seen += self.per_rank
             if progress:
-                progress.done()
-            n_steps = min(steps_per_epoch, step + 1)
-            keys = sorted(sums)
-            vec = torch.stack([sums[k] for k in keys]) / max(n_steps, 1)
-            if distributed:
-                dist.all_reduce(vec)
-                vec /= ctx.world_size
-            train = {f"train_{k}": float(v) for k, v in zip(keys, vec.tolist(), strict=True)}
-            if not all(math.isfinite(v) for v in train.values()):
-                raise NonFiniteLoss(f"non-finite training loss at epoch {epoch + 1}: {train}")
-            metrics = {
-                "epoch": epoch + 1,
-                "stage": stage,
-                **train,
-                "train_examples_per_s": n_seen * ctx.world_size / (time.perf_counter() - t0),
-            }
-            clock.lap("train")
-            ckpt_dir = None
-            if ctx.rank == 0:
-                metrics.update(dev_metrics(student, data, max(per_rank, 32), device))
-                clock.lap("eval")
-                metrics.update(_speed(student, device))
-                clock.lap("latency")
-                history.append(metrics)
-                best = _best(history, main)
-                metrics.update(
-                    best_epoch=best["epoch"],  # best_val_* chose it; best_eval_* is that epoch's dev score
-                    **{f"best_{k}": v for k, v in best.items() if k.startswith(("eval_", "val_"))},
-                )
-                ckpt_dir = os.path.join(tempfile.mkdtemp(prefix="raydistill-ckpt-"), "checkpoint")
-                save_checkpoint(
-                    ckpt_dir,
-                    student,
-                    tokenizer,
-                    objective,
-                    opt,
-                    sched,
-                    {"epoch": epoch + 1, "history": history, "config": cfg.to_params()},
-                    best=None if best is metrics else best_dir,
-                )
-                if best is metrics:
-                    copy_dir(os.path.join(ckpt_dir, "best_student"), best_dir)
-                clock.lap("checkpoint")
-                metrics.update(clock.metrics())  # cumulative seconds per phase, so far
-            ctx.log(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in metrics.items()))
-            try:  # report persists the checkpoint; it raises when the trial is stopped (ASHA, Ctrl-C): clean up anyway
-                ctx.report(metrics, ckpt_dir)
-            finally:
-                if ckpt_dir:
-                    shutil.rmtree(os.path.dirname(ckpt_dir), ignore_errors=True)
-        if start_epoch >= cfg.train.epochs and history:  # resumed after its last epoch: report the run's result again
-            metrics = dict(history[-1])
-            ctx.report(metrics, None)
-    finally:
-        if best_dir:
-            shutil.rmtree(best_dir, ignore_errors=True)
-    return metrics
+                progress.update(items=self.per_rank * ctx.world_size)
+        if progress:
+            progress.done()
+        train = self._mean_losses(sums, min(self.steps_per_epoch, step + 1))
+        if not all(math.isfinite(v) for v in train.values()):
+            raise NonFiniteLoss(f"non-finite training loss at epoch {epoch + 1}: {train}")
+        metrics = {
+            "epoch": epoch + 1,
+            "stage": stage,
+            **train,
+            "train_examples_per_s": n_seen * ctx.world_size / (time.perf_counter() - t0),
+        }
+        self.clock.lap("train")
+        return metrics
+
+    def _step(self, epoch: int, step: int, idx: list[int], stage: str, sums: dict[str, torch.Tensor]) -> None:
+        poison = self.fault.at(self.ctx.rank, epoch + 1, step + 1)  # test hook: None in normal use
+        feats = [self.data.train[i] for i in idx]
+        feats = self.masker(feats, idx, epoch) if self.masker else feats
+        batch = to_device(collate(feats, self.data.pad_id), self.device)
+        t_out = teacher_outputs(self.teacher, self.cache, self.objective, batch, idx, stage, self.device, self.t_dtype)
+        train_step(
+            self.model,
+            batch,
+            t_out,
+            stage,
+            self.opt,
+            self.sched,
+            device=self.device,
+            amp=self.step_amp,
+            world=self.ctx.world_size if self.distributed else 1,
+            sums=sums,
+            poison=poison,
+        )
+
+    def _mean_losses(self, sums: dict[str, torch.Tensor], n_steps: int) -> dict[str, float]:
+        keys = sorted(sums)
+        vec = torch.stack([sums[k] for k in keys]) / max(n_steps, 1)
+        if self.distributed:
+            dist.all_reduce(vec)
+            vec /= self.ctx.world_size
+        return {f"train_{k}": float(v) for k, v in zip(keys, vec.tolist(), strict=True)}
+
+    def _evaluate(self, epoch: int, metrics: dict, best_dir: str | None) -> str:
+        """Rank 0: val and dev scores, size and latency, the best epoch so far (chosen on val), and this epoch's
+        checkpoint (its folder returned)."""
+        metrics.update(dev_metrics(self.student, self.data, max(self.per_rank, 32), self.device))
+        self.clock.lap("eval")
+        metrics.update(_speed(self.student, self.device))
+        self.clock.lap("latency")
+        self.history.append(metrics)
+        best = _best(self.history, self.main)
+        metrics.update(
+            best_epoch=best["epoch"],  # best_val_* chose it; best_eval_* is that epoch's dev score
+            **{f"best_{k}": v for k, v in best.items() if k.startswith(("eval_", "val_"))},
+        )
+        ckpt_dir = os.path.join(tempfile.mkdtemp(prefix="raydistill-ckpt-"), "checkpoint")
+        save_checkpoint(
+            ckpt_dir,
+            self.student,
+            self.tokenizer,
+            self.objective,
+            self.opt,
+            self.sched,
+            {"epoch": epoch + 1, "history": self.history, "config": self.cfg.to_params()},
+            best=None if best is metrics else best_dir,
+        )
+        if best is metrics:
+            copy_dir(os.path.join(ckpt_dir, "best_student"), best_dir)
+        self.clock.lap("checkpoint")
+        metrics.update(self.clock.metrics())  # cumulative seconds per phase, so far
+        return ckpt_dir
 
 
 class Clock:
