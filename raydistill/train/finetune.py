@@ -34,84 +34,118 @@ def finetune(cfg: RunConfig, output: str, log=print, parent_run_id: str | None =
     """Train ``cfg.teacher`` with its own task head on gold labels; returns dev metrics. Reuses a finished
     result in ``output`` when the fingerprint matches. Logged as its own MLflow run."""
     from raydistill.common.outputs import publish, remove_if_ours
-    from raydistill.tracking import track
-    from raydistill.train.checkpoint import copy_dir
-    from raydistill.train.loop import Context, run
     from raydistill.train.precision import run_device
 
     device = run_device(cfg.train)  # the GPU with --use-gpu (and a sweep's --use-gpu), else the CPU
     fp = fingerprint(cfg)
+    prev = _finished(output, fp)
+    if prev is not None:
+        log(f"reusing finished fine-tune in {output} (fingerprint {fp})")
+        return prev
+    record = ResumeRecord(output, fp)
+    run_id = record.open_run(cfg, parent_run_id, log)
+    metrics = _train(cfg, device, record, run_id, log)
+    if device.type == "cuda":  # a sweep's driver goes on to start trials on this GPU: its cached memory back
+        import torch
+
+        torch.cuda.empty_cache()
+    best = os.path.join(record.ckpt, "best_student")  # the epoch chosen on val
+    with open(os.path.join(best, DONE), "w") as f:
+        json.dump({"fingerprint": fp, "metrics": metrics, "config": cfg.to_params()}, f, indent=1)
+    publish(best, output, "raydistill finetune")
+    remove_if_ours(record.folder, RESUME_FILES)
+    return metrics
+
+
+def _finished(output: str, fp: str) -> dict | None:
+    """The metrics of a finished fine-tune with this fingerprint in ``output``, else None."""
     done = os.path.join(output, DONE)
-    if os.path.isfile(done):
-        with open(done) as f:
-            prev = json.load(f)
-        if prev.get("fingerprint") == fp:
-            log(f"reusing finished fine-tune in {output} (fingerprint {fp})")
-            return prev["metrics"]
-    uri = cfg.tracking_uri
-    # each finished epoch's checkpoint (latest and best student, optimizer, schedule) is kept beside the output, so a
-    # fine-tune stopped by Ctrl-C, a failure or the end of a session goes on from its last epoch into the same run
-    resume = output.rstrip("/") + ".resume"
-    state = os.path.join(resume, "resume.json")
-    kept = json.load(open(state)) if os.path.isfile(state) else {}
-    ckpt = os.path.join(resume, "checkpoint")
-    resume_dir = ckpt if kept.get("fingerprint") == fp and os.path.isdir(ckpt) else None
-    if resume_dir:
-        run_id = kept["run_id"]
-        track.reopen_run(uri, run_id)
-        log(f"resuming the fine-tune in {output} after its epoch {kept['epoch']} (fingerprint {fp})")
-    else:
-        remove_if_ours(resume, RESUME_FILES)  # a stale record of another fine-tune (a user's folder is left alone)
-        run_id = track.start_run(
-            uri,
+    if not os.path.isfile(done):
+        return None
+    with open(done) as f:
+        prev = json.load(f)
+    return prev["metrics"] if prev.get("fingerprint") == fp else None
+
+
+class ResumeRecord:
+    """Each finished epoch's checkpoint (latest and best student, optimizer, schedule) kept in ``OUTPUT.resume``, so
+    a fine-tune stopped by Ctrl-C, a failure or the end of a session goes on from its last epoch into the same run."""
+
+    def __init__(self, output: str, fp: str):
+        self.output, self.fp = output, fp
+        self.folder = output.rstrip("/") + ".resume"
+        self.state = os.path.join(self.folder, "resume.json")
+        self.ckpt = os.path.join(self.folder, "checkpoint")
+        self.kept = json.load(open(self.state)) if os.path.isfile(self.state) else {}
+        self.resume_dir = self.ckpt if self.kept.get("fingerprint") == fp and os.path.isdir(self.ckpt) else None
+        self.run_id = ""
+
+    def open_run(self, cfg: RunConfig, parent_run_id: str | None, log) -> str:
+        """The MLflow run: the kept one, RUNNING again, or a new one (a stale record of another fine-tune goes)."""
+        from raydistill.common.outputs import remove_if_ours
+        from raydistill.tracking import track
+
+        if self.resume_dir:
+            self.run_id = self.kept["run_id"]
+            track.reopen_run(cfg.tracking_uri, self.run_id)
+            log(f"resuming the fine-tune in {self.output} after its epoch {self.kept['epoch']} (fingerprint {self.fp})")
+            return self.run_id
+        remove_if_ours(self.folder, RESUME_FILES)  # a user's folder of the same name is left alone
+        self.run_id = track.start_run(
+            cfg.tracking_uri,
             cfg.experiment,
             f"finetune-{cfg.task}",
-            {**cfg.to_params(), "fingerprint": fp},
+            {**cfg.to_params(), "fingerprint": self.fp},
             tags={"raydistill.role": "teacher"},
             parent_run_id=parent_run_id,
         )
+        return self.run_id
+
+    def keep(self, ckpt_dir: str, epoch: int | None) -> None:
+        """The epoch's checkpoint replaces the previous one, then the record that names it."""
+        from raydistill.train.checkpoint import copy_dir
+
+        os.makedirs(self.folder, exist_ok=True)
+        copy_dir(ckpt_dir, os.path.join(self.folder, "next"))  # hard links where it can
+        shutil.rmtree(self.ckpt, ignore_errors=True)
+        os.replace(os.path.join(self.folder, "next"), self.ckpt)
+        with open(self.state + ".tmp", "w") as f:
+            json.dump({"fingerprint": self.fp, "run_id": self.run_id, "epoch": epoch}, f)
+        os.replace(self.state + ".tmp", self.state)
+
+
+def _train(cfg: RunConfig, device, record: ResumeRecord, run_id: str, log) -> dict:
+    """The loop in this process, every epoch logged and kept; the run ends FINISHED, FAILED or KILLED, never left
+    RUNNING."""
+    from raydistill.tracking import track
+    from raydistill.train.loop import Context, run
+
+    uri = cfg.tracking_uri
 
     def report(metrics, ckpt_dir):
         track.log_epoch(uri, run_id, metrics)
-        if ckpt_dir:  # the epoch's checkpoint replaces the previous one, then the record that names it
-            os.makedirs(resume, exist_ok=True)
-            copy_dir(ckpt_dir, os.path.join(resume, "next"))  # hard links where it can
-            shutil.rmtree(ckpt, ignore_errors=True)
-            os.replace(os.path.join(resume, "next"), ckpt)
-            with open(state + ".tmp", "w") as f:
-                json.dump({"fingerprint": fp, "run_id": run_id, "epoch": metrics.get("epoch")}, f)
-            os.replace(state + ".tmp", state)
+        if ckpt_dir:
+            record.keep(ckpt_dir, metrics.get("epoch"))
 
-    try:  # from here on the run ends FINISHED, FAILED or KILLED, never left RUNNING
-        if not resume_dir:
+    try:
+        if not record.resume_dir:
             from raydistill.data.splits import datasets
 
             track.log_datasets(uri, run_id, datasets(cfg))  # re-reads and hashes the data: it can fail too
-        metrics = run(
-            cfg,
-            Context(
-                device=device, report=report, log=lambda m: log(m), live=sys.stderr.isatty(), resume_dir=resume_dir
-            ),
+        ctx = Context(
+            device=device, report=report, log=lambda m: log(m), live=sys.stderr.isatty(), resume_dir=record.resume_dir
         )
+        metrics = run(cfg, ctx)
     except BaseException as e:
         interrupted = isinstance(e, KeyboardInterrupt)  # Ctrl-C / SIGTERM: stopped by the user, not failed
         track.set_tags(
             uri, run_id, {"interrupted": "true"} if interrupted else {"error": f"{type(e).__name__}: {e}"[:4000]}
         )
         track.end_run(uri, run_id, "KILLED" if interrupted else "FAILED")
-        if os.path.isfile(state) and not interrupted:  # interrupted: the command's one line says how to go on
-            log(f"the fine-tune's finished epochs are kept in {resume}: the same command goes on from there")
+        if os.path.isfile(record.state) and not interrupted:  # interrupted: the command's one line says how to go on
+            log(f"the fine-tune's finished epochs are kept in {record.folder}: the same command goes on from there")
         raise
     track.end_run(uri, run_id)
-    if device.type == "cuda":  # a sweep's driver goes on to start trials on this GPU: its cached memory back
-        import torch
-
-        torch.cuda.empty_cache()
-    best = os.path.join(ckpt, "best_student")  # the epoch chosen on val
-    with open(os.path.join(best, DONE), "w") as f:
-        json.dump({"fingerprint": fp, "metrics": metrics, "config": cfg.to_params()}, f, indent=1)
-    publish(best, output, "raydistill finetune")
-    remove_if_ours(resume, RESUME_FILES)
     return metrics
 
 
