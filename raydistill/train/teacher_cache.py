@@ -176,25 +176,15 @@ class TeacherCache:
         batch_size: int = 64,
         log=print,
     ) -> None:
+        """Run the teacher over ``features`` and write its outputs: the base arrays (``base``: [CLS] per layer and
+        predictions, into a new folder put in place whole) and/or the full-sequence layers ``add_h`` / ``add_a``."""
         from raydistill.models.features import AttentionCapture
 
         teacher.to(device).eval()
-        cfg = teacher.config
-        n_layers, heads = cfg.num_hidden_layers, cfg.num_attention_heads
-        lengths = np.array([len(f["input_ids"]) for f in features], dtype=np.int64)
-        offsets = np.concatenate([[0], np.cumsum(lengths)])
-        att_offsets = np.concatenate([[0], np.cumsum(lengths * lengths * heads)])
-        token_level = self.kind in ("token", "qa")
         out_dir = tempfile.mkdtemp(prefix=".tmp-", dir=os.path.dirname(self.dir)) if base else self.dir
-        arrays: dict[str, np.ndarray] = {}
-
-        def new(name, shape, dtype=np.float16):  # memory-mapped, filled batch by batch
-            shape = tuple(int(d) for d in shape)  # numpy ints would be written into the .npy header as np.int64(…)
-            arrays[name] = np.lib.format.open_memmap(os.path.join(out_dir, f"{name}.tmp.npy"), "w+", dtype, shape)
-            return arrays[name]
-
+        w = _CacheWriter(out_dir, features, teacher.config, self.kind)
         try:
-            order = sorted(range(len(features)), key=lambda i: lengths[i])  # little padding
+            order = sorted(range(len(features)), key=lambda i: w.lengths[i])  # little padding
             progress = Progress("teacher cache", -(-len(order) // batch_size), log=log)
             for s in range(0, len(order), batch_size):
                 idx = order[s : s + batch_size]
@@ -202,62 +192,37 @@ class TeacherCache:
                 inputs = {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids") if k in batch}
                 with AttentionCapture(teacher, add_a) as cap:
                     out = teacher(**inputs, output_hidden_states=True)
-                rows = _rows(offsets, idx)
                 real = batch["attention_mask"].bool()
                 if base:
-                    pred = torch.stack([out.start_logits, out.end_logits], -1) if self.kind == "qa" else out.logits
-                    pred = pred.float()
-                    if "cls" not in arrays:
-                        new("cls", (len(features), n_layers + 1, cfg.hidden_size))
-                        new(
-                            "pred",
-                            ((offsets[-1],) if token_level else (len(features),))
-                            + tuple(pred.shape[2 if token_level else 1 :]),
-                        )
-                    arrays["cls"][idx] = torch.stack([h[:, 0] for h in out.hidden_states], 1).cpu().half().numpy()
-                    arrays["pred"][rows if token_level else idx] = (pred[real] if token_level else pred).cpu().numpy()
-                for j in add_h:
-                    arr = arrays.get(f"hidden_{j}")
-                    arr = new(f"hidden_{j}", (offsets[-1], cfg.hidden_size)) if arr is None else arr
-                    arr[rows] = out.hidden_states[j][real].cpu().half().numpy()
-                for j in add_a:
-                    arr = arrays.get(f"att_{j}")
-                    arr = new(f"att_{j}", (att_offsets[-1],)) if arr is None else arr
-                    sc = cap.scores[j].float().cpu()
-                    for r, i in enumerate(idx):
-                        n = lengths[i]
-                        arr[att_offsets[i] : att_offsets[i + 1]] = sc[r, :, :n, :n].reshape(-1).half().numpy()
+                    w.write_base(out, idx, real)
+                w.write_hidden(out, idx, real, add_h)
+                w.write_scores(cap.scores, idx, add_a)
                 progress.update(items=len(idx))
-            if base:
-                _save(os.path.join(out_dir, "offsets.npy"), offsets)
-            if add_a:
-                _save(os.path.join(out_dir, "att_offsets.npy"), att_offsets)
-            for name, arr in arrays.items():
-                arr.flush()
-                os.replace(os.path.join(out_dir, f"{name}.tmp.npy"), os.path.join(out_dir, f"{name}.npy"))
-            old = self._meta() or {"arrays": [], "hidden": [], "att": []}
-            names = set(old["arrays"]) | set(arrays) | {"offsets"} | ({"att_offsets"} if add_a else set())
-            meta = {
-                "arrays": sorted(names),
-                "hidden": sorted(set(old["hidden"]) | add_h),
-                "att": sorted(set(old["att"]) | add_a),
-                "kind": self.kind,
-                "n": len(features),
-                "heads": heads,
-                "layers": n_layers,
-            }
-            with open(os.path.join(out_dir, "meta.json.tmp"), "w") as f:
-                json.dump(meta, f)
-            os.replace(os.path.join(out_dir, "meta.json.tmp"), os.path.join(out_dir, "meta.json"))
+            w.close(base, add_a)
+            self._write_meta(out_dir, w, add_h, add_a, len(features))
             if base:
                 os.replace(out_dir, self.dir)  # atomic: a half-built cache is never read
         except BaseException:
             if base:
                 shutil.rmtree(out_dir, ignore_errors=True)
-            for name in arrays:  # layers being added to an existing cache: drop the partial files
-                with contextlib.suppress(OSError):
-                    os.remove(os.path.join(out_dir, f"{name}.tmp.npy"))
+            w.discard()  # layers being added to an existing cache: drop the partial files
             raise
+
+    def _write_meta(self, out_dir: str, w: _CacheWriter, add_h: set, add_a: set, n: int) -> None:
+        old = self._meta() or {"arrays": [], "hidden": [], "att": []}
+        names = set(old["arrays"]) | set(w.arrays) | {"offsets"} | ({"att_offsets"} if add_a else set())
+        meta = {
+            "arrays": sorted(names),
+            "hidden": sorted(set(old["hidden"]) | add_h),
+            "att": sorted(set(old["att"]) | add_a),
+            "kind": self.kind,
+            "n": n,
+            "heads": w.heads,
+            "layers": w.n_layers,
+        }
+        with open(os.path.join(out_dir, "meta.json.tmp"), "w") as f:
+            json.dump(meta, f)
+        os.replace(os.path.join(out_dir, "meta.json.tmp"), os.path.join(out_dir, "meta.json"))
 
     def _tokens(self, name: str, idx: list[int], lengths: np.ndarray, L: int, device) -> torch.Tensor:
         """Rows of a token-level array for ``idx``, laid out on the batch's (right-)padded [B, L] grid, zeros on
@@ -300,3 +265,67 @@ class TeacherCache:
             return Outputs(logits=pred, hidden=hidden, scores=scores)
         logits = torch.from_numpy(np.asarray(self.arrays["pred"][idx])).to(device, non_blocking=True).float()
         return Outputs(logits=logits, hidden=hidden, scores=scores)
+
+
+class _CacheWriter:
+    """The memory-mapped arrays of one cache build, filled batch by batch (``*.tmp.npy`` until ``close``): rows of
+    token-level arrays laid out by ``offsets`` (one row per real token), attention scores by ``att_offsets``."""
+
+    def __init__(self, out_dir: str, features, config, kind: str):
+        self.out_dir, self.config, self.kind = out_dir, config, kind
+        self.n, self.n_layers, self.heads = len(features), config.num_hidden_layers, config.num_attention_heads
+        self.lengths = np.array([len(f["input_ids"]) for f in features], dtype=np.int64)
+        self.offsets = np.concatenate([[0], np.cumsum(self.lengths)])
+        self.att_offsets = np.concatenate([[0], np.cumsum(self.lengths * self.lengths * self.heads)])
+        self.token_level = kind in ("token", "qa")
+        self.arrays: dict[str, np.ndarray] = {}
+
+    def new(self, name: str, shape, dtype=np.float16) -> np.ndarray:
+        shape = tuple(int(d) for d in shape)  # numpy ints would be written into the .npy header as np.int64(…)
+        path = os.path.join(self.out_dir, f"{name}.tmp.npy")
+        self.arrays[name] = np.lib.format.open_memmap(path, "w+", dtype, shape)
+        return self.arrays[name]
+
+    def write_base(self, out, idx: list[int], real: torch.Tensor) -> None:
+        """[CLS] of every layer and the predictions (per token for token tasks and QA)."""
+        pred = torch.stack([out.start_logits, out.end_logits], -1) if self.kind == "qa" else out.logits
+        pred = pred.float()
+        if "cls" not in self.arrays:
+            self.new("cls", (self.n, self.n_layers + 1, self.config.hidden_size))
+            rows = (self.offsets[-1],) if self.token_level else (self.n,)
+            self.new("pred", rows + tuple(pred.shape[2 if self.token_level else 1 :]))
+        self.arrays["cls"][idx] = torch.stack([h[:, 0] for h in out.hidden_states], 1).cpu().half().numpy()
+        if self.token_level:
+            self.arrays["pred"][_rows(self.offsets, idx)] = pred[real].cpu().numpy()
+        else:
+            self.arrays["pred"][idx] = pred.cpu().numpy()
+
+    def write_hidden(self, out, idx: list[int], real: torch.Tensor, layers: set) -> None:
+        for j in layers:
+            arr = self.arrays.get(f"hidden_{j}")
+            arr = self.new(f"hidden_{j}", (self.offsets[-1], self.config.hidden_size)) if arr is None else arr
+            arr[_rows(self.offsets, idx)] = out.hidden_states[j][real].cpu().half().numpy()
+
+    def write_scores(self, scores: dict, idx: list[int], layers: set) -> None:
+        for j in layers:
+            arr = self.arrays.get(f"att_{j}")
+            arr = self.new(f"att_{j}", (self.att_offsets[-1],)) if arr is None else arr
+            sc = scores[j].float().cpu()
+            for r, i in enumerate(idx):
+                n = self.lengths[i]
+                arr[self.att_offsets[i] : self.att_offsets[i + 1]] = sc[r, :, :n, :n].reshape(-1).half().numpy()
+
+    def close(self, base: bool, add_a: set) -> None:
+        """Offsets saved, every array flushed and renamed into place."""
+        if base:
+            _save(os.path.join(self.out_dir, "offsets.npy"), self.offsets)
+        if add_a:
+            _save(os.path.join(self.out_dir, "att_offsets.npy"), self.att_offsets)
+        for name, arr in self.arrays.items():
+            arr.flush()
+            os.replace(os.path.join(self.out_dir, f"{name}.tmp.npy"), os.path.join(self.out_dir, f"{name}.npy"))
+
+    def discard(self) -> None:
+        for name in self.arrays:
+            with contextlib.suppress(OSError):
+                os.remove(os.path.join(self.out_dir, f"{name}.tmp.npy"))
