@@ -11,7 +11,6 @@ logs the numbers to the trial's run (``raydistill.export.quantize``);
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import shutil
@@ -178,18 +177,15 @@ def register(uri: str, run_id: str, name: str, alias: str = ALIAS) -> str:
     return mv.version
 
 
-@cli
-def main(argv=None) -> dict:
+def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m raydistill.best",
         formatter_class=HelpFormatter,
         description=(
             "Pick the best trial of a sweep from MLflow and print its params and scores (one JSON object, the last "
-            "line "
-            "of stdout). --export DIR writes its student (model + tokenizer) as a folder that transformers and "
-            "pipeline() "
-            "load; --onnx adds model.onnx; --quantize adds an INT8 model.int8.onnx, re-scored on the run's dev set and "
-            "timed against the teacher; --register NAME registers it in the MLflow model registry and points the alias "
+            "line of stdout). --export DIR writes its student (model + tokenizer) as a folder that transformers and "
+            "pipeline() load; --onnx adds model.onnx; --quantize adds an INT8 model.int8.onnx, re-scored on the run's "
+            "dev set and timed against the teacher; --register NAME registers it in the MLflow model registry and points the alias "
             f"'{ALIAS}' at the new version (models:/NAME@{ALIAS})."
         ),
     )
@@ -237,7 +233,27 @@ def main(argv=None) -> dict:
         type=float,
         help="the best trial whose student has at most this many parameters (default: no bound)",
     )
-    a = p.parse_args(argv)
+    return p
+
+
+@cli
+def main(argv=None) -> dict:
+    a = parser().parse_args(argv)
+    uri = _checked(a)
+    best, metric, mean, mode = find_best(uri, a.experiment, a.metric, a.mode, a.sweep, a.max_latency_ms, a.max_params)
+    out = _result(best, metric, mean, mode)
+    if a.export:
+        out["export"] = export(uri, best.info.run_id, os.path.abspath(a.export))
+        with adding_to(out["export"], "raydistill best --export"):
+            out.update(_onnx_and_int8(a, uri, best, out["export"]))
+    if a.register:
+        out["registered"] = {"name": a.register, "version": register(uri, best.info.run_id, a.register), "alias": ALIAS}
+    print(json.dumps(out, default=str), flush=True)
+    return out
+
+
+def _checked(a: argparse.Namespace) -> str:
+    """Every flag checked before MLflow is read; the tracking URI to read."""
     check(not a.onnx or bool(a.export), "onnx", "--onnx needs --export DIR")
     check(
         not a.quantize or (a.onnx and bool(a.export)),
@@ -267,44 +283,45 @@ def main(argv=None) -> dict:
     for flag in ("max_latency_ms", "max_params"):
         value = getattr(a, flag)
         check(value is None or value > 0, flag, f"must be > 0, got {value}")
-    best, metric, mean, mode = find_best(uri, a.experiment, a.metric, a.mode, a.sweep, a.max_latency_ms, a.max_params)
+    return uri
+
+
+def _result(best, metric: str, mean: float, mode: str) -> dict:
+    """The chosen run as the command prints it: what chose it, what it reports, its params, size and speed."""
     from raydistill.config.selection import report_metric
 
     report = report_metric(metric)
-    out = {
+    m = best.data.metrics
+    return {
         "run_id": best.info.run_id,
         "run_name": best.info.run_name,
         "metric": metric,
         "mode": mode,
-        "value": best.data.metrics[metric],
+        "value": m[metric],
         "report_metric": report,
-        "report": best.data.metrics.get(report),
-        **({"mean_over_seeds": mean} if mean != best.data.metrics[metric] else {}),
+        "report": m.get(report),
+        **({"mean_over_seeds": mean} if mean != m[metric] else {}),
         "params": dict(best.data.params),
-        **{
-            k: best.data.metrics[k]
-            for k in ("student_params", "latency_ms_b1", "latency_ms_b32")
-            if k in best.data.metrics
-        },
+        **{k: m[k] for k in ("student_params", "latency_ms_b1", "latency_ms_b32") if k in m},
     }
-    if a.export:
-        out["export"] = export(uri, best.info.run_id, os.path.abspath(a.export))
-    with adding_to(out["export"], "raydistill best --export") if a.export else contextlib.nullcontext():
-        if a.onnx:
-            from raydistill.tasks import get_task
 
-            task = get_task(best.data.params["task"])
-            out.update(export_onnx(out["export"], task.kind, segments=task.pair or task.kind == "qa"))
-        if a.quantize:
-            from raydistill.export.quantize import log_report, quantize_report, summary_line
 
-            q = quantize_report(out["export"], out["onnx_path"], best.data.params)
-            log_report(uri, best.info.run_id, q)
-            print(summary_line(q), file=sys.stderr, flush=True)
-            out.update(q)
-    if a.register:
-        out["registered"] = {"name": a.register, "version": register(uri, best.info.run_id, a.register), "alias": ALIAS}
-    print(json.dumps(out, default=str), flush=True)
+def _onnx_and_int8(a: argparse.Namespace, uri: str, best, folder: str) -> dict:
+    """``--onnx``: model.onnx beside the exported student; ``--quantize``: the INT8 file, re-scored, timed and
+    logged to the trial's run."""
+    out: dict = {}
+    if a.onnx:
+        from raydistill.tasks import get_task
+
+        task = get_task(best.data.params["task"])
+        out.update(export_onnx(folder, task.kind, segments=task.pair or task.kind == "qa"))
+    if a.quantize:
+        from raydistill.export.quantize import log_report, quantize_report, summary_line
+
+        q = quantize_report(folder, out["onnx_path"], best.data.params)
+        log_report(uri, best.info.run_id, q)
+        print(summary_line(q), file=sys.stderr, flush=True)
+        out.update(q)
     return out
 
 

@@ -19,7 +19,8 @@ import os
 import shlex
 import sys
 
-from raydistill.commands.cli import HelpFormatter, add_overwrite, cli, resume_hint
+from raydistill.commands.cli import HelpFormatter, add_overwrite, cli
+from raydistill.common.interrupts import resume_hint
 from raydistill.config.schema import RunConfig
 from raydistill.train.finetune import finetune
 

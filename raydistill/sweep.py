@@ -15,6 +15,7 @@ import os
 import sys
 from typing import Any
 
+from raydistill.commands.args import teacher_cache_dir
 from raydistill.commands.cli import HelpFormatter, cli
 from raydistill.common.errors import check
 from raydistill.orchestrate.resources import DEFAULT_CPUS_PER_WORKER
@@ -158,7 +159,8 @@ def parser():
 @cli
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     a, argv, state = _arguments(list(sys.argv[1:] if argv is None else argv))
-    sweep = Sweep.plan(a, argv, state)  # every check that needs no Ray: nothing is logged before it passes
+    # every check that needs no Ray: nothing is logged before it passes
+    sweep = Sweep.plan(a, argv, state, teacher_cache_dir(a))
     sweep.start()
     sweep.prepare()
     rows, run_ids = sweep.search()

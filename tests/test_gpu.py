@@ -113,14 +113,14 @@ def test_ray_train_run_on_the_gpu(ray_session, tiny_teacher, sst2, tmp_path, mlf
     """``execute`` with ``use_gpu``: a Ray Train TorchTrainer worker (NCCL backend, one rank) on the GPU, its
     per-epoch GPU memory logged to MLflow, and the exported student's dev score matching a CPU re-score."""
     from raydistill.evaluate import evaluate_dir
-    from raydistill.orchestrate.run import execute, make_trainer
+    from raydistill.orchestrate.run import RunOptions, execute, make_trainer
     from raydistill.tracking import track
 
     cfg = method_cfg("kd", tiny_teacher("classification"), sst2, use_gpu=True, epochs=2).replace(
         tracking_uri=mlflow_uri, experiment="gpu-run", output=str(tmp_path / "student")
     )
     assert make_trainer(cfg, name="x", storage_path=str(tmp_path)).backend_config.backend == "nccl"
-    out = execute(cfg, storage_path=str(tmp_path / "ray"), name="gpu-run", gpus_per_worker=0.5)
+    out = execute(cfg, storage_path=str(tmp_path / "ray"), name="gpu-run", opts=RunOptions(gpus_per_worker=0.5))
     assert out["gpu_memory_mb"] > 0 and out["gpu_peak_memory_mb"] >= out["gpu_memory_mb"]
     hist = track.client(mlflow_uri).get_metric_history(out["run_id"], "gpu_memory_mb")
     assert len(hist) == 2

@@ -60,7 +60,7 @@ def test_the_gpu_tests_run_checks_hold_on_the_cpu(tiny_teacher, glue_dir, tmp_pa
 
 def test_a_gpu_trial_runs_on_ray_train_with_a_fraction_of_a_gpu_and_nccl(tmp_path):
     from raydistill.orchestrate.resources import Cluster, TrialDemand, concurrency
-    from raydistill.orchestrate.run import make_trainer
+    from raydistill.orchestrate.run import RunOptions, make_trainer
 
     demand = TrialDemand(1, 1.0, 0.5)
     assert not demand.in_process()  # GPU trials never train in the Tune trial process (that path is CPU-only)
@@ -68,7 +68,7 @@ def test_a_gpu_trial_runs_on_ray_train_with_a_fraction_of_a_gpu_and_nccl(tmp_pat
     assert concurrency(TrialDemand(1, 1.0, 0.125), Cluster(16, 1), None, 24) == 8
     assert concurrency(TrialDemand(1, 1.0, 0.125), Cluster(4, 1), None, 24) == 4  # the CPUs bound it too
     cfg = RunConfig(task="sst2", teacher="t", train=TrainConfig(use_gpu=True))
-    t = make_trainer(cfg, name="x", storage_path=str(tmp_path), gpus_per_worker=0.5)
+    t = make_trainer(cfg, name="x", storage_path=str(tmp_path), opts=RunOptions(gpus_per_worker=0.5))
     assert t.backend_config.backend == "nccl"
     assert t.scaling_config.use_gpu and t.scaling_config.resources_per_worker == {"CPU": 1, "GPU": 0.5}
     cpu = make_trainer(RunConfig(task="sst2", teacher="t"), name="x", storage_path=str(tmp_path))

@@ -296,8 +296,10 @@ def test_in_sweep_teacher_has_its_own_budget(monkeypatch, tmp_path):
 
     seen = {}
     monkeypatch.setattr(finetune, "finetune", lambda cfg, out, **kw: seen.setdefault("cfg", cfg) and {})
-    monkeypatch.setattr("raydistill.models.heads.has_task_head", lambda *a: False)
+    # preflight imported (by the first patch) before has_task_head is patched: a module that imports it by name at
+    # load must not keep the stand-in after this test
     monkeypatch.setattr("raydistill.train.preflight.teacher_config", lambda t: None)
+    monkeypatch.setattr("raydistill.models.heads.has_task_head", lambda *a: False)
     base = RunConfig.from_dict(
         {"task": "sst2", "teacher": "enc", "train": {"max_steps": 60, "train_limit": 1000, "epochs": 4, "lr": 1e-4}}
     )

@@ -12,7 +12,8 @@ import signal
 
 import pytest
 
-from raydistill.commands.cli import EXIT_INTERRUPTED, at_signal, cli, exit_status, on_interrupt, resume_hint
+from raydistill.commands.cli import EXIT_INTERRUPTED, cli, exit_status
+from raydistill.common.interrupts import at_signal, on_interrupt, resume_hint
 
 
 def _spin():

@@ -8,21 +8,21 @@ import contextlib
 import functools
 import re
 import sys
+from typing import NoReturn
 
 from raydistill.common.errors import UserError
+from raydistill.common.interrupts import INTERRUPT as _INTERRUPT
 from raydistill.common.outputs import check_output
 from raydistill.common.paths import check_tracking_uri_path, check_writable
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command stopped by Ctrl-C (SIGTERM: 143)
-# set by a command once it knows how it would be resumed (``interrupted(hint)``) and what to close (``on_interrupt``)
-_INTERRUPT: dict = {"hint": "", "cleanup": [], "at_signal": [], "signal": None, "later": []}
 # arguments that name a place the command writes to: checked writable right after parsing (see ``cli``)
 WRITABLE_ARGS = ("output", "storage_path", "export")
 RESULT_ARGS = ("output", "export")  # result folders: refused when they hold files raydistill did not write
 
 
-def _argparse_error(parser: argparse.ArgumentParser, message: str):
+def _argparse_error(parser: argparse.ArgumentParser, message: str) -> NoReturn:
     """argparse's own errors (wrong type, bad choice, missing or unknown flag) as a one-line UserError
     instead of the usage block argparse prints."""
     message = " ".join(str(message).split())
@@ -47,7 +47,8 @@ def _one_line_argparse():
     orig_error, orig_parse = cls.error, cls.parse_args
 
     def parse_args(self, args=None, namespace=None):
-        cls.parse_args = orig_parse  # only the entry point's own parse is checked
+        # only the entry point's own parse is checked
+        cls.parse_args = orig_parse  # type: ignore[method-assign]  # the cli wrapper patches argparse for the duration of one command
         ns = orig_parse(self, args, namespace)
         for dest in WRITABLE_ARGS:
             value = getattr(ns, dest, None)
@@ -59,11 +60,11 @@ def _one_line_argparse():
             check_tracking_uri_path(ns.tracking_uri)
         return ns
 
-    cls.error, cls.parse_args = _argparse_error, parse_args
+    cls.error, cls.parse_args = _argparse_error, parse_args  # type: ignore[method-assign, assignment]  # the cli wrapper patches argparse for the duration of one command
     try:
         yield
     finally:
-        cls.error, cls.parse_args = orig_error, orig_parse
+        cls.error, cls.parse_args = orig_error, orig_parse  # type: ignore[method-assign]  # the cli wrapper patches argparse for the duration of one command
 
 
 def add_overwrite(p: argparse.ArgumentParser, flag: str = "--output") -> None:
@@ -75,22 +76,6 @@ def add_overwrite(p: argparse.ArgumentParser, flag: str = "--output") -> None:
         "did not write: same-named files are replaced, the others stay (without it such a folder is "
         "refused; an empty folder or one holding an earlier result needs no flag)",
     )
-
-
-def resume_hint(command: str) -> None:
-    """What the one line printed on Ctrl-C / SIGTERM tells the user to run to go on."""
-    _INTERRUPT["hint"] = command
-
-
-def on_interrupt(fn) -> None:
-    """Run ``fn()`` when the command is interrupted, before its one line (e.g. end its MLflow runs KILLED)."""
-    _INTERRUPT["cleanup"].append(fn)
-
-
-def at_signal(fn) -> None:
-    """Run ``fn()`` the moment Ctrl-C or SIGTERM arrives, before the interrupt unwinds the command (quick things
-    only: e.g. stop printing Ray workers' output, so a trial killed while the sweep unwinds prints nothing)."""
-    _INTERRUPT["at_signal"].append(fn)
 
 
 def _interrupt(signum, frame):

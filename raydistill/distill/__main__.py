@@ -225,11 +225,11 @@ def main(argv=None) -> dict:
         run_device(cfg.train)  # --use-gpu where torch sees no GPU: refused here, not a worker waiting for ever
     cfg = preflight(cfg)
     from raydistill.orchestrate.connect import init_ray
-    from raydistill.orchestrate.run import execute
+    from raydistill.orchestrate.run import RunOptions, execute
     from raydistill.tracking.track import RESULTS_DIR
 
     init_ray(verbose=a.verbose)
-    from raydistill.commands.cli import at_signal, on_interrupt
+    from raydistill.common.interrupts import at_signal, on_interrupt
     from raydistill.orchestrate.connect import mute_workers, shutdown
 
     at_signal(mute_workers)  # Ctrl-C: workers Ray kills while the command unwinds print nothing
@@ -243,9 +243,7 @@ def main(argv=None) -> dict:
             cfg,
             storage_path=storage,
             name=name,
-            max_failures=a.max_failures,
-            placement_strategy=a.placement_strategy,
-            verbose=a.verbose,
+            opts=RunOptions(max_failures=a.max_failures, placement_strategy=a.placement_strategy, verbose=a.verbose),
         )
     except Exception as e:  # the run failed; its MLflow run already records why
         from raydistill.common.errors import failure_reason

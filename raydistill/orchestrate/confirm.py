@@ -9,6 +9,7 @@ import os
 
 from ray import tune
 
+from raydistill.orchestrate.trial import TrialOpts
 from raydistill.orchestrate.tuner import failure_config, trainable_for
 
 
@@ -28,7 +29,7 @@ def confirm_points(rows: list[dict], seed: int, seeds: int) -> list[dict]:
 
 
 def run_confirm(
-    points: list[dict], base, *, storage: str, name: str, parent: str, opts: dict, n_at_once: int, resume: bool
+    points: list[dict], base, *, storage: str, name: str, parent: str, opts: TrialOpts, n_at_once: int, resume: bool
 ) -> list:
     """Train every point (a trial config with its seed and the trial it repeats) as a trial of its own Tune
     experiment ``NAME-confirm`` beside the sweep's, with the sweep's ``opts`` (``tuner.trial_opts``); returns the Tune
@@ -46,7 +47,8 @@ def run_confirm(
             run_config=tune.RunConfig(name=exp, storage_path=storage, verbose=0, failure_config=failure_config(opts)),
             tune_config=tune.TuneConfig(num_samples=1, max_concurrent_trials=n_at_once),
         )
-    return list(tuner.fit())
+    grid = tuner.fit()
+    return [grid[i] for i in range(len(grid))]  # a ResultGrid is indexed (its types declare no __iter__)
 
 
 def confirmed_rows(rows: list[dict], confirm_rows: list[dict], metric: str, report: str, mode: str) -> list[dict]:

@@ -9,6 +9,8 @@ import os
 import shutil
 import sys
 import tempfile
+import time
+from dataclasses import dataclass
 
 import ray
 import ray.train
@@ -74,46 +76,49 @@ class MlflowEpochCallback(UserCallback):
         log_epoch(self.tracking_uri, self.run_id, metrics[0])
 
 
-def make_trainer(
-    cfg: RunConfig,
-    *,
-    name: str,
-    storage_path: str,
-    callbacks=(),
-    max_failures: int = 0,
-    placement_strategy: str = "PACK",
-    cpus_per_worker: float = 1,
-    gpus_per_worker: float | None = None,
-    verbose: bool = False,
-):
+@dataclass(frozen=True)
+class RunOptions:
+    """How one run is trained on Ray Train: restarts, placement and each worker's resources, Ray Train's own log."""
+
+    max_failures: int = 0
+    placement_strategy: str = "PACK"
+    cpus_per_worker: float = 1
+    gpus_per_worker: float | None = None
+    verbose: bool = False
+
+
+DEFAULT_OPTIONS = RunOptions()
+
+
+def make_trainer(cfg: RunConfig, *, name: str, storage_path: str, opts: RunOptions = DEFAULT_OPTIONS, callbacks=()):
     from ray.train import CheckpointConfig, FailureConfig, LoggingConfig, ScalingConfig
     from ray.train import RunConfig as TrainRunConfig
     from ray.train.torch import TorchConfig, TorchTrainer
 
     from raydistill.orchestrate.resources import threads
 
-    resources = {"CPU": cpus_per_worker}
+    resources = {"CPU": opts.cpus_per_worker}
     if cfg.train.use_gpu:
-        resources["GPU"] = gpus_per_worker or 1
+        resources["GPU"] = opts.gpus_per_worker or 1
     return TorchTrainer(
         _worker,
-        train_loop_config={"cfg": cfg.to_dict(), "threads": threads(cpus_per_worker)},
+        train_loop_config={"cfg": cfg.to_dict(), "threads": threads(opts.cpus_per_worker)},
         torch_config=TorchConfig(backend="nccl" if cfg.train.use_gpu else "gloo"),
         scaling_config=ScalingConfig(
             num_workers=cfg.train.num_workers,
             use_gpu=cfg.train.use_gpu,
             resources_per_worker=resources,
-            placement_strategy=placement_strategy,
+            placement_strategy=opts.placement_strategy,
         ),
         run_config=TrainRunConfig(
             name=name,
             storage_path=storage_path,
             callbacks=list(callbacks),
-            failure_config=FailureConfig(max_failures=max_failures),
+            failure_config=FailureConfig(max_failures=opts.max_failures),
             checkpoint_config=CheckpointConfig(num_to_keep=KEEP),
             # Ray Train's own INFO lines (worker group start, every report and checkpoint)
             # drown the run's progress; its log files keep them all
-            logging_config=LoggingConfig(log_level="INFO" if verbose else "WARNING"),
+            logging_config=LoggingConfig(log_level="INFO" if opts.verbose else "WARNING"),
         ),
     )
 
@@ -218,15 +223,11 @@ def execute(
     *,
     storage_path: str,
     name: str,
+    opts: RunOptions = DEFAULT_OPTIONS,
     parent_run_id: str | None = None,
     callbacks=(),
-    max_failures: int = 0,
-    placement_strategy: str = "PACK",
     tags: dict | None = None,
     resume_run_id: str | None = None,
-    cpus_per_worker: float = 1,
-    gpus_per_worker: float | None = None,
-    verbose: bool = False,
     in_process=None,
 ) -> dict:
     """One distillation run end to end: MLflow run, TorchTrainer.fit, student export, size and latency.
@@ -238,54 +239,29 @@ def execute(
     ``in_process`` (a sweep's 1-worker CPU trial: a callable taking each epoch's metrics) runs the loop in this process
     instead of on Ray Train (``fit_in_process``).
     """
-    import time
-
-    from raydistill.data.splits import data_fingerprint, datasets
-    from raydistill.models.teacher import fingerprint
     from raydistill.tracking import track
 
     t0 = time.perf_counter()
     uri = cfg.tracking_uri
-    params = {
-        **cfg.to_params(),
-        "world_size": cfg.train.num_workers,
-        "data_fingerprint": data_fingerprint(cfg),
-        "teacher_fingerprint": fingerprint(cfg.teacher),
-        **augment_params(cfg),
-    }
     run_id = resume_run_id or track.start_run(
-        uri, cfg.experiment, cfg.run_name or name, params, tags=tags, parent_run_id=parent_run_id
+        uri, cfg.experiment, cfg.run_name or name, _run_params(cfg), tags=tags, parent_run_id=parent_run_id
     )
     try:  # from here on the run ends FINISHED, FAILED or KILLED, never left RUNNING
         if not resume_run_id:
+            from raydistill.data.splits import datasets
+
             track.log_datasets(uri, run_id, datasets(cfg))  # re-reads and hashes the data: it can fail too
         else:  # a restarted trial goes on in its run: RUNNING again, without the error of the attempt that failed
             track.reopen_run(uri, run_id)
         if in_process is not None:
-            from raydistill.orchestrate.resources import threads
-
-            def on_epoch(metrics):
-                log_epoch(uri, run_id, metrics)
-                in_process(metrics)
-
             t1 = time.perf_counter()
-            last, checkpoint = fit_in_process(
-                cfg,
-                run_dir=os.path.join(storage_path, name),
-                resume=bool(resume_run_id),
-                threads=threads(cpus_per_worker),
-                on_epoch=on_epoch,
-            )
+            last, checkpoint = _fit_here(cfg, storage_path, name, opts, run_id, bool(resume_run_id), in_process)
         else:
             trainer = make_trainer(
                 cfg,
                 name=name,
                 storage_path=storage_path,
-                max_failures=max_failures,
-                placement_strategy=placement_strategy,
-                cpus_per_worker=cpus_per_worker,
-                gpus_per_worker=gpus_per_worker,
-                verbose=verbose,
+                opts=opts,
                 callbacks=[MlflowEpochCallback(uri, run_id), *callbacks],
             )
             t1 = time.perf_counter()
@@ -294,38 +270,80 @@ def execute(
                 raise result.error
             last, checkpoint = result.metrics, result.checkpoint
         t2 = time.perf_counter()
-        student_dir = export_student(checkpoint, cfg.output)
         final = final_metrics(last)
-        track.log_artifacts(uri, run_id, student_dir, "student")
-        from raydistill.export.card import student_card
-        from raydistill.tasks import get_task
-
-        kind = get_task(cfg.task).kind
-        card = student_card(
-            student_dir,
-            task=cfg.task,
-            teacher=cfg.teacher,
-            method=cfg.distill.method,
-            pipeline_tag=track.PIPELINES[kind],
-            metrics=final,
-        )
-        track.log_student_model(uri, run_id, student_dir, kind, card)  # the UI's Models column
-        t3 = time.perf_counter()
+        student_dir = _publish_student(cfg, run_id, checkpoint, final)
         # where the run's seconds went outside the workers' loop (Ray Train start and stop, MLflow, export)
-        timing = {"time_run_start_s": t1 - t0, "time_fit_s": t2 - t1, "time_export_s": t3 - t2}
+        timing = {"time_run_start_s": t1 - t0, "time_fit_s": t2 - t1, "time_export_s": time.perf_counter() - t2}
         track.log_metrics(uri, run_id, timing)
         final.update(timing)
         track.end_run(uri, run_id)
     except BaseException as e:
-        if isinstance(e, KeyboardInterrupt):  # Ctrl-C / SIGTERM: stopped by the user, not failed
-            track.set_tags(uri, run_id, {"interrupted": "true"})
-            track.end_run(uri, run_id, "KILLED")
-            raise
-        if isinstance(e, SystemExit) and e.code in (0, None):  # Tune's report() exits 0 when the scheduler (ASHA)
-            track.set_tags(uri, run_id, {"raydistill.stopped": "early, by the search's scheduler"})  # stops it
-            track.end_run(uri, run_id, "KILLED")
-            raise
-        track.set_tags(uri, run_id, {"error": f"{type(e).__name__}: {e}"[:4000]})
-        track.end_run(uri, run_id, "FAILED")
+        _end_unfinished(uri, run_id, e)
         raise
     return {**final, "run_id": run_id, "student_dir": student_dir}
+
+
+def _run_params(cfg: RunConfig) -> dict:
+    from raydistill.data.splits import data_fingerprint
+    from raydistill.models.teacher import fingerprint
+
+    return {
+        **cfg.to_params(),
+        "world_size": cfg.train.num_workers,
+        "data_fingerprint": data_fingerprint(cfg),
+        "teacher_fingerprint": fingerprint(cfg.teacher),
+        **augment_params(cfg),
+    }
+
+
+def _fit_here(cfg: RunConfig, storage_path: str, name: str, opts: RunOptions, run_id: str, resume: bool, report):
+    """A sweep's 1-worker CPU trial in this process: each epoch logged, then handed to Tune (``report``)."""
+    from raydistill.orchestrate.resources import threads
+
+    def on_epoch(metrics):
+        log_epoch(cfg.tracking_uri, run_id, metrics)
+        report(metrics)
+
+    return fit_in_process(
+        cfg,
+        run_dir=os.path.join(storage_path, name),
+        resume=resume,
+        threads=threads(opts.cpus_per_worker),
+        on_epoch=on_epoch,
+    )
+
+
+def _publish_student(cfg: RunConfig, run_id: str, checkpoint, final: dict) -> str:
+    """The best epoch's student to ``cfg.output``, logged to the run as artifacts and as a model with its card."""
+    from raydistill.export.card import student_card
+    from raydistill.tasks import get_task
+    from raydistill.tracking import track
+
+    student_dir = export_student(checkpoint, cfg.output)
+    track.log_artifacts(cfg.tracking_uri, run_id, student_dir, "student")
+    kind = get_task(cfg.task).kind
+    card = student_card(
+        student_dir,
+        task=cfg.task,
+        teacher=cfg.teacher,
+        method=cfg.distill.method,
+        pipeline_tag=track.PIPELINES[kind],
+        metrics=final,
+    )
+    track.log_student_model(cfg.tracking_uri, run_id, student_dir, kind, card)  # the UI's Models column
+    return student_dir
+
+
+def _end_unfinished(uri: str, run_id: str, e: BaseException) -> None:
+    """A run that did not finish: KILLED when the user or the search's scheduler stopped it, else FAILED with why."""
+    from raydistill.tracking import track
+
+    if isinstance(e, KeyboardInterrupt):  # Ctrl-C / SIGTERM: stopped by the user, not failed
+        track.set_tags(uri, run_id, {"interrupted": "true"})
+        track.end_run(uri, run_id, "KILLED")
+    elif isinstance(e, SystemExit) and e.code in (0, None):  # Tune's report() exits 0 when the scheduler stops it
+        track.set_tags(uri, run_id, {"raydistill.stopped": "early, by the search's scheduler"})
+        track.end_run(uri, run_id, "KILLED")
+    else:
+        track.set_tags(uri, run_id, {"error": f"{type(e).__name__}: {e}"[:4000]})
+        track.end_run(uri, run_id, "FAILED")

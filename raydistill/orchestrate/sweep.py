@@ -84,10 +84,9 @@ class Sweep:
 
     # ------------------------------------------------------------------ before Ray
     @classmethod
-    def plan(cls, a: argparse.Namespace, argv: list[str], state: dict[str, Any]) -> Sweep:
+    def plan(cls, a: argparse.Namespace, argv: list[str], state: dict[str, Any], teacher_cache: str | None) -> Sweep:
         """The space, the base config and every check that needs no Ray: a sweep that cannot run stops here, before
-        anything is logged."""
-        from raydistill.commands.args import teacher_cache_dir
+        anything is logged. ``teacher_cache``: the teacher-output cache folder (None: no cache)."""
         from raydistill.config import space as sp
         from raydistill.config.selection import as_final, confirm_of, objective
         from raydistill.tasks import get_task
@@ -121,7 +120,7 @@ class Sweep:
                 experiment=a.experiment or spec.name,
                 output=os.path.join(storage_root, "students", name, "student"),
                 fault=a.inject_fault,
-                teacher_cache=teacher_cache_dir(a),
+                teacher_cache=teacher_cache,
                 teacher_cache_gb=a.teacher_cache_gb,
             )
         )
@@ -167,7 +166,7 @@ class Sweep:
     # ------------------------------------------------------------------ Ray and the parent run
     def start(self) -> None:
         """The resume record, Ray, and the parent MLflow run (resumed: the same one, RUNNING again)."""
-        from raydistill.commands.cli import at_signal, on_interrupt, resume_hint
+        from raydistill.common.interrupts import at_signal, on_interrupt, resume_hint
         from raydistill.orchestrate.connect import cluster as joined
         from raydistill.orchestrate.connect import init_ray, mute_workers, shutdown
         from raydistill.train.loop import Clock

@@ -5,8 +5,23 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from raydistill.config.schema import RunConfig
+
+if TYPE_CHECKING:
+    from raydistill.orchestrate.run import RunOptions
+
+
+@dataclass(frozen=True)
+class TrialOpts:
+    """What every trial of a sweep (and of its confirmation) is run with: how its run trains (resources, recovery),
+    whether it trains in its Tune trial process, and the augmented sets the sweep built (copies per row → folder)."""
+
+    run: RunOptions
+    in_process: bool = False
+    augment_dirs: dict[int, str] = field(default_factory=dict)
 
 
 def run_name(cfg: RunConfig, trial_id: str) -> str:
@@ -22,7 +37,9 @@ def run_name(cfg: RunConfig, trial_id: str) -> str:
     return name
 
 
-def run_trial(config: dict, base: RunConfig, parent_run_id: str, storage: str, sweep_name: str, opts: dict) -> None:
+def run_trial(
+    config: dict, base: RunConfig, parent_run_id: str, storage: str, sweep_name: str, opts: TrialOpts
+) -> None:
     """A Tune trial: fit one distillation run; Tune sees its per-epoch metrics through TuneReportCallback."""
     import ray.tune
     from ray.tune.integration.ray_train import TuneReportCallback
@@ -38,8 +55,9 @@ def run_trial(config: dict, base: RunConfig, parent_run_id: str, storage: str, s
     n_aug = config.pop("augment", 0)  # augmented copies per row: the set the sweep built for that N
     cfg = trial_config(base, config)
     if n_aug:
-        cfg = cfg.replace(augment_dir=opts["augment_dirs"][n_aug])
+        cfg = cfg.replace(augment_dir=opts.augment_dirs[n_aug])
     cfg = cfg.replace(output=os.path.join(os.path.dirname(base.output), trial_id), run_name=run_name(cfg, trial_id))
+    assert cfg.tracking_uri is not None  # the sweep's base config holds the resolved tracking URI
     existing = track.find_run(cfg.tracking_uri, cfg.experiment, "raydistill.trial_id", trial_id)
     if existing and track.client(cfg.tracking_uri).get_run(existing).info.status == "FINISHED":
         # finished before the sweep driver died: report what it logged instead of training again
@@ -52,18 +70,14 @@ def run_trial(config: dict, base: RunConfig, parent_run_id: str, storage: str, s
         name=f"{sweep_name}-{trial_id}",
         parent_run_id=parent_run_id,
         callbacks=[TuneReportCallback()],
-        max_failures=opts["max_failures"],
-        in_process=ray.tune.report if opts.get("in_process") else None,
-        placement_strategy=opts["placement"],
+        opts=opts.run,
+        in_process=ray.tune.report if opts.in_process else None,
         resume_run_id=existing,
         tags={
             "raydistill.trial_id": trial_id,
             "raydistill.sweep": sweep_name,
             **({"raydistill.confirm_of": confirm_of, "raydistill.role": "confirm"} if confirm_of else {}),
         },
-        cpus_per_worker=opts["cpus"],
-        gpus_per_worker=opts["gpus"],
-        verbose=opts.get("verbose", False),
     )
     wall = time.perf_counter() - t_start  # the trial's fixed cost: its seconds outside training steps
     track.log_metrics(

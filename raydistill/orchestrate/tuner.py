@@ -9,8 +9,9 @@ import sys
 from ray import tune
 from ray.tune import Callback
 
+from raydistill.orchestrate.run import RunOptions
 from raydistill.orchestrate.search import make_scheduler, make_searcher
-from raydistill.orchestrate.trial import run_trial
+from raydistill.orchestrate.trial import TrialOpts, run_trial
 from raydistill.results.report import SHOW, table
 
 
@@ -22,20 +23,12 @@ def trial_opts(
     verbose: bool = False,
     in_process: bool = False,
     augment_dirs: dict | None = None,
-) -> dict:
-    """What every trial of a sweep (and of its confirmation) is run with: resources, recovery, augmented sets."""
-    return {
-        "max_failures": max_failures,
-        "placement": placement,
-        "cpus": demand.cpus_per_worker,
-        "gpus": demand.gpus_per_worker,
-        "verbose": verbose,
-        "in_process": in_process,
-        "augment_dirs": augment_dirs or {},
-    }
+) -> TrialOpts:
+    run = RunOptions(max_failures, placement, demand.cpus_per_worker, demand.gpus_per_worker, verbose)
+    return TrialOpts(run, in_process, dict(augment_dirs or {}))
 
 
-def trainable_for(base, *, parent: str, storage: str, name: str, opts: dict):
+def trainable_for(base, *, parent: str, storage: str, name: str, opts: TrialOpts):
     """``run_trial`` with its fixed arguments and its resource bundle, for a Tuner of the sweep ``name``."""
     trainable = tune.with_parameters(
         run_trial, base=base, parent_run_id=parent, storage=storage, sweep_name=name, opts=opts
@@ -43,13 +36,13 @@ def trainable_for(base, *, parent: str, storage: str, name: str, opts: dict):
     # an in-process trial trains in the trial function, which then holds its worker's CPUs; a Ray Train trial's
     # function only waits for its workers: holding a CPU would leave one idle on a small machine
     return tune.with_resources(
-        trainable, {"cpu": opts["cpus"]} if opts["in_process"] else {"cpu": 0, "memory": 1}
+        trainable, {"cpu": opts.run.cpus_per_worker} if opts.in_process else {"cpu": 0, "memory": 1}
     )  # Tune needs a non-empty bundle
 
 
-def failure_config(opts: dict):
+def failure_config(opts: TrialOpts):
     """Tune restarts a failed in-process trial (from its last checkpoint); Ray Train restarts its own workers."""
-    return tune.FailureConfig(max_failures=opts["max_failures"] if opts["in_process"] else 0)
+    return tune.FailureConfig(max_failures=opts.run.max_failures if opts.in_process else 0)
 
 
 def run_sweep(
@@ -66,12 +59,12 @@ def run_sweep(
     n_at_once: int,
     multi_objective: str | None,
     resume: bool,
-    opts: dict,
+    opts: TrialOpts,
 ) -> list:
     """Every trial's Tune result, once the sweep ends. ``opts`` (``trial_opts``) with ``in_process``: each trial trains
     in its Tune trial process (one CPU worker, no Ray Train; ``orchestrate.run.fit_in_process``), and Tune restarts a
     failed one from its last checkpoint up to ``max_failures`` times, as Ray Train would restart its worker."""
-    verbose = opts["verbose"]
+    verbose = opts.run.verbose
     trainable = trainable_for(base, parent=parent, storage=storage, name=name, opts=opts)
     if not verbose:  # Tune's newer console output prints its header box to stdout even at verbose=0
         os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
@@ -109,7 +102,8 @@ def run_sweep(
                 mode=None if multi_objective else mode,
             ),
         )
-    return list(tuner.fit())
+    grid = tuner.fit()
+    return [grid[i] for i in range(len(grid))]  # a ResultGrid is indexed (its types declare no __iter__)
 
 
 def live_table(metric: str):
