@@ -36,7 +36,7 @@ def make_tokenizer(out_dir: str | os.PathLike, family: str = "bert", texts=None,
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if family == "bert":
-        from transformers import BertTokenizerFast
+        from transformers import BertTokenizerFast  # type: ignore[attr-defined]  # a lazy alias in transformers 5
 
         vocab = SPECIAL + [w for w in _words(texts) if w not in SPECIAL][: max_vocab - len(SPECIAL)]
         (out / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from typing import overload
 
 from raydistill.config.schema import RunConfig, TrainConfig
 
@@ -82,6 +83,10 @@ def train_config(a, **extra) -> dict:
     )
 
 
+@overload
+def local_abspath(path: str) -> str: ...
+@overload
+def local_abspath(path: None) -> None: ...
 def local_abspath(path: str | None) -> str | None:
     """Absolute local paths (Ray workers run in another directory); hub names stay as they are."""
     from raydistill.common.hub import is_local

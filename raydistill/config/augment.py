@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from raydistill.common.errors import check
 
 
-def check_augment(raw) -> None:
+def check_augment(raw: Any) -> None:
     """A space's ``augment``: a non-negative integer, or a domain over them (checked when the space loads)."""
     if raw is None:
         return
@@ -25,7 +27,7 @@ def check_augment(raw) -> None:
         )
 
 
-def counts(raw) -> list[int]:
+def counts(raw: Any) -> list[int]:
     """Every number of copies the space can draw (0 included where it can)."""
     if raw is None:
         return []

@@ -4,13 +4,19 @@ of the space, and its value must lie in that field's domain."""
 from __future__ import annotations
 
 from dataclasses import fields
+from typing import TYPE_CHECKING, Any
 
 from raydistill.common.errors import check
 from raydistill.config.schema import DistillConfig, StudentConfig, TrainConfig
 from raydistill.config.sizes import Shape
 
+if TYPE_CHECKING:
+    from raydistill.config.space import SweepSpec
 
-def start_points(spec, param: dict, teacher: Shape | None = None) -> list[dict]:
+
+def start_points(
+    spec: SweepSpec, param: dict[tuple[str, str], str], teacher: Shape | None = None
+) -> list[dict[str, Any]]:
     """``search.start_from`` (published recipes, tried first) as Optuna params to enqueue. A key names a field
     of the space (``layers``, ``temperature``, ``lr``, …); its value must lie in that field's domain. A field the
     space (or ``--set``) fixes keeps its fixed value: the recipe's is ignored."""
@@ -27,9 +33,9 @@ def start_points(spec, param: dict, teacher: Shape | None = None) -> list[dict]:
         for k, v in getattr(spec, sec).items():
             domains[k], where[k] = (param.get((sec, k), k), v), f"{sec}.{k}"
     known = set(domains) | {f.name for c in (StudentConfig, DistillConfig, TrainConfig) for f in fields(c)} | {"size"}
-    out = []
+    out: list[dict[str, Any]] = []
     for i, point in enumerate(points):
-        params = {}
+        params: dict[str, Any] = {}
         for k, v in point.items():
             field_ = f"search.start_from[{i}].{k}"
             check(k in known, field_, f"unknown field; use a field of the space: {', '.join(sorted(domains))}")

@@ -15,9 +15,13 @@ params, checkpoints and losses always hold the values it used.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field, fields
+from dataclasses import Field, dataclass, field, fields
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from raydistill.common.errors import UserError, check
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 HUB = "hub"  # a run's data_dir param when its data came from the Hugging Face hub (read back as None: ``data_dir_of``)
 LOSS_CONVENTION = "soft=T^2*KL(p_t^T||p_s^T); total=alpha*soft+(1-alpha)*hard+beta*intermediate"
@@ -194,7 +198,7 @@ class RunConfig:
     # "kill:rank=1,epoch=2,step=1,once=PATH" hard-kills that worker once (PATH marks that it happened).
     fault: str = ""
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         # Fill the unset fields from the method, once: every reader then sees numbers and a concrete init.
         from raydistill.distill.methods import METHODS
 
@@ -209,7 +213,7 @@ class RunConfig:
             object.__setattr__(self, "student", dataclasses.replace(self.student, init=m.default_init))
 
     @classmethod
-    def from_dict(cls, d: dict) -> RunConfig:
+    def from_dict(cls, d: dict[str, Any]) -> RunConfig:
         """The one way from a dict (YAML, CLI flags, a sampled trial, a checkpoint) to a config: unknown keys are
         refused and values coerced to their field's type, errors naming the field as ``section.field``; a section
         may be a dict or a section object; the method's defaults fill unset fields; validated."""
@@ -229,7 +233,7 @@ class RunConfig:
             kw["teacher_cache_gb"] = _coerce(kw["teacher_cache_gb"], float, "teacher_cache_gb")
         return cls(**kw).validate()
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """Plain values, nested by section: what ``from_dict`` reads back (Tune configs, checkpoints)."""
         return dataclasses.asdict(self)
 
@@ -243,7 +247,7 @@ class RunConfig:
         check(self.teacher_cache_gb >= 0, "teacher_cache_gb", f"must be >= 0 GiB, got {self.teacher_cache_gb}")
         return self
 
-    def replace(self, **kw) -> RunConfig:
+    def replace(self, **kw: Any) -> RunConfig:
         return dataclasses.replace(self, **kw)
 
     def to_params(self) -> dict[str, str]:
@@ -281,7 +285,7 @@ class RunConfig:
         return {k: str(v) for k, v in p.items()}
 
 
-def data_dir_of(params: dict) -> str | None:
+def data_dir_of(params: dict[str, str]) -> str | None:
     """The data folder of a logged run's params: None (the Hugging Face hub) for the ``"hub"`` placeholder."""
     v = params.get("data_dir")
     return None if v in (None, "", "None", HUB) else v
@@ -296,10 +300,15 @@ def _labelled(task: str) -> bool:
 
 
 SELECT_ON = ("val", "dev")  # the split that chooses epochs, trials and recipes
-SECTIONS = {"student": StudentConfig, "distill": DistillConfig, "train": TrainConfig}
+SECTIONS: dict[str, type[StudentConfig | DistillConfig | TrainConfig]] = {
+    "student": StudentConfig,
+    "distill": DistillConfig,
+    "train": TrainConfig,
+}
+_S = TypeVar("_S", bound="DataclassInstance")  # a section class
 
 
-def build(section_cls, values: dict, prefix: str):
+def build(section_cls: type[_S], values: dict[str, Any], prefix: str) -> _S:
     """Make a frozen section from a dict, refusing unknown keys and wrong types with a one-line error."""
     known = {f.name: f for f in fields(section_cls)}
     kw = {}
@@ -310,7 +319,7 @@ def build(section_cls, values: dict, prefix: str):
     return section_cls(**kw)
 
 
-def _field_type(cls, f):
+def _field_type(cls: type[Any], f: Field[Any]) -> type[Any] | None:
     """The type a value for field ``f`` is coerced to: its default's, or for an unset-able field (default None) the
     first type of its annotation ("float | None" → float); None when ``cls`` has no defaults."""
     try:
@@ -322,7 +331,7 @@ def _field_type(cls, f):
     return {"float": float, "int": int, "str": str, "bool": bool}.get(str(f.type).split("|")[0].strip())
 
 
-def _coerce(v, want, name):
+def _coerce(v: Any, want: type[Any] | None, name: str) -> Any:
     if want is None or v is None or isinstance(v, want):
         return v
     try:

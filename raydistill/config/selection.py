@@ -10,8 +10,13 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from raydistill.common.errors import UserError
+
+if TYPE_CHECKING:
+    from mlflow.entities import Run
 
 # per-run final metrics a run logs once (not a per-epoch curve): a sweep or `best` may rank by these too
 FINAL = ("student_params", "latency_ms_b1", "latency_ms_b32", "pct_of_teacher", "speedup_b1")
@@ -46,7 +51,7 @@ ALGORITHMS = ("tpe", "random")  # search.algorithm: Optuna's TPESampler (default
 DEFAULT_CONFIRM = {"top": 3, "seeds": 2}  # a field search.confirm leaves out (the shipped GLUE spaces use these)
 
 
-def check_search(search: dict) -> None:
+def check_search(search: dict[str, Any]) -> None:
     """A space's ``search.algorithm`` and ``search.confirm``, checked when the space loads (before Ray)."""
     algo = search.get("algorithm", "tpe")
     if algo not in ALGORITHMS:
@@ -54,7 +59,7 @@ def check_search(search: dict) -> None:
     confirm_of(search)
 
 
-def confirm_of(search: dict) -> dict:
+def confirm_of(search: dict[str, Any]) -> dict[str, int]:
     """``search.confirm`` as ``{top, seeds}``: the top trials re-trained with that many more seeds (absent or
     ``false``: none; a field left out: ``DEFAULT_CONFIRM``'s)."""
     c = search.get("confirm")
@@ -70,17 +75,17 @@ def confirm_of(search: dict) -> dict:
     return out
 
 
-def group_key(tags: dict) -> str:
+def group_key(tags: dict[str, str]) -> str:
     """Which configuration a trial run trained: a confirmation run names the trial it repeats with another seed."""
     return tags.get("raydistill.confirm_of") or tags.get("raydistill.trial_id") or ""
 
 
-def pick_confirmed(runs: list, metric: str, mode: str = "max"):
+def pick_confirmed(runs: list[Run], metric: str, mode: str = "max") -> tuple[Run, float] | tuple[None, None]:
     """The winner among runs that share configurations (``group_key``): with confirmation runs present, only the
     confirmed configurations compete, ranked by the mean of ``metric`` over their seeds; the winner's best seed by
     ``metric`` is returned, with that mean. ``runs`` are MLflow runs (``.data.tags``, ``.data.metrics``). Without
     confirmation runs, the single best run (mean = its own value)."""
-    groups: dict[str, list] = {}
+    groups: dict[str, list[Run]] = {}
     for r in runs:
         if metric in r.data.metrics and math.isfinite(r.data.metrics[metric]):
             groups.setdefault(group_key(r.data.tags), []).append(r)
@@ -91,7 +96,7 @@ def pick_confirmed(runs: list, metric: str, mode: str = "max"):
     sign = 1 if mode == "max" else -1
     mean = {k: sum(r.data.metrics[metric] for r in g) / len(g) for k, g in pool.items()}
 
-    def tid(r):  # ties: the lowest trial id, as the summary
+    def tid(r: Run) -> str:  # ties: the lowest trial id, as the summary
         return r.data.tags.get("raydistill.trial_id", "")
 
     key = min(pool, key=lambda k: (-sign * mean[k], -len(pool[k]), min(tid(r) for r in pool[k])))
@@ -99,7 +104,9 @@ def pick_confirmed(runs: list, metric: str, mode: str = "max"):
     return best, mean[key]
 
 
-def bootstrap_ci(stat, n_examples: int, n: int = 1000, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
+def bootstrap_ci(
+    stat: Callable[[list[int]], float], n_examples: int, n: int = 1000, seed: int = 0, level: float = 0.95
+) -> tuple[float, float]:
     """Percentile bootstrap interval of ``stat(indices)`` over dev examples resampled with replacement (``stat`` may
     compute any metric — accuracy, F1, Pearson, MCC — or the difference of two systems' metrics on the same rows)."""
     if n_examples <= 0:

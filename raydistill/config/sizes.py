@@ -20,6 +20,7 @@ Fields left out take ``DEFAULT``: half the teacher's depth at the teacher's widt
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from raydistill.common.errors import UserError, check
 
@@ -38,7 +39,7 @@ class Shape:
     heads: int
 
     @classmethod
-    def of(cls, hf_config) -> Shape:
+    def of(cls, hf_config: Any) -> Shape:
         return cls(
             hf_config.num_hidden_layers,
             hf_config.hidden_size,
@@ -47,7 +48,7 @@ class Shape:
         )
 
 
-def _fraction(field: str, v, what: str) -> float:
+def _fraction(field: str, v: float, what: str) -> float:
     check(
         0 < v <= 1,
         f"student.{field}",
@@ -57,7 +58,7 @@ def _fraction(field: str, v, what: str) -> float:
     return float(v)
 
 
-def _number(field: str, v) -> int:
+def _number(field: str, v: object) -> int:
     if isinstance(v, str) and v.strip().lstrip("-").isdigit():
         v = int(v)
     if isinstance(v, float) and v.is_integer() and v != 1.0:
@@ -67,10 +68,11 @@ def _number(field: str, v) -> int:
         f"student.{field}",
         f"must be a positive integer, a fraction in (0, 1] or 'teacher', got {v!r}",
     )
+    assert isinstance(v, int)  # the check above refused anything else
     return v
 
 
-def _parse(field: str, v):
+def _parse(field: str, v: object) -> tuple[str, Any]:
     """A size value as (kind, value): ('abs', int) | ('frac', float) | ('teacher' | 'auto' | KEEP, None)."""
     if isinstance(v, str):
         s = v.strip().lower()
@@ -103,7 +105,7 @@ def _parse(field: str, v):
     return "abs", _number(field, v)
 
 
-def resolve(values: dict, teacher: Shape) -> dict:
+def resolve(values: dict[str, Any], teacher: Shape) -> dict[str, int]:
     """{layers, hidden, intermediate, heads} as positive ints for this teacher; a value that resolves to nothing
     valid is a UserError naming the field and the fix."""
     raw = {**DEFAULT, **{k: v for k, v in values.items() if k in FIELDS and v is not None}}
@@ -158,17 +160,17 @@ def resolve(values: dict, teacher: Shape) -> dict:
     return {"layers": layers, "hidden": hidden, "intermediate": intermediate, "heads": heads}
 
 
-def any_relative(values: dict) -> bool:
+def any_relative(values: dict[str, Any]) -> bool:
     """Whether resolving ``values`` needs the teacher (a relative value, or a field left to DEFAULT)."""
     return any(k not in values or _parse(k, values[k])[0] != "abs" for k in FIELDS)
 
 
-def check_value(field: str, v) -> None:
+def check_value(field: str, v: object) -> None:
     """Refuse a size value that can never resolve (before the teacher is known): a bad word, a negative number."""
     _parse(field, v)
 
 
-def check_fits(sizes: dict, teacher: Shape) -> None:
+def check_fits(sizes: dict[str, int], teacher: Shape) -> None:
     """A resolved student is no deeper and no wider than its teacher."""
     check(
         sizes["layers"] <= teacher.layers,
@@ -184,7 +186,7 @@ def check_fits(sizes: dict, teacher: Shape) -> None:
     )
 
 
-def parse_size(s: str) -> dict:
+def parse_size(s: str) -> dict[str, int]:
     """'4L-312-1200-12' → layers 4, hidden 312, intermediate 1200, heads 12 (heads optional: hidden/64)."""
     try:
         parts = str(s).upper().replace("L", "").split("-")
@@ -197,7 +199,7 @@ def parse_size(s: str) -> dict:
     return {"layers": layers, "hidden": hidden, "intermediate": inter, "heads": heads}
 
 
-def check_shape(sizes: dict, teacher: Shape) -> None:
+def check_shape(sizes: dict[str, int], teacher: Shape) -> None:
     """A student that pruning can cut out of ``teacher``: no deeper, no more heads, no wider FFN, whole heads of the
     teacher's size (``sizes``: resolved layers, hidden, intermediate, heads)."""
     t, (m, h, i, a) = teacher, (sizes[k] for k in ("layers", "hidden", "intermediate", "heads"))

@@ -42,6 +42,7 @@ def word_slots(texts, tok):
     enc = tok(list(texts), add_special_tokens=True, return_offsets_mapping=True, verbose=False)
     out = []
     for t, text in enumerate(texts):
+        pieces: dict[int, list[int]]  # word id -> its pieces' positions
         offsets, pieces, words = enc["offset_mapping"][t], {}, []
         for pos, wid in enumerate(enc.word_ids(t)):
             if wid is not None:
@@ -62,7 +63,7 @@ def nearest_words(queries, ww_emb, ww_words, k, exclude=None):
 
     sims = torch.nn.functional.normalize(queries.float(), dim=-1) @ ww_emb.T
     if exclude:
-        by_word = {}
+        by_word: dict[str, list[int]] = {}
         for i, w in enumerate(ww_words):
             by_word.setdefault(w.lower(), []).append(i)
         for r, spellings in enumerate(exclude):
@@ -101,6 +102,7 @@ def embedding_candidates(texts, tok, emb, k, field, batch_size=512):
             if unk not in key:
                 spelling = {texts[t][start:end].lower(), tok.decode(list(key)).strip().lower()}
                 queries.setdefault(key, set()).update(spelling)
+    found: dict[tuple, list[str]]  # piece ids -> candidate words
     keys, found = list(queries), {}
     progress = Progress("augment: embedding candidates", -(-len(keys) // batch_size), unit="words")
     with torch.no_grad():
@@ -152,7 +154,7 @@ def mlm_candidates(texts, tok, model, k, batch_size, max_length, field):
     bias[ww_index] = 0.0
 
     enc, slots = word_slots(texts, tok)
-    out = [[] for _ in texts]
+    out: list[list[tuple[int, int, list[str]]]] = [[] for _ in texts]
     mlm_jobs, emb_jobs = [], []  # (text index, slot index, ...)
     for t, words in enumerate(slots):
         ids = enc["input_ids"][t]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import random
+from collections.abc import Set as AbstractSet
 
 from raydistill.common.errors import UserError
 
@@ -42,7 +43,7 @@ VAL_SEED = (
 )
 
 
-def val_indices(rows: list, task, frac: float, exclude: set[int] = frozenset()) -> list[int]:
+def val_indices(rows: list, task, frac: float, exclude: AbstractSet[int] = frozenset()) -> list[int]:
     """Indices of the validation split carved from ``rows`` (less ``exclude``): ``frac`` of each label's rows
     (classification), of each fifth of the score range by rank (regression), or of all rows (token, QA tasks), drawn
     with the fixed seed ``VAL_SEED``. Refuses a split that leaves a label with no validation row or no training row."""

@@ -59,7 +59,9 @@ class Outputs:
 
     def predictions(self) -> dict[str, torch.Tensor]:
         if self.start is not None:
+            assert self.end is not None  # span QA: start and end logits come together
             return {"start_logits": self.start, "end_logits": self.end}
+        assert self.logits is not None  # every other task: the model's logits
         return {"logits": self.logits}
 
 
@@ -199,11 +201,17 @@ class HintonKD(Method):
     description = "Hinton KD: the teacher's softened predictions (T²·KL) beside the gold labels, weighed by alpha"
 
     def losses(self, stage, s, t, batch, obj):
-        soft = soft_loss(self.kind, s, t, self.d.temperature, batch)
-        out = {"soft": soft}
-        total = self.d.alpha * soft
-        if self.d.alpha < 1:
-            out["hard"] = hard_loss(self.kind, s, batch)
-            total = total + (1 - self.d.alpha) * out["hard"]
-        out["loss"] = total
-        return out
+        return kd_losses(self, s, t, batch)
+
+
+def kd_losses(m: Method, s: Outputs, t: Outputs, batch: dict) -> dict[str, torch.Tensor]:
+    """Hinton KD's losses with method ``m``'s task kind, T and α: what ``HintonKD`` optimises, and the prediction
+    stage of the staged methods (TinyBERT, MiniLM)."""
+    soft = soft_loss(m.kind, s, t, m.d.temperature, batch)
+    out = {"soft": soft}
+    total = m.d.alpha * soft
+    if m.d.alpha < 1:
+        out["hard"] = hard_loss(m.kind, s, batch)
+        total = total + (1 - m.d.alpha) * out["hard"]
+    out["loss"] = total
+    return out

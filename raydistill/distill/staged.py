@@ -7,7 +7,7 @@ import math
 
 from raydistill.common.errors import check
 from raydistill.distill import losses as L
-from raydistill.distill.core import HintonKD, Method, Needs, logit_mse, register
+from raydistill.distill.core import Method, Needs, kd_losses, logit_mse, register
 
 
 class _Intermediate(Method):
@@ -61,7 +61,7 @@ class TinyBERT(_Intermediate):
     def losses(self, stage, s, t, batch, obj):
         if stage == "intermediate":
             return self.transformer_losses(s, t, batch, obj)
-        return HintonKD.losses(self, stage, s, t, batch, obj)
+        return kd_losses(self, s, t, batch)
 
 
 @register("two_stage")
@@ -163,7 +163,7 @@ class MiniLM(Method):
 
     def losses(self, stage, s, t, batch, obj):
         if stage != "intermediate":
-            return HintonKD.losses(self, stage, s, t, batch, obj)
+            return kd_losses(self, s, t, batch)
         (sq, sk, sv), (tq, tk, tv) = (
             s.qkv[self.student_layers - 1],
             t.qkv[teacher_layer(self.d, self.teacher_layers) - 1],

@@ -128,7 +128,7 @@ def time_b1(fns: dict, inputs: dict, rounds: int = 30, warmup: int = 3) -> dict:
     """Median ms of each ``fns[name](**inputs)``: every round runs all of them once, in alternating order, so load
     changes on a shared machine hit every variant alike."""
     names = list(fns)
-    times = {n: [] for n in names}
+    times: dict[str, list[float]] = {n: [] for n in names}
     for r in range(warmup + rounds):
         for n in names if r % 2 == 0 else names[::-1]:
             t0 = time.perf_counter()

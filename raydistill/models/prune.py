@@ -47,7 +47,9 @@ LAYER_RULES = ("every_other", "first_k", "uniform", "block")
 PLAN_FILE = "prune.json"
 LAYER_KEY = re.compile(r"((?:^|\.)encoder\.layer\.)(\d+)(\.)")
 # per dimension of a tensor inside an encoder layer: which kept indices cut it (None = kept whole)
-IN_LAYER = {f"attention.self.{m}.weight": ("heads", "channels") for m in ("query", "key", "value")}
+IN_LAYER: dict[str, tuple[str, ...]] = {
+    f"attention.self.{m}.weight": ("heads", "channels") for m in ("query", "key", "value")
+}
 IN_LAYER.update({f"attention.self.{m}.bias": ("heads",) for m in ("query", "key", "value")})
 IN_LAYER.update(
     {
@@ -93,7 +95,7 @@ def importance(teacher, batches: list[dict]) -> dict:
         "neurons": torch.zeros(n, cfg.intermediate_size, dtype=torch.float64),
         "channels": torch.zeros(cfg.hidden_size, dtype=torch.float64),
     }
-    mask = {}
+    mask: dict[str, torch.Tensor] = {}  # "m": the current batch's attention mask
 
     def tokens_sum(x):  # Σ over real tokens of x [B, L, ...] → [...]
         return torch.einsum("bl,bl...->...", mask["m"], x.float()).double().cpu()

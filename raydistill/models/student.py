@@ -143,6 +143,7 @@ def _layer_copy(name: str):
                 f"use --init random or set student.{f}={t}",
             )
         src = init_layers(f"{name}:{arg}" if arg else name, spec.layers, tc.num_hidden_layers)
+        assert src is not None  # a layer-copying init names teacher layers
         student = _fresh(teacher, spec)
         copy_weights(teacher, student, [s - 1 for s in src])
         return student
@@ -183,6 +184,7 @@ def _slice(teacher, spec: StudentConfig, arg: str | None):
         f"teacher's {tc.intermediate_size}; lower student.intermediate or use --init random",
     )
     src = init_layers("every_other", spec.layers, tc.num_hidden_layers)
+    assert src is not None  # every_other names teacher layers
     student = _fresh(teacher, spec)
     copied = set(copy_weights(teacher, student, [s - 1 for s in src], sliced=True))
     left = [n for n in student.state_dict() if n not in copied]
@@ -213,6 +215,7 @@ def _prune(teacher, spec: StudentConfig, arg: str | None, examples=None):
     scores = prune.importance(teacher, batches)
     m, t_layers = spec.layers, teacher.config.num_hidden_layers
     layers = [i + 1 for i in prune.top(scores["block"], m)] if rule == "block" else init_layers(rule, m, t_layers)
+    assert layers is not None  # every prune layer rule names teacher layers
     kept = prune.plan(scores, layers, sizes, rule, sum(len(b["input_ids"]) for b in batches))
     student = _fresh(teacher, spec)
     left = prune.copy_pruned(teacher, student, kept)

@@ -40,7 +40,8 @@ def init_ray(num_cpus: int | None = None, log_to_driver: bool = True, verbose: b
         try:
             ray.init(address=address, log_to_driver=True)
         except Exception as e:
-            chain, c = [], e
+            chain: list[str] = []  # the error and its causes, one line each
+            c: BaseException | None = e
             while c is not None and len(chain) < 10:
                 chain.append(f"{type(c).__name__}: {c}")
                 c = c.__cause__ or c.__context__

@@ -27,7 +27,7 @@ import time
 POLL_S = 2.0
 LOST_S = 20.0  # the GCS unreachable this long: the cluster is gone (a restarted head is a new cluster anyway)
 
-_guardian: subprocess.Popen | None = None
+_guardian: subprocess.Popen[str] | None = None
 _address: str | None = None
 _opened: dict[str, dict] = {}  # the MLflow runs this driver has open or ended FAILED, for its one line
 _lock = threading.Lock()
@@ -84,6 +84,7 @@ def release() -> None:
     with _lock:
         g, _guardian = _guardian, None
     if g is not None:
+        assert g.stdin is not None  # started with stdin=PIPE
         try:
             g.stdin.write(json.dumps({"bye": True}) + "\n")
             g.stdin.close()
@@ -119,6 +120,7 @@ def _tell(
 
 def _send(msg: dict) -> None:
     """One message down the guardian's pipe (the caller holds ``_lock`` and has a guardian)."""
+    assert _guardian is not None and _guardian.stdin is not None  # the caller's guardian, started with stdin=PIPE
     try:
         _guardian.stdin.write(json.dumps(msg) + "\n")
         _guardian.stdin.flush()
@@ -149,7 +151,7 @@ def say(line: str) -> None:
             _send({"said": True})
 
 
-def _ray_failure(e: BaseException) -> bool:
+def _ray_failure(e: BaseException | None) -> bool:
     import ray.exceptions as rx
 
     kinds = tuple(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 
+import optuna
 from optuna.exceptions import UpdateFinishedTrialError
 from ray.tune.schedulers import ASHAScheduler
 from ray.tune.search.optuna import OptunaSearch
@@ -79,6 +80,11 @@ class PrunedAwareOptunaSearch(OptunaSearch):
         super().__init__(*args, **kw)
         self.max_epochs = max_epochs
 
+    @property
+    def _study(self) -> optuna.Study:
+        """OptunaSearch's study (set up by its constructor here: a space is always given)."""
+        return self._ot_study  # type: ignore[return-value]  # ray types _ot_study as None, its initial value
+
     def suggest(self, trial_id):
         from optuna.trial import TrialState
 
@@ -88,14 +94,15 @@ class PrunedAwareOptunaSearch(OptunaSearch):
             same = ot is not None and next(
                 (
                     t
-                    for t in self._ot_study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+                    for t in self._study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
                     if t.params == ot.params
                 ),
                 None,
             )
             if not same:
                 return config
-            self._ot_study.tell(ot, same.values)  # what TPE would learn from training it again, for free
+            assert ot is not None  # a finished twin is only looked for when there is a proposal
+            self._study.tell(ot, same.values)  # what TPE would learn from training it again, for free
             del self._ot_trials[trial_id]
         return config
 

@@ -143,7 +143,11 @@ def remeasure_latency(rows: list[dict], base: RunConfig, ref: dict, n_threads: i
     the UI, the Pareto front and ``best --max-latency-ms`` read the quiet numbers. Returns the teacher reference."""
     from raydistill.tracking import track
 
-    arch = {r["trial"]: tuple(int(r[k]) for k in ARCH) for r in rows if all(r.get(k) is not None for k in ARCH)}
+    arch = {
+        r["trial"]: (int(r[ARCH[0]]), int(r[ARCH[1]]), int(r[ARCH[2]]), int(r[ARCH[3]]))
+        for r in rows
+        if all(r.get(k) is not None for k in ARCH)
+    }
     if not arch:
         return ref
     log(f"timing the teacher and {len(set(arch.values()))} student architecture(s) side by side, no trial running")
@@ -152,6 +156,7 @@ def remeasure_latency(rows: list[dict], base: RunConfig, ref: dict, n_threads: i
         if r["trial"] in arch:
             r["latency_ms_b1_in_trial"], r["latency_ms_b1"] = r.get("latency_ms_b1"), quiet[arch[r["trial"]]]
             if r["trial"] in run_ids:
+                assert base.tracking_uri is not None  # the sweep's base config holds the resolved tracking URI
                 track.log_metrics(
                     base.tracking_uri,
                     run_ids[r["trial"]],

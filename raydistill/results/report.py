@@ -86,7 +86,7 @@ def pareto_plot(
         for r, x, y in zip(rows, xs, ys, strict=True):
             ax.annotate(str(r.get("trial", "")), (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
         t_score = teacher.get(metric) if teacher else None
-        if t_score is not None:
+        if teacher is not None and t_score is not None:  # a score implies a teacher
             ax.axhline(t_score, color="tab:blue", lw=1, label=f"teacher {t_score:.4g}")
             ax.axhline(keep * t_score, color="tab:blue", ls=":", lw=1, label=f"{keep:.0%} of teacher")
             if teacher.get(xkey):

@@ -117,10 +117,10 @@ def _encode_qa(examples, tokenizer, max_length) -> Encoded:
         if ans["text"]:
             a0 = ans["answer_start"][0]
             a1 = a0 + len(ans["text"][0])
-            ctx = [j for j, o in enumerate(offs) if o is not None]
-            if ctx and offs[ctx[0]][0] <= a0 and offs[ctx[-1]][1] >= a1:
-                start = next(j for j in ctx if offs[j][1] > a0)
-                end = next(j for j in reversed(ctx) if offs[j][0] < a1)
+            ctx = [(j, o) for j, o in enumerate(offs) if o is not None]  # the context's pieces and their offsets
+            if ctx and ctx[0][1][0] <= a0 and ctx[-1][1][1] >= a1:
+                start = next(j for j, o in ctx if o[1] > a0)
+                end = next(j for j, o in reversed(ctx) if o[0] < a1)
         feats.append({**_inputs(enc, i), "start_positions": start, "end_positions": end, "feature_index": i})
         ex_index.append(int(ex_i))
         offsets.append(offs)
@@ -165,6 +165,7 @@ def qa_predictions(examples, encoded: Encoded, outputs: dict) -> list[str]:
     n = len(encoded)
     starts, ends = _rows(outputs, "start_logits", n), _rows(outputs, "end_logits", n)
     best = [(-np.inf, "") for _ in examples]
+    assert encoded.offsets is not None  # a QA encoding carries the pieces' offsets
     for i, (s_log, e_log) in enumerate(zip(starts, ends, strict=True)):
         offs, ex = encoded.offsets[i], encoded.example_index[i]
         s_log, e_log = np.asarray(s_log)[: len(offs)], np.asarray(e_log)[: len(offs)]
@@ -182,18 +183,19 @@ def score(task, examples: list[dict], encoded: Encoded, outputs: dict) -> dict[s
     """``task.metrics`` (0-1 scale) from model outputs; see the module docstring for the ``outputs`` layout."""
     n = len(encoded)
     if task.kind == "qa":
-        preds = qa_predictions(examples, encoded, outputs)
-        return metrics.compute(task, preds, [e["answers"]["text"] for e in examples])
+        answers = qa_predictions(examples, encoded, outputs)
+        return metrics.compute(task, answers, [e["answers"]["text"] for e in examples])
     logits = _rows(outputs, "logits", n)
     if task.kind == "token":
         names = task.label_names
-        preds = [["O"] * len(e["tokens"]) for e in examples]  # words cut off by truncation count as "O"
+        tags = [["O"] * len(e["tokens"]) for e in examples]  # words cut off by truncation count as "O"
+        assert encoded.word_ids is not None  # a token encoding carries the pieces' word ids
         for i, row in enumerate(logits):
             ex = encoded.example_index[i]
             for pos, w in enumerate(encoded.word_ids[i]):
                 if w is not None:
-                    preds[ex][w] = names[int(np.argmax(row[pos]))]
-        return metrics.compute(task, preds, [[names[j] for j in e["labels"]] for e in examples])
+                    tags[ex][w] = names[int(np.argmax(row[pos]))]
+        return metrics.compute(task, tags, [[names[j] for j in e["labels"]] for e in examples])
     refs = [examples[encoded.example_index[i]]["label"] for i in range(n)]
     arr = np.asarray(logits, dtype=float)
     preds = arr.reshape(n) if task.kind == "regression" else arr.argmax(-1)

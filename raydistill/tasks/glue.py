@@ -7,6 +7,7 @@ fields that start with a stray ``"``; files are read as ``utf-8-sig`` because MR
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 from raydistill.common.errors import UserError
@@ -139,6 +140,7 @@ def _label(task, raw: str, path, lineno):
 
 def read_glue_tsv(task, path: Path, text_col, pair_col, label_col) -> list[dict]:
     lines = read_lines(path)
+    idx: Sequence[int | None]  # positions of the text, pair and label columns
     if isinstance(text_col, int):  # headerless (CoLA): fixed positions
         ncols, idx = 4, (text_col, pair_col, label_col)
     else:
@@ -161,6 +163,7 @@ def read_glue_tsv(task, path: Path, text_col, pair_col, label_col) -> list[dict]
                 continue
             raise UserError("data", f"{path} line {n}: expected {ncols} tab-separated fields, got {len(row)}")
         t, p, lab = idx
+        assert t is not None and lab is not None  # every task has a text and a label column
         out.append(
             {
                 "text": row[t],

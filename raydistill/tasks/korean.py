@@ -130,6 +130,8 @@ def load_kmou(task, data_dir, split: str) -> list[dict]:
         KMOU_FILES[split],
         "DIR/ner.train, DIR/ner.dev, DIR/ner.test (or DIR/kmou_2016klp/..., DIR/ner/kmou_2016klp/...)",
     )
+    tokens: list[str]
+    labels: list[str]
     out, tokens, labels = [], [], []
 
     def flush():
@@ -197,6 +199,7 @@ def load_klue(task, data_dir, split: str) -> list[dict]:
         "DIR/klue-ner-v1.1_train.tsv and DIR/klue-ner-v1.1_dev.tsv "
         "(or DIR/klue_ner_v1.1/..., DIR/ner/klue_ner_v1.1/...)",
     )
+    chars: list[str]
     out, chars, tags = [], [], []
 
     def flush():

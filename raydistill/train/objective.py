@@ -119,9 +119,11 @@ def build_objective(cfg, resume_student: str | None = None):
         student = build_student(teacher, cfg.student, examples=prune_examples(cfg, tokenizer))
     pairs = []
     if method_cls.maps_layers:
+        assert teacher is not None  # a method that maps layers distils from a teacher (loaded above)
         pairs = layer_pairs(cfg.distill.mapping, student.config.num_hidden_layers, teacher.config.num_hidden_layers)
     layers = (0, 0)
     if method_cls.uses_teacher:
+        assert teacher is not None  # loaded above for a method that uses it
         sc, tc = student.config, teacher.config
         method_cls.check_shapes(
             cfg, sc.num_attention_heads, sc.hidden_size, tc.num_attention_heads, tc.hidden_size, tc.num_hidden_layers

@@ -70,13 +70,16 @@ def teacher_config(name_or_dir: str, field: str = "teacher", trust_remote_code: 
             f"{name_or_dir!r} is not a local directory and the Hugging Face hub is unreachable; "
             f"run offline with a local model and data: --{field} DIR --data-dir DIR (see README, Offline)",
         )
+    unreadable: tuple[type[Exception], ...] = (OSError, ValueError, KeyError, TypeError, json.JSONDecodeError)
     try:
         from huggingface_hub.errors import StrictDataclassError  # transformers 5: typed config fields
+
+        unreadable += (StrictDataclassError,)
     except ImportError:  # pragma: no cover - older huggingface_hub
-        StrictDataclassError = ValueError
+        pass
     try:
         cfg = AutoConfig.from_pretrained(name_or_dir, trust_remote_code=trust_remote_code)
-    except (OSError, ValueError, KeyError, TypeError, json.JSONDecodeError, StrictDataclassError) as e:
+    except unreadable as e:
         msg = " ".join(str(e).split())[:240] or type(e).__name__
         raise UserError(field, f"cannot read the config of {name_or_dir}: {msg}") from None
     for name in SIZE_FIELDS:  # a hand-edited config.json with a wrong type would crash later, inside a worker
