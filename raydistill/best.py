@@ -67,6 +67,7 @@ def find_best(
         )
         metric = parents[0].data.params.get("metric") if parents else (finals[0] if finals else None)
     check(bool(metric), "metric", "no trial logged a best_val_* or best_eval_* metric; pass --metric")
+    assert metric is not None  # (check refused it otherwise)
     metric = as_final(metric)
     scored = [r for r in runs if metric in r.data.metrics]
     finals = sorted({k for r in runs for k in r.data.metrics if k.startswith(("best_val_", "best_eval_"))})
@@ -185,8 +186,8 @@ def parser() -> argparse.ArgumentParser:
             "Pick the best trial of a sweep from MLflow and print its params and scores (one JSON object, the last "
             "line of stdout). --export DIR writes its student (model + tokenizer) as a folder that transformers and "
             "pipeline() load; --onnx adds model.onnx; --quantize adds an INT8 model.int8.onnx, re-scored on the run's "
-            "dev set and timed against the teacher; --register NAME registers it in the MLflow model registry and points the alias "
-            f"'{ALIAS}' at the new version (models:/NAME@{ALIAS})."
+            "dev set and timed against the teacher; --register NAME registers it in the MLflow model registry and "
+            f"points the alias '{ALIAS}' at the new version (models:/NAME@{ALIAS})."
         ),
     )
     p.add_argument(

@@ -15,7 +15,9 @@ from __future__ import annotations
 import copy
 import itertools
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
+from typing import Any
 
 import yaml
 
@@ -78,12 +80,12 @@ class SweepSpec:
     metric: str | None  # None → the task's main metric
     mode: str
     num_samples: int
-    student: dict
-    distill: dict
-    train: dict
-    search: dict = field(default_factory=dict)
-    raw: dict = field(default_factory=dict)
-    overridden: frozenset = frozenset()  # "section.field" keys changed by --set
+    student: dict[str, Any]
+    distill: dict[str, Any]
+    train: dict[str, Any]
+    search: dict[str, Any] = field(default_factory=dict)
+    raw: dict[str, Any] = field(default_factory=dict)
+    overridden: frozenset[str] = frozenset()  # "section.field" keys changed by --set
 
 
 def resolve_path(space: str) -> str:
@@ -98,7 +100,7 @@ def resolve_path(space: str) -> str:
     return path
 
 
-def load(space: str, overrides: list[str] = ()) -> SweepSpec:
+def load(space: str, overrides: Sequence[str] = ()) -> SweepSpec:
     path = resolve_path(space)
     try:
         with open(path, encoding="utf-8") as f:
@@ -114,7 +116,7 @@ def load(space: str, overrides: list[str] = ()) -> SweepSpec:
     return parse(raw, default_name=os.path.splitext(os.path.basename(path))[0], overridden=keys)
 
 
-def apply_override(raw: dict, item: str) -> None:
+def apply_override(raw: dict[str, Any], item: str) -> None:
     """--set student.layers=4: YAML-typed value at a dotted key."""
     check("=" in item, "set", f"{item!r} is not KEY=VALUE, e.g. --set student.layers=4")
     key, value = item.split("=", 1)
@@ -129,7 +131,7 @@ def apply_override(raw: dict, item: str) -> None:
         raise UserError("set", f"cannot parse the value of {key!r}: {value!r}") from None
 
 
-def parse(raw: dict, default_name: str = "sweep", overridden: frozenset = frozenset()) -> SweepSpec:
+def parse(raw: dict[str, Any], default_name: str = "sweep", overridden: frozenset[str] = frozenset()) -> SweepSpec:
     raw = copy.deepcopy(raw)
     for k in raw:
         check(k in TOP_KEYS, k, f"unknown key in the search space; known keys: {', '.join(sorted(TOP_KEYS))}")
@@ -177,7 +179,7 @@ def parse(raw: dict, default_name: str = "sweep", overridden: frozenset = frozen
     return spec
 
 
-def _check_domain(name: str, v) -> None:
+def _check_domain(name: str, v: Any) -> None:
     if not isinstance(v, dict):
         return
     check(
@@ -198,7 +200,7 @@ def _check_domain(name: str, v) -> None:
             check(arg[0] > 0, name, "loguniform needs low > 0")
 
 
-def _suggest(trial, name: str, v):
+def _suggest(trial: Any, name: str, v: Any) -> Any:
     if not isinstance(v, dict):
         return v
     kind, arg = next(iter(v.items()))
@@ -211,15 +213,24 @@ def _suggest(trial, name: str, v):
     return trial.suggest_float(name, arg[0], arg[1], log=kind == "loguniform")
 
 
-def sample(spec: SweepSpec, trial, teacher: Shape | None = None) -> dict:
-    """Draw one trial's values (Optuna define-by-run); returns a flat dict of MLflow-style param names.
+def sample(spec: SweepSpec, trial: Any, teacher: Shape | None = None) -> dict[str, Any]:
+    """Draw one trial's values (Optuna define-by-run; ``trial=None``: the first value of every domain); returns a
+    flat dict of MLflow-style param names.
 
     Student sizes may be relative to the teacher (``raydistill.sizes``): Optuna sees the value as written (0.5,
     ``teacher``), the returned dict holds the resolved numbers, so Tune and MLflow show the student's real sizes."""
-    from raydistill.distill.mapping import layer_pairs, valid_mapping
-    from raydistill.distill.methods import get_method
+    out: dict[str, Any] = {"method": _suggest(trial, "method", spec.method)}
+    _sample_student(spec, trial, teacher, out)
+    _sample_distill(spec, trial, teacher.layers if teacher is not None else None, out)
+    for k, v in spec.train.items():
+        if isinstance(v, dict):  # fixed train values live in the base config, where CLI flags override them
+            out[k] = _suggest(trial, k, v)
+    if "augment" in spec.raw:  # augmented copies per training row (0 = none): sets built once per sweep
+        out["augment"] = _suggest(trial, "augment", spec.raw["augment"])
+    return out
 
-    out = {"method": _suggest(trial, "method", spec.method)}
+
+def _sample_student(spec: SweepSpec, trial: Any, teacher: Shape | None, out: dict[str, Any]) -> None:
     st = dict(spec.student)
     if "size" in st:
         out["student_size"] = _suggest(trial, "student_size", st.pop("size"))
@@ -237,7 +248,12 @@ def sample(spec: SweepSpec, trial, teacher: Shape | None = None) -> dict:
         out.update({PARAM[("student", k)]: v for k, v in resolve(sizes, teacher).items()})
     elif not any_relative(sizes):
         out.update({PARAM[("student", k)]: v for k, v in sizes.items()})
-    teacher_layers = teacher.layers if teacher is not None else None
+
+
+def _sample_distill(spec: SweepSpec, trial: Any, teacher_layers: int | None, out: dict[str, Any]) -> None:
+    from raydistill.distill.mapping import layer_pairs, valid_mapping
+    from raydistill.distill.methods import get_method
+
     m = get_method(out["method"])
     for k, v in spec.distill.items():
         if k == "beta" and not m.uses_beta:
@@ -255,17 +271,9 @@ def sample(spec: SweepSpec, trial, teacher: Shape | None = None) -> dict:
         if k == "mapping" and not isinstance(v, dict) and teacher_layers and m.maps_layers:
             layer_pairs(v, out["student_layers"], teacher_layers)  # a fixed mapping
         out[k] = _suggest(trial, k, v)
-    for k, v in spec.train.items():
-        if isinstance(v, dict):  # fixed train values live in the base config, where CLI flags override them
-            out[k] = _suggest(trial, k, v)
-    if (
-        "augment" in spec.raw
-    ):  # augmented copies per training row (0 = none): sets built once per sweep (augmentation.py)
-        out["augment"] = _suggest(trial, "augment", spec.raw["augment"])
-    return out
 
 
-def start_points(spec: SweepSpec, teacher: Shape | None = None) -> list[dict]:
+def start_points(spec: SweepSpec, teacher: Shape | None = None) -> list[dict[str, Any]]:
     """``search.start_from`` as Optuna params to enqueue (``recipes.start_points``)."""
     from raydistill.config.recipes import start_points as points
 
@@ -288,12 +296,12 @@ def check_student_space(spec: SweepSpec, teacher: Shape) -> None:
                 check_shape(sizes, teacher)
 
 
-def _values(v) -> list:
+def _values(v: Any) -> list[Any]:
     """Every value a field can take: the choices, the two ends of a range, or the fixed value."""
     return list(next(iter(v.values()))) if isinstance(v, dict) else [v]
 
 
-def sample_fixed(spec: SweepSpec) -> dict:
+def sample_fixed(spec: SweepSpec) -> dict[str, Any]:
     """Type-check by building the configs from the first value of every domain."""
     from raydistill.config.schema import build
 
@@ -314,7 +322,7 @@ def sample_fixed(spec: SweepSpec) -> dict:
     return vals
 
 
-def trial_config(base: RunConfig, sampled: dict) -> RunConfig:
+def trial_config(base: RunConfig, sampled: dict[str, Any]) -> RunConfig:
     """One trial's RunConfig: the sweep's base config with the sampled values (flat param names, as ``sample``
     returns them) applied. The base was filled with its own method's defaults; the trial's method fills in its own."""
     d = base.to_dict()

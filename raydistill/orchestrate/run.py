@@ -69,7 +69,7 @@ def _worker(config: dict) -> None:
 class MlflowEpochCallback(UserCallback):
     """Logs every epoch's rank-0 metrics to the run's MLflow run as they are reported (controller side)."""
 
-    def __init__(self, tracking_uri: str, run_id: str):
+    def __init__(self, tracking_uri: str | None, run_id: str):
         self.tracking_uri, self.run_id = tracking_uri, run_id
 
     def after_report(self, run_context, metrics, checkpoint):
@@ -110,7 +110,8 @@ def make_trainer(cfg: RunConfig, *, name: str, storage_path: str, opts: RunOptio
             resources_per_worker=resources,
             placement_strategy=opts.placement_strategy,
         ),
-        run_config=TrainRunConfig(
+        # ray.train.RunConfig is Train V2's at run time (it takes logging_config); the type checker sees V1's
+        run_config=TrainRunConfig(  # type: ignore[call-arg]
             name=name,
             storage_path=storage_path,
             callbacks=list(callbacks),
@@ -334,7 +335,7 @@ def _publish_student(cfg: RunConfig, run_id: str, checkpoint, final: dict) -> st
     return student_dir
 
 
-def _end_unfinished(uri: str, run_id: str, e: BaseException) -> None:
+def _end_unfinished(uri: str | None, run_id: str, e: BaseException) -> None:
     """A run that did not finish: KILLED when the user or the search's scheduler stopped it, else FAILED with why."""
     from raydistill.tracking import track
 

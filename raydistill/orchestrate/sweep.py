@@ -99,6 +99,7 @@ class Sweep:
         a.max_concurrent = a.max_concurrent if a.max_concurrent is not None else spec.raw.get("max_concurrent")
         task_name = a.task or spec.task
         check(bool(task_name), "task", "the space names no task; pass --task (e.g. --task rte)")
+        assert task_name is not None  # (check refused it otherwise)
         task = get_task(task_name)
         teacher = a.teacher or spec.teacher or "bert-base-uncased"
         name = a.name or f"{spec.name}-{task.name}-{time.strftime('%Y%m%d-%H%M%S')}"

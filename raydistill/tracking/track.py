@@ -57,13 +57,13 @@ def check_reachable(uri: str, timeout: float = 5.0) -> None:
         ) from None
 
 
-def client(uri: str):
+def client(uri: str | None):
     from mlflow.tracking import MlflowClient
 
     return MlflowClient(tracking_uri=uri)
 
 
-def experiment_id(uri: str, name: str) -> str:
+def experiment_id(uri: str | None, name: str) -> str:
     c = client(uri)
     exp = c.get_experiment_by_name(name)
     if exp:
@@ -71,12 +71,12 @@ def experiment_id(uri: str, name: str) -> str:
             retry(c.set_experiment_tag, exp.experiment_id, *EXPERIMENT_KIND)
         return exp.experiment_id
     artifacts = None
-    if uri.startswith("sqlite:///"):  # MLflow's default ./mlartifacts is relative to a cwd Ray changes
+    if uri and uri.startswith("sqlite:///"):  # MLflow's default ./mlartifacts is relative to a cwd Ray changes
         artifacts = "file://" + os.path.join(os.path.dirname(uri[len("sqlite:///") :]), "mlartifacts")
     return c.create_experiment(name, artifact_location=artifacts, tags=dict([EXPERIMENT_KIND]))
 
 
-def log_datasets(uri: str, run_id: str, datasets: list[dict]) -> None:
+def log_datasets(uri: str | None, run_id: str, datasets: list[dict]) -> None:
     """Dataset inputs of a run (the Dataset column of the MLflow UI): name, digest, source, context, row count."""
     from mlflow.entities import Dataset, DatasetInput, InputTag
 
@@ -97,7 +97,7 @@ def log_datasets(uri: str, run_id: str, datasets: list[dict]) -> None:
 
 
 def ui_link(
-    uri: str,
+    uri: str | None,
     experiment: str,
     sweep: str,
     metric: str,
@@ -110,6 +110,7 @@ def ui_link(
     tracking server, which is its own UI) and a link to the runs table showing only this sweep's trials, best first,
     with the objective, ``metrics`` and the searched ``params`` as columns. The view is stored as a shared view state
     (an experiment tag the UI reads by ``viewStateShareKey``: the UI keeps chosen columns nowhere else)."""
+    uri = uri or resolve_tracking_uri(None)
     import re
 
     c = client(uri)
@@ -147,7 +148,7 @@ PIPELINES = {
 }
 
 
-def log_student_model(uri: str, run_id: str, model_dir: str, kind: str, card: str | None = None) -> str | None:
+def log_student_model(uri: str | None, run_id: str, model_dir: str, kind: str, card: str | None = None) -> str | None:
     """The run's student as an MLflow logged model (transformers flavour, with its tokenizer and ``card``, the model
     card's text, see ``card.py``): the Models column of the UI, and what ``raydistill.best --register`` registers.
     Returns its model id; a failure is a tag and a warning, never a failed run (the student is already logged as
@@ -159,7 +160,8 @@ def log_student_model(uri: str, run_id: str, model_dir: str, kind: str, card: st
     from huggingface_hub import ModelCard
 
     try:
-        mlflow.set_tracking_uri(uri)
+        if uri:  # None: MLflow's own default, already in force
+            mlflow.set_tracking_uri(uri)
         transformers.logging.set_verbosity_error()
         pipe = transformers.pipeline(PIPELINES[kind], model=model_dir, tokenizer=model_dir)  # type: ignore[call-overload]  # the task is a variable; the stubs overload on literals
         reqs = [f"{p}=={md.version(p)}" for p in ("transformers", "torch", "tokenizers")]
@@ -208,7 +210,7 @@ def provenance() -> dict[str, str]:
 
 
 def start_run(
-    uri: str,
+    uri: str | None,
     experiment: str,
     name: str | None,
     params: dict,
@@ -226,7 +228,7 @@ def start_run(
     return run.info.run_id
 
 
-def log_params(uri: str, run_id: str, params: dict) -> None:
+def log_params(uri: str | None, run_id: str, params: dict) -> None:
     from mlflow.entities import Param
 
     items = [Param(k, str(v)[:6000]) for k, v in params.items()]
@@ -234,7 +236,7 @@ def log_params(uri: str, run_id: str, params: dict) -> None:
         retry(client(uri).log_batch, run_id, params=items[i : i + 100])
 
 
-def log_metrics(uri: str, run_id: str, metrics: dict, step: int | None = None) -> None:
+def log_metrics(uri: str | None, run_id: str, metrics: dict, step: int | None = None) -> None:
     from mlflow.entities import Metric
 
     ts = int(time.time() * 1000)
@@ -252,7 +254,7 @@ def log_metrics(uri: str, run_id: str, metrics: dict, step: int | None = None) -
         print(f"warning: MLflow unreachable ({e}); metrics spooled to {_spool_path()}", flush=True)
 
 
-def log_epoch(uri: str, run_id: str, metrics: dict) -> None:
+def log_epoch(uri: str | None, run_id: str, metrics: dict) -> None:
     log_metrics(uri, run_id, metrics, step=int(metrics.get("epoch", 0)))
 
 
@@ -274,13 +276,13 @@ def replay_spool() -> int:
     return len(rows)
 
 
-def end_run(uri: str, run_id: str, status: str = "FINISHED", end_time: int | None = None) -> None:
+def end_run(uri: str | None, run_id: str, status: str = "FINISHED", end_time: int | None = None) -> None:
     retry(client(uri).set_terminated, run_id, status, end_time)
     for watcher in WATCHERS:
         watcher("close", uri, run_id, status=status)
 
 
-def reopen_run(uri: str, run_id: str) -> None:
+def reopen_run(uri: str | None, run_id: str) -> None:
     """A run resumed after a failure: status RUNNING again and its ``error`` tag removed."""
     c = client(uri)
     retry(c.update_run, run_id, status="RUNNING")
@@ -292,20 +294,20 @@ def reopen_run(uri: str, run_id: str) -> None:
         watcher("open", uri, run_id, run.info.run_name, run.data.tags, run.data.params)
 
 
-def set_tags(uri: str, run_id: str, tags: dict) -> None:
+def set_tags(uri: str | None, run_id: str, tags: dict) -> None:
     for k, v in tags.items():
         retry(client(uri).set_tag, run_id, k, str(v)[:5000])
 
 
-def log_artifacts(uri: str, run_id: str, local_dir: str, artifact_path: str | None = None) -> None:
+def log_artifacts(uri: str | None, run_id: str, local_dir: str, artifact_path: str | None = None) -> None:
     retry(client(uri).log_artifacts, run_id, local_dir, artifact_path)
 
 
-def log_artifact(uri: str, run_id: str, path: str, artifact_path: str | None = None) -> None:
+def log_artifact(uri: str | None, run_id: str, path: str, artifact_path: str | None = None) -> None:
     retry(client(uri).log_artifact, run_id, path, artifact_path)
 
 
-def find_run(uri: str, experiment: str, tag: str, value: str) -> str | None:
+def find_run(uri: str | None, experiment: str, tag: str, value: str) -> str | None:
     """The id of a run carrying ``tag=value`` (a trial restarted on --resume keeps its MLflow run)."""
     exp = client(uri).get_experiment_by_name(experiment)
     if exp is None:
@@ -315,7 +317,12 @@ def find_run(uri: str, experiment: str, tag: str, value: str) -> str | None:
 
 
 def close_children(
-    uri: str, experiment: str, parent_run_id: str, reason: str = "stopped_early", stopped=(), errors: dict | None = None
+    uri: str | None,
+    experiment: str,
+    parent_run_id: str,
+    reason: str = "stopped_early",
+    stopped=(),
+    errors: dict | None = None,
 ) -> None:
     """Child runs still RUNNING when the sweep ends were stopped early (ASHA kills the trial; ended when they last
     logged an epoch), or the sweep was interrupted (``reason="interrupted"``): mark them KILLED with that reason as a
@@ -340,7 +347,7 @@ def close_children(
             end_run(uri, rid, "KILLED", max((m.timestamp for m in epochs), default=None))
 
 
-def children(uri: str, experiment: str, parent_run_id: str) -> list:
+def children(uri: str | None, experiment: str, parent_run_id: str) -> list:
     """Every child run of ``parent_run_id``."""
     exp = client(uri).get_experiment_by_name(experiment)
     return retry(
@@ -351,7 +358,7 @@ def children(uri: str, experiment: str, parent_run_id: str) -> list:
     )
 
 
-def child_runs(uri: str, experiment: str, parent_run_id: str) -> dict:
+def child_runs(uri: str | None, experiment: str, parent_run_id: str) -> dict:
     """Each trial's child run, keyed by trial id."""
     return {
         r.data.tags["raydistill.trial_id"]: r

@@ -32,6 +32,7 @@ from raydistill.data.batches import epoch_batches
 from raydistill.data.general import DynamicMasking
 from raydistill.models.teacher import quiet_hf
 from raydistill.tasks import get_task
+from raydistill.tasks.base import Task
 from raydistill.tasks.encode import collate, encode
 from raydistill.train.checkpoint import copy_dir, load_state, resume_student, save_checkpoint
 from raydistill.train.faults import Fault
@@ -68,7 +69,7 @@ def seed_all(seed: int) -> None:
 # ---------------------------------------------------------------- data
 @dataclass
 class Data:
-    task: object
+    task: Task
     train: list  # encoded training features
     eval_examples: list
     eval_encoded: object
@@ -337,6 +338,7 @@ class Trainer:
             best=None if best is metrics else best_dir,
         )
         if best is metrics:
+            assert best_dir is not None  # rank 0 always has one
             copy_dir(os.path.join(ckpt_dir, "best_student"), best_dir)
         self.clock.lap("checkpoint")
         metrics.update(self.clock.metrics())  # cumulative seconds per phase, so far

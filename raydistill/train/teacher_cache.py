@@ -73,7 +73,7 @@ def _rows(offsets, idx) -> np.ndarray:
 class TeacherCache:
     def __init__(self, root: str, key: str, kind: str):
         self.dir, self.kind = os.path.join(root, key), kind
-        self.arrays: dict[str, np.ndarray] = {}
+        self.arrays: dict[str, np.memmap] = {}
         self.hidden_layers: frozenset = frozenset()  # full-sequence hidden states cached (0 = embeddings)
         self.att_layers: frozenset = frozenset()  # attention scores cached (0-based layers)
         self.heads = self.layers = 0
@@ -141,6 +141,7 @@ class TeacherCache:
                     self._build(teacher, features, collate, pad_id, device, meta is None, add_h, add_a, log=log)
             fcntl.flock(lock, fcntl.LOCK_UN)
         meta = self._meta()
+        assert meta is not None  # built above, under the lock
         self.arrays = {k: np.load(os.path.join(self.dir, f"{k}.npy"), mmap_mode="r") for k in meta["arrays"]}
         self.hidden_layers, self.att_layers = frozenset(meta["hidden"]), frozenset(meta["att"])
         self.heads = meta["heads"]
@@ -257,14 +258,14 @@ class TeacherCache:
                     )  # a copy: the map is read-only
                     out[r, :, :n, :n] = torch.from_numpy(block)
                 scores[j] = out.to(device, non_blocking=True).float()
-        hidden = tuple(hidden)
+        layers = tuple(hidden)
         if self.kind in ("token", "qa"):
             pred = self._tokens("pred", idx, lengths, L, device)
             if self.kind == "qa":
-                return Outputs(start=pred[..., 0], end=pred[..., 1], hidden=hidden, scores=scores)
-            return Outputs(logits=pred, hidden=hidden, scores=scores)
+                return Outputs(start=pred[..., 0], end=pred[..., 1], hidden=layers, scores=scores)
+            return Outputs(logits=pred, hidden=layers, scores=scores)
         logits = torch.from_numpy(np.asarray(self.arrays["pred"][idx])).to(device, non_blocking=True).float()
-        return Outputs(logits=logits, hidden=hidden, scores=scores)
+        return Outputs(logits=logits, hidden=layers, scores=scores)
 
 
 class _CacheWriter:
@@ -278,9 +279,9 @@ class _CacheWriter:
         self.offsets = np.concatenate([[0], np.cumsum(self.lengths)])
         self.att_offsets = np.concatenate([[0], np.cumsum(self.lengths * self.lengths * self.heads)])
         self.token_level = kind in ("token", "qa")
-        self.arrays: dict[str, np.ndarray] = {}
+        self.arrays: dict[str, np.memmap] = {}
 
-    def new(self, name: str, shape, dtype=np.float16) -> np.ndarray:
+    def new(self, name: str, shape, dtype=np.float16) -> np.memmap:
         shape = tuple(int(d) for d in shape)  # numpy ints would be written into the .npy header as np.int64(…)
         path = os.path.join(self.out_dir, f"{name}.tmp.npy")
         self.arrays[name] = np.lib.format.open_memmap(path, "w+", dtype, shape)
@@ -303,13 +304,15 @@ class _CacheWriter:
     def write_hidden(self, out, idx: list[int], real: torch.Tensor, layers: set) -> None:
         for j in layers:
             arr = self.arrays.get(f"hidden_{j}")
-            arr = self.new(f"hidden_{j}", (self.offsets[-1], self.config.hidden_size)) if arr is None else arr
+            if arr is None:
+                arr = self.new(f"hidden_{j}", (self.offsets[-1], self.config.hidden_size))
             arr[_rows(self.offsets, idx)] = out.hidden_states[j][real].cpu().half().numpy()
 
     def write_scores(self, scores: dict, idx: list[int], layers: set) -> None:
         for j in layers:
             arr = self.arrays.get(f"att_{j}")
-            arr = self.new(f"att_{j}", (self.att_offsets[-1],)) if arr is None else arr
+            if arr is None:
+                arr = self.new(f"att_{j}", (self.att_offsets[-1],))
             sc = scores[j].float().cpu()
             for r, i in enumerate(idx):
                 n = self.lengths[i]
