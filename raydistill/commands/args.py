@@ -114,8 +114,12 @@ def add_teacher_args(p: argparse.ArgumentParser) -> None:
 
 
 def teacher_cache_dir(a) -> str | None:
-    from raydistill.tracking.track import RESULTS_DIR
+    from raydistill.common.paths import results_path
 
     return (
-        None if a.no_teacher_cache else os.path.abspath(a.teacher_cache or os.path.join(RESULTS_DIR, "teacher-cache"))
+        None
+        if a.no_teacher_cache
+        else os.path.abspath(a.teacher_cache)
+        if a.teacher_cache
+        else results_path("teacher-cache")
     )

@@ -19,6 +19,7 @@ import tempfile
 import threading
 
 from raydistill.common.errors import UserError
+from raydistill.common.paths import write_json_atomic
 
 MARKER = ".raydistill-written.json"
 
@@ -88,10 +89,7 @@ def signals_held():
 
 
 def _write_marker(folder: str, files: list[str], command: str) -> None:
-    tmp = os.path.join(folder, MARKER + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump({"written_by": command, "files": sorted(set(files))}, f, indent=1)
-    os.replace(tmp, os.path.join(folder, MARKER))
+    write_json_atomic(os.path.join(folder, MARKER), {"written_by": command, "files": sorted(set(files))}, indent=1)
 
 
 def _move(src_root: str, dst_root: str, rel: str) -> None:

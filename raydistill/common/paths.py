@@ -2,10 +2,30 @@
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
+from typing import Any
 
 from raydistill.common.errors import check
+
+RESULTS_DIR = "raydistill-results"  # the product's own folder, in the directory a command runs in
+
+
+def results_path(*parts: str) -> str:
+    """An absolute path under the results folder (``./raydistill-results`` of the directory the command runs in)."""
+    return os.path.abspath(os.path.join(RESULTS_DIR, *parts))
+
+
+def write_json_atomic(path: str, obj: Any, unique: bool = False, **dump: Any) -> None:
+    """``obj`` as JSON at ``path``, written beside it and renamed into place: a reader (or a process killed mid-write)
+    sees the old file or the new one, never half of one. ``unique``: a temporary name of this process's own, for a file
+    several processes write at once."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = f"{path}.{os.getpid()}.tmp" if unique else f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(obj, f, **dump)
+    os.replace(tmp, path)
 
 
 def unwritable(path: str) -> str | None:

@@ -224,9 +224,9 @@ def main(argv=None) -> dict:
 
         run_device(cfg.train)  # --use-gpu where torch sees no GPU: refused here, not a worker waiting for ever
     cfg = preflight(cfg)
+    from raydistill.common.paths import results_path
     from raydistill.orchestrate.connect import init_ray
     from raydistill.orchestrate.run import RunOptions, execute
-    from raydistill.tracking.track import RESULTS_DIR
 
     init_ray(verbose=a.verbose)
     from raydistill.common.interrupts import at_signal, on_interrupt
@@ -234,7 +234,7 @@ def main(argv=None) -> dict:
 
     at_signal(mute_workers)  # Ctrl-C: workers Ray kills while the command unwinds print nothing
     on_interrupt(shutdown)  # Ctrl-C: the run is ended KILLED (execute), Ray stopped, then the one line
-    storage = os.path.abspath(a.storage_path or os.path.join(RESULTS_DIR, "ray"))
+    storage = os.path.abspath(a.storage_path) if a.storage_path else results_path("ray")
     # a fresh Ray Train run name each time: Train V2 resumes any earlier run stored under the same name
     shape = f"{cfg.student.layers}L{cfg.student.hidden}"
     name = f"{cfg.distill.method}-{cfg.task}-{shape}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"

@@ -10,6 +10,8 @@ import time
 
 import torch
 
+from raydistill.common.paths import write_json_atomic
+
 
 def memo_dir() -> str:
     """Per-user, per-machine memo folder (``RAYDISTILL_CACHE_DIR`` or ~/.cache/raydistill): shared by every trial,
@@ -82,8 +84,4 @@ def read_memo(path: str) -> dict:
 
 def write_memo(path: str, memo: dict) -> None:
     """Atomically: trials on one machine read and write the memo folder at once."""
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = path + f".{os.getpid()}.tmp"
-    with open(tmp, "w") as f:
-        json.dump(memo, f)
-    os.replace(tmp, path)
+    write_json_atomic(path, memo, unique=True)

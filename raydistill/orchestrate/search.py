@@ -12,7 +12,7 @@ from optuna.exceptions import UpdateFinishedTrialError
 from ray.tune.schedulers import ASHAScheduler
 from ray.tune.search.optuna import OptunaSearch
 
-from raydistill.tracking.track import RESULTS_DIR
+from raydistill.common.paths import results_path
 
 
 def make_searcher(
@@ -29,11 +29,7 @@ def make_searcher(
     metrics = [metric, multi_objective] if multi_objective else metric
     modes = [mode, "min"] if multi_objective else mode
     uri = base.tracking_uri
-    db = (
-        uri[len("sqlite:///") :]
-        if uri.startswith("sqlite:///")
-        else os.path.join(os.path.abspath(RESULTS_DIR), "mlflow.db")
-    )
+    db = uri[len("sqlite:///") :] if uri.startswith("sqlite:///") else results_path("mlflow.db")
     seed = spec.search.get("seed", base.train.seed)
     # constant liar: trials running at once count as bad guesses, so concurrent proposals spread out
     sampler = (

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from raydistill.common.errors import check
+from raydistill.common.paths import results_path, write_json_atomic
 from raydistill.config.schema import RunConfig
 from raydistill.config.sizes import Shape
 from raydistill.orchestrate.resources import DEFAULT_CPUS_PER_WORKER, Cluster, TrialDemand, concurrency
-from raydistill.tracking.track import RESULTS_DIR
 
 STATE = "raydistill_sweep.json"
 SECOND_OBJECTIVE = {"params": "student_params", "latency": "latency_ms_b1"}  # --multi-objective: minimised
@@ -43,18 +43,10 @@ def log(message: str) -> None:
 
 def state_path(storage_path: str | None, name: str) -> str:
     """Where a sweep keeps what ``--resume`` needs (beside its Tune experiment, or locally for a remote one)."""
-    storage_root = os.path.abspath(RESULTS_DIR)
-    storage = storage_path or os.path.join(storage_root, "ray")
+    storage = storage_path or results_path("ray")
     if "://" in storage:
-        return os.path.join(storage_root, "sweeps", name, STATE)
+        return results_path("sweeps", name, STATE)
     return os.path.join(os.path.abspath(storage), name, STATE)
-
-
-def write_json(path: str, obj: Any) -> None:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path + ".tmp", "w") as f:
-        json.dump(obj, f)
-    os.replace(path + ".tmp", path)  # a driver killed mid-write leaves the old state, not half a file
 
 
 @dataclass
@@ -110,7 +102,7 @@ class Sweep:
         )
         check_ray_options(a.placement_strategy, a.max_failures, demand.cpus_per_worker, demand.gpus_per_worker)
         _check_gpu_share(a)
-        storage_root = os.path.abspath(RESULTS_DIR)
+        storage_root = results_path()
         base = RunConfig.from_dict(
             dict(
                 task=task.name,
@@ -229,7 +221,7 @@ class Sweep:
         track.end_run(self.base.tracking_uri, self.parent, "KILLED")
 
     def _save(self) -> None:
-        write_json(state_path(self.args.storage_path, self.name), self.state)
+        write_json_atomic(state_path(self.args.storage_path, self.name), self.state)  # a killed driver: old or new
 
     # ------------------------------------------------------------------ the teacher and its yardstick
     def prepare(self) -> None:
@@ -242,7 +234,7 @@ class Sweep:
         from raydistill.train.preflight import preflight
 
         a = self.args
-        root = os.path.abspath(RESULTS_DIR)
+        root = results_path()
         teacher = self.state.get("teacher") or prepare_teacher(
             self.base, root, self.parent, log, epochs=a.teacher_epochs, lr=a.teacher_lr
         )

@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from raydistill.common.errors import failure_reason
+from raydistill.common.paths import results_path
 from raydistill.config.schema import RunConfig
 from raydistill.config.selection import report_metric
 from raydistill.results.report import PARAMS, SHOW, pareto_plot, table
 from raydistill.tracking import track
-from raydistill.tracking.track import RESULTS_DIR
 
 
 def summarize(
@@ -160,7 +160,7 @@ def _write_summary(
     """summary.txt, summary.json, pareto_front.txt and pareto.png under the results folder: (table text, the files,
     the front's columns)."""
     metric, teacher, report = sweep.metric, sweep.teacher, report_metric(sweep.metric)
-    out_dir = os.path.join(os.path.abspath(RESULTS_DIR), "sweeps", sweep.name)
+    out_dir = results_path("sweeps", sweep.name)
     os.makedirs(out_dir, exist_ok=True)
     scores = _scores(metric)
     cols = (

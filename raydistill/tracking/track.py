@@ -10,8 +10,8 @@ import time
 import urllib.request
 
 from raydistill.common.errors import UserError
+from raydistill.common.paths import results_path
 
-RESULTS_DIR = "raydistill-results"
 # a model-training experiment: MLflow 3's UI then opens it on its runs table, not on the GenAI overview of traces
 # called as watcher("open", uri, run_id, name, tags, params) / watcher("close", uri, run_id, status=...) when this
 # process
@@ -22,7 +22,7 @@ EXPERIMENT_KIND = ("mlflow.experimentKind", "custom_model_development")
 
 def default_tracking_uri() -> str:
     """SQLite beside the Ray results, with an absolute path: Ray changes the working directory of trials."""
-    path = os.path.abspath(os.path.join(RESULTS_DIR, "mlflow.db"))
+    path = results_path("mlflow.db")
     os.makedirs(os.path.dirname(path), exist_ok=True)
     return f"sqlite:///{path}"
 
@@ -259,8 +259,8 @@ def log_epoch(uri: str | None, run_id: str, metrics: dict) -> None:
 
 
 def _spool_path() -> str:
-    os.makedirs(RESULTS_DIR, exist_ok=True)
-    return os.path.abspath(os.path.join(RESULTS_DIR, "mlflow-spool.jsonl"))
+    os.makedirs(results_path(), exist_ok=True)
+    return results_path("mlflow-spool.jsonl")
 
 
 def replay_spool() -> int:

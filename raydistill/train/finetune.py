@@ -13,6 +13,7 @@ import os
 import shutil
 import sys
 
+from raydistill.common.paths import write_json_atomic
 from raydistill.config.schema import RunConfig, StudentConfig
 
 DONE = "raydistill_finetune.json"
@@ -109,9 +110,7 @@ class ResumeRecord:
         copy_dir(ckpt_dir, os.path.join(self.folder, "next"))  # hard links where it can
         shutil.rmtree(self.ckpt, ignore_errors=True)
         os.replace(os.path.join(self.folder, "next"), self.ckpt)
-        with open(self.state + ".tmp", "w") as f:
-            json.dump({"fingerprint": self.fp, "run_id": self.run_id, "epoch": epoch}, f)
-        os.replace(self.state + ".tmp", self.state)
+        write_json_atomic(self.state, {"fingerprint": self.fp, "run_id": self.run_id, "epoch": epoch})
 
 
 def _train(cfg: RunConfig, device, record: ResumeRecord, run_id: str, log) -> dict:

@@ -25,6 +25,7 @@ import tempfile
 import numpy as np
 import torch
 
+from raydistill.common.paths import write_json_atomic
 from raydistill.common.progress import Progress
 from raydistill.train.precision import autocast
 
@@ -221,9 +222,7 @@ class TeacherCache:
             "heads": w.heads,
             "layers": w.n_layers,
         }
-        with open(os.path.join(out_dir, "meta.json.tmp"), "w") as f:
-            json.dump(meta, f)
-        os.replace(os.path.join(out_dir, "meta.json.tmp"), os.path.join(out_dir, "meta.json"))
+        write_json_atomic(os.path.join(out_dir, "meta.json"), meta)
 
     def _tokens(self, name: str, idx: list[int], lengths: np.ndarray, L: int, device) -> torch.Tensor:
         """Rows of a token-level array for ``idx``, laid out on the batch's (right-)padded [B, L] grid, zeros on
