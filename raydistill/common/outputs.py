@@ -112,8 +112,7 @@ def publish(src: str, dest: str, command: str, keep: tuple[str, ...] = ()) -> st
     dest = os.path.abspath(dest)
     if os.stat(src).st_dev != os.stat(staging_parent(dest)).st_dev:
         moved = staging(dest)  # another file system: copy beside dest first, so what follows are renames
-        shutil.rmtree(moved)
-        shutil.copytree(src, moved)
+        shutil.copytree(src, moved, dirs_exist_ok=True)  # into the empty folder staging just made
         shutil.rmtree(src, ignore_errors=True)
         src = moved
     new = _files(src)

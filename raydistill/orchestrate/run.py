@@ -137,8 +137,7 @@ def _copy_best(root: str, output: str) -> str:
     from raydistill.common.outputs import publish, staging
 
     tmp_out = staging(output)
-    os.rmdir(tmp_out)
-    shutil.copytree(os.path.join(root, "checkpoint", "best_student"), tmp_out)
+    shutil.copytree(os.path.join(root, "checkpoint", "best_student"), tmp_out, dirs_exist_ok=True)
     return publish(tmp_out, output, "raydistill distill")
 
 
