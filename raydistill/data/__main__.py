@@ -1,18 +1,25 @@
-"""Dataset CLI: ``python -m raydistill.data summary --task TASK [--data-dir DIR]``.
+"""Dataset CLI.
 
-Prints one JSON object as the last stdout line:
-  {"task", "kind", "splits": {split: n_examples}, "labels": {split: ...}, "metrics", "main_metric"}
+``python -m raydistill.data summary --task TASK [--data-dir DIR]`` prints one JSON object as the last stdout line:
+  {"task", "kind", "splits": {split: n_examples}, "labels": {split: ...}, "carve": {...}, "metrics", "main_metric"}
 where ``labels`` is, per split: class-name counts (classification), {"min", "max", "mean"} of the score (regression),
-entity-type counts (token), {"questions", "paragraphs"} (qa). Splits whose file is missing are left out.
+entity-type counts (token), {"questions", "paragraphs"} (qa). Splits whose file is missing are left out. ``carve``: the
+validation split a run chooses on (data/carve.py), how many training rows it took out and how many of its rows still
+occur inside a training row (0).
+
+``python -m raydistill.data split --task TASK [--data-dir DIR] --output DIR`` writes ``train.jsonl``,
+``validation.jsonl`` and ``dev.jsonl``: the rows a run of the task trains on, chooses on and reports on.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
 from collections import Counter
 
-from raydistill.commands.cli import HelpFormatter, cli
+from raydistill.commands.cli import HelpFormatter, add_overwrite, cli
 from raydistill.common.errors import UserError
 from raydistill.tasks import SPLITS, get_task, load_split
 from raydistill.tasks.glue import MissingData
@@ -33,7 +40,7 @@ def label_summary(task, examples: list[dict]) -> dict:
     return {"questions": len(examples), "paragraphs": len({e["context"] for e in examples})}
 
 
-def summary(task_name: str, data_dir) -> dict:
+def summary(task_name: str, data_dir, val_fraction: float = 0.1) -> dict:
     task = get_task(task_name)
     splits, labels, missing = {}, {}, []
     for split in SPLITS[task.name]:
@@ -50,9 +57,77 @@ def summary(task_name: str, data_dir) -> dict:
         "kind": task.kind,
         "splits": splits,
         "labels": labels,
+        **({"carve": carve_summary(task, data_dir, val_fraction)} if "train" in splits and task.labelled else {}),
         "metrics": list(task.metrics),
         "main_metric": task.main_metric,
     }
+
+
+def carve_summary(task, data_dir, val_fraction: float) -> dict:
+    """The validation split a run of ``task`` chooses on: its size, the training rows the carve took out, and how many
+    validation rows still occur inside a training row (as a substring for phrase tasks, the same text or pair
+    otherwise)."""
+    from raydistill.data.carve import carve, inside_count
+    from raydistill.data.splits import split_train
+
+    rows, held = split_train(task, data_dir)
+    cut = carve(rows, task, val_fraction, held)
+    train = [r for i, r in enumerate(rows) if i not in held and i not in cut.out_of_train]
+    return {
+        "val_fraction": val_fraction,
+        "validation": len(cut.val),
+        "dropped_from_train": len(cut.dropped),
+        "validation_inside_train": inside_count(task, train, [rows[i] for i in cut.val]),
+    }
+
+
+def _row(task, r: dict) -> dict:
+    """A row as ``data split`` writes it: label names instead of indices."""
+    if task.kind == "classification":
+        out = {"text": r["text"], **({"text_pair": r["text_pair"]} if r.get("text_pair") is not None else {})}
+        return {**out, "label": task.label_names[r["label"]]}
+    if task.kind == "token":
+        return {"tokens": r["tokens"], "labels": [task.label_names[i] for i in r["labels"]]}
+    if task.kind == "regression":
+        return {k: r[k] for k in ("text", "text_pair", "label") if r.get(k) is not None}
+    return dict(r)
+
+
+def split(args) -> dict:
+    """Write the rows a run trains on, chooses on and reports on, one JSON object per row."""
+    from raydistill.common.outputs import publish, staging
+    from raydistill.config.schema import RunConfig
+    from raydistill.data.splits import train_val_dev
+
+    task = get_task(args.task)
+    train = {"val_fraction": args.val_fraction}
+    cfg = RunConfig.from_dict({"task": task.name, "teacher": "-", "data_dir": args.data_dir, "train": train})
+    parts = dict(zip(("train", "validation", "dev"), train_val_dev(cfg, task), strict=True))
+    tmp = staging(args.output)
+    try:
+        for name, rows in parts.items():
+            with open(os.path.join(tmp, f"{name}.jsonl"), "w", encoding="utf-8") as f:
+                f.writelines(json.dumps(_row(task, r), ensure_ascii=False) + "\n" for r in rows)
+        publish(tmp, args.output, "raydistill data split")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)  # ours: empty once published
+    return {"task": task.name, "output": os.path.abspath(args.output), **{k: len(v) for k, v in parts.items()}}
+
+
+def _data_dir_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--task", required=True, help="task name (python -m raydistill list tasks)")
+    p.add_argument(
+        "--data-dir",
+        default=None,
+        help="local copy of the data: the GLUE root or the task's own folder (default: the Hugging Face hub)",
+    )
+    p.add_argument(
+        "--val-fraction",
+        type=float,
+        default=0.1,
+        help="share of the training rows (SST-2: of its sentences) carved as the validation split, as a run's "
+        "--val-fraction",
+    )
 
 
 @cli
@@ -74,14 +149,22 @@ def main(argv=None):
             "(splits whose file is missing are left out)."
         ),
     )
-    p.add_argument("--task", required=True, help="task name (python -m raydistill list tasks)")
-    p.add_argument(
-        "--data-dir",
-        default=None,
-        help="local copy of the data: the GLUE root or the task's own folder (default: the Hugging Face hub)",
+    _data_dir_arg(p)
+    split_help = "write the rows a run trains on, chooses on and reports on (train, validation, dev .jsonl)"
+    p = sub.add_parser(
+        "split",
+        help=split_help,
+        formatter_class=HelpFormatter,
+        description=f"{split_help[0].upper()}{split_help[1:]}: one JSON object per row, labels by name.",
     )
+    _data_dir_arg(p)
+    p.add_argument("--output", required=True, help="folder to write the three files into (empty or new)")
+    add_overwrite(p)
     args = parser.parse_args(argv)
-    print(json.dumps(summary(args.task, args.data_dir), ensure_ascii=False))
+    if args.command == "split":
+        print(json.dumps(split(args), ensure_ascii=False))
+    else:
+        print(json.dumps(summary(args.task, args.data_dir, args.val_fraction), ensure_ascii=False))
     return 0
 
 

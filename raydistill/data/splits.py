@@ -8,6 +8,7 @@ import random
 from collections.abc import Set as AbstractSet
 
 from raydistill.common.errors import UserError
+from raydistill.data.carve import CARVE_VERSION, Carve, carve
 
 HOLDOUT = 0.1  # share of train held out as validation when a task has no separate dev split
 # The task hold-out is a property of the data, not of the run: a fixed seed gives every run, whatever its --seed,
@@ -38,58 +39,17 @@ def split_train(task, data_dir) -> tuple[list, set[int]]:
     return rows, holdout_indices(len(rows), HOLDOUT_SEED) if task.eval_split == "test" else set()
 
 
-VAL_SEED = (
-    7  # the validation split is a property of the data too: every run and trial of a task chooses on the same rows
-)
-
-
 def val_indices(rows: list, task, frac: float, exclude: AbstractSet[int] = frozenset()) -> list[int]:
-    """Indices of the validation split carved from ``rows`` (less ``exclude``): ``frac`` of each label's rows
-    (classification), of each fifth of the score range by rank (regression), or of all rows (token, QA tasks), drawn
-    with the fixed seed ``VAL_SEED``. Refuses a split that leaves a label with no validation row or no training row."""
-    keep = [i for i in range(len(rows)) if i not in exclude]
-    strata: dict = {}
-    if task.kind == "classification":
-        for i in keep:
-            strata.setdefault(rows[i]["label"], []).append(i)
-    elif task.kind == "regression":
-        ranked = sorted(keep, key=lambda i: rows[i]["label"])
-        for r, i in enumerate(ranked):
-            strata.setdefault(5 * r // max(len(ranked), 1), []).append(i)
-    else:
-        strata[0] = keep
-    fix = "raise --val-fraction, or choose on dev with --select-on dev"
-    if len(keep) * frac < 2 or len(keep) - len(keep) * frac < 2:
-        raise UserError(
-            "val_fraction",
-            f"task {task.name} has {len(keep)} training rows: too few to carve a "
-            f"{frac:g} validation split and still train; {fix}",
-        )
-    rng, out = random.Random(VAL_SEED), []
-    for key in sorted(strata):
-        idx = list(strata[key])
-        rng.shuffle(idx)
-        k = round(len(idx) * frac)
-        if k == 0:
-            name = (
-                task.label_names[key]
-                if task.kind == "classification" and isinstance(key, int) and key < len(task.label_names)
-                else key
-            )
-            raise UserError(
-                "val_fraction",
-                f"--val-fraction {frac:g} leaves label {name!r} of task {task.name} "
-                f"({len(idx)} training rows) with no validation row; {fix}",
-            )
-        out.extend(idx[:k])
-    return sorted(out)
+    """Indices of the validation split carved from ``rows`` (less ``exclude``): ``data.carve``'s grouped rule."""
+    return list(carve(rows, task, frac, exclude).val)
 
 
 def train_val_dev(cfg, task) -> tuple[list, list, list]:
     """Train, validation and dev examples for one run (see ``split_train``).
 
-    The validation split (``cfg.train.val_fraction`` of the training rows, stratified, ``val_indices``) is what
-    everything chooses on: a run's best epoch, a sweep's trials. It is carved before ``train_limit`` takes the first
+    The validation split (``cfg.train.val_fraction`` of the training rows, by group and stratified: ``data.carve``)
+    is what everything chooses on: a run's best epoch, a sweep's trials; training rows that share text with it leave
+    training. It is carved before ``train_limit`` takes the first
     rows of what is left, so every run of a task, whatever its limit, chooses on the same rows. With
     ``select_on == "dev"`` nothing is carved (val is empty) and the dev set chooses, as before there was a val split.
     ``augment_dir`` swaps the training examples for the augmented set written by ``raydistill.distill.augment``
@@ -99,8 +59,8 @@ def train_val_dev(cfg, task) -> tuple[list, list, list]:
         train, dev = general_examples(cfg)
         return train, [], dev
     rows, held = split_train(task, cfg.data_dir)
-    val_idx = val_indices(rows, task, cfg.train.val_fraction, held) if cfg.train.select_on == "val" else []
-    out_of_train = held | set(val_idx)
+    cut = carve(rows, task, cfg.train.val_fraction, held) if cfg.train.select_on == "val" else Carve(())
+    val_idx, out_of_train = cut.val, held | cut.out_of_train
     train = [ex for i, ex in enumerate(rows) if i not in out_of_train]
     dev = [rows[i] for i in sorted(held)] if held else task.loader(task, cfg.data_dir, task.eval_split)
     if cfg.augment_dir:
@@ -217,7 +177,7 @@ def data_fingerprint(cfg) -> str:
     """Short hash of the exact train, validation and dev examples a run sees (after limits, hold-out, augmentation).
     Without a validation split it is the hash of train and dev alone, as before there was one."""
     train, val, dev = _splits(cfg)
-    return _digest([train, dev] + ([val] if val else []))
+    return _digest([train, dev] + ([val, CARVE_VERSION] if val else []))
 
 
 def datasets(cfg) -> list[dict]:

@@ -13,7 +13,14 @@ NLI2 = ("entailment", "not_entailment")
 
 
 def _glue(
-    name, labels, metrics=("accuracy",), main="accuracy", kind="classification", pair=True, eval_split="validation"
+    name,
+    labels,
+    metrics=("accuracy",),
+    main="accuracy",
+    kind="classification",
+    pair=True,
+    eval_split="validation",
+    phrase_rows=False,
 ):
     return Task(
         name=name,
@@ -26,13 +33,14 @@ def _glue(
         loader=glue.load,
         hub=("nyu-mll/glue", name),
         pair=pair,
+        phrase_rows=phrase_rows,
     )
 
 
 _NER = ("f1", "precision", "recall")
 _ALL = [
     _glue("cola", ("unacceptable", "acceptable"), ("mcc",), "mcc", pair=False),
-    _glue("sst2", ("negative", "positive"), pair=False),
+    _glue("sst2", ("negative", "positive"), pair=False, phrase_rows=True),
     _glue("mrpc", ("not_equivalent", "equivalent"), ("accuracy", "f1")),
     _glue("stsb", (), ("pearson", "spearman"), "pearson", kind="regression"),
     _glue("qqp", ("not_duplicate", "duplicate"), ("accuracy", "f1")),

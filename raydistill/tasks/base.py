@@ -30,6 +30,9 @@ class Task:
     hub: tuple[str, str | None] = ("", None)  # (datasets path, config name) for the hub default
     pair: bool = False  # sentence-pair task
     labelled: bool = True  # gold labels: a hard loss and a task head (False: general distillation)
+    # training rows are phrases cut from whole sentences and dev holds whole sentences (SST-2): the validation split
+    # is carved by sentence (data/carve.py)
+    phrase_rows: bool = False
 
     @property
     def num_labels(self) -> int:

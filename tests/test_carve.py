@@ -1,0 +1,161 @@
+"""The validation split is carved by group (data/carve.py): on every shared GLUE task no text sits on both sides, the
+label shares match all training rows, and SST-2's validation rows are whole sentences like dev."""
+
+from __future__ import annotations
+
+import collections
+import statistics
+from types import SimpleNamespace
+
+import pytest
+
+from raydistill.common.errors import UserError
+from raydistill.data import carve as C
+
+
+def _task(kind="classification", labels=("neg", "pos"), phrase_rows=False, name="t"):
+    return SimpleNamespace(name=name, kind=kind, label_names=labels, phrase_rows=phrase_rows)
+
+
+@pytest.fixture(autouse=True)
+def _fresh(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the on-disk carve cache lands in this test's folder
+    monkeypatch.setattr(C, "_MEMO", {})
+
+
+def test_sentences_are_the_rows_inside_no_other_row():
+    texts = {0: "a fine film", 1: "fine", 2: "a fine", 3: "the plot drags", 4: "plot", 5: "fine film indeed"}
+    assert sorted(C.sentences(texts)) == [0, 3, 5]
+
+
+def test_phrase_carve_takes_sentences_and_drops_the_phrases_inside_them():
+    rows, sents = [], []
+    for k in range(40):
+        y = k % 2
+        words = [f"w{k}a", f"w{k}b", "good" if y else "bad", f"w{k}c", f"w{k}d"]
+        sents.append(len(rows))
+        rows.append({"text": " ".join(words), "label": y})
+        rows += [{"text": " ".join(words[i : i + 2]), "label": y} for i in range(0, 4, 2)]
+    rows.append({"text": "GOOD", "label": 1})  # inside every positive sentence, case aside
+    cut = C.carve(rows, _task(phrase_rows=True), 0.1)
+    assert set(cut.val) <= set(sents) and len(cut.val) == 4  # 10% of the 40 sentences
+    val_text = [rows[i]["text"].lower() for i in cut.val]
+    train = [i for i in range(len(rows)) if i not in cut.out_of_train]
+    assert not any(rows[i]["text"].lower() in v for i in train for v in val_text)
+    assert not any(v in rows[i]["text"].lower() for i in train for v in val_text)
+    assert len(rows) - 1 in cut.dropped  # "GOOD" sits inside a validation sentence: it leaves training
+    assert [rows[i]["label"] for i in cut.val].count(1) == 2  # the label shares of all rows
+
+
+def test_a_sentence_inside_another_row_by_characters_takes_that_row_out_of_training():
+    rows = [{"text": f"sentence number {k} here", "label": k % 2} for k in range(30)]
+    rows += [{"text": f"{r['text']}!", "label": r["label"]} for r in rows[:30]]  # no word span, a char superstring
+    cut = C.carve(rows, _task(phrase_rows=True), 0.1)
+    train = [rows[i]["text"] for i in range(len(rows)) if i not in cut.out_of_train]
+    assert cut.val and not any(rows[v]["text"] in t for v in cut.val for t in train)
+
+
+def test_identical_text_and_pairs_stay_on_one_side():
+    rows = [{"text": f"Row {k % 50}", "text_pair": f"other {k % 50}", "label": k % 2} for k in range(200)]
+    rows += [{"text": f"other {k}", "text_pair": f"ROW {k}", "label": k % 2} for k in range(50)]  # the pair swapped
+    cut = C.carve(rows, _task(), 0.1)
+    train = {C.group_key(rows[i], "classification") for i in range(len(rows)) if i not in cut.out_of_train}
+    assert cut.val and not train & {C.group_key(rows[i], "classification") for i in cut.val}
+
+
+def test_qa_rows_group_by_context():
+    rows = [
+        {"id": str(k), "question": f"q{k}", "context": f"context {k // 5}", "answers": {"text": [], "answer_start": []}}
+        for k in range(200)
+    ]
+    cut = C.carve(rows, _task("qa", ()), 0.1)
+    val_ctx = {rows[i]["context"] for i in cut.val}
+    assert len(cut.val) == 20 and not any(rows[i]["context"] in val_ctx for i in range(200) if i not in cut.val)
+
+
+def test_a_label_left_without_validation_rows_once_grouped_is_refused():
+    rows = [{"text": "the same", "label": 1} for _ in range(30)] + [{"text": f"r{k}", "label": 0} for k in range(300)]
+    with pytest.raises(UserError) as e:  # every positive row is one group: it cannot be split
+        C.carve(rows, _task(), 0.1)
+    assert e.value.field == "val_fraction" and "'pos'" in str(e.value) and "--val-fraction" in str(e.value)
+
+
+def test_the_carve_is_computed_once_per_data(monkeypatch):
+    rows = [{"text": f"row {k}", "label": k % 2} for k in range(100)]
+    first = C.carve(rows, _task(), 0.1)
+    monkeypatch.setattr(C, "_MEMO", {})  # another process: read from raydistill-results/splits/
+    monkeypatch.setattr(C, "_grouped", lambda *a: pytest.fail("carved again"))
+    assert C.carve(rows, _task(), 0.1) == first
+    rows[0]["text"] = "changed"
+    with pytest.raises(pytest.fail.Exception):  # other data: carved anew
+        C.carve(rows, _task(), 0.1)
+
+
+GLUE = ("sst2", "mrpc", "rte", "stsb", "wnli")
+
+
+@pytest.mark.parametrize("name", GLUE)
+def test_shared_glue_tasks_share_no_text_across_the_carve(shared_data, name):
+    from raydistill.config.schema import RunConfig
+    from raydistill.data.splits import split_train, train_val_dev
+    from raydistill.tasks import get_task
+
+    task = get_task(name)
+    cfg = RunConfig.from_dict({"task": name, "teacher": "x", "data_dir": f"{shared_data}/glue"})
+    train, val, dev = train_val_dev(cfg, task)
+    rows, _ = split_train(task, cfg.data_dir)
+    assert len(val) == pytest.approx(0.1 * (len(rows) if name != "sst2" else 6885), abs=2)
+    if task.kind == "classification":
+        every = collections.Counter(r["label"] for r in rows)
+        chosen = collections.Counter(r["label"] for r in val)
+        for y in every:
+            assert abs(chosen[y] / len(val) - every[y] / len(rows)) <= 0.03
+    if task.pair:
+        assert not {C.group_key(r, task.kind) for r in train} & {C.group_key(r, task.kind) for r in val}
+    else:
+        train_text = "\x00".join(C.norm(r["text"]) for r in train)
+        val_text = "\x00".join(C.norm(r["text"]) for r in val)
+        assert not [r for r in val if C.norm(r["text"]) in train_text]
+        assert not [r for r in train if len(r["text"].split()) >= 4 and C.norm(r["text"]) in val_text]
+        # like dev: whole sentences, not phrases (median words 19 and 19; the row-wise carve's was 7)
+        assert abs(_median_words(val) - _median_words(dev)) <= 2
+
+
+def _median_words(rows: list) -> float:
+    return statistics.median(len(r["text"].split()) for r in rows)
+
+
+def test_data_split_writes_the_rows_a_run_sees_with_label_names(glue_dir, tmp_path, capsys):
+    import json
+
+    from raydistill.config.schema import RunConfig
+    from raydistill.data.__main__ import main
+    from raydistill.data.splits import train_val_dev
+    from raydistill.tasks import get_task
+
+    out = tmp_path / "rows"
+    assert main(["split", "--task", "sst2", "--data-dir", str(glue_dir), "--output", str(out)]) == 0
+    cfg = RunConfig.from_dict({"task": "sst2", "teacher": "-", "data_dir": str(glue_dir)})
+    for name, rows in zip(("train", "validation", "dev"), train_val_dev(cfg, get_task("sst2")), strict=True):
+        written = [json.loads(line) for line in (out / f"{name}.jsonl").read_text().splitlines()]
+        assert written == [{"text": r["text"], "label": ("negative", "positive")[r["label"]]} for r in rows]
+    summary = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert summary["validation"] == len(train_val_dev(cfg, get_task("sst2"))[1])
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("the user's")
+    with pytest.raises(SystemExit) as e:  # the folder rule: refused, nothing written
+        main(["split", "--task", "sst2", "--data-dir", str(glue_dir), "--output", str(tmp_path / "mine")])
+    assert e.value.code == 2 and "--overwrite" in capsys.readouterr().err
+    assert sorted(p.name for p in (tmp_path / "mine").iterdir()) == ["notes.txt"]
+
+
+def test_data_summary_reports_the_carve(shared_data, capsys):
+    import json
+
+    from raydistill.data.__main__ import main
+
+    assert main(["summary", "--task", "sst2", "--data-dir", f"{shared_data}/glue"]) == 0
+    carve = json.loads(capsys.readouterr().out.splitlines()[-1])["carve"]
+    # 10% of the 6,885 sentences; the training phrases inside them (or around them) left training
+    assert carve["validation"] == pytest.approx(688, abs=2) and carve["validation_inside_train"] == 0
+    assert 5000 < carve["dropped_from_train"] < 10000
