@@ -4,6 +4,7 @@ label shares match all training rows, and SST-2's validation rows are whole sent
 from __future__ import annotations
 
 import collections
+import os
 import statistics
 from types import SimpleNamespace
 
@@ -159,3 +160,28 @@ def test_data_summary_reports_the_carve(shared_data, capsys):
     # 10% of the 6,885 sentences; the training phrases inside them (or around them) left training
     assert carve["validation"] == pytest.approx(688, abs=2) and carve["validation_inside_train"] == 0
     assert 5000 < carve["dropped_from_train"] < 10000
+
+
+def test_a_sweep_started_on_other_rows_is_not_resumed(tiny_teacher, glue_dir, tmp_path, capsys):
+    """A sweep recorded before the grouped carve (no data fingerprint in its state) or on other data: refused before
+    Ray, never mixed with new trials."""
+    import json
+
+    import ray
+
+    from raydistill.orchestrate.sweep import state_path
+    from raydistill.sweep import main
+
+    storage = str(tmp_path / "ray")
+    argv = ["pkd_glue", "--task", "sst2", "--data-dir", str(glue_dir), "--teacher", tiny_teacher("classification", 2)]
+    argv += ["--tracking-uri", f"sqlite:///{tmp_path}/mlflow.db", "--storage-path", storage, "--num-samples", "1"]
+    path = state_path(storage, "old")
+    os.makedirs(os.path.dirname(path))
+    for recorded in ({}, {"data_fingerprint": "0123456789abcdef"}):
+        with open(path, "w") as f:
+            json.dump({"argv": argv, "name": "old", "parent_run_id": "abc", **recorded}, f)
+        with pytest.raises(SystemExit) as e:
+            main(["--resume", "--name", "old", "--storage-path", storage])
+        err = capsys.readouterr().err.strip().splitlines()[-1]
+        assert e.value.code == 2 and err.startswith("error: resume: sweep 'old' was started on other"), err
+    assert not ray.is_initialized()

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from raydistill.common.errors import check
+from raydistill.common.errors import UserError, check
 from raydistill.common.paths import results_path, write_json_atomic
 from raydistill.config.schema import RunConfig
 from raydistill.config.sizes import Shape
@@ -155,6 +155,21 @@ class Sweep:
         train_and_eval_examples(self.base, get_task(self.base.task))
         first = sp.trial_config(self.base, sp.sample(self.spec, None, self.teacher_shape))
         preflight(first, load_data=False, require_head=False)  # types, bounds, sizes, mapping: before any run
+        self._same_data()
+
+    def _same_data(self) -> None:
+        """A resumed sweep's trials and the new ones must have trained and chosen on the same rows: a sweep started
+        on other data (other files, or the validation split of an older version) is refused, never mixed."""
+        from raydistill.data.splits import data_fingerprint
+
+        now = data_fingerprint(self.base)
+        if self.state.get("parent_run_id") and self.state.get("data_fingerprint") != now:
+            raise UserError(
+                "resume",
+                f"sweep {self.name!r} was started on other training or validation rows (other data files, or the "
+                "validation split of an older raydistill); start a new sweep (another --name, or no --resume)",
+            )
+        self.state["data_fingerprint"] = now
 
     # ------------------------------------------------------------------ Ray and the parent run
     def start(self) -> None:
