@@ -117,7 +117,7 @@ def test_confirmed_configuration_wins_by_its_mean_and_exports_its_best_seed():
         _run("b2", 0.87, 0.8, "b"),
     ]
     best, mean = pick_confirmed(runs, "best_val_accuracy")
-    assert best.info.run_id == "b2" and mean == pytest.approx((0.85 + 0.86 + 0.87) / 3)
+    assert best.info.run_id == "b2" and mean == pytest.approx((0.86 + 0.87) / 2)  # the fresh seeds only
     best, mean = pick_confirmed(runs[:3], "best_val_accuracy")  # no confirmations: the single best run
     assert best.info.run_id == "c" and mean == 0.95
 
@@ -151,8 +151,9 @@ def test_confirm_rows_and_points():
     ]
     out = confirmed_rows(rows, reps, "best_val_accuracy", "best_eval_accuracy", "max")
     assert [r["config_of"] for r in out] == ["b", "a"] and out[0]["exported_trial"] == "b44"
-    assert out[0]["seeds"] == 3 and out[0]["mean_best_val_accuracy"] == pytest.approx(0.85)
-    assert out[0]["range_best_eval_accuracy"] == pytest.approx(0.1)  # dev 0.7, 0.75, 0.8
+    assert out[0]["seeds"] == 2 and out[0]["mean_best_val_accuracy"] == pytest.approx(0.875)  # fresh seeds only
+    assert out[0]["search_best_val_accuracy"] == 0.8  # the original trial's score: beside the mean, not in it
+    assert out[0]["range_best_eval_accuracy"] == pytest.approx(0.05)  # dev 0.75, 0.8
 
 
 @pytest.mark.parametrize(
@@ -368,10 +369,33 @@ def test_a_confirmation_tie_is_broken_as_best_breaks_it():
         for t, lr, o in (("yy", 1, "zz"), ("cc", 2, "bb"))
     ]
     out = confirmed_rows(rows, reps, "best_val_accuracy", "best_eval_accuracy", "max")
-    assert [r["config_of"] for r in out] == ["bb", "zz"] and out[0]["exported_trial"] == "bb"
+    assert [r["config_of"] for r in out] == ["bb", "zz"] and out[0]["exported_trial"] == "cc"  # lowest fresh trial id
     assert "_first" not in out[0]
     runs = [_run(t, 0.8, 0.7, confirm_of=o) for t, o in (("zz", None), ("bb", None), ("yy", "zz"), ("cc", "bb"))]
-    assert pick_confirmed(runs, "best_val_accuracy")[0].data.tags["raydistill.trial_id"] == "bb"
+    assert pick_confirmed(runs, "best_val_accuracy")[0].data.tags["raydistill.trial_id"] == "cc"
+
+
+def test_confirmation_ranks_by_the_fresh_seeds_alone():
+    """Scores where averaging the original trial in (the old rule) and the fresh seeds alone disagree: ``a``'s lucky
+    0.95 made it a finalist, its two fresh seeds say 0.80; ``b``'s say 0.84. The sweep's summary and raydistill.best
+    both name ``b``, and export a fresh run of it, not its original trial (0.86, higher than its fresh seeds)."""
+    from raydistill.config.selection import pick_confirmed
+    from raydistill.orchestrate.confirm import confirmed_rows
+
+    val = {"a": 0.95, "b": 0.86, "a1": 0.80, "a2": 0.80, "b1": 0.84, "b2": 0.84}
+    origin = {"a1": "a", "a2": "a", "b1": "b", "b2": "b"}
+    assert (0.95 + 0.8 + 0.8) / 3 > (0.86 + 0.84 + 0.84) / 3  # the old rule's winner: a
+    rows = [{"trial": t, "exported": True, "config": {}, "best_val_accuracy": val[t]} for t in ("a", "b")]
+    reps = [
+        {"trial": t, "exported": True, "config": {"confirm_of": o}, "best_val_accuracy": val[t]}
+        for t, o in origin.items()
+    ]
+    out = confirmed_rows(rows, reps, "best_val_accuracy", "best_eval_accuracy", "max")
+    assert [r["config_of"] for r in out] == ["b", "a"] and out[0]["exported_trial"] == "b1"
+    assert out[0]["mean_best_val_accuracy"] == pytest.approx(0.84) and out[0]["search_best_val_accuracy"] == 0.86
+    runs = [_run(t, v, 0.7, confirm_of=origin.get(t)) for t, v in val.items()]
+    best, mean = pick_confirmed(runs, "best_val_accuracy")
+    assert best.info.run_id == "b1" and mean == pytest.approx(0.84)
 
 
 def test_best_ranks_in_the_mode_the_sweep_recorded(tmp_path):

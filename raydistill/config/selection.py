@@ -82,15 +82,18 @@ def group_key(tags: dict[str, str]) -> str:
 
 def pick_confirmed(runs: list[Run], metric: str, mode: str = "max") -> tuple[Run, float] | tuple[None, None]:
     """The winner among runs that share configurations (``group_key``): with confirmation runs present, only the
-    confirmed configurations compete, ranked by the mean of ``metric`` over their seeds; the winner's best seed by
-    ``metric`` is returned, with that mean. ``runs`` are MLflow runs (``.data.tags``, ``.data.metrics``). Without
-    confirmation runs, the single best run (mean = its own value)."""
+    confirmed configurations compete, ranked by the mean of ``metric`` over their *fresh* seeds (the confirmation
+    runs; the original trial's score, biased upward by the selection that made it a finalist, is left out); the
+    winner's best fresh run by ``metric`` is returned, with that mean. ``runs`` are MLflow runs (``.data.tags``,
+    ``.data.metrics``). Without confirmation runs, the single best run (mean = its own value)."""
     groups: dict[str, list[Run]] = {}
+    fresh: dict[str, list[Run]] = {}
     for r in runs:
         if metric in r.data.metrics and math.isfinite(r.data.metrics[metric]):
             groups.setdefault(group_key(r.data.tags), []).append(r)
-    confirmed = {k: g for k, g in groups.items() if any(r.data.tags.get("raydistill.confirm_of") for r in g)}
-    pool = confirmed or groups
+            if r.data.tags.get("raydistill.confirm_of"):
+                fresh.setdefault(group_key(r.data.tags), []).append(r)
+    pool = fresh or groups
     if not pool:
         return None, None
     sign = 1 if mode == "max" else -1

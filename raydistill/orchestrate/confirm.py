@@ -1,7 +1,9 @@
 """Confirm a sweep's winner: the top configurations trained again with further seeds, and the one with the best mean
-validation score wins (``search.confirm: {top: k, seeds: s}``). One validation score is a draw from a noisy
-distribution; the best of N draws is biased upward, most on small tasks, so the search's pick is re-drawn before it is
-believed. The confirmation runs are child runs of the sweep like its trials, tagged ``raydistill.confirm_of``."""
+validation score *over those fresh seeds* wins (``search.confirm: {top: k, seeds: s}``). One validation score is a draw
+from a noisy distribution; the best of N draws is biased upward, most on small tasks, so the search's pick is re-drawn
+before it is believed — and the original trial's score, the biased draw that made it a finalist, is shown beside the
+mean, never averaged into it. The exported student is the winner's best fresh run by validation score. The
+confirmation runs are child runs of the sweep like its trials, tagged ``raydistill.confirm_of``."""
 
 from __future__ import annotations
 
@@ -52,35 +54,32 @@ def run_confirm(
 
 
 def confirmed_rows(rows: list[dict], confirm_rows: list[dict], metric: str, report: str, mode: str) -> list[dict]:
-    """One row per confirmed configuration: its seeds' ``metric`` (chooses) and ``report`` (dev) as mean and range,
-    the seed whose student is exported (the best by ``metric``), best mean first."""
+    """One row per confirmed configuration: its fresh seeds' ``metric`` (chooses) and ``report`` (dev) as mean and
+    range, the original trial's ``metric`` beside them (``search_<metric>``, not averaged in: it is the score selection
+    biased upward), and the fresh seed whose student is exported (the best by ``metric``); best mean first."""
     by_trial = {r["trial"]: r for r in rows}
     groups: dict[str, list[dict]] = {}
     for r in _scored(confirm_rows, metric):
         groups.setdefault(r["config"].get("confirm_of"), []).append(r)
-    out = []
     sign = 1 if mode == "max" else -1
-    for origin, reps in groups.items():
-        seeds = ([by_trial[origin]] if origin in by_trial and by_trial[origin].get("exported") else []) + reps
-        vals = [s[metric] for s in seeds]
-        devs = [s[report] for s in seeds if s.get(report) is not None]
-        pick = min(seeds, key=lambda s: (-sign * s[metric], s["trial"]))  # ties: the lowest trial id, as best
+    out = []
+    for origin, fresh in groups.items():
+        vals = [s[metric] for s in fresh]
+        devs = [s[report] for s in fresh if s.get(report) is not None]
+        pick = min(fresh, key=lambda s: (-sign * s[metric], s["trial"]))  # ties: the lowest trial id, as best
         mean = sum(vals) / len(vals)
         # the order selection.pick_confirmed (raydistill.best) ranks by: mean, then more seeds, then the lowest trial id
-        rank = (-sign * mean, -len(seeds), min(s["trial"] for s in seeds))
-        out.append(
-            (
-                rank,
-                {
-                    "config_of": origin,
-                    "seeds": len(seeds),
-                    f"mean_{metric}": mean,
-                    f"mean_{report}": sum(devs) / len(devs) if devs else None,
-                    f"range_{report}": (max(devs) - min(devs)) if devs else None,
-                    "exported_trial": pick["trial"],
-                    metric: pick[metric],
-                    report: pick.get(report),
-                },
-            )
-        )
+        rank = (-sign * mean, -len(fresh), min(s["trial"] for s in fresh))
+        row = {
+            "config_of": origin,
+            f"search_{metric}": by_trial.get(origin, {}).get(metric),
+            "seeds": len(fresh),
+            f"mean_{metric}": mean,
+            f"mean_{report}": sum(devs) / len(devs) if devs else None,
+            f"range_{report}": (max(devs) - min(devs)) if devs else None,
+            "exported_trial": pick["trial"],
+            metric: pick[metric],
+            report: pick.get(report),
+        }
+        out.append((rank, row))
     return [row for _, row in sorted(out, key=lambda x: x[0])]
