@@ -185,3 +185,19 @@ def test_a_sweep_started_on_other_rows_is_not_resumed(tiny_teacher, glue_dir, tm
         err = capsys.readouterr().err.strip().splitlines()[-1]
         assert e.value.code == 2 and err.startswith("error: resume: sweep 'old' was started on other"), err
     assert not ray.is_initialized()
+
+
+def test_eval_limit_bounds_the_validation_split_too(glue_dir):
+    """A quick run scores at most --eval-limit rows of each split every epoch: dev's first rows, a fixed sample of
+    validation (the old code scored all of validation, 10% of the full training set, whatever the limits)."""
+    from raydistill.config.schema import RunConfig
+    from raydistill.data.splits import train_val_dev
+    from raydistill.tasks import get_task
+
+    cfg = RunConfig.from_dict({"task": "sst2", "teacher": "-", "data_dir": str(glue_dir)})
+    _, val_all, dev_all = train_val_dev(cfg, get_task("sst2"))
+    quick = cfg.replace(train=cfg.train.__class__(eval_limit=8, train_limit=20))
+    train, val, dev = train_val_dev(quick, get_task("sst2"))
+    assert len(val) == 8 and len(dev) == 8 and dev == dev_all[:8] and len(train) == 20
+    assert all(r in val_all for r in val) and val == train_val_dev(quick, get_task("sst2"))[1]  # fixed
+    assert not {r["text"] for r in train} & {r["text"] for r in val_all}  # the rows left out go to no side

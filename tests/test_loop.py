@@ -395,13 +395,20 @@ def test_best_epoch_is_reported_checkpointed_and_kept_on_resume(tiny_teacher, gl
 
 
 def test_each_epoch_shows_progress_on_rank_0(tiny_teacher, glue_dir):
-    """A line every ~10% of an epoch (step/total, examples/s, time left) through the run's logger; none from rank 1."""
+    """A line every ~10% of an epoch (step/total, examples/s, time left) through the run's logger, while training and
+    while scoring; none from rank 1."""
     cfg = cfg_for("sst2", tiny_teacher("classification", 2), glue_dir, "tinybert", epochs=2, mapping="uniform")
     lines = []
     run(cfg, Context(log=lines.append))
-    prog = [ln for ln in lines if ln.startswith("epoch ")]
+    prog = [ln for ln in lines if ln.startswith("epoch ") and " scoring " not in ln]
     assert prog[0].startswith("epoch 1/2 intermediate: 1/4 (25%)") and prog[3].startswith("epoch 1/2 intermediate: 4/4")
     assert prog[-1].startswith("epoch 2/2 pred: 4/4 (100%)") and all("ex/s" in ln and "left" in ln for ln in prog)
+    # scoring shows progress too (it once ran minutes without a line): both splits' rows, every epoch
+    scoring = [ln for ln in lines if " scoring " in ln]
+    n = cfg.train.eval_limit * 2  # dev's rows and validation's: --eval-limit bounds both
+    for epoch in (1, 2):
+        done = [ln for ln in scoring if ln.startswith(f"epoch {epoch}/2 scoring val + dev: ")]
+        assert done and done[-1].split(": ")[1].startswith(f"{n}/{n} (100%)") and "rows/s" in done[-1]
 
 
 def test_a_stopped_trials_checkpoint_folder_is_removed(tiny_teacher, glue_dir, tmp_path, monkeypatch):

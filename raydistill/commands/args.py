@@ -28,7 +28,13 @@ def add_train_args(p: argparse.ArgumentParser, d: TrainConfig = DEFAULTS, genera
     p.add_argument("--epochs", type=int, default=d.epochs, help="passes over the training rows")
     p.add_argument("--max-steps", type=int, default=d.max_steps, help="cap on optimizer steps (0 = none)")
     p.add_argument("--train-limit", type=int, default=d.train_limit, help="use the first N training examples")
-    p.add_argument("--eval-limit", type=int, default=d.eval_limit, help="use the first N dev examples")
+    p.add_argument(
+        "--eval-limit",
+        type=int,
+        default=d.eval_limit,
+        help="score at most N rows of each split scored every epoch: the first N of dev and a fixed sample of N of the "
+        "validation split (0 = all). A quick run's choice of epoch and trial then rests on fewer rows: noisier",
+    )
     p.add_argument("--max-length", type=int, default=d.max_length, help="tokens per example (longer ones are cut)")
     p.add_argument("--batch-size", type=int, default=d.batch_size, help="global batch size, split over the workers")
     p.add_argument("--lr", type=float, default=d.lr, help="peak learning rate (AdamW, linear warm-up and decay)")

@@ -8,7 +8,7 @@ import random
 from collections.abc import Set as AbstractSet
 
 from raydistill.common.errors import UserError
-from raydistill.data.carve import CARVE_VERSION, Carve, carve
+from raydistill.data.carve import CARVE_VERSION, VAL_SEED, Carve, carve
 
 HOLDOUT = 0.1  # share of train held out as validation when a task has no separate dev split
 # The task hold-out is a property of the data, not of the run: a fixed seed gives every run, whatever its --seed,
@@ -50,7 +50,8 @@ def train_val_dev(cfg, task) -> tuple[list, list, list]:
     The validation split (``cfg.train.val_fraction`` of the training rows, by group and stratified: ``data.carve``)
     is what everything chooses on: a run's best epoch, a sweep's trials; training rows that share text with it leave
     training. It is carved before ``train_limit`` takes the first
-    rows of what is left, so every run of a task, whatever its limit, chooses on the same rows. With
+    rows of what is left, so every run of a task, whatever its train limit, chooses on the same rows; ``eval_limit``
+    caps the rows scored on both dev (its first rows) and validation (a fixed sample: ``val_sample``). With
     ``select_on == "dev"`` nothing is carved (val is empty) and the dev set chooses, as before there was a val split.
     ``augment_dir`` swaps the training examples for the augmented set written by ``raydistill.distill.augment``
     (originals included), less every row made from a held-out or validation row.
@@ -60,7 +61,7 @@ def train_val_dev(cfg, task) -> tuple[list, list, list]:
         return train, [], dev
     rows, held = split_train(task, cfg.data_dir)
     cut = carve(rows, task, cfg.train.val_fraction, held) if cfg.train.select_on == "val" else Carve(())
-    val_idx, out_of_train = cut.val, held | cut.out_of_train
+    val_idx, out_of_train = list(cut.val), held | cut.out_of_train
     train = [ex for i, ex in enumerate(rows) if i not in out_of_train]
     dev = [rows[i] for i in sorted(held)] if held else task.loader(task, cfg.data_dir, task.eval_split)
     if cfg.augment_dir:
@@ -74,10 +75,19 @@ def train_val_dev(cfg, task) -> tuple[list, list, list]:
         train = train[: cfg.train.train_limit]
     if cfg.train.eval_limit:
         dev = dev[: cfg.train.eval_limit]
+        val_idx = val_sample(val_idx, cfg.train.eval_limit)
     for name, split in (("train", train), ("validation", dev)):
         if not split:
             raise UserError("data_dir", f"the {name} split of task {task.name} is empty; check the data files")
     return train, [rows[i] for i in val_idx], dev
+
+
+def val_sample(val_idx, limit: int) -> list[int]:
+    """``limit`` rows of the validation split for a quick run (``--eval-limit``): a fixed sample, the same for every
+    run of the task; the rows it leaves out go to no side (training never sees them)."""
+    if limit >= len(val_idx):
+        return list(val_idx)
+    return sorted(random.Random(VAL_SEED).sample(sorted(val_idx), limit))
 
 
 def train_and_eval_examples(cfg, task) -> tuple[list, list]:

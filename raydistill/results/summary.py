@@ -175,8 +175,8 @@ def _write_summary(
     text = table(rows, cols)
     if sweep.confirmed:
         text += (
-            f"\n\nconfirmed: the top {len(sweep.confirmed)} configuration(s) re-trained with fresh seeds; the best mean "
-            f"{metric} over the fresh seeds wins (the search's own score, search_{metric}, is shown, not averaged "
+            f"\n\nconfirmed: the top {len(sweep.confirmed)} configuration(s) re-trained with fresh seeds; the best "
+            f"mean {metric} over the fresh seeds wins (the search's own score, search_{metric}, is shown, not averaged "
             "in), its best fresh run is exported\n" + table(sweep.confirmed, list(sweep.confirmed[0]))
         )
     with open(os.path.join(out_dir, "summary.txt"), "w") as f:

@@ -33,7 +33,7 @@ from raydistill.data.general import DynamicMasking
 from raydistill.models.teacher import quiet_hf
 from raydistill.tasks import get_task
 from raydistill.tasks.base import Task
-from raydistill.tasks.encode import collate, encode
+from raydistill.tasks.encode import Encoded, collate, encode
 from raydistill.train.checkpoint import copy_dir, load_state, resume_student, save_checkpoint
 from raydistill.train.faults import Fault
 from raydistill.train.precision import release, step_dtype, teacher_dtype
@@ -313,10 +313,17 @@ class Trainer:
             vec /= self.ctx.world_size
         return {f"train_{k}": float(v) for k, v in zip(keys, vec.tolist(), strict=True)}
 
+    def _scoring(self, epoch: int) -> Progress:
+        """Progress of scoring both splits, shown as training's (rank 0 only scores)."""
+        d = self.data
+        rows = sum(len(e.features) for e in (d.eval_encoded, d.val_encoded) if isinstance(e, Encoded))  # QA: windows
+        what = f"epoch {epoch + 1}/{self.cfg.train.epochs} scoring " + ("val + dev" if d.val_examples else "dev")
+        return Progress(what, rows, unit="rows", log=self.ctx.log, live=self.ctx.live)
+
     def _evaluate(self, epoch: int, metrics: dict, best_dir: str | None) -> str:
         """Rank 0: val and dev scores, size and latency, the best epoch so far (chosen on val), and this epoch's
         checkpoint (its folder returned)."""
-        metrics.update(dev_metrics(self.student, self.data, max(self.per_rank, 32), self.device))
+        metrics.update(dev_metrics(self.student, self.data, max(self.per_rank, 32), self.device, self._scoring(epoch)))
         self.clock.lap("eval")
         metrics.update(_speed(self.student, self.device))
         self.clock.lap("latency")

@@ -6,38 +6,53 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from raydistill.common.progress import Progress
 from raydistill.tasks.encode import collate, score
 from raydistill.train.step import forward, to_device
 
 
-def dev_metrics(model, data, batch_size: int, device) -> dict:
+def dev_metrics(model, data, batch_size: int, device, progress: Progress | None = None) -> dict:
     """``eval_<metric>`` of ``model`` on ``data``'s dev set (a ``loop.Data``), and ``val_<metric>`` on its validation
-    split when it has one."""
-    out = split_metrics(model, data.task, data.eval_examples, data.eval_encoded, data.pad_id, batch_size, device)
+    split when it has one. ``progress`` counts the rows scored (both splits)."""
+    out = split_metrics(
+        model, data.task, data.eval_examples, data.eval_encoded, data.pad_id, batch_size, device, progress=progress
+    )
     if data.val_examples:
         out.update(
             split_metrics(
-                model, data.task, data.val_examples, data.val_encoded, data.pad_id, batch_size, device, prefix="val"
+                model,
+                data.task,
+                data.val_examples,
+                data.val_encoded,
+                data.pad_id,
+                batch_size,
+                device,
+                prefix="val",
+                progress=progress,
             )
         )
+    if progress:
+        progress.done()
     return out
 
 
-def split_metrics(model, task, examples, encoded, pad_id: int, batch_size: int, device, prefix: str = "eval") -> dict:
+def split_metrics(
+    model, task, examples, encoded, pad_id: int, batch_size: int, device, prefix: str = "eval", progress=None
+) -> dict:
     """``<prefix>_<metric>`` of ``model`` on one split's ``examples`` (``encoded`` by ``tasks.encode.encode``)."""
     if task.kind == "mlm":
-        loss, correct, n = _mlm_sums(model, encoded, pad_id, batch_size, device)
+        loss, correct, n = _mlm_sums(model, encoded, pad_id, batch_size, device, progress)
         return {f"{prefix}_mlm_loss": loss / max(n, 1), f"{prefix}_mlm_accuracy": correct / max(n, 1)}
-    outs = model_outputs(model, task, encoded, pad_id, batch_size, device)
+    outs = model_outputs(model, task, encoded, pad_id, batch_size, device, progress)
     return {f"{prefix}_{k}": float(v) for k, v in score(task, examples, encoded, outs).items()}
 
 
-def model_outputs(model, task, encoded, pad_id: int, batch_size: int, device) -> dict:
+def model_outputs(model, task, encoded, pad_id: int, batch_size: int, device, progress: Progress | None = None) -> dict:
     """The model's predictions on every encoded row of a labelled task, in the layout ``tasks.encode.score`` reads:
     one array per output (logits, or QA start/end), rows cut to their real length for token and QA tasks."""
     order = by_length(encoded.features)
     outs: dict[str, list] = {}
-    for batch, o in _forward_batches(model, encoded, pad_id, batch_size, device, order):
+    for batch, o in _forward_batches(model, encoded, pad_id, batch_size, device, order, progress):
         lengths = batch["attention_mask"].sum(-1).tolist()
         for name, t in o.predictions().items():
             t = t.float().cpu().numpy()
@@ -54,10 +69,11 @@ def by_length(features: list[dict]) -> list[int]:
     return sorted(range(len(features)), key=lambda i: -len(features[i]["input_ids"]))
 
 
-def _mlm_sums(model, encoded, pad_id: int, batch_size: int, device) -> list[float]:
+def _mlm_sums(model, encoded, pad_id: int, batch_size: int, device, progress=None) -> list[float]:
     """Loss sum, correct predictions and count over the masked pieces (general distillation)."""
     sums = torch.zeros(3, device=device)
-    for batch, o in _forward_batches(model, encoded, pad_id, batch_size, device, by_length(encoded.features)):
+    order = by_length(encoded.features)
+    for batch, o in _forward_batches(model, encoded, pad_id, batch_size, device, order, progress):
         sel = batch["labels"] != -100
         logits, gold = o.logits[sel].float(), batch["labels"][sel]
         sums += torch.stack(
@@ -70,9 +86,9 @@ def _mlm_sums(model, encoded, pad_id: int, batch_size: int, device) -> list[floa
     return sums.tolist()
 
 
-def _forward_batches(model, encoded, pad_id: int, batch_size: int, device, order: list[int]):
+def _forward_batches(model, encoded, pad_id: int, batch_size: int, device, order: list[int], progress=None):
     """(batch, outputs) for every ``batch_size`` rows of ``encoded`` taken in ``order``, the model in eval mode and
-    back in train mode."""
+    back in train mode; ``progress`` advanced by the rows of each batch."""
     model.eval()
     try:
         with torch.no_grad():
@@ -80,5 +96,7 @@ def _forward_batches(model, encoded, pad_id: int, batch_size: int, device, order
                 rows = [encoded.features[i] for i in order[start : start + batch_size]]
                 batch = to_device(collate(rows, pad_id), device)
                 yield batch, forward(model, batch, need_hidden=False)
+                if progress:
+                    progress.update(items=len(rows), steps=len(rows))
     finally:
         model.train()
