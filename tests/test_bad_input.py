@@ -246,6 +246,22 @@ CASES = [
         "split",
         what="a `train.tsv` with only its header",
     ),
+    Case(
+        "data-split-output-holds-users-files",
+        "data",
+        lambda E: ["split", "--task", "sst2", "--data-dir", E.glue, "--output", E.users],
+        "output",
+        what="`data split --output` folder holding files raydistill did not write",
+        says="pass --overwrite",
+    ),
+    Case(
+        "data-split-val-fraction-too-small",
+        "data",
+        lambda E: ["split", "--task", "sst2", "--data-dir", E.glue, "--output", E.out, "--val-fraction", "0.001"],
+        "val_fraction",
+        what="`data split --val-fraction 0.001`",
+        says="--val-fraction",
+    ),
     # ---------------------------------------------------------------- finetune
     Case(
         "finetune-model-missing",
