@@ -16,7 +16,7 @@ import sys
 from typing import Any
 
 from raydistill.commands.args import teacher_cache_dir
-from raydistill.commands.cli import HelpFormatter, cli
+from raydistill.commands.cli import HelpFormatter, Parser, cli
 from raydistill.common.errors import check
 from raydistill.orchestrate.resources import DEFAULT_CPUS_PER_WORKER
 from raydistill.orchestrate.sweep import SECOND_OBJECTIVE, Sweep, state_path
@@ -27,7 +27,7 @@ TEACHER_EPOCHS, TEACHER_LR = 3, 2e-5  # the in-sweep teacher fine-tune: raydisti
 def parser():
     from raydistill.commands.args import add_teacher_args
 
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="python -m raydistill.sweep",
         formatter_class=HelpFormatter,
         description=(

@@ -8,11 +8,10 @@ entity-type counts (token), {"questions", "paragraphs"} (qa). Splits whose file 
 
 from __future__ import annotations
 
-import argparse
 import json
 from collections import Counter
 
-from raydistill.commands.cli import HelpFormatter, cli
+from raydistill.commands.cli import HelpFormatter, Parser, cli
 from raydistill.common.errors import UserError
 from raydistill.tasks import SPLITS, get_task, load_split
 from raydistill.tasks.glue import MissingData
@@ -57,7 +56,7 @@ def summary(task_name: str, data_dir) -> dict:
 
 @cli
 def main(argv=None):
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="python -m raydistill.data",
         formatter_class=HelpFormatter,
         description="Look at a task's data before training on it.",

@@ -18,7 +18,7 @@ from raydistill.commands.args import (
     teacher_cache_dir,
     train_config,
 )
-from raydistill.commands.cli import HelpFormatter, add_overwrite, cli
+from raydistill.commands.cli import HelpFormatter, Parser, add_overwrite, cli
 from raydistill.config.schema import DistillConfig, RunConfig, StudentConfig
 
 DESCRIPTION = (
@@ -29,11 +29,9 @@ DESCRIPTION = (
 )
 
 
-def parser() -> argparse.ArgumentParser:
+def parser() -> Parser:
     s, d = StudentConfig(), DistillConfig()
-    p = argparse.ArgumentParser(
-        prog="python -m raydistill.distill", description=DESCRIPTION, formatter_class=HelpFormatter
-    )
+    p = Parser(prog="python -m raydistill.distill", description=DESCRIPTION, formatter_class=HelpFormatter)
     p.add_argument(
         "--method",
         required=True,

@@ -3,11 +3,10 @@ stage builds the set (``raydistill.data.augment.build``)."""
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
-from raydistill.commands.cli import HelpFormatter, add_overwrite, cli
+from raydistill.commands.cli import HelpFormatter, Parser, add_overwrite, cli
 from raydistill.common.errors import check
 from raydistill.data.augment import MLM_HINT, build, check_candidates
 
@@ -37,7 +36,7 @@ def model_source(args) -> tuple[str, str, str]:
 
 @cli
 def main(argv=None):
-    ap = argparse.ArgumentParser(
+    ap = Parser(
         prog="python -m raydistill.distill.augment",
         formatter_class=HelpFormatter,
         description="TinyBERT data augmentation: write N copies of every training row of a "
