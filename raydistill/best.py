@@ -17,7 +17,7 @@ import shutil
 import sys
 import time
 
-from raydistill.commands.cli import HelpFormatter, add_overwrite, cli
+from raydistill.commands.cli import HelpFormatter, Parser, add_overwrite, cli
 from raydistill.common.errors import check
 from raydistill.common.outputs import adding_to
 
@@ -178,8 +178,8 @@ def register(uri: str, run_id: str, name: str, alias: str = ALIAS) -> str:
     return mv.version
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+def parser() -> Parser:
+    p = Parser(
         prog="python -m raydistill.best",
         formatter_class=HelpFormatter,
         description=(

@@ -5,10 +5,9 @@ Used to check that an exported student scores what its MLflow run logged. Last s
 
 from __future__ import annotations
 
-import argparse
 import json
 
-from raydistill.commands.cli import HelpFormatter, cli
+from raydistill.commands.cli import HelpFormatter, Parser, cli
 from raydistill.common.errors import UserError, check
 
 
@@ -48,7 +47,7 @@ def evaluate_dir(
 
 @cli
 def main(argv=None) -> dict:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="python -m raydistill.evaluate",
         formatter_class=HelpFormatter,
         description=(

@@ -13,13 +13,12 @@ fine-tune ends, into the same MLflow run.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shlex
 import sys
 
-from raydistill.commands.cli import HelpFormatter, add_overwrite, cli
+from raydistill.commands.cli import HelpFormatter, Parser, add_overwrite, cli
 from raydistill.common.interrupts import resume_hint
 from raydistill.config.schema import RunConfig
 from raydistill.train.finetune import finetune
@@ -28,7 +27,7 @@ from raydistill.train.finetune import finetune
 def parser():
     from raydistill.commands.args import add_train_args
 
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="python -m raydistill.finetune",
         formatter_class=HelpFormatter,
         description=(

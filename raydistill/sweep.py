@@ -16,7 +16,7 @@ import sys
 from typing import Any
 
 from raydistill.commands.args import teacher_cache_dir
-from raydistill.commands.cli import HelpFormatter, cli
+from raydistill.commands.cli import HelpFormatter, Parser, cli
 from raydistill.common.errors import check
 from raydistill.orchestrate.resources import DEFAULT_CPUS_PER_WORKER
 from raydistill.orchestrate.sweep import SECOND_OBJECTIVE, Sweep, state_path
@@ -25,9 +25,7 @@ TEACHER_EPOCHS, TEACHER_LR = 3, 2e-5  # the in-sweep teacher fine-tune: raydisti
 
 
 def parser():
-    from raydistill.commands.args import add_teacher_args
-
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="python -m raydistill.sweep",
         formatter_class=HelpFormatter,
         description=(
@@ -40,6 +38,16 @@ def parser():
             "dev. Prints a summary table and the best trial as one JSON object on the last line of stdout."
         ),
     )
+    # in --help's order: what is searched, the resources, the trials' training, the sweep's own bookkeeping
+    _add_space_args(p)
+    _add_resource_args(p)
+    _add_train_overrides(p)
+    _add_sweep_args(p)
+    return p
+
+
+def _add_space_args(p: Parser) -> None:
+    """The space and what it is searched on: task, data, teacher."""
     p.add_argument(
         "space",
         nargs="?",
@@ -61,6 +69,10 @@ def parser():
         help="fine-tuned teacher folder, or a pretrained encoder to fine-tune first "
         "(default: the space's teacher, else bert-base-uncased)",
     )
+
+
+def _add_resource_args(p: Parser) -> None:
+    """How many trials, and the workers, CPUs and GPUs each gets."""
     p.add_argument("--num-samples", type=int, help="trials (default: the space's num_samples)")
     p.add_argument("--num-workers", type=int, help="DDP workers per trial (default: the space's num_workers, else 1)")
     p.add_argument(
@@ -81,6 +93,13 @@ def parser():
         help="CPUs (and torch threads) per worker (default "
         f"{DEFAULT_CPUS_PER_WORKER:g}: on a small CPU machine more trials at once beat more threads each)",
     )
+
+
+def _add_train_overrides(p: Parser) -> None:
+    """distill's training flags, each overriding the space's value (no defaults of their own), and the in-sweep
+    teacher fine-tune's."""
+    from raydistill.commands.args import add_selection_args
+
     for flag, kind in (
         ("epochs", int),
         ("max-steps", int),
@@ -97,8 +116,6 @@ def parser():
             help=f"as in raydistill.distill (default: the space's train."
             f"{flag.replace('-', '_')}, else raydistill.distill's)",
         )
-    from raydistill.commands.args import add_selection_args
-
     add_selection_args(p, None)
     p.add_argument(
         "--teacher-epochs",
@@ -114,6 +131,12 @@ def parser():
         default=TEACHER_LR,
         help=f"learning rate of that fine-tune (default {TEACHER_LR:g}, raydistill.finetune's)",
     )
+
+
+def _add_sweep_args(p: Parser) -> None:
+    """Where the sweep logs and keeps its trials, its name and resume, overrides, objectives, Ray's knobs."""
+    from raydistill.commands.args import add_teacher_args
+
     p.add_argument("--tracking-uri", help="MLflow URI (default: sqlite under ./raydistill-results)")
     p.add_argument("--experiment", help="MLflow experiment (default: the space's name)")
     p.add_argument("--storage-path", help="Ray results folder or s3:// URI (default ./raydistill-results/ray)")
@@ -152,7 +175,6 @@ def parser():
     )
     add_teacher_args(p)
     p.add_argument("--inject-fault", default="", help=argparse.SUPPRESS)  # test hook, see RunConfig.fault
-    return p
 
 
 # ------------------------------------------------------------------ main

@@ -1477,26 +1477,59 @@ def test_help_still_works(capsys):
     assert e.value.code == 0 and "--temperature" in capsys.readouterr().out
 
 
-def test_argparse_is_left_as_it_was():
-    """The one-line argparse errors apply only while an entry point runs."""
+def test_argparse_is_left_as_it_was(capsys):
+    """The one-line argparse errors are the commands' own parser class (commands.cli.Parser): argparse itself is not
+    changed, during a command or after it."""
     import argparse
 
-    from raydistill.commands.cli import cli
+    from raydistill.commands.cli import Parser, cli
     from raydistill.common.errors import UserError
 
     before = (argparse.ArgumentParser.error, argparse.ArgumentParser.parse_args)
 
     @cli
     def main(argv=None):
-        p = argparse.ArgumentParser(prog="x")
+        assert (argparse.ArgumentParser.error, argparse.ArgumentParser.parse_args) == before
+        p = Parser(prog="x")
         p.add_argument("--n", type=int)
         return p.parse_args(argv)
 
     assert main(["--n", "3"]).n == 3
-    with pytest.raises(SystemExit):
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as e:
         main(["--n", "x"])
+    assert e.value.code == 2
+    assert_one_line(capsys.readouterr().err, "--n")
     assert (argparse.ArgumentParser.error, argparse.ArgumentParser.parse_args) == before
     p = argparse.ArgumentParser(prog="y")
     with pytest.raises(SystemExit):  # plain argparse outside an entry point: its own behaviour
         p.parse_args(["--unknown"])
     assert not issubclass(SystemExit, UserError)
+
+
+def test_only_the_commands_first_parse_checks_paths(tmp_path):
+    """The entry point's own parse checks --output; a later parse in the same command (the sweep's re-parse of a
+    resumed sweep's flags) and one outside a command do not; sub-command parsers are the commands' class too."""
+    from raydistill.commands.cli import Parser, cli
+    from raydistill.common.errors import UserError
+
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "theirs.txt").write_text("x")
+    p = Parser(prog="x")
+    p.add_argument("--output")
+    sub = p.add_subparsers(dest="command").add_parser("s")
+    assert isinstance(sub, Parser)
+
+    @cli
+    def main(argv):
+        p.parse_args(argv[0])
+        return p.parse_args(argv[1])
+
+    assert main((["--output", str(tmp_path / "new")], ["--output", str(foreign)])).output == str(foreign)
+    with pytest.raises(SystemExit) as e:
+        main((["--output", str(foreign)], []))
+    assert e.value.code == 2
+    assert p.parse_args(["--output", str(foreign)]).output == str(foreign)
+    with pytest.raises(UserError):
+        sub.parse_args(["--bogus"])

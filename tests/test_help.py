@@ -30,7 +30,7 @@ def built_parser(module: str) -> argparse.ArgumentParser:
     """The ArgumentParser a command's ``main`` builds: found by running ``main`` up to its ``parse_args`` (which is
     stopped there), so a parser built inline in ``main`` is walked as well as one from a ``parser()`` function."""
     main = importlib.import_module(module).main
-    main = getattr(main, "__wrapped__", main)  # past the cli decorator: its own parse_args wrapper stays out
+    main = getattr(main, "__wrapped__", main)  # past the cli decorator: its signal handlers and path checks stay out
     orig = argparse.ArgumentParser.parse_args
 
     def stop(self, args=None, namespace=None):

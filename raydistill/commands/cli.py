@@ -1,10 +1,12 @@
-"""Command-line entry points: the ``cli`` decorator turns a UserError (argparse's own errors included) into one
-stderr line ``error: FIELD: how to fix it`` and exit status 2, and checks the places a command writes to first."""
+"""Command-line entry points: the ``cli`` decorator turns a UserError (argparse's own errors included: ``Parser``,
+every command's parser, raises them as one) into one stderr line ``error: FIELD: how to fix it`` and exit status 2,
+and has the command's parse check the places it writes to first."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import contextvars
 import functools
 import re
 import sys
@@ -22,49 +24,49 @@ WRITABLE_ARGS = ("output", "storage_path", "export")
 RESULT_ARGS = ("output", "export")  # result folders: refused when they hold files raydistill did not write
 
 
-def _argparse_error(parser: argparse.ArgumentParser, message: str) -> NoReturn:
-    """argparse's own errors (wrong type, bad choice, missing or unknown flag) as a one-line UserError
-    instead of the usage block argparse prints."""
-    message = " ".join(str(message).split())
-    m = re.match(r"argument ([^\s:]+)(?:/\S+)?: (.*)", message)
-    if m:  # "argument --temperature: invalid float value: 'hot'"
-        field, msg = m.group(1), m.group(2)
-    elif m := re.match(r"the following arguments are required: ([^\s,]+)", message):
-        field, msg = m.group(1), message
-    elif m := re.match(r"unrecognized arguments: (\S+)", message):
-        field, msg = m.group(1), message
-    else:
-        field, msg = "arguments", message
-    raise UserError(field, f"{msg} (see {parser.prog} --help)")
+# Armed by ``cli`` for one command: the first ``Parser.parse_args`` in it (the entry point's own) checks the paths
+# it names; a later one (the sweep's re-parse of a resumed sweep's flags) and one outside a command do not.
+_CHECK_PATHS: contextvars.ContextVar[bool] = contextvars.ContextVar("raydistill_check_paths", default=False)
 
 
-@contextlib.contextmanager
-def _one_line_argparse():
-    """While a ``cli`` entry point runs: argparse errors become UserErrors, and every parsed argument in
-    ``WRITABLE_ARGS`` (``--output``, ``--storage-path``, ``--export``) is checked writable before any work, and a result
-    folder (``--output``, ``--export``) holding files raydistill did not write is refused without ``--overwrite``."""
-    cls = argparse.ArgumentParser
-    orig_error, orig_parse = cls.error, cls.parse_args
+class Parser(argparse.ArgumentParser):
+    """The parser of every command (sub-command parsers too: ``add_subparsers`` makes them of the parent's class).
+    argparse's own errors (wrong type, bad choice, missing or unknown flag) are a one-line UserError instead of the
+    usage block argparse prints. The entry point's parse checks every argument in ``WRITABLE_ARGS`` (``--output``,
+    ``--storage-path``, ``--export``) writable before any work, and refuses a result folder (``--output``,
+    ``--export``) holding files raydistill did not write without ``--overwrite``."""
+
+    def error(self, message: str) -> NoReturn:
+        message = " ".join(str(message).split())
+        m = re.match(r"argument ([^\s:]+)(?:/\S+)?: (.*)", message)
+        if m:  # "argument --temperature: invalid float value: 'hot'"
+            field, msg = m.group(1), m.group(2)
+        elif m := re.match(r"the following arguments are required: ([^\s,]+)", message):
+            field, msg = m.group(1), message
+        elif m := re.match(r"unrecognized arguments: (\S+)", message):
+            field, msg = m.group(1), message
+        else:
+            field, msg = "arguments", message
+        raise UserError(field, f"{msg} (see {self.prog} --help)")
 
     def parse_args(self, args=None, namespace=None):
-        # only the entry point's own parse is checked
-        cls.parse_args = orig_parse  # type: ignore[method-assign]  # the cli wrapper patches argparse for the duration of one command
-        ns = orig_parse(self, args, namespace)
-        for dest in WRITABLE_ARGS:
-            value = getattr(ns, dest, None)
-            if isinstance(value, str) and value:
-                check_writable(value, dest)
-                if dest in RESULT_ARGS:  # the folder rule (outputs.py): nothing the command did not write is lost
-                    check_output(value, dest, overwrite=bool(getattr(ns, "overwrite", False)))
-        if isinstance(getattr(ns, "tracking_uri", None), str):
-            check_tracking_uri_path(ns.tracking_uri)
+        first = _CHECK_PATHS.get()
+        _CHECK_PATHS.set(False)  # before parsing, as the one-shot it is: a parse that fails uses it up too
+        ns = super().parse_args(args, namespace)
+        if first:
+            _check_paths(ns)
         return ns
 
-    cls.error, cls.parse_args = _argparse_error, parse_args  # type: ignore[method-assign, assignment]  # the cli wrapper patches argparse for the duration of one command
-    try:
-        yield
-    finally:
-        cls.error, cls.parse_args = orig_error, orig_parse  # type: ignore[method-assign]  # the cli wrapper patches argparse for the duration of one command
+
+def _check_paths(ns: argparse.Namespace) -> None:
+    for dest in WRITABLE_ARGS:
+        value = getattr(ns, dest, None)
+        if isinstance(value, str) and value:
+            check_writable(value, dest)
+            if dest in RESULT_ARGS:  # the folder rule (outputs.py): nothing the command did not write is lost
+                check_output(value, dest, overwrite=bool(getattr(ns, "overwrite", False)))
+    if isinstance(getattr(ns, "tracking_uri", None), str):
+        check_tracking_uri_path(ns.tracking_uri)
 
 
 def add_overwrite(p: argparse.ArgumentParser, flag: str = "--output") -> None:
@@ -132,9 +134,9 @@ def cli(main):
         for sig, handler in before.items():  # an ignored Ctrl-C (a background job) stays ignored
             if handler is signal.default_int_handler or sig == signal.SIGTERM:
                 signal.signal(sig, _interrupt)
+        checking = _CHECK_PATHS.set(True)
         try:
-            with _one_line_argparse():
-                return main(argv)
+            return main(argv)
         except UserError as e:
             print(f"error: {e}", file=sys.stderr, flush=True)
             raise SystemExit(EXIT_USAGE) from None
@@ -150,6 +152,7 @@ def cli(main):
             print("interrupted" + (f"; resume with: {hint}" if hint else ""), file=sys.stderr, flush=True)
             raise SystemExit(exit_status(_INTERRUPT["signal"])) from None
         finally:
+            _CHECK_PATHS.reset(checking)
             for sig, handler in before.items():  # called in process (tests, a notebook): the caller's handlers again
                 if handler is not None:
                     signal.signal(sig, handler)

@@ -7,11 +7,10 @@ init shows up here without this module changing.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 
-from raydistill.commands.cli import HelpFormatter, cli
+from raydistill.commands.cli import HelpFormatter, Parser, cli
 
 GROUPS = ("spaces", "methods", "tasks", "inits")
 
@@ -96,8 +95,8 @@ def render(groups, as_json: bool = False) -> str:
     return "\n\n".join(blocks)
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+def parser() -> Parser:
+    p = Parser(
         prog="python -m raydistill list",
         formatter_class=HelpFormatter,
         description="List what raydistill ships: search spaces, distillation methods, tasks "

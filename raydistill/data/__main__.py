@@ -13,13 +13,12 @@ occur inside a training row (0).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
 from collections import Counter
 
-from raydistill.commands.cli import HelpFormatter, add_overwrite, cli
+from raydistill.commands.cli import HelpFormatter, Parser, add_overwrite, cli
 from raydistill.common.errors import UserError
 from raydistill.tasks import SPLITS, get_task, load_split
 from raydistill.tasks.glue import MissingData
@@ -114,7 +113,7 @@ def split(args) -> dict:
     return {"task": task.name, "output": os.path.abspath(args.output), **{k: len(v) for k, v in parts.items()}}
 
 
-def _data_dir_arg(p: argparse.ArgumentParser) -> None:
+def _data_dir_arg(p: Parser) -> None:
     p.add_argument("--task", required=True, help="task name (python -m raydistill list tasks)")
     p.add_argument(
         "--data-dir",
@@ -132,7 +131,7 @@ def _data_dir_arg(p: argparse.ArgumentParser) -> None:
 
 @cli
 def main(argv=None):
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="python -m raydistill.data",
         formatter_class=HelpFormatter,
         description="Look at a task's data before training on it.",

@@ -254,14 +254,7 @@ def build(
     """Write OUTPUT/train.jsonl (the training rows after the dev hold-out, each tagged with its source row, and ``n``
     augmented copies of each) and OUTPUT/augment.json (the knobs); cached under OUTPUT/cache. What the command and a
     sweep searching ``augment`` call. Returns (rows in, rows out, the train.jsonl path)."""
-    from raydistill.data.splits import SOURCE, split_train
-    from raydistill.tasks import get_task  # lazy: task loading lives elsewhere
-
-    task = get_task(task_name)
-    rows, held = split_train(task, data_dir)  # augment after the hold-out: dev rows never get copies
-    examples = [{**ex, SOURCE: i} for i, ex in enumerate(rows) if i not in held]
-    if limit is not None:
-        examples = examples[:limit]
+    examples, held = _source_rows(task_name, data_dir, limit)
     out = Path(output)
     quiet_hf()  # an encoder loaded without its task head: no load report, no progress bars
     result = augment_cached(
@@ -277,11 +270,6 @@ def build(
         candidates=candidates,
         field=field,
     )
-    from raydistill.common.outputs import publish, staging
-
-    staged = Path(staging(str(out)))  # the result moves in whole, beside the cache it was built from
-    with (staged / "train.jsonl").open("w", encoding="utf-8") as f:
-        f.writelines(json.dumps(ex, ensure_ascii=False) + "\n" for ex in result)
     knobs = {
         "task": task_name,
         "candidates": candidates,
@@ -295,7 +283,31 @@ def build(
         "max_length": max_length,
         "held_out_rows": len(held),
     }
+    _publish(out, result, knobs)
+    return len(examples), len(result), str(out / "train.jsonl")
+
+
+def _source_rows(task_name: str, data_dir, limit) -> tuple[list[dict], set[int]]:
+    """The task's training rows after the dev hold-out, each tagged with its row number (the first ``limit``), and
+    the held-out row numbers."""
+    from raydistill.data.splits import SOURCE, split_train
+    from raydistill.tasks import get_task  # lazy: task loading lives elsewhere
+
+    task = get_task(task_name)
+    rows, held = split_train(task, data_dir)  # augment after the hold-out: dev rows never get copies
+    examples = [{**ex, SOURCE: i} for i, ex in enumerate(rows) if i not in held]
+    if limit is not None:
+        examples = examples[:limit]
+    return examples, held
+
+
+def _publish(out: Path, result: list[dict], knobs: dict) -> None:
+    """OUTPUT/train.jsonl and OUTPUT/augment.json, moved in whole beside the cache they were built from."""
+    from raydistill.common.outputs import publish, staging
+
+    staged = Path(staging(str(out)))
+    with (staged / "train.jsonl").open("w", encoding="utf-8") as f:
+        f.writelines(json.dumps(ex, ensure_ascii=False) + "\n" for ex in result)
     (staged / "augment.json").write_text(json.dumps(knobs, indent=1))  # recorded with every run that trains on it
     cache = [str(f.relative_to(out)) for f in (out / "cache").rglob("*") if f.is_file()]
     publish(str(staged), str(out), "raydistill augment", keep=tuple(cache))
-    return len(examples), len(result), str(out / "train.jsonl")

@@ -150,12 +150,31 @@ def mlm_candidates(texts, tok, model, k, batch_size, max_length, field):
     k = min(k, len(ww_ids))
     ww_index = torch.tensor(ww_ids)
     ww_emb = torch.nn.functional.normalize(emb[ww_index], dim=-1)
-    bias = torch.full((emb.shape[0],), float("-inf"))
+    bias = torch.full((emb.shape[0],), float("-inf"))  # the MLM's guesses restricted to whole words
     bias[ww_index] = 0.0
-
     enc, slots = word_slots(texts, tok)
-    out: list[list[tuple[int, int, list[str]]]] = [[] for _ in texts]
-    mlm_jobs, emb_jobs = [], []  # (text index, slot index, ...)
+    out, mlm_jobs, emb_jobs = _mlm_jobs(enc, slots, max_length)
+    windows = [_window(ids, max_length) for ids in enc["input_ids"]]
+    with torch.no_grad():
+        _fill_from_mlm(out, mlm_jobs, windows, tok, model, bias, k, batch_size)
+        for b in range(0, len(emb_jobs), batch_size):  # words of several pieces
+            batch = emb_jobs[b : b + batch_size]
+            q = torch.stack([emb[torch.tensor(p)].mean(0) for _, _, p in batch])
+            for (t, slot, _), words in zip(batch, nearest_words(q, ww_emb, ww_words, k), strict=True):
+                out[t][slot][2].extend(words)
+    return out
+
+
+def _window(ids: list[int], max_length: int) -> list[int]:
+    """A text's piece ids as the MLM sees them: cut to ``max_length``, keeping the closing special token."""
+    return ids if len(ids) <= max_length else ids[: max_length - 1] + ids[-1:]
+
+
+def _mlm_jobs(enc, slots, max_length: int):
+    """Each text's replaceable words with empty candidate lists, and the jobs that fill them: (text, slot, masked
+    position) for a single-piece word inside the window, (text, slot, piece ids) for a word of several pieces."""
+    out: list[list[tuple[int, int, list[str]]]] = [[] for _ in slots]
+    mlm_jobs, emb_jobs = [], []
     for t, words in enumerate(slots):
         ids = enc["input_ids"][t]
         for start, end, ps in words:
@@ -166,34 +185,27 @@ def mlm_candidates(texts, tok, model, k, batch_size, max_length, field):
                 mlm_jobs.append((t, len(out[t]) - 1, ps[0]))
             else:
                 emb_jobs.append((t, len(out[t]) - 1, [ids[p] for p in ps]))
+    return out, mlm_jobs, emb_jobs
 
-    def window(t):
-        ids = enc["input_ids"][t]
-        return ids if len(ids) <= max_length else ids[: max_length - 1] + ids[-1:]
 
-    with torch.no_grad():
-        mlm_jobs.sort(key=lambda j: len(window(j[0])))  # similar lengths share a batch: less padding
-        progress = Progress("augment: masked-LM candidates", -(-len(mlm_jobs) // batch_size), unit="words")
-        for b in range(0, len(mlm_jobs), batch_size):
-            batch = mlm_jobs[b : b + batch_size]
-            seqs = [window(t) for t, _, _ in batch]
-            width = max(map(len, seqs))
-            input_ids = torch.full((len(seqs), width), tok.pad_token_id or 0)
-            attention = torch.zeros((len(seqs), width), dtype=torch.long)
-            for r, s in enumerate(seqs):
-                input_ids[r, : len(s)] = torch.tensor(s)
-                attention[r, : len(s)] = 1
-            pos = [p for _, _, p in batch]
-            input_ids[range(len(pos)), pos] = tok.mask_token_id
-            top = (_mlm_logits(model, input_ids, attention, pos).float() + bias).topk(k, dim=-1).indices
-            for (t, slot, _), row in zip(batch, top.tolist(), strict=True):
-                out[t][slot][2].extend(
-                    tok.convert_tokens_to_string([tok.convert_ids_to_tokens(i)]).strip() for i in row
-                )
-            progress.update(items=len(batch))
-        for b in range(0, len(emb_jobs), batch_size):
-            batch = emb_jobs[b : b + batch_size]
-            q = torch.stack([emb[torch.tensor(p)].mean(0) for _, _, p in batch])
-            for (t, slot, _), words in zip(batch, nearest_words(q, ww_emb, ww_words, k), strict=True):
-                out[t][slot][2].extend(words)
-    return out
+def _fill_from_mlm(out, jobs, windows, tok, model, bias, k: int, batch_size: int) -> None:
+    """One masked forward per single-piece word, batched across sentences; its top-``k`` whole words go to its slot."""
+    import torch
+
+    jobs.sort(key=lambda j: len(windows[j[0]]))  # similar lengths share a batch: less padding
+    progress = Progress("augment: masked-LM candidates", -(-len(jobs) // batch_size), unit="words")
+    for b in range(0, len(jobs), batch_size):
+        batch = jobs[b : b + batch_size]
+        seqs = [windows[t] for t, _, _ in batch]
+        width = max(map(len, seqs))
+        input_ids = torch.full((len(seqs), width), tok.pad_token_id or 0)
+        attention = torch.zeros((len(seqs), width), dtype=torch.long)
+        for r, s in enumerate(seqs):
+            input_ids[r, : len(s)] = torch.tensor(s)
+            attention[r, : len(s)] = 1
+        pos = [p for _, _, p in batch]
+        input_ids[range(len(pos)), pos] = tok.mask_token_id
+        top = (_mlm_logits(model, input_ids, attention, pos).float() + bias).topk(k, dim=-1).indices
+        for (t, slot, _), row in zip(batch, top.tolist(), strict=True):
+            out[t][slot][2].extend(tok.convert_tokens_to_string([tok.convert_ids_to_tokens(i)]).strip() for i in row)
+        progress.update(items=len(batch))

@@ -18,7 +18,7 @@ from raydistill.commands.args import (
     teacher_cache_dir,
     train_config,
 )
-from raydistill.commands.cli import HelpFormatter, add_overwrite, cli
+from raydistill.commands.cli import HelpFormatter, Parser, add_overwrite, cli
 from raydistill.config.schema import DistillConfig, RunConfig, StudentConfig
 
 DESCRIPTION = (
@@ -29,11 +29,8 @@ DESCRIPTION = (
 )
 
 
-def parser() -> argparse.ArgumentParser:
-    s, d = StudentConfig(), DistillConfig()
-    p = argparse.ArgumentParser(
-        prog="python -m raydistill.distill", description=DESCRIPTION, formatter_class=HelpFormatter
-    )
+def parser() -> Parser:
+    p = Parser(prog="python -m raydistill.distill", description=DESCRIPTION, formatter_class=HelpFormatter)
     p.add_argument(
         "--method",
         required=True,
@@ -46,6 +43,17 @@ def parser() -> argparse.ArgumentParser:
         "python -m raydistill.finetune writes) or a hub name",
     )
     add_train_args(p)
+    # in --help's order
+    _add_student_args(p, StudentConfig())
+    d = DistillConfig()
+    _add_loss_weight_args(p, d)
+    _add_layer_args(p, d)
+    _add_run_args(p)
+    return p
+
+
+def _add_student_args(p: Parser, s: StudentConfig) -> None:
+    """The student's sizes (absolute or relative to the teacher's) and how its weights start."""
     sizes = "a number, a fraction of the teacher's (0.5) or 'teacher'"
     p.add_argument("--student-layers", default=None, help=f"{sizes} (default: half the teacher's depth)")
     p.add_argument("--student-hidden", default=None, help=f"{sizes} (default: the teacher's width)")
@@ -68,6 +76,10 @@ def parser() -> argparse.ArgumentParser:
         "first_k, distilbert "
         "every_other, minilm slice, others random)",
     )
+
+
+def _add_loss_weight_args(p: Parser, d: DistillConfig) -> None:
+    """The soft loss's temperature and the weights of the losses a method combines."""
     p.add_argument(
         "--temperature",
         type=float,
@@ -95,6 +107,10 @@ def parser() -> argparse.ArgumentParser:
         default=d.alpha_mlm,
         help="MLM weight of distilbert general distillation (default 2, the paper's 5/2/1 with --alpha 5)",
     )
+
+
+def _add_layer_args(p: Parser, d: DistillConfig) -> None:
+    """Which teacher layers the intermediate losses read, the stages, and MiniLM's relations."""
     p.add_argument(
         "--mapping",
         default=d.mapping,
@@ -133,6 +149,10 @@ def parser() -> argparse.ArgumentParser:
         default=d.teacher_layer,
         help="minilm: teacher layer to distil from (0 = last, -k = k-th from the top)",
     )
+
+
+def _add_run_args(p: Parser) -> None:
+    """Workers and recovery, the data beyond the task's own rows, where the student and the run go."""
     p.add_argument("--num-workers", type=int, default=1, help="data-parallel (DDP) workers on Ray Train")
     p.add_argument("--use-gpu", action="store_true", help="one GPU per worker")
     p.add_argument("--max-failures", type=int, default=0, help="worker failures to recover from a checkpoint")
@@ -155,7 +175,6 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--placement-strategy", default="PACK", help="PACK or SPREAD the DDP workers over nodes")
     p.add_argument("--verbose", action="store_true", help="Ray Train's own progress lines too")
     p.add_argument("--inject-fault", default="", help=argparse.SUPPRESS)  # test hook, see RunConfig.fault
-    return p
 
 
 def student_sizes(a) -> dict:

@@ -3,11 +3,10 @@ stage builds the set (``raydistill.data.augment.build``)."""
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
-from raydistill.commands.cli import HelpFormatter, add_overwrite, cli
+from raydistill.commands.cli import HelpFormatter, Parser, add_overwrite, cli
 from raydistill.common.errors import check
 from raydistill.data.augment import MLM_HINT, build, check_candidates
 
@@ -35,9 +34,8 @@ def model_source(args) -> tuple[str, str, str]:
     return candidates, model_dir, field
 
 
-@cli
-def main(argv=None):
-    ap = argparse.ArgumentParser(
+def parser() -> Parser:
+    ap = Parser(
         prog="python -m raydistill.distill.augment",
         formatter_class=HelpFormatter,
         description="TinyBERT data augmentation: write N copies of every training row of a "
@@ -73,6 +71,12 @@ def main(argv=None):
     )
     ap.add_argument("--output", required=True, help="writes OUTPUT/train.jsonl (cache under OUTPUT/cache)")
     add_overwrite(ap)
+    _add_sampling_args(ap)
+    return ap
+
+
+def _add_sampling_args(ap: Parser) -> None:
+    """How words are replaced and copies drawn, and the model's batches."""
     ap.add_argument("--p", type=float, default=0.4, help="probability that a word is replaced")
     ap.add_argument("--k", type=int, default=15, help="candidates per word to draw a replacement from")
     ap.add_argument("--n", type=int, default=20, help="augmented copies per training row")
@@ -82,7 +86,11 @@ def main(argv=None):
     )
     ap.add_argument("--batch-size", type=int, default=64, help="sentences per model forward pass")
     ap.add_argument("--max-length", type=int, default=128, help="tokens per sentence (longer ones are cut)")
-    args = ap.parse_args(argv)
+
+
+@cli
+def main(argv=None):
+    args = parser().parse_args(argv)
     candidates, model_dir, field = model_source(args)
     n_in, n_out, out = build(
         args.task,

@@ -87,55 +87,76 @@ def parse_arg(arg: str | None) -> tuple[str, int | None]:
 def importance(teacher, batches: list[dict]) -> dict:
     """Scores of every head [layers, heads], FFN neuron [layers, intermediate], hidden channel [hidden] and layer
     (block importance, [layers]) of ``teacher`` over ``batches`` (model inputs), averaged over real tokens."""
-    cfg, layers = teacher.config, encoder_layers(teacher)
-    n, heads, d = len(layers), cfg.num_attention_heads, cfg.hidden_size // cfg.num_attention_heads
-    acc = {
-        "heads": torch.zeros(n, heads, dtype=torch.float64),
-        "block": torch.zeros(n, dtype=torch.float64),
-        "neurons": torch.zeros(n, cfg.intermediate_size, dtype=torch.float64),
-        "channels": torch.zeros(cfg.hidden_size, dtype=torch.float64),
-    }
-    mask: dict[str, torch.Tensor] = {}  # "m": the current batch's attention mask
+    layers = encoder_layers(teacher)
+    scores = _Scores(teacher.config, len(layers))
+    hooks = scores.register(layers)
+    total = _forward(teacher, batches, scores, hooks)
+    check(total > 0, "student.init", "init prune saw no tokens in its training sample; check the training data")
+    return {k: (v / total).float() for k, v in scores.acc.items()}
 
-    def tokens_sum(x):  # Σ over real tokens of x [B, L, ...] → [...]
-        return torch.einsum("bl,bl...->...", mask["m"], x.float()).double().cpu()
 
-    def on_context(i):
+class _Scores:
+    """The sums ``importance`` averages, filled by forward hooks on every layer (float64: many batches add up)."""
+
+    def __init__(self, cfg, n: int):
+        self.heads, self.d = cfg.num_attention_heads, cfg.hidden_size // cfg.num_attention_heads
+        self.acc = {
+            "heads": torch.zeros(n, self.heads, dtype=torch.float64),
+            "block": torch.zeros(n, dtype=torch.float64),
+            "neurons": torch.zeros(n, cfg.intermediate_size, dtype=torch.float64),
+            "channels": torch.zeros(cfg.hidden_size, dtype=torch.float64),
+        }
+        self.mask = torch.zeros(0)  # the current batch's attention mask [B, L] (set by _forward)
+
+    def tokens_sum(self, x):  # Σ over real tokens of x [B, L, ...] → [...]
+        return torch.einsum("bl,bl...->...", self.mask, x.float()).double().cpu()
+
+    def register(self, layers) -> list:
+        hooks = []
+        for i, layer in enumerate(layers):
+            hooks += [
+                layer.attention.output.dense.register_forward_pre_hook(self.on_context(i)),
+                layer.output.dense.register_forward_pre_hook(self.on_ffn(i)),
+                layer.attention.output.LayerNorm.register_forward_hook(self.on_norm),
+                layer.register_forward_hook(self.on_layer(i), with_kwargs=True),
+            ]
+        return hooks
+
+    def on_context(self, i):
+        heads, d = self.heads, self.d
+
         def hook(mod, args):
             ctx = args[0].float().unflatten(-1, (heads, d))  # [B, L, h, d]
             w = mod.weight.float().unflatten(-1, (heads, d))  # [H, h, d]
             gram = torch.einsum("ehd,ehf->hdf", w, w)  # G = W_hᵀW_h: ‖c W_hᵀ‖² = c G cᵀ
             sq = torch.einsum("blhd,hdf,blhf->blh", ctx, gram, ctx)
-            acc["heads"][i] += tokens_sum(sq.clamp_min(0).sqrt())
+            self.acc["heads"][i] += self.tokens_sum(sq.clamp_min(0).sqrt())
 
         return hook
 
-    def on_ffn(i):
+    def on_ffn(self, i):
         def hook(mod, args):
-            acc["neurons"][i] += tokens_sum(args[0].abs())
+            self.acc["neurons"][i] += self.tokens_sum(args[0].abs())
 
         return hook
 
-    def on_layer(i):
+    def on_layer(self, i):
         def hook(mod, args, kwargs, out):
             x = args[0] if args else kwargs["hidden_states"]
             y = out[0] if isinstance(out, tuple) else out
-            acc["channels"] += tokens_sum(y.abs()) + (tokens_sum(x.abs()) if i == 0 else 0)
-            acc["block"][i] += tokens_sum(1 - torch.nn.functional.cosine_similarity(x.float(), y.float(), dim=-1))
+            self.acc["channels"] += self.tokens_sum(y.abs()) + (self.tokens_sum(x.abs()) if i == 0 else 0)
+            cos = torch.nn.functional.cosine_similarity(x.float(), y.float(), dim=-1)
+            self.acc["block"][i] += self.tokens_sum(1 - cos)
 
         return hook
 
-    def on_norm(mod, args, out):
-        acc["channels"] += tokens_sum(out.abs())
+    def on_norm(self, mod, args, out):
+        self.acc["channels"] += self.tokens_sum(out.abs())
 
-    hooks = []
-    for i, layer in enumerate(layers):
-        hooks += [
-            layer.attention.output.dense.register_forward_pre_hook(on_context(i)),
-            layer.output.dense.register_forward_pre_hook(on_ffn(i)),
-            layer.attention.output.LayerNorm.register_forward_hook(on_norm),
-            layer.register_forward_hook(on_layer(i), with_kwargs=True),
-        ]
+
+def _forward(teacher, batches: list[dict], scores: _Scores, hooks: list) -> float:
+    """Run ``batches`` through ``teacher`` (on the GPU when it sits on the CPU and there is one); the hooks are
+    removed and the teacher's device and train/eval mode restored after. Returns the number of real tokens."""
     home, was_training, total = next(teacher.parameters()).device, teacher.training, 0.0
     device = torch.device("cuda") if home.type == "cpu" and torch.cuda.is_available() else home
     teacher.to(device).eval()
@@ -143,15 +164,14 @@ def importance(teacher, batches: list[dict]) -> dict:
         with torch.no_grad():
             for batch in batches:
                 batch = {k: v.to(device) for k, v in batch.items()}
-                mask["m"] = batch["attention_mask"].float()
-                total += float(mask["m"].sum())
+                scores.mask = batch["attention_mask"].float()
+                total += float(scores.mask.sum())
                 teacher(**batch)
     finally:
         for h in hooks:
             h.remove()
         teacher.to(home).train(was_training)
-    check(total > 0, "student.init", "init prune saw no tokens in its training sample; check the training data")
-    return {k: (v / total).float() for k, v in acc.items()}
+    return total
 
 
 def top(scores, k: int) -> list[int]:

@@ -38,26 +38,50 @@ def load_model(
     """Load ``name_or_dir`` with the ``AutoModelFor…`` class of ``kind`` (classification | regression | token | qa |
     mlm | base). ``num_labels`` builds a fresh head of that size when the checkpoint has none; a checkpoint whose own
     head has a different size is a UserError (it was fine-tuned on another label set)."""
-    from transformers import AutoConfig
-
     check(kind in KINDS, "kind", f"unknown kind {kind!r}; use one of {', '.join(KINDS)}")
-    name_or_dir = str(name_or_dir)
-    if is_local(name_or_dir):
-        path = Path(name_or_dir).expanduser()
-        check(
-            path.is_dir(),
-            field,
-            f"{name_or_dir} does not exist or is not a folder; pass a saved model folder "
-            "(config.json + weights) or a Hugging Face hub name",
-        )
-        check(
-            (path / "config.json").is_file(),
-            field,
-            f"{name_or_dir} has no config.json; pass the folder that save_pretrained wrote",
-        )
-        name_or_dir = str(path)
+    name_or_dir = _local_folder(str(name_or_dir), field)
     # offline: a hub name can still come from the local Hugging Face cache, without minutes of retries
     offline = {} if is_local(name_or_dir) or hub_reachable() else {"local_files_only": True}
+    cfg = _config(name_or_dir, offline, field, trust_remote_code=trust_remote_code)
+    mismatch = _fit_head(cfg, kind, num_labels, name_or_dir, field)
+    try:
+        model = auto_class(kind).from_pretrained(
+            name_or_dir,
+            config=cfg,
+            trust_remote_code=trust_remote_code,
+            attn_implementation=attn_implementation,
+            ignore_mismatched_sizes=mismatch,
+            **offline,
+        )
+    except (OSError, ValueError, RuntimeError) as e:  # no/corrupt weights, unsupported head for this family
+        raise UserError(field, f"cannot load {name_or_dir} as a {kind} model: {_first_line(e)}") from None
+    check_structure(model, name_or_dir, field)
+    return model
+
+
+def _local_folder(name_or_dir: str, field: str) -> str:
+    """A local path must be a saved model folder (its expanded path returned); a hub name is returned as it is."""
+    if not is_local(name_or_dir):
+        return name_or_dir
+    path = Path(name_or_dir).expanduser()
+    check(
+        path.is_dir(),
+        field,
+        f"{name_or_dir} does not exist or is not a folder; pass a saved model folder "
+        "(config.json + weights) or a Hugging Face hub name",
+    )
+    check(
+        (path / "config.json").is_file(),
+        field,
+        f"{name_or_dir} has no config.json; pass the folder that save_pretrained wrote",
+    )
+    return str(path)
+
+
+def _config(name_or_dir: str, offline: dict, field: str, trust_remote_code: bool = False):
+    """The model's config, refused unless its model type is a known family or has the encoder layout."""
+    from transformers import AutoConfig
+
     try:
         cfg = AutoConfig.from_pretrained(name_or_dir, trust_remote_code=trust_remote_code, **offline)
     except (OSError, ValueError, KeyError, TypeError) as e:  # missing, unreadable JSON, unknown model_type
@@ -71,7 +95,11 @@ def load_model(
                 check_structure(auto_class("base").from_config(cfg), name_or_dir, field)
         except (ValueError, KeyError, AttributeError):
             check(False, field, f"{name_or_dir} is a {cfg.model_type!r} model; {_SUPPORTED}")
+    return cfg
 
+
+def _fit_head(cfg, kind: str, num_labels: int | None, name_or_dir: str, field: str) -> bool:
+    """Set ``cfg`` up for the task's head; True when the checkpoint's head is to be re-initialised (another size)."""
     mismatch = False
     if kind in ("classification", "regression", "token") and num_labels is not None and cfg.num_labels != num_labels:
         own_head = SUFFIX[kind] in " ".join(cfg.architectures or [])
@@ -86,19 +114,7 @@ def load_model(
         mismatch = True  # a head of another task (e.g. classifier.* of a different size) is re-initialised
     if kind == "regression":
         cfg.problem_type = "regression"
-    try:
-        model = auto_class(kind).from_pretrained(
-            name_or_dir,
-            config=cfg,
-            trust_remote_code=trust_remote_code,
-            attn_implementation=attn_implementation,
-            ignore_mismatched_sizes=mismatch,
-            **offline,
-        )
-    except (OSError, ValueError, RuntimeError) as e:  # no/corrupt weights, unsupported head for this family
-        raise UserError(field, f"cannot load {name_or_dir} as a {kind} model: {_first_line(e)}") from None
-    check_structure(model, name_or_dir, field)
-    return model
+    return mismatch
 
 
 def _first_line(e: Exception) -> str:

@@ -108,31 +108,9 @@ class TeacherCache:
         with open(self.dir + ".lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             meta = self._meta()
-            have_h, have_a = (set(meta["hidden"]), set(meta["att"])) if meta else (set(), set())
             self.layers = meta["layers"] if meta else teacher.config.num_hidden_layers  # no teacher needed on a hit
-            want_h = self._hidden(hidden_layers)
-            want_a = set(att_layers)
-            add_h, add_a = set(), set()
-            if want_h - have_h or want_a - have_a:
-                cfg = teacher.config
-                n_layers = cfg.num_hidden_layers
-                lengths = [len(f["input_ids"]) for f in features]
-                h_bytes = sum(lengths) * cfg.hidden_size * 2
-                a_bytes = sum(n * n for n in lengths) * cfg.num_attention_heads * 2
-                used = sum(os.path.getsize(os.path.join(self.dir, f)) for f in os.listdir(self.dir)) if meta else 0
-                room = budget_gb * GiB - used
-                all_h, all_a = set(range(n_layers + 1)) - have_h, set(range(n_layers)) - have_a
-                if len(all_h) * h_bytes + len(all_a) * a_bytes <= room:
-                    add_h, add_a = all_h, all_a
-                elif len(want_h - have_h) * h_bytes + len(want_a - have_a) * a_bytes <= room:
-                    add_h, add_a = want_h - have_h, want_a - have_a
-                else:
-                    need = (len(want_h - have_h) * h_bytes + len(want_a - have_a) * a_bytes) / GiB
-                    log(
-                        f"teacher cache: full-sequence states of layers {sorted(want_h)} / attention {sorted(want_a)} "
-                        f"need {need:.2f} GiB more, over the {budget_gb:g} GiB budget: the live teacher serves that "
-                        "stage (raise --teacher-cache-gb to cache them)"
-                    )
+            want_h, want_a = self._hidden(hidden_layers), set(att_layers)
+            add_h, add_a = self._to_add(teacher, features, meta, want_h, want_a, budget_gb, log)
             if meta is None or add_h or add_a:
                 what = "teacher outputs" + (
                     f" (+ full states of {len(add_h)} layers, scores of {len(add_a)})" if add_h or add_a else ""
@@ -141,8 +119,39 @@ class TeacherCache:
                 with autocast(device, dtype):  # the same precision as the live teacher of this run
                     self._build(teacher, features, collate, pad_id, device, meta is None, add_h, add_a, log=log)
             fcntl.flock(lock, fcntl.LOCK_UN)
+        return self._map()
+
+    def _to_add(
+        self, teacher, features: list, meta: dict | None, want_h: set, want_a: set, budget_gb: float, log
+    ) -> tuple[set[int], set[int]]:
+        """The hidden-state and attention layers to add to the cache: every one it lacks when all fit the budget,
+        else the ones this run wants when those fit, else none (said in one line: the live teacher serves them)."""
+        have_h, have_a = (set(meta["hidden"]), set(meta["att"])) if meta else (set(), set())
+        if not (want_h - have_h or want_a - have_a):
+            return set(), set()
+        cfg = teacher.config
+        lengths = [len(f["input_ids"]) for f in features]
+        h_bytes = sum(lengths) * cfg.hidden_size * 2
+        a_bytes = sum(n * n for n in lengths) * cfg.num_attention_heads * 2
+        used = sum(os.path.getsize(os.path.join(self.dir, f)) for f in os.listdir(self.dir)) if meta else 0
+        room = budget_gb * GiB - used
+        all_h, all_a = set(range(cfg.num_hidden_layers + 1)) - have_h, set(range(cfg.num_hidden_layers)) - have_a
+        if len(all_h) * h_bytes + len(all_a) * a_bytes <= room:
+            return all_h, all_a
+        if len(want_h - have_h) * h_bytes + len(want_a - have_a) * a_bytes <= room:
+            return want_h - have_h, want_a - have_a
+        need = (len(want_h - have_h) * h_bytes + len(want_a - have_a) * a_bytes) / GiB
+        log(
+            f"teacher cache: full-sequence states of layers {sorted(want_h)} / attention {sorted(want_a)} "
+            f"need {need:.2f} GiB more, over the {budget_gb:g} GiB budget: the live teacher serves that "
+            "stage (raise --teacher-cache-gb to cache them)"
+        )
+        return set(), set()
+
+    def _map(self) -> TeacherCache:
+        """The built arrays as read-only memory maps, and the layers they hold."""
         meta = self._meta()
-        assert meta is not None  # built above, under the lock
+        assert meta is not None  # built by ensure, under the lock
         self.arrays = {k: np.load(os.path.join(self.dir, f"{k}.npy"), mmap_mode="r") for k in meta["arrays"]}
         self.hidden_layers, self.att_layers = frozenset(meta["hidden"]), frozenset(meta["att"])
         self.heads = meta["heads"]
