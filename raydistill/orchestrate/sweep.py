@@ -12,6 +12,7 @@ import os
 import sys
 import time
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from raydistill.common.errors import check
@@ -19,6 +20,7 @@ from raydistill.common.paths import results_path, write_json_atomic
 from raydistill.config.schema import RunConfig
 from raydistill.config.sizes import Shape
 from raydistill.orchestrate.resources import DEFAULT_CPUS_PER_WORKER, Cluster, TrialDemand, concurrency
+from raydistill.tracking.track import Tracker
 
 STATE = "raydistill_sweep.json"
 SECOND_OBJECTIVE = {"params": "student_params", "latency": "latency_ms_b1"}  # --multi-objective: minimised
@@ -73,6 +75,11 @@ class Sweep:
     opts: Any = None  # orchestrate.tuner.TrialOpts
     clock: Any = None  # train.loop.Clock: the work around the trials
     started: float = 0.0
+
+    @cached_property
+    def tracker(self) -> Tracker:
+        """The sweep's MLflow store and experiment: the base config's, which ``plan`` settles."""
+        return Tracker(self.base.tracking_uri, self.base.experiment)
 
     # ------------------------------------------------------------------ before Ray
     @classmethod
@@ -189,12 +196,9 @@ class Sweep:
 
     def _open_parent(self) -> None:
         from raydistill.data.splits import data_fingerprint
-        from raydistill.tracking import track
 
         b = self.base
-        self.parent = self.state.get("parent_run_id") or track.start_run(
-            b.tracking_uri,
-            b.experiment,
+        self.parent = self.state.get("parent_run_id") or self.tracker.start_run(
             self.name,
             {
                 "space": self.spec.name,
@@ -209,16 +213,14 @@ class Sweep:
             tags={"raydistill.role": "sweep"},
         )
         if self.state.get("parent_run_id"):  # resumed: the parent (and its trials) go on, RUNNING again
-            track.reopen_run(b.tracking_uri, self.parent)
+            self.tracker.reopen_run(self.parent)
         self.state["parent_run_id"] = self.parent
         self._save()
 
     def _killed(self) -> None:
         """Ctrl-C / SIGTERM: the running trials and the parent end KILLED, resumable."""
-        from raydistill.tracking import track
-
-        track.close_children(self.base.tracking_uri, self.base.experiment, self.parent, reason="interrupted")
-        track.end_run(self.base.tracking_uri, self.parent, "KILLED")
+        self.tracker.close_children(self.parent, reason="interrupted")
+        self.tracker.end_run(self.parent, "KILLED")
 
     def _save(self) -> None:
         write_json_atomic(state_path(self.args.storage_path, self.name), self.state)  # a killed driver: old or new
@@ -229,7 +231,6 @@ class Sweep:
         every trial's yardstick; the parent run records the space and the yardstick."""
         from raydistill.config import space as sp
         from raydistill.data.augment_sets import build_sets
-        from raydistill.tracking import track
         from raydistill.train.finetune import prepare_teacher
         from raydistill.train.preflight import preflight
 
@@ -246,7 +247,7 @@ class Sweep:
         self._save()
         self.n_at_once = self.state["concurrency"]  # a resumed sweep keeps the concurrency it started with
         self._measure_teacher()
-        track.log_artifact(self.base.tracking_uri, self.parent, sp.resolve_path(a.space), "space")
+        self.tracker.log_artifact(self.parent, sp.resolve_path(a.space), "space")
         self.opts = self._trial_opts(augment_dirs)
 
     def _measure_teacher(self) -> None:
@@ -254,7 +255,6 @@ class Sweep:
         from raydistill.orchestrate.resources import threads
         from raydistill.results.reference import teacher_reference, weak_teacher
         from raydistill.tasks import get_task
-        from raydistill.tracking import track
 
         ref = teacher_reference(self.base, threads(self.demand.cpus_per_worker), log)  # every trial's yardstick
         metrics = dict.fromkeys((self.metric, report_metric(self.metric)))
@@ -267,7 +267,7 @@ class Sweep:
         if warning:
             log(warning)
         self.clock.lap("teacher_reference")
-        track.log_metrics(self.base.tracking_uri, self.parent, {f"teacher_{k}": v for k, v in ref.items()})
+        self.tracker.log_metrics(self.parent, {f"teacher_{k}": v for k, v in ref.items()})
         self.reference = ref
 
     def _trial_opts(self, augment_dirs: dict[int, str]) -> Any:
@@ -345,10 +345,9 @@ class Sweep:
     def rows(self, results: Any) -> tuple[list[dict[str, Any]], dict[str, str]]:
         """Summary rows of Tune results, with what their MLflow runs logged, and each trial's run id."""
         from raydistill.results.summary import summarize
-        from raydistill.tracking import track
 
         b = self.base
-        children = track.child_runs(b.tracking_uri, b.experiment, self.parent)
+        children = self.tracker.child_runs(self.parent)
         finished = {t for t, r in children.items() if r.info.status == "FINISHED"}
         logged = {t: dict(r.data.metrics) for t, r in children.items()}
         rows = summarize(results, self.metric, self.mode, b.train.epochs, logged, finished=finished)
@@ -362,15 +361,15 @@ class Sweep:
         from raydistill.orchestrate.resources import threads
         from raydistill.results.reference import remeasure_latency
         from raydistill.results.summary import SweepOutcome, finish
-        from raydistill.tracking import track
 
         wall = time.time() - self.started
         ref = remeasure_latency(rows, self.base, self.reference, threads(self.demand.cpus_per_worker), log, run_ids)
-        track.log_metrics(self.base.tracking_uri, self.parent, {"teacher_latency_ms_b1": ref["latency_ms_b1"]}, step=1)
+        self.tracker.log_metrics(self.parent, {"teacher_latency_ms_b1": ref["latency_ms_b1"]}, step=1)
         self.clock.lap("latency_retime")
         outcome = SweepOutcome(
             name=self.name,
             base=self.base,
+            tracker=self.tracker,
             parent=self.parent,
             metric=self.metric,
             mode=self.mode,

@@ -141,7 +141,7 @@ def remeasure_latency(rows: list[dict], base: RunConfig, ref: dict, n_threads: i
     """Each trial's ``latency_ms_b1`` and the teacher's, timed again side by side now that no trial trains (a trial
     times its student while others share its cores); logged to the trial runs at the step after their last epoch, so
     the UI, the Pareto front and ``best --max-latency-ms`` read the quiet numbers. Returns the teacher reference."""
-    from raydistill.tracking import track
+    from raydistill.tracking.track import Tracker
 
     arch = {
         r["trial"]: (int(r[ARCH[0]]), int(r[ARCH[1]]), int(r[ARCH[2]]), int(r[ARCH[3]]))
@@ -152,13 +152,13 @@ def remeasure_latency(rows: list[dict], base: RunConfig, ref: dict, n_threads: i
         return ref
     log(f"timing the teacher and {len(set(arch.values()))} student architecture(s) side by side, no trial running")
     quiet = side_by_side(base, list(arch.values()), n_threads)
+    assert base.tracking_uri is not None  # the sweep's base config holds the resolved tracking URI
+    tracker = Tracker(base.tracking_uri, base.experiment)
     for r in rows:
         if r["trial"] in arch:
             r["latency_ms_b1_in_trial"], r["latency_ms_b1"] = r.get("latency_ms_b1"), quiet[arch[r["trial"]]]
             if r["trial"] in run_ids:
-                assert base.tracking_uri is not None  # the sweep's base config holds the resolved tracking URI
-                track.log_metrics(
-                    base.tracking_uri,
+                tracker.log_metrics(
                     run_ids[r["trial"]],
                     {"latency_ms_b1": r["latency_ms_b1"]},
                     step=base.train.epochs + 1,
