@@ -35,8 +35,20 @@ def find_best(
     own, ``best_val_*``: chosen on the validation split) in ``mode`` (default: the sweep's own, recorded with its parent
     run; else max). A sweep that confirmed its top configurations with more seeds is decided by their mean, and the
     winner's best seed is returned, as the sweep's summary names it. Returns (run, metric, mean, mode)."""
-    from raydistill.config.selection import as_final, pick_confirmed
+    from raydistill.config.selection import pick_confirmed
 
+    experiment_id, runs = _finished_trials(tracker, sweep)
+    parent = _sweep_parent(tracker, experiment_id, sweep)
+    mode = mode or (parent.data.params.get("mode") if parent else None) or "max"
+    if metric is None:
+        metric = _sweep_metric(runs, parent)
+    metric, scored = _scored(runs, metric)
+    best, mean = pick_confirmed(_within_bounds(scored, max_latency_ms, max_params), metric, mode)
+    return best, metric, mean, mode
+
+
+def _finished_trials(tracker: Tracker, sweep: str | None) -> tuple[str, list]:
+    """The experiment's id and its finished trial runs (of ``sweep`` when given); none is the user's error."""
     c, experiment = tracker.client, tracker.experiment
     exp = c.get_experiment_by_name(experiment)
     check(
@@ -53,18 +65,33 @@ def find_best(
         "experiment",
         f"experiment {experiment!r} has no finished trials yet" + (f" in sweep {sweep!r}" if sweep else ""),
     )
-    # the sweep's own objective and direction: of --sweep when given, else of the newest sweep
+    return exp.experiment_id, runs
+
+
+def _sweep_parent(tracker: Tracker, experiment_id: str, sweep: str | None):
+    """The parent run holding the sweep's own objective and direction: of ``sweep`` when given, else of the newest
+    sweep; None where no sweep recorded one."""
     pf = "tags.`raydistill.role` = 'sweep'" + (f" and attributes.run_name = '{sweep}'" if sweep else "")
-    parents = c.search_runs(
-        [exp.experiment_id], filter_string=pf, max_results=1, order_by=["attributes.start_time DESC"]
+    parents = tracker.client.search_runs(
+        [experiment_id], filter_string=pf, max_results=1, order_by=["attributes.start_time DESC"]
     )
-    mode = mode or (parents[0].data.params.get("mode") if parents else None) or "max"
-    if metric is None:
-        finals = sorted(
-            {k for r in runs for k in r.data.metrics if k.startswith("best_val_")}
-            or {k for r in runs for k in r.data.metrics if k.startswith("best_eval_")}
-        )
-        metric = parents[0].data.params.get("metric") if parents else (finals[0] if finals else None)
+    return parents[0] if parents else None
+
+
+def _sweep_metric(runs: list, parent) -> str | None:
+    """No --metric: the sweep's own; without a recorded sweep, the first ``best_val_*`` (else ``best_eval_*``) the
+    runs logged."""
+    finals = sorted(
+        {k for r in runs for k in r.data.metrics if k.startswith("best_val_")}
+        or {k for r in runs for k in r.data.metrics if k.startswith("best_eval_")}
+    )
+    return parent.data.params.get("metric") if parent else (finals[0] if finals else None)
+
+
+def _scored(runs: list, metric: str | None) -> tuple[str, list]:
+    """The final form of ``metric`` and the runs that logged it; none is the user's error, naming what was logged."""
+    from raydistill.config.selection import as_final
+
     check(bool(metric), "metric", "no trial logged a best_val_* or best_eval_* metric; pass --metric")
     assert metric is not None  # (check refused it otherwise)
     metric = as_final(metric)
@@ -73,6 +100,12 @@ def find_best(
     check(
         bool(scored), "metric", f"no finished trial logged {metric!r}; pass --metric with one of: {', '.join(finals)}"
     )
+    return metric, scored
+
+
+def _within_bounds(scored: list, max_latency_ms: float | None, max_params: float | None) -> list:
+    """The scored runs within ``--max-latency-ms`` and ``--max-params``; none left is the user's error, naming the
+    smallest there is."""
     for flag, key, bound in (
         ("max_latency_ms", "latency_ms_b1", max_latency_ms),
         ("max_params", "student_params", max_params),
@@ -88,8 +121,7 @@ def find_best(
             f"--{flag.replace('_', '-')} or search smaller students",
         )
         scored = within
-    best, mean = pick_confirmed(scored, metric, mode)
-    return best, metric, mean, mode
+    return scored
 
 
 def export(tracker: Tracker, run_id: str, out_dir: str) -> str:
