@@ -20,7 +20,7 @@ from raydistill.common.paths import results_path, write_json_atomic
 from raydistill.config.schema import RunConfig
 from raydistill.config.sizes import Shape
 from raydistill.orchestrate.resources import DEFAULT_CPUS_PER_WORKER, Cluster, TrialDemand, concurrency
-from raydistill.tracking.track import Tracker
+from raydistill.tracking.track import Tracker, resolve_tracking_uri
 
 STATE = "raydistill_sweep.json"
 SECOND_OBJECTIVE = {"params": "student_params", "latency": "latency_ms_b1"}  # --multi-objective: minimised
@@ -87,45 +87,22 @@ class Sweep:
         """The space, the base config and every check that needs no Ray: a sweep that cannot run stops here, before
         anything is logged. ``teacher_cache``: the teacher-output cache folder (None: no cache)."""
         from raydistill.config import space as sp
-        from raydistill.config.selection import as_final, confirm_of, objective
-        from raydistill.tasks import get_task
-        from raydistill.tracking.track import resolve_tracking_uri
-        from raydistill.train.preflight import check_ray_options, teacher_config
+        from raydistill.config.selection import confirm_of
+        from raydistill.train.preflight import teacher_config
 
         spec = sp.load(a.space, a.set)
         # the space's own defaults for the two scheduling keys it may carry; flags win
         a.num_workers = a.num_workers if a.num_workers is not None else spec.raw.get("num_workers", 1)
         a.max_concurrent = a.max_concurrent if a.max_concurrent is not None else spec.raw.get("max_concurrent")
-        task_name = a.task or spec.task
-        check(bool(task_name), "task", "the space names no task; pass --task (e.g. --task rte)")
-        assert task_name is not None  # (check refused it otherwise)
-        task = get_task(task_name)
+        task = _task(a, spec)
         teacher = a.teacher or spec.teacher or "bert-base-uncased"
         name = a.name or f"{spec.name}-{task.name}-{time.strftime('%Y%m%d-%H%M%S')}"
         n_samples = a.num_samples if a.num_samples is not None else spec.num_samples
-        _check_counts(a, n_samples)
-        demand = TrialDemand(
-            a.num_workers, a.cpus_per_worker or DEFAULT_CPUS_PER_WORKER, a.gpus_per_worker if a.use_gpu else None
-        )
-        check_ray_options(a.placement_strategy, a.max_failures, demand.cpus_per_worker, demand.gpus_per_worker)
-        _check_gpu_share(a)
+        demand = _demand(a, n_samples)
         storage_root = results_path()
-        base = RunConfig.from_dict(
-            dict(
-                task=task.name,
-                teacher=teacher,
-                data_dir=os.path.abspath(a.data_dir) if a.data_dir else spec.data_dir,
-                train=_train_section(a, spec),
-                tracking_uri=resolve_tracking_uri(a.tracking_uri),
-                experiment=a.experiment or spec.name,
-                output=os.path.join(storage_root, "students", name, "student"),
-                fault=a.inject_fault,
-                teacher_cache=teacher_cache,
-                teacher_cache_gb=a.teacher_cache_gb,
-            )
-        )
-        # a trial is worth its best epoch (the student it exports), chosen on the validation split
-        metric = as_final(spec.metric, "metric") if spec.metric else objective(task.main_metric, base.train.select_on)
+        output = os.path.join(storage_root, "students", name, "student")
+        base = _base_config(a, spec, task.name, teacher, output, teacher_cache)
+        metric = _objective(spec, task, base)
         check(a.teacher_epochs >= 1, "teacher_epochs", f"must be >= 1, got {a.teacher_epochs}")
         check(a.teacher_lr > 0, "teacher_lr", f"must be > 0, got {a.teacher_lr}")
         machine = None if os.environ.get("RAY_ADDRESS") else Cluster.local()
@@ -382,6 +359,57 @@ class Sweep:
             timings={k: round(v, 2) for k, v in self.clock.spent.items()},
         )
         return finish(outcome, rows)
+
+
+def _task(a: argparse.Namespace, spec: Any) -> Any:
+    """The task of the sweep: the flag's, else the space's; neither is the user's error."""
+    from raydistill.tasks import get_task
+
+    task_name = a.task or spec.task
+    check(bool(task_name), "task", "the space names no task; pass --task (e.g. --task rte)")
+    assert task_name is not None  # (check refused it otherwise)
+    return get_task(task_name)
+
+
+def _demand(a: argparse.Namespace, n_samples: int) -> TrialDemand:
+    """What one trial asks of the cluster, its counts and Ray options checked."""
+    from raydistill.train.preflight import check_ray_options
+
+    _check_counts(a, n_samples)
+    demand = TrialDemand(
+        a.num_workers, a.cpus_per_worker or DEFAULT_CPUS_PER_WORKER, a.gpus_per_worker if a.use_gpu else None
+    )
+    check_ray_options(a.placement_strategy, a.max_failures, demand.cpus_per_worker, demand.gpus_per_worker)
+    _check_gpu_share(a)
+    return demand
+
+
+def _base_config(
+    a: argparse.Namespace, spec: Any, task: str, teacher: str, output: str, teacher_cache: str | None
+) -> RunConfig:
+    """What every trial shares before the space's draws: task, teacher, data, the train flags, MLflow, output."""
+    return RunConfig.from_dict(
+        dict(
+            task=task,
+            teacher=teacher,
+            data_dir=os.path.abspath(a.data_dir) if a.data_dir else spec.data_dir,
+            train=_train_section(a, spec),
+            tracking_uri=resolve_tracking_uri(a.tracking_uri),
+            experiment=a.experiment or spec.name,
+            output=output,
+            fault=a.inject_fault,
+            teacher_cache=teacher_cache,
+            teacher_cache_gb=a.teacher_cache_gb,
+        )
+    )
+
+
+def _objective(spec: Any, task: Any, base: RunConfig) -> str:
+    """A trial is worth its best epoch (the student it exports), chosen on the validation split: the space's metric,
+    else the task's main one."""
+    from raydistill.config.selection import as_final, objective
+
+    return as_final(spec.metric, "metric") if spec.metric else objective(task.main_metric, base.train.select_on)
 
 
 def _train_section(a: argparse.Namespace, spec: Any) -> dict[str, Any]:
