@@ -11,6 +11,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import ray
 import ray.train
@@ -245,30 +246,10 @@ def execute(
         cfg.run_name or name, _run_params(cfg), tags=tags, parent_run_id=parent_run_id
     )
     try:  # from here on the run ends FINISHED, FAILED or KILLED, never left RUNNING
-        if not resume_run_id:
-            from raydistill.data.splits import datasets
-
-            tracker.log_datasets(run_id, datasets(cfg))  # re-reads and hashes the data: it can fail too
-        else:  # a restarted trial goes on in its run: RUNNING again, without the error of the attempt that failed
-            tracker.reopen_run(run_id)
-        if in_process is not None:
-            t1 = time.perf_counter()
-            last, checkpoint = _fit_here(
-                cfg, storage_path, name, opts, tracker, run_id, bool(resume_run_id), in_process
-            )
-        else:
-            trainer = make_trainer(
-                cfg,
-                name=name,
-                storage_path=storage_path,
-                opts=opts,
-                callbacks=[MlflowEpochCallback(tracker, run_id), *callbacks],
-            )
-            t1 = time.perf_counter()
-            result = trainer.fit()
-            if result.error:
-                raise result.error
-            last, checkpoint = result.metrics, result.checkpoint
+        _ready_run(cfg, tracker, run_id, resumed=bool(resume_run_id))
+        last, checkpoint, t1 = _fit(
+            cfg, tracker, run_id, storage_path, name, opts, callbacks, bool(resume_run_id), in_process
+        )
         t2 = time.perf_counter()
         final = final_metrics(last)
         student_dir = _publish_student(cfg, tracker, run_id, checkpoint, final)
@@ -281,6 +262,48 @@ def execute(
         _end_unfinished(tracker, run_id, e)
         raise
     return {**final, "run_id": run_id, "student_dir": student_dir}
+
+
+def _ready_run(cfg: RunConfig, tracker: Tracker, run_id: str, resumed: bool) -> None:
+    """A new run gets its dataset inputs; a restarted trial goes on in its run: RUNNING again, without the error of
+    the attempt that failed."""
+    if not resumed:
+        from raydistill.data.splits import datasets
+
+        tracker.log_datasets(run_id, datasets(cfg))  # re-reads and hashes the data: it can fail too
+    else:
+        tracker.reopen_run(run_id)
+
+
+def _fit(
+    cfg: RunConfig,
+    tracker: Tracker,
+    run_id: str,
+    storage_path: str,
+    name: str,
+    opts: RunOptions,
+    callbacks,
+    resume: bool,
+    in_process,
+) -> tuple[dict, Any, float]:
+    """The run's training, in this process (``in_process``) or on Ray Train: the last report's metrics, the checkpoint
+    to export, and the ``perf_counter`` at which training began (what came before it is the run's start-up)."""
+    if in_process is not None:
+        t1 = time.perf_counter()
+        last, checkpoint = _fit_here(cfg, storage_path, name, opts, tracker, run_id, resume, in_process)
+        return last, checkpoint, t1
+    trainer = make_trainer(
+        cfg,
+        name=name,
+        storage_path=storage_path,
+        opts=opts,
+        callbacks=[MlflowEpochCallback(tracker, run_id), *callbacks],
+    )
+    t1 = time.perf_counter()
+    result = trainer.fit()
+    if result.error:
+        raise result.error
+    return result.metrics, result.checkpoint, t1
 
 
 def _run_params(cfg: RunConfig) -> dict:
