@@ -298,9 +298,9 @@ def teacher_max_length(teacher_dir: str) -> int:
 
 def run_max_length(uri: str, run_id: str) -> int:
     """The max length a student run trained and was scored at (its MLflow params)."""
-    from raydistill.tracking import track
+    from raydistill.tracking.track import Tracker
 
-    return int(track.client(uri).get_run(run_id).data.params["max_length"])
+    return int(Tracker(uri).client.get_run(run_id).data.params["max_length"])
 
 
 def significance(a, res: dict) -> dict:

@@ -94,9 +94,9 @@ def val_dev_agreement(uri: str, experiment: str, sweep: str, metric: str) -> dic
     """How well the validation split that chose predicts dev across one sweep's runs (every trial, those ASHA stopped
     included, and the confirmations): Spearman's rho of best_val_<metric> against best_eval_<metric>. Near 0 or
     below, choosing on val cannot do better than luck on dev, however good the search."""
-    from raydistill.tracking import track
+    from raydistill.tracking.track import Tracker
 
-    c = track.client(uri)
+    c = Tracker(uri).client
     exp = c.get_experiment_by_name(experiment)
     runs = (
         c.search_runs([exp.experiment_id], max_results=5000, filter_string=f"tags.`raydistill.sweep` = '{sweep}'")

@@ -56,9 +56,9 @@ def run_sweep(work: str, common: list[str], label: str, extra: list[str]) -> dic
 
 def trial_phases(uri: str, parent: str) -> dict:
     """Mean seconds per phase over the sweep's trials (their MLflow child runs' last values)."""
-    from raydistill.tracking import track
+    from raydistill.tracking.track import Tracker
 
-    c = track.client(uri)
+    c = Tracker(uri).client
     run = c.get_run(parent)
     kids = c.search_runs([run.info.experiment_id], f"tags.mlflow.parentRunId = '{parent}'")
     keys = ("trial_wall_s", "fixed_cost_s", *PHASES)

@@ -20,30 +20,41 @@ import time
 from raydistill.commands.cli import HelpFormatter, Parser, add_overwrite, cli
 from raydistill.common.errors import check
 from raydistill.common.outputs import adding_to
+from raydistill.tracking.track import Tracker
 
 
 def find_best(
-    uri: str,
-    experiment: str,
+    tracker: Tracker,
     metric: str | None,
     mode: str | None,
     sweep: str | None = None,
     max_latency_ms: float | None = None,
     max_params: float | None = None,
 ):
-    """The best finished trial run by a per-run final ``metric`` (default: the sweep's own, ``best_val_*``: chosen on
-    the validation split) in ``mode`` (default: the sweep's own, recorded with its parent run; else max). A sweep that
-    confirmed its top configurations with more seeds is decided by their mean, and the winner's best seed is returned,
-    as the sweep's summary names it. Returns (run, metric, mean, mode)."""
-    from raydistill.config.selection import as_final, pick_confirmed
-    from raydistill.tracking import track
+    """The best finished trial run of ``tracker``'s experiment by a per-run final ``metric`` (default: the sweep's
+    own, ``best_val_*``: chosen on the validation split) in ``mode`` (default: the sweep's own, recorded with its parent
+    run; else max). A sweep that confirmed its top configurations with more seeds is decided by their mean, and the
+    winner's best seed is returned, as the sweep's summary names it. Returns (run, metric, mean, mode)."""
+    from raydistill.config.selection import pick_confirmed
 
-    c = track.client(uri)
+    experiment_id, runs = _finished_trials(tracker, sweep)
+    parent = _sweep_parent(tracker, experiment_id, sweep)
+    mode = mode or (parent.data.params.get("mode") if parent else None) or "max"
+    if metric is None:
+        metric = _sweep_metric(runs, parent)
+    metric, scored = _scored(runs, metric)
+    best, mean = pick_confirmed(_within_bounds(scored, max_latency_ms, max_params), metric, mode)
+    return best, metric, mean, mode
+
+
+def _finished_trials(tracker: Tracker, sweep: str | None) -> tuple[str, list]:
+    """The experiment's id and its finished trial runs (of ``sweep`` when given); none is the user's error."""
+    c, experiment = tracker.client, tracker.experiment
     exp = c.get_experiment_by_name(experiment)
     check(
         exp is not None,
         "experiment",
-        f"no MLflow experiment {experiment!r} at {uri}; check --experiment and --tracking-uri",
+        f"no MLflow experiment {experiment!r} at {tracker.uri}; check --experiment and --tracking-uri",
     )
     filt = "attributes.status = 'FINISHED' and tags.`raydistill.trial_id` != ''"
     if sweep:
@@ -54,18 +65,33 @@ def find_best(
         "experiment",
         f"experiment {experiment!r} has no finished trials yet" + (f" in sweep {sweep!r}" if sweep else ""),
     )
-    # the sweep's own objective and direction: of --sweep when given, else of the newest sweep
+    return exp.experiment_id, runs
+
+
+def _sweep_parent(tracker: Tracker, experiment_id: str, sweep: str | None):
+    """The parent run holding the sweep's own objective and direction: of ``sweep`` when given, else of the newest
+    sweep; None where no sweep recorded one."""
     pf = "tags.`raydistill.role` = 'sweep'" + (f" and attributes.run_name = '{sweep}'" if sweep else "")
-    parents = c.search_runs(
-        [exp.experiment_id], filter_string=pf, max_results=1, order_by=["attributes.start_time DESC"]
+    parents = tracker.client.search_runs(
+        [experiment_id], filter_string=pf, max_results=1, order_by=["attributes.start_time DESC"]
     )
-    mode = mode or (parents[0].data.params.get("mode") if parents else None) or "max"
-    if metric is None:
-        finals = sorted(
-            {k for r in runs for k in r.data.metrics if k.startswith("best_val_")}
-            or {k for r in runs for k in r.data.metrics if k.startswith("best_eval_")}
-        )
-        metric = parents[0].data.params.get("metric") if parents else (finals[0] if finals else None)
+    return parents[0] if parents else None
+
+
+def _sweep_metric(runs: list, parent) -> str | None:
+    """No --metric: the sweep's own; without a recorded sweep, the first ``best_val_*`` (else ``best_eval_*``) the
+    runs logged."""
+    finals = sorted(
+        {k for r in runs for k in r.data.metrics if k.startswith("best_val_")}
+        or {k for r in runs for k in r.data.metrics if k.startswith("best_eval_")}
+    )
+    return parent.data.params.get("metric") if parent else (finals[0] if finals else None)
+
+
+def _scored(runs: list, metric: str | None) -> tuple[str, list]:
+    """The final form of ``metric`` and the runs that logged it; none is the user's error, naming what was logged."""
+    from raydistill.config.selection import as_final
+
     check(bool(metric), "metric", "no trial logged a best_val_* or best_eval_* metric; pass --metric")
     assert metric is not None  # (check refused it otherwise)
     metric = as_final(metric)
@@ -74,6 +100,12 @@ def find_best(
     check(
         bool(scored), "metric", f"no finished trial logged {metric!r}; pass --metric with one of: {', '.join(finals)}"
     )
+    return metric, scored
+
+
+def _within_bounds(scored: list, max_latency_ms: float | None, max_params: float | None) -> list:
+    """The scored runs within ``--max-latency-ms`` and ``--max-params``; none left is the user's error, naming the
+    smallest there is."""
     for flag, key, bound in (
         ("max_latency_ms", "latency_ms_b1", max_latency_ms),
         ("max_params", "student_params", max_params),
@@ -89,16 +121,16 @@ def find_best(
             f"--{flag.replace('_', '-')} or search smaller students",
         )
         scored = within
-    best, mean = pick_confirmed(scored, metric, mode)
-    return best, metric, mean, mode
+    return scored
 
 
-def export(uri: str, run_id: str, out_dir: str) -> str:
+def export(tracker: Tracker, run_id: str, out_dir: str) -> str:
     import mlflow
 
     from raydistill.common.outputs import publish, staging
 
-    mlflow.set_tracking_uri(uri)
+    assert tracker.uri is not None  # main resolved it (_checked)
+    mlflow.set_tracking_uri(tracker.uri)
     tmp = staging(out_dir)
     try:
         src = mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path="student", dst_path=tmp)
@@ -159,19 +191,18 @@ def export_onnx(model_dir: str, kind: str, length: int = 128, segments: bool = F
 ALIAS = "champion"
 
 
-def register(uri: str, run_id: str, name: str, alias: str = ALIAS) -> str:
+def register(tracker: Tracker, run_id: str, name: str, alias: str = ALIAS) -> str:
     """Register the run's logged model (what the UI's Models column links; the run's student files for runs logged
     before there was one) and point ``alias`` at the new version: ``models:/NAME@champion``."""
     import mlflow
 
-    from raydistill.tracking import track
-
-    c = track.client(uri)
+    c = tracker.client
     run = c.get_run(run_id)
     logged = c.search_logged_models(
         [run.info.experiment_id], filter_string=f"source_run_id = '{run_id}'", max_results=1
     )
-    mlflow.set_tracking_uri(uri)
+    assert tracker.uri is not None  # main resolved it (_checked)
+    mlflow.set_tracking_uri(tracker.uri)
     source = f"models:/{logged[0].model_id}" if logged else f"{run.info.artifact_uri}/student"
     mv = mlflow.register_model(source, name)
     c.set_registered_model_alias(name, alias, mv.version)
@@ -240,15 +271,16 @@ def parser() -> Parser:
 @cli
 def main(argv=None) -> dict:
     a = parser().parse_args(argv)
-    uri = _checked(a)
-    best, metric, mean, mode = find_best(uri, a.experiment, a.metric, a.mode, a.sweep, a.max_latency_ms, a.max_params)
+    tracker = Tracker(_checked(a), a.experiment)
+    best, metric, mean, mode = find_best(tracker, a.metric, a.mode, a.sweep, a.max_latency_ms, a.max_params)
     out = _result(best, metric, mean, mode)
     if a.export:
-        out["export"] = export(uri, best.info.run_id, os.path.abspath(a.export))
+        out["export"] = export(tracker, best.info.run_id, os.path.abspath(a.export))
         with adding_to(out["export"], "raydistill best --export"):
-            out.update(_onnx_and_int8(a, uri, best, out["export"]))
+            out.update(_onnx_and_int8(a, tracker, best, out["export"]))
     if a.register:
-        out["registered"] = {"name": a.register, "version": register(uri, best.info.run_id, a.register), "alias": ALIAS}
+        version = register(tracker, best.info.run_id, a.register)
+        out["registered"] = {"name": a.register, "version": version, "alias": ALIAS}
     print(json.dumps(out, default=str), flush=True)
     return out
 
@@ -307,7 +339,7 @@ def _result(best, metric: str, mean: float, mode: str) -> dict:
     }
 
 
-def _onnx_and_int8(a: argparse.Namespace, uri: str, best, folder: str) -> dict:
+def _onnx_and_int8(a: argparse.Namespace, tracker: Tracker, best, folder: str) -> dict:
     """``--onnx``: model.onnx beside the exported student; ``--quantize``: the INT8 file, re-scored, timed and
     logged to the trial's run."""
     out: dict = {}
@@ -320,7 +352,7 @@ def _onnx_and_int8(a: argparse.Namespace, uri: str, best, folder: str) -> dict:
         from raydistill.export.quantize import log_report, quantize_report, summary_line
 
         q = quantize_report(folder, out["onnx_path"], best.data.params)
-        log_report(uri, best.info.run_id, q)
+        log_report(tracker, best.info.run_id, q)
         print(summary_line(q), file=sys.stderr, flush=True)
         out.update(q)
     return out

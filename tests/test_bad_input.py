@@ -1344,7 +1344,7 @@ def trapped(monkeypatch):
     monkeypatch.setattr(connect, "init_ray", trap("init_ray"))
     monkeypatch.setattr(run, "execute", trap("run.execute"))
     monkeypatch.setattr(finetune, "finetune", trap("finetune"))
-    monkeypatch.setattr(track, "start_run", trap("track.start_run"))
+    monkeypatch.setattr(track.Tracker, "start_run", trap("Tracker.start_run"))
     was = ray.is_initialized()  # the tests' shared Ray may already run (an earlier slow test started it)
     yield was
     assert ray.is_initialized() == was  # no Ray started (ray.init is trapped too)

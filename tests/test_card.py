@@ -9,7 +9,7 @@ import yaml
 from mlflow.tracking import MlflowClient
 
 from raydistill.export.card import student_card
-from raydistill.tracking import track
+from raydistill.tracking.track import Tracker
 
 
 def test_card_describes_the_student(tiny_teacher):
@@ -44,10 +44,11 @@ def test_logged_student_carries_its_card(tiny_teacher, mlflow_uri, caplog):
         pipeline_tag="text-classification",
         metrics={"best_eval_accuracy": 0.5},
     )
-    run_id = track.start_run(mlflow_uri, "cards", "r", {})
+    tracker = Tracker(mlflow_uri, "cards")
+    run_id = tracker.start_run("r", {})
     with caplog.at_level(logging.WARNING):
-        model_id = track.log_student_model(mlflow_uri, run_id, d, "classification", card)
-    track.end_run(mlflow_uri, run_id)
+        model_id = tracker.log_student_model(run_id, d, "classification", card)
+    tracker.end_run(run_id)
     assert model_id
     assert not [r for r in caplog.records if "model card" in r.getMessage() or "license" in r.getMessage()]
     where = MlflowClient(mlflow_uri).get_logged_model(model_id).artifact_location

@@ -6,24 +6,25 @@ from __future__ import annotations
 
 
 def test_stopped_trials_end_killed_at_their_last_epoch_and_errors_stay(tmp_path):
-    from raydistill.tracking import track
+    from raydistill.tracking.track import Tracker
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    c = track.client(uri)
-    parent = track.start_run(uri, "sweep", "parent", {})
+    tracker = Tracker(uri, "sweep")
+    c = tracker.client
+    parent = tracker.start_run("parent", {})
     runs = {
-        t: track.start_run(uri, "sweep", t, {}, tags={"raydistill.trial_id": t}, parent_run_id=parent)
+        t: tracker.start_run(t, {}, tags={"raydistill.trial_id": t}, parent_run_id=parent)
         for t in ("running", "stopped_failed", "crashed", "done")
     }
     for rid in runs.values():
         for epoch, ts in ((1, 1_700_000_000_000), (2, 1_700_000_060_000)):
             c.log_metric(rid, "epoch", epoch, timestamp=ts, step=epoch)
     for t in ("stopped_failed", "crashed"):
-        track.set_tags(uri, runs[t], {"error": "ActorDiedError: … its placement group was removed"})
-        track.end_run(uri, runs[t], "FAILED")
-    track.end_run(uri, runs["done"])
+        tracker.set_tags(runs[t], {"error": "ActorDiedError: … its placement group was removed"})
+        tracker.end_run(runs[t], "FAILED")
+    tracker.end_run(runs["done"])
 
-    track.close_children(uri, "sweep", parent, stopped={"running", "stopped_failed"})
+    tracker.close_children(parent, stopped={"running", "stopped_failed"})
 
     got = {t: c.get_run(rid) for t, rid in runs.items()}
     for t in ("running", "stopped_failed"):
@@ -37,14 +38,15 @@ def test_stopped_trials_end_killed_at_their_last_epoch_and_errors_stay(tmp_path)
 
 
 def test_an_interrupted_sweep_ends_its_running_trials_now(tmp_path):
-    from raydistill.tracking import track
+    from raydistill.tracking.track import Tracker
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    c = track.client(uri)
-    parent = track.start_run(uri, "sweep", "parent", {})
-    rid = track.start_run(uri, "sweep", "t", {}, tags={"raydistill.trial_id": "t"}, parent_run_id=parent)
+    tracker = Tracker(uri, "sweep")
+    c = tracker.client
+    parent = tracker.start_run("parent", {})
+    rid = tracker.start_run("t", {}, tags={"raydistill.trial_id": "t"}, parent_run_id=parent)
     c.log_metric(rid, "epoch", 1, timestamp=1_700_000_000_000, step=1)
-    track.close_children(uri, "sweep", parent, reason="interrupted")
+    tracker.close_children(parent, reason="interrupted")
     run = c.get_run(rid)
     assert run.info.status == "KILLED" and run.data.tags.get("interrupted") == "true"
     assert run.info.end_time > 1_700_000_000_000
@@ -53,15 +55,16 @@ def test_an_interrupted_sweep_ends_its_running_trials_now(tmp_path):
 def test_a_trial_whose_process_died_ends_failed_with_tunes_reason(tmp_path):
     """An in-process trial killed with its process (the OOM killer) leaves its run RUNNING; the sweep's end closed it
     KILLED with ``stopped_early`` as if ASHA had stopped it. It ends FAILED with the reason Tune gave."""
-    from raydistill.tracking import track
+    from raydistill.tracking.track import Tracker
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    c = track.client(uri)
-    parent = track.start_run(uri, "sweep", "parent", {})
-    rid = track.start_run(uri, "sweep", "t", {}, tags={"raydistill.trial_id": "oom"}, parent_run_id=parent)
+    tracker = Tracker(uri, "sweep")
+    c = tracker.client
+    parent = tracker.start_run("parent", {})
+    rid = tracker.start_run("t", {}, tags={"raydistill.trial_id": "oom"}, parent_run_id=parent)
     c.log_metric(rid, "epoch", 1, timestamp=1_700_000_000_000, step=1)
     reason = "ActorDiedError: The actor died unexpectedly (the worker was killed: out of memory)"
-    track.close_children(uri, "sweep", parent, errors={"oom": reason})
+    tracker.close_children(parent, errors={"oom": reason})
     run = c.get_run(rid)
     assert run.info.status == "FAILED" and run.data.tags["error"] == reason
     assert "stopped_early" not in run.data.tags

@@ -189,16 +189,16 @@ def test_metrics_are_spooled_not_dropped_when_mlflow_goes_down(tmp_path, monkeyp
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(track.time, "sleep", lambda s: None)
-    good = f"sqlite:///{tmp_path / 'ok.db'}"
-    run_id = track.start_run(good, "spool", "r", {"a": 1})
-    track.log_metrics("http://127.0.0.1:9", run_id, {"eval_accuracy": 0.5}, step=1)  # server down: spooled
+    good = track.Tracker(f"sqlite:///{tmp_path / 'ok.db'}", "spool")
+    run_id = good.start_run("r", {"a": 1})
+    track.Tracker("http://127.0.0.1:9").log_metrics(run_id, {"eval_accuracy": 0.5}, step=1)  # server down: spooled
     rows = [json.loads(x) for x in open(track._spool_path())]
     assert rows and rows[0]["metrics"] == {"eval_accuracy": 0.5}
-    rows[0]["uri"] = good  # the server is back (here: the same store under its reachable URI)
+    rows[0]["uri"] = good.uri  # the server is back (here: the same store under its reachable URI)
     with open(track._spool_path(), "w") as f:
         f.write(json.dumps(rows[0]) + "\n")
     assert track.replay_spool() == 1
-    assert track.client(good).get_metric_history(run_id, "eval_accuracy")[0].value == 0.5
+    assert good.client.get_metric_history(run_id, "eval_accuracy")[0].value == 0.5
 
 
 def test_half_written_checkpoint_is_never_taken_as_valid(tiny_teacher, tmp_path):

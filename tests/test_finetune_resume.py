@@ -9,7 +9,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from raydistill import finetune
-from raydistill.tracking import track
+from raydistill.tracking.track import Tracker
 from raydistill.train import finetune as train_finetune
 
 
@@ -44,14 +44,14 @@ def test_interrupted_finetune_resumes_from_its_last_epoch(tiny_teacher, glue_dir
 
     out = str(tmp_path / "cut")
     argv = _argv(tiny_teacher, glue_dir, uri, out)
-    log_epoch = track.log_epoch
+    log_epoch = Tracker.log_epoch
 
-    def stop_at_epoch_3(uri_, run_id, metrics):  # Ctrl-C while epoch 3 reports: epochs 1 and 2 are kept
+    def stop_at_epoch_3(tracker, run_id, metrics):  # Ctrl-C while epoch 3 reports: epochs 1 and 2 are kept
         if metrics["epoch"] == 3:
             raise KeyboardInterrupt
-        log_epoch(uri_, run_id, metrics)
+        log_epoch(tracker, run_id, metrics)
 
-    monkeypatch.setattr(track, "log_epoch", stop_at_epoch_3)
+    monkeypatch.setattr(Tracker, "log_epoch", stop_at_epoch_3)
     capsys.readouterr()
     with pytest.raises(SystemExit) as e:
         finetune.main(argv)
@@ -64,7 +64,7 @@ def test_interrupted_finetune_resumes_from_its_last_epoch(tiny_teacher, glue_dir
     c = MlflowClient(uri)
     assert c.get_run(state["run_id"]).info.status == "KILLED"
 
-    monkeypatch.setattr(track, "log_epoch", log_epoch)
+    monkeypatch.setattr(Tracker, "log_epoch", log_epoch)
     again = finetune.main(argv)  # the command the line names
     cfg = finetune.config(finetune.parser().parse_args(argv))
     assert (
@@ -91,14 +91,14 @@ def test_a_second_signal_while_the_run_is_being_ended_does_not_leave_it_running(
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     argv = _argv(tiny_teacher, glue_dir, uri, str(tmp_path / "out"))
-    log_epoch, end_run = track.log_epoch, track.end_run
+    log_epoch, end_run = Tracker.log_epoch, Tracker.end_run
 
-    def ctrl_c_at_epoch_2(uri_, run_id, metrics):
+    def ctrl_c_at_epoch_2(tracker, run_id, metrics):
         if metrics["epoch"] == 2:
             os.kill(os.getpid(), signal.SIGINT)
             for _ in range(10**6):
                 pass
-        log_epoch(uri_, run_id, metrics)
+        log_epoch(tracker, run_id, metrics)
 
     def second_signal_then_end(*args, **kw):
         os.kill(os.getpid(), getattr(signal, second))
@@ -106,8 +106,8 @@ def test_a_second_signal_while_the_run_is_being_ended_does_not_leave_it_running(
             pass
         return end_run(*args, **kw)
 
-    monkeypatch.setattr(track, "log_epoch", ctrl_c_at_epoch_2)
-    monkeypatch.setattr(track, "end_run", second_signal_then_end)
+    monkeypatch.setattr(Tracker, "log_epoch", ctrl_c_at_epoch_2)
+    monkeypatch.setattr(Tracker, "end_run", second_signal_then_end)
     capsys.readouterr()
     with pytest.raises(SystemExit) as e:
         finetune.main(argv)
@@ -124,7 +124,7 @@ def test_a_failure_while_logging_the_datasets_ends_the_run_failed(tiny_teacher, 
     def broken(*a, **kw):
         raise OSError("the data folder went away")
 
-    monkeypatch.setattr(track, "log_datasets", broken)
+    monkeypatch.setattr(Tracker, "log_datasets", broken)
     with pytest.raises(OSError):
         finetune.main(_argv(tiny_teacher, glue_dir, uri, str(tmp_path / "out")))
     c = MlflowClient(uri)

@@ -114,7 +114,7 @@ def test_ray_train_run_on_the_gpu(ray_session, tiny_teacher, sst2, tmp_path, mlf
     per-epoch GPU memory logged to MLflow, and the exported student's dev score matching a CPU re-score."""
     from raydistill.evaluate import evaluate_dir
     from raydistill.orchestrate.run import RunOptions, execute, make_trainer
-    from raydistill.tracking import track
+    from raydistill.tracking.track import Tracker
 
     cfg = method_cfg("kd", tiny_teacher("classification"), sst2, use_gpu=True, epochs=2).replace(
         tracking_uri=mlflow_uri, experiment="gpu-run", output=str(tmp_path / "student")
@@ -122,7 +122,7 @@ def test_ray_train_run_on_the_gpu(ray_session, tiny_teacher, sst2, tmp_path, mlf
     assert make_trainer(cfg, name="x", storage_path=str(tmp_path)).backend_config.backend == "nccl"
     out = execute(cfg, storage_path=str(tmp_path / "ray"), name="gpu-run", opts=RunOptions(gpus_per_worker=0.5))
     assert out["gpu_memory_mb"] > 0 and out["gpu_peak_memory_mb"] >= out["gpu_memory_mb"]
-    hist = track.client(mlflow_uri).get_metric_history(out["run_id"], "gpu_memory_mb")
+    hist = Tracker(mlflow_uri).client.get_metric_history(out["run_id"], "gpu_memory_mb")
     assert len(hist) == 2
     again = evaluate_dir(out["student_dir"], "sst2", sst2, max_length=cfg.train.max_length)
     assert abs(again["eval_accuracy"] - out["best_eval_accuracy"]) <= 1 / dev_size(sst2) + 1e-9
@@ -231,12 +231,12 @@ def gpu_sweep(tiny_teacher, tmp_path_factory):
 @pytest.mark.slow
 def test_sweep_puts_two_trials_on_one_gpu_at_once(gpu_sweep):
     from raydistill.testing import common_span, held_window
-    from raydistill.tracking import track
+    from raydistill.tracking.track import Tracker
 
     out = gpu_sweep["out"]
     assert out["trials"] == 2 and out["errors"] == 0 and out["concurrency"] == 2
     assert "on the GPU" in gpu_sweep["stderr"]  # the in-sweep teacher fine-tuned on the GPU
-    c = track.client(gpu_sweep["uri"])
+    c = Tracker(gpu_sweep["uri"]).client
     exp = c.get_experiment_by_name("gpu-sweep")
     runs = c.search_runs([exp.experiment_id])
     teacher = [r for r in runs if r.data.tags.get("raydistill.role") == "teacher"]

@@ -27,10 +27,11 @@ def dead_address() -> str:
 
 def runs(uri: str) -> tuple[str, str]:
     """A sweep-like parent run and one RUNNING child."""
-    from raydistill.tracking import track
+    from raydistill.tracking.track import Tracker
 
-    parent = track.start_run(uri, "g", "my-sweep", {"space": "pkd_glue"}, tags={"raydistill.role": "sweep"})
-    child = track.start_run(uri, "g", "trial", {}, parent_run_id=parent)
+    tracker = Tracker(uri, "g")
+    parent = tracker.start_run("my-sweep", {"space": "pkd_glue"}, tags={"raydistill.role": "sweep"})
+    child = tracker.start_run("trial", {}, parent_run_id=parent)
     return parent, child
 
 
@@ -66,11 +67,11 @@ def test_guardian_marks_a_dead_drivers_runs_failed_in_one_line(tmp_path):
 
 HANG = """
 import sys, time
-from raydistill.tracking import track
+from raydistill.tracking.track import Tracker
 from raydistill.orchestrate import guard
 guard.POLL_S, guard.LOST_S = 0.2, 1e9
 guard.watch(sys.argv[1])
-print(track.start_run(sys.argv[2], "g", "run", {}), flush=True)
+print(Tracker(sys.argv[2], "g").start_run("run", {}), flush=True)
 guard.LOST_S = 1.0  # from here on (the run open), an unreachable GCS ends the driver within about a second
 time.sleep(120)  # blocked, as a driver in ray.get on a cluster whose GCS is gone
 """
@@ -95,14 +96,15 @@ def test_a_run_the_driver_ended_failed_just_before_dying_is_still_named(tmp_path
     """The CI race: the driver's own error handling marked its run FAILED (and told the guardian "close"), then Ray
     took the process down before its one line. The guardian's line names that run (not "none"), keeps the driver's
     reason on it, and still ends its RUNNING children; a run closed FINISHED is not named."""
-    from raydistill.tracking import track
+    from raydistill.tracking.track import Tracker
 
     uri = f"sqlite:///{tmp_path / 'm.db'}"
+    tracker = Tracker(uri, "g")
     parent, child = runs(uri)
-    done = track.start_run(uri, "g", "teacher", {})
-    track.end_run(uri, done)
-    track.set_tags(uri, parent, {"error": "RayActorError: the actor died"})
-    track.end_run(uri, parent, "FAILED")
+    done = tracker.start_run("teacher", {})
+    tracker.end_run(done)
+    tracker.set_tags(parent, {"error": "RayActorError: the actor died"})
+    tracker.end_run(parent, "FAILED")
     address = dead_address()
     msgs = [
         {"event": "open", "uri": uri, "run_id": done, "name": "teacher"},

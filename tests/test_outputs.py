@@ -162,12 +162,13 @@ def test_every_result_command_refuses_a_folder_of_the_users(tiny_teacher, glue_d
 
 def _logged_student(uri: str, teacher: str, tmp_path) -> None:
     """A finished trial run with a ``student`` artifact, as a sweep logs it."""
-    from raydistill.tracking import track
+    from raydistill.tracking.track import Tracker
 
-    rid = track.start_run(uri, "e", "t1", {"task": "sst2"}, tags={"raydistill.trial_id": "t1"})
-    track.log_metrics(uri, rid, {"best_val_accuracy": 0.8})
-    track.log_artifacts(uri, rid, teacher, "student")
-    track.end_run(uri, rid)
+    tracker = Tracker(uri, "e")
+    rid = tracker.start_run("t1", {"task": "sst2"}, tags={"raydistill.trial_id": "t1"})
+    tracker.log_metrics(rid, {"best_val_accuracy": 0.8})
+    tracker.log_artifacts(rid, teacher, "student")
+    tracker.end_run(rid)
 
 
 def test_best_export_with_overwrite_keeps_the_users_file_and_rewrites_its_own_result(tiny_teacher, tmp_path, capsys):

@@ -89,12 +89,13 @@ def test_quantize_without_onnx_and_export_is_refused(tmp_path, argv):
 
 def trial_run(uri: str, experiment: str, student_dir: str, params: dict, metrics: dict) -> str:
     """A finished trial run as a sweep leaves it: params, metrics and the student under ``student/``."""
-    from raydistill.tracking import track
+    from raydistill.tracking.track import Tracker
 
-    rid = track.start_run(uri, experiment, "trial-1", params, tags={"raydistill.trial_id": "t1"})
-    track.log_metrics(uri, rid, metrics)
-    track.log_artifacts(uri, rid, student_dir, "student")
-    track.end_run(uri, rid)
+    tracker = Tracker(uri, experiment)
+    rid = tracker.start_run("trial-1", params, tags={"raydistill.trial_id": "t1"})
+    tracker.log_metrics(rid, metrics)
+    tracker.log_artifacts(rid, student_dir, "student")
+    tracker.end_run(rid)
     return rid
 
 

@@ -89,16 +89,17 @@ def test_best_within_a_latency_or_size_bound(tmp_path, capsys):
 
     from raydistill import best
     from raydistill.common.errors import UserError
-    from raydistill.tracking import track
+    from raydistill.tracking.track import Tracker
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    tracker = Tracker(uri, "e")
     for tid, acc, ms, params in (("t1", 0.80, 10.0, 22e6), ("t2", 0.78, 5.0, 11e6), ("t3", 0.70, 3.0, 5e6)):
-        rid = track.start_run(uri, "e", tid, {}, tags={"raydistill.trial_id": tid})
-        track.log_metrics(uri, rid, {"best_eval_accuracy": acc, "latency_ms_b1": ms, "student_params": params})
-        track.end_run(uri, rid)
+        rid = tracker.start_run(tid, {}, tags={"raydistill.trial_id": tid})
+        tracker.log_metrics(rid, {"best_eval_accuracy": acc, "latency_ms_b1": ms, "student_params": params})
+        tracker.end_run(rid)
 
     def pick(**kw):
-        return best.find_best(uri, "e", "best_eval_accuracy", "max", **kw)[0].info.run_name
+        return best.find_best(tracker, "best_eval_accuracy", "max", **kw)[0].info.run_name
 
     assert pick() == "t1" and pick(max_latency_ms=6.0) == "t2" and pick(max_params=6e6) == "t3"
     assert pick(max_latency_ms=6.0, max_params=6e6) == "t3"

@@ -250,14 +250,15 @@ def test_summary_best_and_front_name_only_exported_students():
 
 
 def test_resumed_run_is_running_again_without_its_error(tmp_path):
-    from raydistill.tracking import track
+    from raydistill.tracking.track import Tracker
 
     uri = f"sqlite:///{tmp_path / 'm.db'}"
-    rid = track.start_run(uri, "e", "r", {})
-    track.set_tags(uri, rid, {"error": "RuntimeError: boom"})
-    track.end_run(uri, rid, "FAILED")
-    track.reopen_run(uri, rid)
-    run = track.client(uri).get_run(rid)
+    tracker = Tracker(uri, "e")
+    rid = tracker.start_run("r", {})
+    tracker.set_tags(rid, {"error": "RuntimeError: boom"})
+    tracker.end_run(rid, "FAILED")
+    tracker.reopen_run(rid)
+    run = tracker.client.get_run(rid)
     assert run.info.status == "RUNNING" and "error" not in run.data.tags
 
 
@@ -265,16 +266,17 @@ def test_best_ranks_eval_metrics_by_the_exported_epoch_not_the_last(tmp_path):
     """`best --metric eval_accuracy` ranked by MLflow's latest value (the last epoch) but exported each trial's best
     epoch; it now ranks by best_eval_accuracy, the exported student's own score."""
     from raydistill.best import find_best
-    from raydistill.tracking import track
+    from raydistill.tracking.track import Tracker
 
     uri = f"sqlite:///{tmp_path / 'm.db'}"
+    tracker = Tracker(uri, "e")
     for name, curve, best_eval in (("late", [0.5, 0.8], 0.8), ("early", [0.9, 0.6], 0.9)):
-        rid = track.start_run(uri, "e", name, {}, tags={"raydistill.trial_id": name})
+        rid = tracker.start_run(name, {}, tags={"raydistill.trial_id": name})
         for step, v in enumerate(curve):
-            track.log_metrics(uri, rid, {"eval_accuracy": v}, step=step)
-        track.log_metrics(uri, rid, {"best_eval_accuracy": best_eval, "best_val_accuracy": best_eval})
-        track.end_run(uri, rid)
-    run, metric, _, _ = find_best(uri, "e", "eval_accuracy", "max")
+            tracker.log_metrics(rid, {"eval_accuracy": v}, step=step)
+        tracker.log_metrics(rid, {"best_eval_accuracy": best_eval, "best_val_accuracy": best_eval})
+        tracker.end_run(rid)
+    run, metric, _, _ = find_best(tracker, "eval_accuracy", "max")
     assert metric == "best_eval_accuracy" and run.info.run_name == "early"
 
 
@@ -322,19 +324,20 @@ def test_best_of_a_named_sweep_ranks_by_that_sweeps_metric_not_the_newest(tmp_pa
     import time
 
     from raydistill.best import find_best
-    from raydistill.tracking import track
+    from raydistill.tracking.track import Tracker
 
     uri = f"sqlite:///{tmp_path / 'm.db'}"
+    tracker = Tracker(uri, "e")
     for sweep, metric in (("a", "best_val_f1"), ("b", "best_val_accuracy")):  # b is the newer sweep
-        track.start_run(uri, "e", sweep, {"metric": metric}, tags={"raydistill.role": "sweep"})
+        tracker.start_run(sweep, {"metric": metric}, tags={"raydistill.role": "sweep"})
         for name, acc, f1 in ((f"{sweep}-acc", 0.9, 0.1), (f"{sweep}-f1", 0.1, 0.9)):
-            rid = track.start_run(uri, "e", name, {}, tags={"raydistill.trial_id": name, "raydistill.sweep": sweep})
-            track.log_metrics(uri, rid, {"best_val_accuracy": acc, "best_val_f1": f1})
-            track.end_run(uri, rid)
+            rid = tracker.start_run(name, {}, tags={"raydistill.trial_id": name, "raydistill.sweep": sweep})
+            tracker.log_metrics(rid, {"best_val_accuracy": acc, "best_val_f1": f1})
+            tracker.end_run(rid)
         time.sleep(0.01)
-    run, metric, _, _ = find_best(uri, "e", None, "max", sweep="a")
+    run, metric, _, _ = find_best(tracker, None, "max", sweep="a")
     assert metric == "best_val_f1" and run.info.run_name == "a-f1"
-    run, metric, _, _ = find_best(uri, "e", None, "max")  # no sweep named: the newest sweep's metric
+    run, metric, _, _ = find_best(tracker, None, "max")  # no sweep named: the newest sweep's metric
     assert metric == "best_val_accuracy"
 
 
@@ -402,15 +405,16 @@ def test_best_ranks_in_the_mode_the_sweep_recorded(tmp_path):
     """A `mode: min` space: `best` without --mode picked the highest value (its default was max and the sweep did not
     record its mode), another run than the sweep's summary named."""
     from raydistill.best import find_best
-    from raydistill.tracking import track
+    from raydistill.tracking.track import Tracker
 
     uri = f"sqlite:///{tmp_path / 'm.db'}"
-    track.start_run(uri, "e", "s", {"metric": "best_val_loss", "mode": "min"}, tags={"raydistill.role": "sweep"})
+    tracker = Tracker(uri, "e")
+    tracker.start_run("s", {"metric": "best_val_loss", "mode": "min"}, tags={"raydistill.role": "sweep"})
     for name, loss in (("low", 0.2), ("high", 0.9)):
-        rid = track.start_run(uri, "e", name, {}, tags={"raydistill.trial_id": name, "raydistill.sweep": "s"})
-        track.log_metrics(uri, rid, {"best_val_loss": loss})
-        track.end_run(uri, rid)
-    run, _, _, mode = find_best(uri, "e", None, None, sweep="s")
+        rid = tracker.start_run(name, {}, tags={"raydistill.trial_id": name, "raydistill.sweep": "s"})
+        tracker.log_metrics(rid, {"best_val_loss": loss})
+        tracker.end_run(rid)
+    run, _, _, mode = find_best(tracker, None, None, sweep="s")
     assert mode == "min" and run.info.run_name == "low"
-    run, _, _, mode = find_best(uri, "e", None, "max", sweep="s")  # --mode given: it wins
+    run, _, _, mode = find_best(tracker, None, "max", sweep="s")  # --mode given: it wins
     assert mode == "max" and run.info.run_name == "high"

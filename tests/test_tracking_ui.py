@@ -4,21 +4,22 @@ from __future__ import annotations
 
 from raydistill.config.schema import RunConfig, TrainConfig
 from raydistill.data.splits import data_fingerprint, datasets
-from raydistill.tracking import track
+from raydistill.tracking.track import Tracker
 
 
 def test_experiments_are_model_training_experiments(tmp_path):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    c = track.client(uri)
-    eid = track.experiment_id(uri, "fresh")
+    c = Tracker(uri).client
+    eid = Tracker(uri, "fresh").experiment_id
     assert c.get_experiment(eid).tags["mlflow.experimentKind"] == "custom_model_development"
     old = c.create_experiment("made-before", artifact_location=f"file://{tmp_path}/a")  # no kind tag yet
-    assert track.experiment_id(uri, "made-before") == old
+    assert Tracker(uri, "made-before").experiment_id == old
     assert c.get_experiment(old).tags["mlflow.experimentKind"] == "custom_model_development"
 
 
 def test_a_run_logs_its_train_validation_and_dev_data_as_dataset_inputs(tmp_path, glue_dir):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    tracker = Tracker(uri, "e")
     cfg = RunConfig(task="sst2", teacher="t", data_dir=glue_dir, train=TrainConfig(train_limit=40, eval_limit=16))
     ds = datasets(cfg)
     assert [(d["name"], d["context"], d["rows"]) for d in ds] == [
@@ -27,9 +28,9 @@ def test_a_run_logs_its_train_validation_and_dev_data_as_dataset_inputs(tmp_path
         ("sst2-dev", "eval", 16),
     ]
     assert len({d["digest"] for d in ds}) == 3 and len(data_fingerprint(cfg)) == 16
-    run_id = track.start_run(uri, "e", "r", {})
-    track.log_datasets(uri, run_id, ds)
-    got = track.client(uri).get_run(run_id).inputs.dataset_inputs
+    run_id = tracker.start_run("r", {})
+    tracker.log_datasets(run_id, ds)
+    got = tracker.client.get_run(run_id).inputs.dataset_inputs
     assert sorted((i.dataset.name, i.dataset.digest, i.tags[0].value) for i in got) == sorted(
         (d["name"], d["digest"], d["context"]) for d in ds
     )
@@ -42,10 +43,9 @@ def test_the_printed_link_opens_the_sweeps_trials_compared_by_the_objective(tmp_
     import json
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    eid = track.experiment_id(uri, "pkd_glue")
-    ui = track.ui_link(
-        uri,
-        "pkd_glue",
+    tracker = Tracker(uri, "pkd_glue")
+    eid = tracker.experiment_id
+    ui = tracker.ui_link(
         "pkd_glue-sst2-1 x",
         "best_eval_accuracy",
         "max",
@@ -54,7 +54,7 @@ def test_the_printed_link_opens_the_sweeps_trials_compared_by_the_objective(tmp_
     )
     assert ui["command"] == f"mlflow ui --backend-store-uri {uri} --host 127.0.0.1 --port 5000"
     assert ui["url"] == f"http://127.0.0.1:5000/#/experiments/{eid}/runs?viewStateShareKey=raydistill-pkd_glue-sst2-1-x"
-    view = json.loads(track.client(uri).get_experiment(eid).tags["mlflow.sharedViewState.raydistill-pkd_glue-sst2-1-x"])
+    view = json.loads(tracker.client.get_experiment(eid).tags["mlflow.sharedViewState.raydistill-pkd_glue-sst2-1-x"])
     assert view["searchFilter"] == "tags.`raydistill.sweep` = 'pkd_glue-sst2-1 x'"
     assert view["orderByKey"] == "metrics.`best_eval_accuracy`" and view["orderByAsc"] is False
     assert (

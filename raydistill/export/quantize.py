@@ -25,6 +25,8 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
+from raydistill.tracking.track import Tracker
+
 INT8_NAME = "model.int8.onnx"
 MAX_DROP_POINTS = 1.0  # the INT8 student may lose at most this many points (0.01 on a 0-1 metric) of dev score
 # Measured on the SST-2 student (BENCHMARKS.md (c)): per-channel weights keep the dev score (per-tensor lost 0.9
@@ -285,11 +287,9 @@ def say(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def log_report(uri: str, run_id: str, report: dict) -> None:
+def log_report(tracker: Tracker, run_id: str, report: dict) -> None:
     """The report's numbers as metrics of the trial's run and the INT8 file under ``onnx/``; nothing else touched
     (the run keeps its status, params and earlier metrics)."""
-    from raydistill.tracking import track
-
     metrics = {k: float(v) for k, v in report.items() if isinstance(v, bool | int | float)}  # within_1pt: 1.0 / 0.0
-    track.log_metrics(uri, run_id, metrics)
-    track.log_artifact(uri, run_id, report["int8_onnx_path"], "onnx")
+    tracker.log_metrics(run_id, metrics)
+    tracker.log_artifact(run_id, report["int8_onnx_path"], "onnx")

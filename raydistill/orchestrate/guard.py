@@ -5,7 +5,7 @@ process at once when its node's raylet goes (no ``finally``, no ``atexit``), or,
 gone, the driver blocks in Ray for minutes and a SIGTERM waits behind it. So:
 
 * ``watch`` starts a small guardian process beside the driver. The driver tells it (a pipe) which MLflow runs it
-  opened and closed (``track.start_run`` / ``end_run``); a driver that ends normally says goodbye. When the pipe
+  opened and closed (``Tracker.start_run`` / ``end_run``); a driver that ends normally says goodbye. When the pipe
   closes without one, the driver died: the guardian marks its open runs and their still-RUNNING children (a sweep's
   trials) FAILED with the reason, and prints the command's one line (``error: RAY_ADDRESS: the Ray cluster at ADDR
   went away …; resume with …``) on the driver's stderr.
@@ -180,20 +180,21 @@ def _watchdog(address: str) -> None:
 
 
 def _end(runs: dict, reason: str) -> None:
-    from raydistill.tracking import track
+    from raydistill.tracking.track import Tracker
 
     for run_id, r in runs.items():
         try:
-            c = track.client(r["uri"])
+            tracker = Tracker(r["uri"])
+            c = tracker.client
             exp = c.get_run(run_id).info.experiment_id
             for child in c.search_runs(
                 [exp], filter_string=f"tags.`mlflow.parentRunId` = '{run_id}' and attributes.status = 'RUNNING'"
             ):
-                track.set_tags(r["uri"], child.info.run_id, {"error": reason})
-                track.end_run(r["uri"], child.info.run_id, "FAILED")
+                tracker.set_tags(child.info.run_id, {"error": reason})
+                tracker.end_run(child.info.run_id, "FAILED")
             if not r.get("ended"):  # one the driver ended FAILED itself keeps its own reason
-                track.set_tags(r["uri"], run_id, {"error": reason})
-                track.end_run(r["uri"], run_id, "FAILED")
+                tracker.set_tags(run_id, {"error": reason})
+                tracker.end_run(run_id, "FAILED")
         except Exception as e:  # one run's tracking server down must not keep the others open
             print(f"raydistill: could not mark MLflow run {run_id} FAILED: {e}", file=sys.stderr, flush=True)
 

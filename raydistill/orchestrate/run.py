@@ -11,6 +11,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import ray
 import ray.train
@@ -18,7 +19,7 @@ import ray.train.torch
 from ray.train.v2.api.callback import UserCallback
 
 from raydistill.config.schema import RunConfig
-from raydistill.tracking.track import log_epoch
+from raydistill.tracking.track import Tracker
 
 log = logging.getLogger("raydistill")
 
@@ -69,11 +70,11 @@ def _worker(config: dict) -> None:
 class MlflowEpochCallback(UserCallback):
     """Logs every epoch's rank-0 metrics to the run's MLflow run as they are reported (controller side)."""
 
-    def __init__(self, tracking_uri: str | None, run_id: str):
-        self.tracking_uri, self.run_id = tracking_uri, run_id
+    def __init__(self, tracker: Tracker, run_id: str):
+        self.tracker, self.run_id = tracker, run_id  # pickled to the controller: the Tracker without its client
 
     def after_report(self, run_context, metrics, checkpoint):
-        log_epoch(self.tracking_uri, self.run_id, metrics[0])
+        self.tracker.log_epoch(self.run_id, metrics[0])
 
 
 @dataclass(frozen=True)
@@ -239,48 +240,70 @@ def execute(
     ``in_process`` (a sweep's 1-worker CPU trial: a callable taking each epoch's metrics) runs the loop in this process
     instead of on Ray Train (``fit_in_process``).
     """
-    from raydistill.tracking import track
-
     t0 = time.perf_counter()
-    uri = cfg.tracking_uri
-    run_id = resume_run_id or track.start_run(
-        uri, cfg.experiment, cfg.run_name or name, _run_params(cfg), tags=tags, parent_run_id=parent_run_id
+    tracker = Tracker(cfg.tracking_uri, cfg.experiment)
+    run_id = resume_run_id or tracker.start_run(
+        cfg.run_name or name, _run_params(cfg), tags=tags, parent_run_id=parent_run_id
     )
     try:  # from here on the run ends FINISHED, FAILED or KILLED, never left RUNNING
-        if not resume_run_id:
-            from raydistill.data.splits import datasets
-
-            track.log_datasets(uri, run_id, datasets(cfg))  # re-reads and hashes the data: it can fail too
-        else:  # a restarted trial goes on in its run: RUNNING again, without the error of the attempt that failed
-            track.reopen_run(uri, run_id)
-        if in_process is not None:
-            t1 = time.perf_counter()
-            last, checkpoint = _fit_here(cfg, storage_path, name, opts, run_id, bool(resume_run_id), in_process)
-        else:
-            trainer = make_trainer(
-                cfg,
-                name=name,
-                storage_path=storage_path,
-                opts=opts,
-                callbacks=[MlflowEpochCallback(uri, run_id), *callbacks],
-            )
-            t1 = time.perf_counter()
-            result = trainer.fit()
-            if result.error:
-                raise result.error
-            last, checkpoint = result.metrics, result.checkpoint
+        _ready_run(cfg, tracker, run_id, resumed=bool(resume_run_id))
+        last, checkpoint, t1 = _fit(
+            cfg, tracker, run_id, storage_path, name, opts, callbacks, bool(resume_run_id), in_process
+        )
         t2 = time.perf_counter()
         final = final_metrics(last)
-        student_dir = _publish_student(cfg, run_id, checkpoint, final)
+        student_dir = _publish_student(cfg, tracker, run_id, checkpoint, final)
         # where the run's seconds went outside the workers' loop (Ray Train start and stop, MLflow, export)
         timing = {"time_run_start_s": t1 - t0, "time_fit_s": t2 - t1, "time_export_s": time.perf_counter() - t2}
-        track.log_metrics(uri, run_id, timing)
+        tracker.log_metrics(run_id, timing)
         final.update(timing)
-        track.end_run(uri, run_id)
+        tracker.end_run(run_id)
     except BaseException as e:
-        _end_unfinished(uri, run_id, e)
+        _end_unfinished(tracker, run_id, e)
         raise
     return {**final, "run_id": run_id, "student_dir": student_dir}
+
+
+def _ready_run(cfg: RunConfig, tracker: Tracker, run_id: str, resumed: bool) -> None:
+    """A new run gets its dataset inputs; a restarted trial goes on in its run: RUNNING again, without the error of
+    the attempt that failed."""
+    if not resumed:
+        from raydistill.data.splits import datasets
+
+        tracker.log_datasets(run_id, datasets(cfg))  # re-reads and hashes the data: it can fail too
+    else:
+        tracker.reopen_run(run_id)
+
+
+def _fit(
+    cfg: RunConfig,
+    tracker: Tracker,
+    run_id: str,
+    storage_path: str,
+    name: str,
+    opts: RunOptions,
+    callbacks,
+    resume: bool,
+    in_process,
+) -> tuple[dict, Any, float]:
+    """The run's training, in this process (``in_process``) or on Ray Train: the last report's metrics, the checkpoint
+    to export, and the ``perf_counter`` at which training began (what came before it is the run's start-up)."""
+    if in_process is not None:
+        t1 = time.perf_counter()
+        last, checkpoint = _fit_here(cfg, storage_path, name, opts, tracker, run_id, resume, in_process)
+        return last, checkpoint, t1
+    trainer = make_trainer(
+        cfg,
+        name=name,
+        storage_path=storage_path,
+        opts=opts,
+        callbacks=[MlflowEpochCallback(tracker, run_id), *callbacks],
+    )
+    t1 = time.perf_counter()
+    result = trainer.fit()
+    if result.error:
+        raise result.error
+    return result.metrics, result.checkpoint, t1
 
 
 def _run_params(cfg: RunConfig) -> dict:
@@ -296,12 +319,14 @@ def _run_params(cfg: RunConfig) -> dict:
     }
 
 
-def _fit_here(cfg: RunConfig, storage_path: str, name: str, opts: RunOptions, run_id: str, resume: bool, report):
+def _fit_here(
+    cfg: RunConfig, storage_path: str, name: str, opts: RunOptions, tracker: Tracker, run_id: str, resume: bool, report
+):
     """A sweep's 1-worker CPU trial in this process: each epoch logged, then handed to Tune (``report``)."""
     from raydistill.orchestrate.resources import threads
 
     def on_epoch(metrics):
-        log_epoch(cfg.tracking_uri, run_id, metrics)
+        tracker.log_epoch(run_id, metrics)
         report(metrics)
 
     return fit_in_process(
@@ -313,37 +338,35 @@ def _fit_here(cfg: RunConfig, storage_path: str, name: str, opts: RunOptions, ru
     )
 
 
-def _publish_student(cfg: RunConfig, run_id: str, checkpoint, final: dict) -> str:
+def _publish_student(cfg: RunConfig, tracker: Tracker, run_id: str, checkpoint, final: dict) -> str:
     """The best epoch's student to ``cfg.output``, logged to the run as artifacts and as a model with its card."""
     from raydistill.export.card import student_card
     from raydistill.tasks import get_task
-    from raydistill.tracking import track
+    from raydistill.tracking.track import PIPELINES
 
     student_dir = export_student(checkpoint, cfg.output)
-    track.log_artifacts(cfg.tracking_uri, run_id, student_dir, "student")
+    tracker.log_artifacts(run_id, student_dir, "student")
     kind = get_task(cfg.task).kind
     card = student_card(
         student_dir,
         task=cfg.task,
         teacher=cfg.teacher,
         method=cfg.distill.method,
-        pipeline_tag=track.PIPELINES[kind],
+        pipeline_tag=PIPELINES[kind],
         metrics=final,
     )
-    track.log_student_model(cfg.tracking_uri, run_id, student_dir, kind, card)  # the UI's Models column
+    tracker.log_student_model(run_id, student_dir, kind, card)  # the UI's Models column
     return student_dir
 
 
-def _end_unfinished(uri: str | None, run_id: str, e: BaseException) -> None:
+def _end_unfinished(tracker: Tracker, run_id: str, e: BaseException) -> None:
     """A run that did not finish: KILLED when the user or the search's scheduler stopped it, else FAILED with why."""
-    from raydistill.tracking import track
-
     if isinstance(e, KeyboardInterrupt):  # Ctrl-C / SIGTERM: stopped by the user, not failed
-        track.set_tags(uri, run_id, {"interrupted": "true"})
-        track.end_run(uri, run_id, "KILLED")
+        tracker.set_tags(run_id, {"interrupted": "true"})
+        tracker.end_run(run_id, "KILLED")
     elif isinstance(e, SystemExit) and e.code in (0, None):  # Tune's report() exits 0 when the scheduler stops it
-        track.set_tags(uri, run_id, {"raydistill.stopped": "early, by the search's scheduler"})
-        track.end_run(uri, run_id, "KILLED")
+        tracker.set_tags(run_id, {"raydistill.stopped": "early, by the search's scheduler"})
+        tracker.end_run(run_id, "KILLED")
     else:
-        track.set_tags(uri, run_id, {"error": f"{type(e).__name__}: {e}"[:4000]})
-        track.end_run(uri, run_id, "FAILED")
+        tracker.set_tags(run_id, {"error": f"{type(e).__name__}: {e}"[:4000]})
+        tracker.end_run(run_id, "FAILED")

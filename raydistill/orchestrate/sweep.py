@@ -12,6 +12,7 @@ import os
 import sys
 import time
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from raydistill.common.errors import UserError, check
@@ -19,6 +20,7 @@ from raydistill.common.paths import results_path, write_json_atomic
 from raydistill.config.schema import RunConfig
 from raydistill.config.sizes import Shape
 from raydistill.orchestrate.resources import DEFAULT_CPUS_PER_WORKER, Cluster, TrialDemand, concurrency
+from raydistill.tracking.track import Tracker, resolve_tracking_uri
 
 STATE = "raydistill_sweep.json"
 SECOND_OBJECTIVE = {"params": "student_params", "latency": "latency_ms_b1"}  # --multi-objective: minimised
@@ -74,51 +76,33 @@ class Sweep:
     clock: Any = None  # train.loop.Clock: the work around the trials
     started: float = 0.0
 
+    @cached_property
+    def tracker(self) -> Tracker:
+        """The sweep's MLflow store and experiment: the base config's, which ``plan`` settles."""
+        return Tracker(self.base.tracking_uri, self.base.experiment)
+
     # ------------------------------------------------------------------ before Ray
     @classmethod
     def plan(cls, a: argparse.Namespace, argv: list[str], state: dict[str, Any], teacher_cache: str | None) -> Sweep:
         """The space, the base config and every check that needs no Ray: a sweep that cannot run stops here, before
         anything is logged. ``teacher_cache``: the teacher-output cache folder (None: no cache)."""
         from raydistill.config import space as sp
-        from raydistill.config.selection import as_final, confirm_of, objective
-        from raydistill.tasks import get_task
-        from raydistill.tracking.track import resolve_tracking_uri
-        from raydistill.train.preflight import check_ray_options, teacher_config
+        from raydistill.config.selection import confirm_of
+        from raydistill.train.preflight import teacher_config
 
         spec = sp.load(a.space, a.set)
         # the space's own defaults for the two scheduling keys it may carry; flags win
         a.num_workers = a.num_workers if a.num_workers is not None else spec.raw.get("num_workers", 1)
         a.max_concurrent = a.max_concurrent if a.max_concurrent is not None else spec.raw.get("max_concurrent")
-        task_name = a.task or spec.task
-        check(bool(task_name), "task", "the space names no task; pass --task (e.g. --task rte)")
-        assert task_name is not None  # (check refused it otherwise)
-        task = get_task(task_name)
+        task = _task(a, spec)
         teacher = a.teacher or spec.teacher or "bert-base-uncased"
         name = a.name or f"{spec.name}-{task.name}-{time.strftime('%Y%m%d-%H%M%S')}"
         n_samples = a.num_samples if a.num_samples is not None else spec.num_samples
-        _check_counts(a, n_samples)
-        demand = TrialDemand(
-            a.num_workers, a.cpus_per_worker or DEFAULT_CPUS_PER_WORKER, a.gpus_per_worker if a.use_gpu else None
-        )
-        check_ray_options(a.placement_strategy, a.max_failures, demand.cpus_per_worker, demand.gpus_per_worker)
-        _check_gpu_share(a)
+        demand = _demand(a, n_samples)
         storage_root = results_path()
-        base = RunConfig.from_dict(
-            dict(
-                task=task.name,
-                teacher=teacher,
-                data_dir=os.path.abspath(a.data_dir) if a.data_dir else spec.data_dir,
-                train=_train_section(a, spec),
-                tracking_uri=resolve_tracking_uri(a.tracking_uri),
-                experiment=a.experiment or spec.name,
-                output=os.path.join(storage_root, "students", name, "student"),
-                fault=a.inject_fault,
-                teacher_cache=teacher_cache,
-                teacher_cache_gb=a.teacher_cache_gb,
-            )
-        )
-        # a trial is worth its best epoch (the student it exports), chosen on the validation split
-        metric = as_final(spec.metric, "metric") if spec.metric else objective(task.main_metric, base.train.select_on)
+        output = os.path.join(storage_root, "students", name, "student")
+        base = _base_config(a, spec, task.name, teacher, output, teacher_cache)
+        metric = _objective(spec, task, base)
         check(a.teacher_epochs >= 1, "teacher_epochs", f"must be >= 1, got {a.teacher_epochs}")
         check(a.teacher_lr > 0, "teacher_lr", f"must be > 0, got {a.teacher_lr}")
         machine = None if os.environ.get("RAY_ADDRESS") else Cluster.local()
@@ -204,12 +188,9 @@ class Sweep:
 
     def _open_parent(self) -> None:
         from raydistill.data.splits import data_fingerprint
-        from raydistill.tracking import track
 
         b = self.base
-        self.parent = self.state.get("parent_run_id") or track.start_run(
-            b.tracking_uri,
-            b.experiment,
+        self.parent = self.state.get("parent_run_id") or self.tracker.start_run(
             self.name,
             {
                 "space": self.spec.name,
@@ -224,16 +205,14 @@ class Sweep:
             tags={"raydistill.role": "sweep"},
         )
         if self.state.get("parent_run_id"):  # resumed: the parent (and its trials) go on, RUNNING again
-            track.reopen_run(b.tracking_uri, self.parent)
+            self.tracker.reopen_run(self.parent)
         self.state["parent_run_id"] = self.parent
         self._save()
 
     def _killed(self) -> None:
         """Ctrl-C / SIGTERM: the running trials and the parent end KILLED, resumable."""
-        from raydistill.tracking import track
-
-        track.close_children(self.base.tracking_uri, self.base.experiment, self.parent, reason="interrupted")
-        track.end_run(self.base.tracking_uri, self.parent, "KILLED")
+        self.tracker.close_children(self.parent, reason="interrupted")
+        self.tracker.end_run(self.parent, "KILLED")
 
     def _save(self) -> None:
         write_json_atomic(state_path(self.args.storage_path, self.name), self.state)  # a killed driver: old or new
@@ -244,7 +223,6 @@ class Sweep:
         every trial's yardstick; the parent run records the space and the yardstick."""
         from raydistill.config import space as sp
         from raydistill.data.augment_sets import build_sets
-        from raydistill.tracking import track
         from raydistill.train.finetune import prepare_teacher
         from raydistill.train.preflight import preflight
 
@@ -261,7 +239,7 @@ class Sweep:
         self._save()
         self.n_at_once = self.state["concurrency"]  # a resumed sweep keeps the concurrency it started with
         self._measure_teacher()
-        track.log_artifact(self.base.tracking_uri, self.parent, sp.resolve_path(a.space), "space")
+        self.tracker.log_artifact(self.parent, sp.resolve_path(a.space), "space")
         self.opts = self._trial_opts(augment_dirs)
 
     def _measure_teacher(self) -> None:
@@ -269,7 +247,6 @@ class Sweep:
         from raydistill.orchestrate.resources import threads
         from raydistill.results.reference import teacher_reference, weak_teacher
         from raydistill.tasks import get_task
-        from raydistill.tracking import track
 
         ref = teacher_reference(self.base, threads(self.demand.cpus_per_worker), log)  # every trial's yardstick
         metrics = dict.fromkeys((self.metric, report_metric(self.metric)))
@@ -282,7 +259,7 @@ class Sweep:
         if warning:
             log(warning)
         self.clock.lap("teacher_reference")
-        track.log_metrics(self.base.tracking_uri, self.parent, {f"teacher_{k}": v for k, v in ref.items()})
+        self.tracker.log_metrics(self.parent, {f"teacher_{k}": v for k, v in ref.items()})
         self.reference = ref
 
     def _trial_opts(self, augment_dirs: dict[int, str]) -> Any:
@@ -360,10 +337,9 @@ class Sweep:
     def rows(self, results: Any) -> tuple[list[dict[str, Any]], dict[str, str]]:
         """Summary rows of Tune results, with what their MLflow runs logged, and each trial's run id."""
         from raydistill.results.summary import summarize
-        from raydistill.tracking import track
 
         b = self.base
-        children = track.child_runs(b.tracking_uri, b.experiment, self.parent)
+        children = self.tracker.child_runs(self.parent)
         finished = {t for t, r in children.items() if r.info.status == "FINISHED"}
         logged = {t: dict(r.data.metrics) for t, r in children.items()}
         rows = summarize(results, self.metric, self.mode, b.train.epochs, logged, finished=finished)
@@ -377,15 +353,15 @@ class Sweep:
         from raydistill.orchestrate.resources import threads
         from raydistill.results.reference import remeasure_latency
         from raydistill.results.summary import SweepOutcome, finish
-        from raydistill.tracking import track
 
         wall = time.time() - self.started
         ref = remeasure_latency(rows, self.base, self.reference, threads(self.demand.cpus_per_worker), log, run_ids)
-        track.log_metrics(self.base.tracking_uri, self.parent, {"teacher_latency_ms_b1": ref["latency_ms_b1"]}, step=1)
+        self.tracker.log_metrics(self.parent, {"teacher_latency_ms_b1": ref["latency_ms_b1"]}, step=1)
         self.clock.lap("latency_retime")
         outcome = SweepOutcome(
             name=self.name,
             base=self.base,
+            tracker=self.tracker,
             parent=self.parent,
             metric=self.metric,
             mode=self.mode,
@@ -398,6 +374,57 @@ class Sweep:
             timings={k: round(v, 2) for k, v in self.clock.spent.items()},
         )
         return finish(outcome, rows)
+
+
+def _task(a: argparse.Namespace, spec: Any) -> Any:
+    """The task of the sweep: the flag's, else the space's; neither is the user's error."""
+    from raydistill.tasks import get_task
+
+    task_name = a.task or spec.task
+    check(bool(task_name), "task", "the space names no task; pass --task (e.g. --task rte)")
+    assert task_name is not None  # (check refused it otherwise)
+    return get_task(task_name)
+
+
+def _demand(a: argparse.Namespace, n_samples: int) -> TrialDemand:
+    """What one trial asks of the cluster, its counts and Ray options checked."""
+    from raydistill.train.preflight import check_ray_options
+
+    _check_counts(a, n_samples)
+    demand = TrialDemand(
+        a.num_workers, a.cpus_per_worker or DEFAULT_CPUS_PER_WORKER, a.gpus_per_worker if a.use_gpu else None
+    )
+    check_ray_options(a.placement_strategy, a.max_failures, demand.cpus_per_worker, demand.gpus_per_worker)
+    _check_gpu_share(a)
+    return demand
+
+
+def _base_config(
+    a: argparse.Namespace, spec: Any, task: str, teacher: str, output: str, teacher_cache: str | None
+) -> RunConfig:
+    """What every trial shares before the space's draws: task, teacher, data, the train flags, MLflow, output."""
+    return RunConfig.from_dict(
+        dict(
+            task=task,
+            teacher=teacher,
+            data_dir=os.path.abspath(a.data_dir) if a.data_dir else spec.data_dir,
+            train=_train_section(a, spec),
+            tracking_uri=resolve_tracking_uri(a.tracking_uri),
+            experiment=a.experiment or spec.name,
+            output=output,
+            fault=a.inject_fault,
+            teacher_cache=teacher_cache,
+            teacher_cache_gb=a.teacher_cache_gb,
+        )
+    )
+
+
+def _objective(spec: Any, task: Any, base: RunConfig) -> str:
+    """A trial is worth its best epoch (the student it exports), chosen on the validation split: the space's metric,
+    else the task's main one."""
+    from raydistill.config.selection import as_final, objective
+
+    return as_final(spec.metric, "metric") if spec.metric else objective(task.main_metric, base.train.select_on)
 
 
 def _train_section(a: argparse.Namespace, spec: Any) -> dict[str, Any]:

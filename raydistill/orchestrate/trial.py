@@ -46,7 +46,7 @@ def run_trial(
 
     from raydistill.config.space import trial_config
     from raydistill.orchestrate.run import execute
-    from raydistill.tracking import track
+    from raydistill.tracking.track import Tracker
 
     t_start = time.perf_counter()
     trial_id = ray.tune.get_context().get_trial_id()
@@ -58,10 +58,11 @@ def run_trial(
         cfg = cfg.replace(augment_dir=opts.augment_dirs[n_aug])
     cfg = cfg.replace(output=os.path.join(os.path.dirname(base.output), trial_id), run_name=run_name(cfg, trial_id))
     assert cfg.tracking_uri is not None  # the sweep's base config holds the resolved tracking URI
-    existing = track.find_run(cfg.tracking_uri, cfg.experiment, "raydistill.trial_id", trial_id)
-    if existing and track.client(cfg.tracking_uri).get_run(existing).info.status == "FINISHED":
+    tracker = Tracker(cfg.tracking_uri, cfg.experiment)
+    existing = tracker.find_run("raydistill.trial_id", trial_id)
+    if existing and tracker.client.get_run(existing).info.status == "FINISHED":
         # finished before the sweep driver died: report what it logged instead of training again
-        ray.tune.report(dict(track.client(cfg.tracking_uri).get_run(existing).data.metrics))
+        ray.tune.report(dict(tracker.client.get_run(existing).data.metrics))
         return
     t_run = time.perf_counter()
     out = execute(
@@ -80,8 +81,7 @@ def run_trial(
         },
     )
     wall = time.perf_counter() - t_start  # the trial's fixed cost: its seconds outside training steps
-    track.log_metrics(
-        cfg.tracking_uri,
+    tracker.log_metrics(
         out["run_id"],
         {
             "trial_wall_s": wall,

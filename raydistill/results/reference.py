@@ -17,62 +17,80 @@ def teacher_reference(cfg: RunConfig, threads: int, log=lambda m: None) -> dict:
     ``majority_<main metric>``: what always answering the training rows' most common label scores on dev."""
     import torch
 
-    from raydistill.data.splits import data_fingerprint, train_val_dev
-    from raydistill.models.latency import arch_key, measure_latency, memo_dir, read_memo, write_memo
-    from raydistill.models.student import count_params
-    from raydistill.models.teacher import fingerprint, load_model
+    from raydistill.models.latency import memo_dir, read_memo, write_memo
     from raydistill.tasks import get_task
+
+    task = get_task(cfg.task)
+    before = torch.get_num_threads()
+    torch.set_num_threads(max(1, threads))
+    try:
+        key = _memo_key(cfg)
+        path = os.path.join(memo_dir(), "teacher-reference.json")
+        memo = read_memo(path)
+        if key in memo:
+            return memo[key]
+        out = _measure(cfg, task, threads, log)
+    finally:
+        torch.set_num_threads(before)
+    memo[key] = out
+    write_memo(path, memo)
+    return out
+
+
+def _memo_key(cfg: RunConfig) -> str:
+    """What the reference depends on: the teacher's weights, the data, the length and the machine (``arch_key``)."""
+    from transformers import AutoConfig
+
+    from raydistill.data.splits import data_fingerprint
+    from raydistill.models.latency import arch_key
+    from raydistill.models.teacher import fingerprint
+
+    length = cfg.train.max_length
+    key = hashlib.sha256(
+        json.dumps(
+            [
+                fingerprint(cfg.teacher),
+                data_fingerprint(cfg),
+                length,
+                arch_key(AutoConfig.from_pretrained(cfg.teacher), "cpu", length),
+            ]
+        ).encode()
+    )
+    return key.hexdigest()[:16]
+
+
+def _measure(cfg: RunConfig, task, threads: int, log) -> dict:
+    """The teacher scored on the students' dev set and validation split, sized, and timed at batch 1 (on the torch
+    threads the caller set)."""
+    import torch
+    from transformers import AutoTokenizer
+
+    from raydistill.data.splits import train_val_dev
+    from raydistill.models.latency import measure_latency
+    from raydistill.models.student import count_params
+    from raydistill.models.teacher import load_model, quiet_hf
     from raydistill.tasks.encode import encode
     from raydistill.train.loop import Data
     from raydistill.train.scoring import dev_metrics
 
-    task = get_task(cfg.task)
     length = cfg.train.max_length
-    before = torch.get_num_threads()
-    torch.set_num_threads(max(1, threads))
-    try:
-        from transformers import AutoConfig
-
-        key = hashlib.sha256(
-            json.dumps(
-                [
-                    fingerprint(cfg.teacher),
-                    data_fingerprint(cfg),
-                    length,
-                    arch_key(AutoConfig.from_pretrained(cfg.teacher), "cpu", length),
-                ]
-            ).encode()
-        )
-        path = os.path.join(memo_dir(), "teacher-reference.json")
-        memo = read_memo(path)
-        if key.hexdigest()[:16] in memo:
-            return memo[key.hexdigest()[:16]]
-        from transformers import AutoTokenizer
-
-        from raydistill.models.teacher import quiet_hf
-
-        quiet_hf()
-        log(f"teacher reference: scoring {cfg.teacher} on the students' dev set and timing it on {threads} thread(s)")
-        tok = AutoTokenizer.from_pretrained(cfg.teacher)
-        model = load_model(cfg.teacher, task.kind)
-        train, val, dev = train_val_dev(cfg, task)
-        data = Data.dev_only(task, dev, tok, length)
-        if val:
-            data.val_examples, data.val_encoded = val, encode(task, val, tok, length)
-        out = {
-            **dev_metrics(model, data, 64, torch.device("cpu")),
-            **majority(task, train, dev),
-            "student_params": float(count_params(model)),
-            # at the length a trial times its student (loop._speed)
-            "latency_ms_b1": measure_latency(
-                model, batch_sizes=(1,), length=min(128, model.config.max_position_embeddings - 2)
-            )["latency_ms_b1"],
-        }
-    finally:
-        torch.set_num_threads(before)
-    memo[key.hexdigest()[:16]] = out
-    write_memo(path, memo)
-    return out
+    quiet_hf()
+    log(f"teacher reference: scoring {cfg.teacher} on the students' dev set and timing it on {threads} thread(s)")
+    tok = AutoTokenizer.from_pretrained(cfg.teacher)
+    model = load_model(cfg.teacher, task.kind)
+    train, val, dev = train_val_dev(cfg, task)
+    data = Data.dev_only(task, dev, tok, length)
+    if val:
+        data.val_examples, data.val_encoded = val, encode(task, val, tok, length)
+    return {
+        **dev_metrics(model, data, 64, torch.device("cpu")),
+        **majority(task, train, dev),
+        "student_params": float(count_params(model)),
+        # at the length a trial times its student (loop._speed)
+        "latency_ms_b1": measure_latency(
+            model, batch_sizes=(1,), length=min(128, model.config.max_position_embeddings - 2)
+        )["latency_ms_b1"],
+    }
 
 
 def majority(task, train: list, dev: list) -> dict:
@@ -141,7 +159,7 @@ def remeasure_latency(rows: list[dict], base: RunConfig, ref: dict, n_threads: i
     """Each trial's ``latency_ms_b1`` and the teacher's, timed again side by side now that no trial trains (a trial
     times its student while others share its cores); logged to the trial runs at the step after their last epoch, so
     the UI, the Pareto front and ``best --max-latency-ms`` read the quiet numbers. Returns the teacher reference."""
-    from raydistill.tracking import track
+    from raydistill.tracking.track import Tracker
 
     arch = {
         r["trial"]: (int(r[ARCH[0]]), int(r[ARCH[1]]), int(r[ARCH[2]]), int(r[ARCH[3]]))
@@ -152,13 +170,13 @@ def remeasure_latency(rows: list[dict], base: RunConfig, ref: dict, n_threads: i
         return ref
     log(f"timing the teacher and {len(set(arch.values()))} student architecture(s) side by side, no trial running")
     quiet = side_by_side(base, list(arch.values()), n_threads)
+    assert base.tracking_uri is not None  # the sweep's base config holds the resolved tracking URI
+    tracker = Tracker(base.tracking_uri, base.experiment)
     for r in rows:
         if r["trial"] in arch:
             r["latency_ms_b1_in_trial"], r["latency_ms_b1"] = r.get("latency_ms_b1"), quiet[arch[r["trial"]]]
             if r["trial"] in run_ids:
-                assert base.tracking_uri is not None  # the sweep's base config holds the resolved tracking URI
-                track.log_metrics(
-                    base.tracking_uri,
+                tracker.log_metrics(
                     run_ids[r["trial"]],
                     {"latency_ms_b1": r["latency_ms_b1"]},
                     step=base.train.epochs + 1,

@@ -16,7 +16,7 @@ from raydistill.common.paths import results_path
 from raydistill.config.schema import RunConfig
 from raydistill.config.selection import report_metric
 from raydistill.results.report import PARAMS, SHOW, pareto_plot, table
-from raydistill.tracking import track
+from raydistill.tracking.track import Tracker
 
 
 def summarize(
@@ -105,6 +105,7 @@ class SweepOutcome:
 
     name: str
     base: RunConfig
+    tracker: Tracker  # the base config's MLflow store and experiment
     parent: str  # the sweep's MLflow run
     metric: str  # what chose (``best_val_*``)
     mode: str
@@ -124,10 +125,8 @@ def finish(sweep: SweepOutcome, rows: list[dict[str, Any]]) -> dict[str, Any]:
     front = mark_front(rows, sweep.metric, sweep.mode, sweep.front_by)
     text, files, front_cols = _write_summary(sweep, rows, front)
     for path in files:
-        track.log_artifact(sweep.base.tracking_uri, sweep.parent, path, "summary")
-    track.close_children(
-        sweep.base.tracking_uri,
-        sweep.base.experiment,
+        sweep.tracker.log_artifact(sweep.parent, path, "summary")
+    sweep.tracker.close_children(
         sweep.parent,
         stopped={r["trial"] for r in rows if r["status"] == "STOPPED"},
         errors={r["trial"]: r["error"] for r in rows if r["status"] == "ERROR"},
@@ -252,9 +251,8 @@ def _summary(
 
 def _log_best(sweep: SweepOutcome, rows: list[dict[str, Any]], best: dict[str, Any] | None) -> None:
     """The parent run's final numbers and winner, then the parent ended; the yardstick columns on each trial's run."""
-    uri, parent, run_ids = sweep.base.tracking_uri, sweep.parent, sweep.run_ids
-    track.log_metrics(
-        uri,
+    tracker, parent, run_ids = sweep.tracker, sweep.parent, sweep.run_ids
+    tracker.log_metrics(
         parent,
         {
             "wall_s": sweep.wall_s,
@@ -264,19 +262,17 @@ def _log_best(sweep: SweepOutcome, rows: list[dict[str, Any]], best: dict[str, A
         },
     )
     if best and best["trial"] in run_ids:
-        track.set_tags(uri, parent, {"raydistill.winner_run_id": run_ids[best["trial"]]})
-    track.end_run(uri, parent)
+        tracker.set_tags(parent, {"raydistill.winner_run_id": run_ids[best["trial"]]})
+    tracker.end_run(parent)
     for r in rows:  # the yardstick columns on each trial's own run too (the UI compares runs, not summary files)
         if r.get("pct_of_teacher") is not None and r["trial"] in run_ids:
-            track.log_metrics(uri, run_ids[r["trial"]], {k: r[k] for k in ("pct_of_teacher", "speedup_b1") if k in r})
+            tracker.log_metrics(run_ids[r["trial"]], {k: r[k] for k in ("pct_of_teacher", "speedup_b1") if k in r})
 
 
 def _ui_link(sweep: SweepOutcome, rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The MLflow UI view of this sweep's trials: best first, the searched params and the yardstick as columns."""
     searched = [k for k in ("method", *PARAMS) if len({str(r.get(k)) for r in rows}) > 1 or k in SHOW]
-    return track.ui_link(
-        sweep.base.tracking_uri,
-        sweep.base.experiment,
+    return sweep.tracker.ui_link(
         sweep.name,
         sweep.metric,
         sweep.mode,

@@ -1,4 +1,5 @@
-"""MLflow: default store, reachability check, runs, and metric logging that retries instead of dropping."""
+"""MLflow: default store, reachability check, and a ``Tracker`` (one store and experiment) whose runs, metrics and
+artifacts are logged with retries, metrics spooled to disk instead of dropped."""
 
 from __future__ import annotations
 
@@ -8,15 +9,17 @@ import platform
 import subprocess
 import time
 import urllib.request
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
 
 from raydistill.common.errors import UserError
 from raydistill.common.paths import results_path
 
-# a model-training experiment: MLflow 3's UI then opens it on its runs table, not on the GenAI overview of traces
 # called as watcher("open", uri, run_id, name, tags, params) / watcher("close", uri, run_id, status=...) when this
-# process
-# starts / ends a run (orchestrate/guard.py: the runs to mark FAILED if a joined Ray cluster goes away)
+# process starts / ends a run (orchestrate/guard.py: the runs to mark FAILED if a joined Ray cluster goes away)
 WATCHERS: list = []
+# a model-training experiment: MLflow 3's UI then opens it on its runs table, not on the GenAI overview of traces
 EXPERIMENT_KIND = ("mlflow.experimentKind", "custom_model_development")
 
 
@@ -57,87 +60,6 @@ def check_reachable(uri: str, timeout: float = 5.0) -> None:
         ) from None
 
 
-def client(uri: str | None):
-    from mlflow.tracking import MlflowClient
-
-    return MlflowClient(tracking_uri=uri)
-
-
-def experiment_id(uri: str | None, name: str) -> str:
-    c = client(uri)
-    exp = c.get_experiment_by_name(name)
-    if exp:
-        if exp.tags.get(EXPERIMENT_KIND[0]) is None:  # made before this tag: open it on the runs page too
-            retry(c.set_experiment_tag, exp.experiment_id, *EXPERIMENT_KIND)
-        return exp.experiment_id
-    artifacts = None
-    if uri and uri.startswith("sqlite:///"):  # MLflow's default ./mlartifacts is relative to a cwd Ray changes
-        artifacts = "file://" + os.path.join(os.path.dirname(uri[len("sqlite:///") :]), "mlartifacts")
-    return c.create_experiment(name, artifact_location=artifacts, tags=dict([EXPERIMENT_KIND]))
-
-
-def log_datasets(uri: str | None, run_id: str, datasets: list[dict]) -> None:
-    """Dataset inputs of a run (the Dataset column of the MLflow UI): name, digest, source, context, row count."""
-    from mlflow.entities import Dataset, DatasetInput, InputTag
-
-    inputs = [
-        DatasetInput(
-            Dataset(
-                d["name"],
-                d["digest"],
-                "local" if os.path.exists(str(d["source"])) else "hub",
-                json.dumps({"uri": str(d["source"])}),
-                profile=json.dumps({"num_rows": d["rows"]}),
-            ),
-            tags=[InputTag("mlflow.data.context", d["context"])],
-        )
-        for d in datasets
-    ]
-    retry(client(uri).log_inputs, run_id, datasets=inputs)
-
-
-def ui_link(
-    uri: str | None,
-    experiment: str,
-    sweep: str,
-    metric: str,
-    mode: str = "max",
-    params=(),
-    metrics=(),
-    local: str = "http://127.0.0.1:5000",
-) -> dict:
-    """How to see a sweep's trials side by side in the MLflow UI: the command that serves a local store (none for a
-    tracking server, which is its own UI) and a link to the runs table showing only this sweep's trials, best first,
-    with the objective, ``metrics`` and the searched ``params`` as columns. The view is stored as a shared view state
-    (an experiment tag the UI reads by ``viewStateShareKey``: the UI keeps chosen columns nowhere else)."""
-    uri = uri or resolve_tracking_uri(None)
-    import re
-
-    c = client(uri)
-    exp = c.get_experiment_by_name(experiment)
-    key = "raydistill-" + re.sub(r"[^A-Za-z0-9_-]", "-", sweep)
-
-    def col(kind, name):  # the UI's column ids
-        return f"{kind}.`{name}`"
-
-    view = {
-        "searchFilter": f"tags.`raydistill.sweep` = '{sweep}'",
-        "orderByKey": col("metrics", metric),
-        "orderByAsc": mode == "min",
-        "selectedColumns": [col("metrics", m) for m in (metric, *metrics)]
-        + [col("attributes", "Models"), col("attributes", "Dataset")]
-        + [col("params", p) for p in params],
-    }
-    view["columnOrder"] = view["selectedColumns"]  # the objective, yardsticks, model and data, params
-    retry(c.set_experiment_tag, exp.experiment_id, f"mlflow.sharedViewState.{key}", json.dumps(view))
-    server = uri.startswith(("http://", "https://"))
-    base = uri.rstrip("/") if server else local
-    command = (
-        None if server else f"mlflow ui --backend-store-uri {uri} --host 127.0.0.1 --port {local.rsplit(':', 1)[-1]}"
-    )
-    return {"command": command, "url": f"{base}/#/experiments/{exp.experiment_id}/runs?viewStateShareKey={key}"}
-
-
 # task kind → the transformers pipeline a student is logged as (MLflow's transformers flavour)
 PIPELINES = {
     "classification": "text-classification",
@@ -146,34 +68,6 @@ PIPELINES = {
     "qa": "question-answering",
     "mlm": "fill-mask",
 }
-
-
-def log_student_model(uri: str | None, run_id: str, model_dir: str, kind: str, card: str | None = None) -> str | None:
-    """The run's student as an MLflow logged model (transformers flavour, with its tokenizer and ``card``, the model
-    card's text, see ``card.py``): the Models column of the UI, and what ``raydistill.best --register`` registers.
-    Returns its model id; a failure is a tag and a warning, never a failed run (the student is already logged as
-    files)."""
-    import importlib.metadata as md
-
-    import mlflow
-    import transformers
-    from huggingface_hub import ModelCard
-
-    try:
-        if uri:  # None: MLflow's own default, already in force
-            mlflow.set_tracking_uri(uri)
-        transformers.logging.set_verbosity_error()
-        pipe = transformers.pipeline(PIPELINES[kind], model=model_dir, tokenizer=model_dir)  # type: ignore[call-overload]  # the task is a variable; the stubs overload on literals
-        reqs = [f"{p}=={md.version(p)}" for p in ("transformers", "torch", "tokenizers")]
-        with mlflow.start_run(run_id=run_id):  # the fluent API is the flavour's only way in; the caller ends the run
-            info = mlflow.transformers.log_model(
-                pipe, name="student", pip_requirements=reqs, model_card=ModelCard(card) if card else None
-            )
-        return info.model_id
-    except Exception as e:  # any failure is reported, not raised
-        print(f"warning: the student was not logged as an MLflow model ({type(e).__name__}: {e})", flush=True)
-        set_tags(uri, run_id, {"logged_model_error": f"{type(e).__name__}: {e}"})
-        return None
 
 
 def retry(fn, *args, tries: int = 5, delay: float = 1.0, **kw):
@@ -209,55 +103,6 @@ def provenance() -> dict[str, str]:
     return tags
 
 
-def start_run(
-    uri: str | None,
-    experiment: str,
-    name: str | None,
-    params: dict,
-    tags: dict | None = None,
-    parent_run_id: str | None = None,
-) -> str:
-    c = client(uri)
-    tags = {**provenance(), **(tags or {})}
-    if parent_run_id:
-        tags["mlflow.parentRunId"] = parent_run_id
-    run = retry(c.create_run, experiment_id(uri, experiment), run_name=name, tags=tags)
-    for watcher in WATCHERS:
-        watcher("open", uri, run.info.run_id, name, tags, params)
-    log_params(uri, run.info.run_id, params)
-    return run.info.run_id
-
-
-def log_params(uri: str | None, run_id: str, params: dict) -> None:
-    from mlflow.entities import Param
-
-    items = [Param(k, str(v)[:6000]) for k, v in params.items()]
-    for i in range(0, len(items), 100):
-        retry(client(uri).log_batch, run_id, params=items[i : i + 100])
-
-
-def log_metrics(uri: str | None, run_id: str, metrics: dict, step: int | None = None) -> None:
-    from mlflow.entities import Metric
-
-    ts = int(time.time() * 1000)
-    items = [
-        Metric(k, float(v), ts, step or 0)
-        for k, v in metrics.items()
-        if isinstance(v, (int, float)) and not isinstance(v, bool)
-    ]
-    try:
-        retry(client(uri).log_batch, run_id, metrics=items)
-    except Exception as e:  # whatever the store's failure, the metrics are kept
-        # Never silently dropped: spool to disk and say so; replay_spool() sends them later.
-        with open(_spool_path(), "a") as f:
-            f.write(json.dumps({"uri": uri, "run_id": run_id, "metrics": metrics, "step": step}) + "\n")
-        print(f"warning: MLflow unreachable ({e}); metrics spooled to {_spool_path()}", flush=True)
-
-
-def log_epoch(uri: str | None, run_id: str, metrics: dict) -> None:
-    log_metrics(uri, run_id, metrics, step=int(metrics.get("epoch", 0)))
-
-
 def _spool_path() -> str:
     os.makedirs(results_path(), exist_ok=True)
     return results_path("mlflow-spool.jsonl")
@@ -272,96 +117,248 @@ def replay_spool() -> int:
         rows = [json.loads(line) for line in f if line.strip()]
     os.remove(path)
     for r in rows:
-        log_metrics(r["uri"], r["run_id"], r["metrics"], r["step"])
+        Tracker(r["uri"]).log_metrics(r["run_id"], r["metrics"], r["step"])
     return len(rows)
 
 
-def end_run(uri: str | None, run_id: str, status: str = "FINISHED", end_time: int | None = None) -> None:
-    retry(client(uri).set_terminated, run_id, status, end_time)
-    for watcher in WATCHERS:
-        watcher("close", uri, run_id, status=status)
+@dataclass(frozen=True)
+class Tracker:
+    """One MLflow store (``uri``; None: MLflow's own default, as ``MlflowClient`` takes it) and the experiment its
+    runs are made in (by name; its id resolved, and the experiment created, on first use). ``experiment`` may be left
+    out where only existing runs are written by id. Every call retries (``retry``); metrics that still cannot be sent
+    are spooled (``replay_spool``). Pickled as its two strings (it travels to Ray trials and the Train controller):
+    the client is made again on first use there."""
 
+    uri: str | None = None
+    experiment: str | None = None
 
-def reopen_run(uri: str | None, run_id: str) -> None:
-    """A run resumed after a failure: status RUNNING again and its ``error`` tag removed."""
-    c = client(uri)
-    retry(c.update_run, run_id, status="RUNNING")
-    run = retry(c.get_run, run_id)
-    for tag in ("error", "interrupted"):
-        if tag in run.data.tags:
-            retry(c.delete_tag, run_id, tag)
-    for watcher in WATCHERS:  # the runs a lost cluster must not leave RUNNING (orchestrate/guard.py)
-        watcher("open", uri, run_id, run.info.run_name, run.data.tags, run.data.params)
+    def __getstate__(self) -> dict[str, Any]:  # not the cached client: an open store connection does not pickle
+        return {"uri": self.uri, "experiment": self.experiment}
 
+    @cached_property
+    def client(self) -> Any:
+        from mlflow.tracking import MlflowClient
 
-def set_tags(uri: str | None, run_id: str, tags: dict) -> None:
-    for k, v in tags.items():
-        retry(client(uri).set_tag, run_id, k, str(v)[:5000])
+        return MlflowClient(tracking_uri=self.uri)
 
+    @cached_property
+    def experiment_id(self) -> str:
+        """The experiment's id; made where absent, as a model-training experiment with artifacts beside a SQLite
+        store."""
+        assert self.experiment is not None, "a Tracker without an experiment makes no runs"
+        c = self.client
+        exp = c.get_experiment_by_name(self.experiment)
+        if exp:
+            if exp.tags.get(EXPERIMENT_KIND[0]) is None:  # made before this tag: open it on the runs page too
+                retry(c.set_experiment_tag, exp.experiment_id, *EXPERIMENT_KIND)
+            return exp.experiment_id
+        artifacts = None
+        if self.uri and self.uri.startswith("sqlite:///"):  # MLflow's ./mlartifacts is relative to a cwd Ray changes
+            artifacts = "file://" + os.path.join(os.path.dirname(self.uri[len("sqlite:///") :]), "mlartifacts")
+        return c.create_experiment(self.experiment, artifact_location=artifacts, tags=dict([EXPERIMENT_KIND]))
 
-def log_artifacts(uri: str | None, run_id: str, local_dir: str, artifact_path: str | None = None) -> None:
-    retry(client(uri).log_artifacts, run_id, local_dir, artifact_path)
+    # ------------------------------------------------------------------ runs
+    def start_run(
+        self, name: str | None, params: dict, tags: dict | None = None, parent_run_id: str | None = None
+    ) -> str:
+        tags = {**provenance(), **(tags or {})}
+        if parent_run_id:
+            tags["mlflow.parentRunId"] = parent_run_id
+        run = retry(self.client.create_run, self.experiment_id, run_name=name, tags=tags)
+        for watcher in WATCHERS:
+            watcher("open", self.uri, run.info.run_id, name, tags, params)
+        self.log_params(run.info.run_id, params)
+        return run.info.run_id
 
+    def end_run(self, run_id: str, status: str = "FINISHED", end_time: int | None = None) -> None:
+        retry(self.client.set_terminated, run_id, status, end_time)
+        for watcher in WATCHERS:
+            watcher("close", self.uri, run_id, status=status)
 
-def log_artifact(uri: str | None, run_id: str, path: str, artifact_path: str | None = None) -> None:
-    retry(client(uri).log_artifact, run_id, path, artifact_path)
+    def reopen_run(self, run_id: str) -> None:
+        """A run resumed after a failure: status RUNNING again and its ``error`` tag removed."""
+        c = self.client
+        retry(c.update_run, run_id, status="RUNNING")
+        run = retry(c.get_run, run_id)
+        for tag in ("error", "interrupted"):
+            if tag in run.data.tags:
+                retry(c.delete_tag, run_id, tag)
+        for watcher in WATCHERS:  # the runs a lost cluster must not leave RUNNING (orchestrate/guard.py)
+            watcher("open", self.uri, run_id, run.info.run_name, run.data.tags, run.data.params)
 
+    def find_run(self, tag: str, value: str) -> str | None:
+        """The id of a run carrying ``tag=value`` (a trial restarted on --resume keeps its MLflow run)."""
+        exp = self.client.get_experiment_by_name(self.experiment)
+        if exp is None:
+            return None
+        runs = retry(
+            self.client.search_runs, [exp.experiment_id], filter_string=f"tags.`{tag}` = '{value}'", max_results=1
+        )
+        return runs[0].info.run_id if runs else None
 
-def find_run(uri: str | None, experiment: str, tag: str, value: str) -> str | None:
-    """The id of a run carrying ``tag=value`` (a trial restarted on --resume keeps its MLflow run)."""
-    exp = client(uri).get_experiment_by_name(experiment)
-    if exp is None:
-        return None
-    runs = retry(client(uri).search_runs, [exp.experiment_id], filter_string=f"tags.`{tag}` = '{value}'", max_results=1)
-    return runs[0].info.run_id if runs else None
+    def children(self, parent_run_id: str) -> list:
+        """Every child run of ``parent_run_id``."""
+        exp = self.client.get_experiment_by_name(self.experiment)
+        return retry(
+            self.client.search_runs,
+            [exp.experiment_id],
+            filter_string=f"tags.`mlflow.parentRunId` = '{parent_run_id}'",
+            max_results=10000,
+        )
 
+    def child_runs(self, parent_run_id: str) -> dict:
+        """Each trial's child run, keyed by trial id."""
+        return {
+            r.data.tags["raydistill.trial_id"]: r
+            for r in self.children(parent_run_id)
+            if "raydistill.trial_id" in r.data.tags
+        }
 
-def close_children(
-    uri: str | None,
-    experiment: str,
-    parent_run_id: str,
-    reason: str = "stopped_early",
-    stopped=(),
-    errors: dict | None = None,
-) -> None:
-    """Child runs still RUNNING when the sweep ends were stopped early (ASHA kills the trial; ended when they last
-    logged an epoch), or the sweep was interrupted (``reason="interrupted"``): mark them KILLED with that reason as a
-    tag. ``stopped``: the trial ids the scheduler stopped. On Ray Train (GPU, several workers) such a trial can see
-    its controller die as Tune removes its placement group and end its run FAILED first: KILLED too, error dropped.
-    ``errors`` (trial id → Tune's reason): trials whose process died before their run could be ended (the OOM killer
-    ends an in-process trial's actor): FAILED with that reason, not taken for stopped."""
-    c = client(uri)
-    errors = errors or {}
-    for r in children(uri, experiment, parent_run_id):  # every child: the in-sweep teacher's has no trial id
-        status, rid = r.info.status, r.info.run_id
-        trial = r.data.tags.get("raydistill.trial_id")
-        if status == "RUNNING" and trial in errors:
-            set_tags(uri, rid, {"error": errors[trial][:4000]})
-            end_run(uri, rid, "FAILED")
-            continue
-        if status == "RUNNING" or (status == "FAILED" and r.data.tags.get("raydistill.trial_id") in stopped):
-            if status == "FAILED" and "error" in r.data.tags:
-                retry(c.delete_tag, rid, "error")
-            epochs = retry(c.get_metric_history, rid, "epoch") if reason == "stopped_early" else []
-            set_tags(uri, rid, {reason: "true"})
-            end_run(uri, rid, "KILLED", max((m.timestamp for m in epochs), default=None))
+    def close_children(
+        self, parent_run_id: str, reason: str = "stopped_early", stopped=(), errors: dict | None = None
+    ) -> None:
+        """Child runs still RUNNING when the sweep ends were stopped early (ASHA kills the trial; ended when they last
+        logged an epoch), or the sweep was interrupted (``reason="interrupted"``): mark them KILLED with that reason as
+        a tag. ``stopped``: the trial ids the scheduler stopped. On Ray Train (GPU, several workers) such a trial can
+        see its controller die as Tune removes its placement group and end its run FAILED first: KILLED too, error
+        dropped. ``errors`` (trial id → Tune's reason): trials whose process died before their run could be ended (the
+        OOM killer ends an in-process trial's actor): FAILED with that reason, not taken for stopped."""
+        c = self.client
+        errors = errors or {}
+        for r in self.children(parent_run_id):  # every child: the in-sweep teacher's has no trial id
+            status, rid = r.info.status, r.info.run_id
+            trial = r.data.tags.get("raydistill.trial_id")
+            if status == "RUNNING" and trial in errors:
+                self.set_tags(rid, {"error": errors[trial][:4000]})
+                self.end_run(rid, "FAILED")
+                continue
+            if status == "RUNNING" or (status == "FAILED" and r.data.tags.get("raydistill.trial_id") in stopped):
+                if status == "FAILED" and "error" in r.data.tags:
+                    retry(c.delete_tag, rid, "error")
+                epochs = retry(c.get_metric_history, rid, "epoch") if reason == "stopped_early" else []
+                self.set_tags(rid, {reason: "true"})
+                self.end_run(rid, "KILLED", max((m.timestamp for m in epochs), default=None))
 
+    # ------------------------------------------------------------------ what a run logs
+    def log_params(self, run_id: str, params: dict) -> None:
+        from mlflow.entities import Param
 
-def children(uri: str | None, experiment: str, parent_run_id: str) -> list:
-    """Every child run of ``parent_run_id``."""
-    exp = client(uri).get_experiment_by_name(experiment)
-    return retry(
-        client(uri).search_runs,
-        [exp.experiment_id],
-        filter_string=f"tags.`mlflow.parentRunId` = '{parent_run_id}'",
-        max_results=10000,
-    )
+        items = [Param(k, str(v)[:6000]) for k, v in params.items()]
+        for i in range(0, len(items), 100):
+            retry(self.client.log_batch, run_id, params=items[i : i + 100])
 
+    def log_metrics(self, run_id: str, metrics: dict, step: int | None = None) -> None:
+        from mlflow.entities import Metric
 
-def child_runs(uri: str | None, experiment: str, parent_run_id: str) -> dict:
-    """Each trial's child run, keyed by trial id."""
-    return {
-        r.data.tags["raydistill.trial_id"]: r
-        for r in children(uri, experiment, parent_run_id)
-        if "raydistill.trial_id" in r.data.tags
-    }
+        ts = int(time.time() * 1000)
+        items = [
+            Metric(k, float(v), ts, step or 0)
+            for k, v in metrics.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool)
+        ]
+        try:
+            retry(self.client.log_batch, run_id, metrics=items)
+        except Exception as e:  # whatever the store's failure, the metrics are kept
+            # Never silently dropped: spool to disk and say so; replay_spool() sends them later.
+            with open(_spool_path(), "a") as f:
+                f.write(json.dumps({"uri": self.uri, "run_id": run_id, "metrics": metrics, "step": step}) + "\n")
+            print(f"warning: MLflow unreachable ({e}); metrics spooled to {_spool_path()}", flush=True)
+
+    def log_epoch(self, run_id: str, metrics: dict) -> None:
+        self.log_metrics(run_id, metrics, step=int(metrics.get("epoch", 0)))
+
+    def set_tags(self, run_id: str, tags: dict) -> None:
+        for k, v in tags.items():
+            retry(self.client.set_tag, run_id, k, str(v)[:5000])
+
+    def log_artifacts(self, run_id: str, local_dir: str, artifact_path: str | None = None) -> None:
+        retry(self.client.log_artifacts, run_id, local_dir, artifact_path)
+
+    def log_artifact(self, run_id: str, path: str, artifact_path: str | None = None) -> None:
+        retry(self.client.log_artifact, run_id, path, artifact_path)
+
+    def log_datasets(self, run_id: str, datasets: list[dict]) -> None:
+        """Dataset inputs of a run (the Dataset column of the MLflow UI): name, digest, source, context, row count."""
+        from mlflow.entities import Dataset, DatasetInput, InputTag
+
+        inputs = [
+            DatasetInput(
+                Dataset(
+                    d["name"],
+                    d["digest"],
+                    "local" if os.path.exists(str(d["source"])) else "hub",
+                    json.dumps({"uri": str(d["source"])}),
+                    profile=json.dumps({"num_rows": d["rows"]}),
+                ),
+                tags=[InputTag("mlflow.data.context", d["context"])],
+            )
+            for d in datasets
+        ]
+        retry(self.client.log_inputs, run_id, datasets=inputs)
+
+    def log_student_model(self, run_id: str, model_dir: str, kind: str, card: str | None = None) -> str | None:
+        """The run's student as an MLflow logged model (transformers flavour, with its tokenizer and ``card``, the
+        model card's text, see ``card.py``): the Models column of the UI, and what ``raydistill.best --register``
+        registers. Returns its model id; a failure is a tag and a warning, never a failed run (the student is already
+        logged as files)."""
+        import importlib.metadata as md
+
+        import mlflow
+        import transformers
+        from huggingface_hub import ModelCard
+
+        try:
+            if self.uri:  # None: MLflow's own default, already in force
+                mlflow.set_tracking_uri(self.uri)
+            transformers.logging.set_verbosity_error()
+            # the task is a variable; the stubs overload on literals
+            pipe = transformers.pipeline(PIPELINES[kind], model=model_dir, tokenizer=model_dir)  # type: ignore[call-overload]
+            reqs = [f"{p}=={md.version(p)}" for p in ("transformers", "torch", "tokenizers")]
+            # the fluent API is the flavour's only way in; the caller ends the run
+            with mlflow.start_run(run_id=run_id):
+                info = mlflow.transformers.log_model(
+                    pipe, name="student", pip_requirements=reqs, model_card=ModelCard(card) if card else None
+                )
+            return info.model_id
+        except Exception as e:  # any failure is reported, not raised
+            print(f"warning: the student was not logged as an MLflow model ({type(e).__name__}: {e})", flush=True)
+            self.set_tags(run_id, {"logged_model_error": f"{type(e).__name__}: {e}"})
+            return None
+
+    # ------------------------------------------------------------------ the UI
+    def ui_link(
+        self, sweep: str, metric: str, mode: str = "max", params=(), metrics=(), local: str = "http://127.0.0.1:5000"
+    ) -> dict:
+        """How to see a sweep's trials side by side in the MLflow UI: the command that serves a local store (none for
+        a tracking server, which is its own UI) and a link to the runs table showing only this sweep's trials, best
+        first, with the objective, ``metrics`` and the searched ``params`` as columns. The view is stored as a shared
+        view state (an experiment tag the UI reads by ``viewStateShareKey``: the UI keeps chosen columns nowhere
+        else)."""
+        uri = self.uri or resolve_tracking_uri(None)
+        import re
+
+        c = self.client if self.uri else Tracker(uri).client  # the store the command and the link name
+        exp = c.get_experiment_by_name(self.experiment)
+        key = "raydistill-" + re.sub(r"[^A-Za-z0-9_-]", "-", sweep)
+
+        def col(kind, name):  # the UI's column ids
+            return f"{kind}.`{name}`"
+
+        view = {
+            "searchFilter": f"tags.`raydistill.sweep` = '{sweep}'",
+            "orderByKey": col("metrics", metric),
+            "orderByAsc": mode == "min",
+            "selectedColumns": [col("metrics", m) for m in (metric, *metrics)]
+            + [col("attributes", "Models"), col("attributes", "Dataset")]
+            + [col("params", p) for p in params],
+        }
+        view["columnOrder"] = view["selectedColumns"]  # the objective, yardsticks, model and data, params
+        retry(c.set_experiment_tag, exp.experiment_id, f"mlflow.sharedViewState.{key}", json.dumps(view))
+        server = uri.startswith(("http://", "https://"))
+        base = uri.rstrip("/") if server else local
+        command = (
+            None
+            if server
+            else f"mlflow ui --backend-store-uri {uri} --host 127.0.0.1 --port {local.rsplit(':', 1)[-1]}"
+        )
+        return {"command": command, "url": f"{base}/#/experiments/{exp.experiment_id}/runs?viewStateShareKey={key}"}

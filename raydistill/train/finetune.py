@@ -15,6 +15,7 @@ import sys
 
 from raydistill.common.paths import write_json_atomic
 from raydistill.config.schema import RunConfig, StudentConfig
+from raydistill.tracking.track import Tracker
 
 DONE = "raydistill_finetune.json"
 RESUME_FILES = {"resume.json", "resume.json.tmp", "checkpoint", "next"}  # all OUTPUT.resume ever holds
@@ -43,9 +44,10 @@ def finetune(cfg: RunConfig, output: str, log=print, parent_run_id: str | None =
     if prev is not None:
         log(f"reusing finished fine-tune in {output} (fingerprint {fp})")
         return prev
+    tracker = Tracker(cfg.tracking_uri, cfg.experiment)
     record = ResumeRecord(output, fp)
-    run_id = record.open_run(cfg, parent_run_id, log)
-    metrics = _train(cfg, device, record, run_id, log)
+    run_id = record.open_run(tracker, cfg, parent_run_id, log)
+    metrics = _train(cfg, tracker, device, record, run_id, log)
     if device.type == "cuda":  # a sweep's driver goes on to start trials on this GPU: its cached memory back
         import torch
 
@@ -81,20 +83,17 @@ class ResumeRecord:
         self.resume_dir = self.ckpt if self.kept.get("fingerprint") == fp and os.path.isdir(self.ckpt) else None
         self.run_id = ""
 
-    def open_run(self, cfg: RunConfig, parent_run_id: str | None, log) -> str:
+    def open_run(self, tracker: Tracker, cfg: RunConfig, parent_run_id: str | None, log) -> str:
         """The MLflow run: the kept one, RUNNING again, or a new one (a stale record of another fine-tune goes)."""
         from raydistill.common.outputs import remove_if_ours
-        from raydistill.tracking import track
 
         if self.resume_dir:
             self.run_id = self.kept["run_id"]
-            track.reopen_run(cfg.tracking_uri, self.run_id)
+            tracker.reopen_run(self.run_id)
             log(f"resuming the fine-tune in {self.output} after its epoch {self.kept['epoch']} (fingerprint {self.fp})")
             return self.run_id
         remove_if_ours(self.folder, RESUME_FILES)  # a user's folder of the same name is left alone
-        self.run_id = track.start_run(
-            cfg.tracking_uri,
-            cfg.experiment,
+        self.run_id = tracker.start_run(
             f"finetune-{cfg.task}",
             {**cfg.to_params(), "fingerprint": self.fp},
             tags={"raydistill.role": "teacher"},
@@ -113,16 +112,13 @@ class ResumeRecord:
         write_json_atomic(self.state, {"fingerprint": self.fp, "run_id": self.run_id, "epoch": epoch})
 
 
-def _train(cfg: RunConfig, device, record: ResumeRecord, run_id: str, log) -> dict:
+def _train(cfg: RunConfig, tracker: Tracker, device, record: ResumeRecord, run_id: str, log) -> dict:
     """The loop in this process, every epoch logged and kept; the run ends FINISHED, FAILED or KILLED, never left
     RUNNING."""
-    from raydistill.tracking import track
     from raydistill.train.loop import Context, run
 
-    uri = cfg.tracking_uri
-
     def report(metrics, ckpt_dir):
-        track.log_epoch(uri, run_id, metrics)
+        tracker.log_epoch(run_id, metrics)
         if ckpt_dir:
             record.keep(ckpt_dir, metrics.get("epoch"))
 
@@ -130,21 +126,21 @@ def _train(cfg: RunConfig, device, record: ResumeRecord, run_id: str, log) -> di
         if not record.resume_dir:
             from raydistill.data.splits import datasets
 
-            track.log_datasets(uri, run_id, datasets(cfg))  # re-reads and hashes the data: it can fail too
+            tracker.log_datasets(run_id, datasets(cfg))  # re-reads and hashes the data: it can fail too
         ctx = Context(
             device=device, report=report, log=lambda m: log(m), live=sys.stderr.isatty(), resume_dir=record.resume_dir
         )
         metrics = run(cfg, ctx)
     except BaseException as e:
         interrupted = isinstance(e, KeyboardInterrupt)  # Ctrl-C / SIGTERM: stopped by the user, not failed
-        track.set_tags(
-            uri, run_id, {"interrupted": "true"} if interrupted else {"error": f"{type(e).__name__}: {e}"[:4000]}
+        tracker.set_tags(
+            run_id, {"interrupted": "true"} if interrupted else {"error": f"{type(e).__name__}: {e}"[:4000]}
         )
-        track.end_run(uri, run_id, "KILLED" if interrupted else "FAILED")
+        tracker.end_run(run_id, "KILLED" if interrupted else "FAILED")
         if os.path.isfile(record.state) and not interrupted:  # interrupted: the command's one line says how to go on
             log(f"the fine-tune's finished epochs are kept in {record.folder}: the same command goes on from there")
         raise
-    track.end_run(uri, run_id)
+    tracker.end_run(run_id)
     return metrics
 
 

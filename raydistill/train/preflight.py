@@ -190,19 +190,28 @@ def preflight(
     ``require_head=False`` skips the check that the teacher is fine-tuned for the task (a sweep fine-tunes a
     plain encoder first); ``teacher_field`` is the name the messages use for ``cfg.teacher`` (``model`` for
     ``raydistill.finetune``)."""
-    from raydistill.distill.mapping import layer_pairs
     from raydistill.distill.methods import get_method
+    from raydistill.tasks import get_task
     from raydistill.tracking.track import resolve_tracking_uri
 
     cfg.validate()
     method = get_method(cfg.distill.method)
     method.check(cfg)
-    from raydistill.tasks import get_task
-
     task = get_task(cfg.task)
     check_writable(cfg.output, "output")
     check_tracking_uri_path(cfg.tracking_uri)
     tcfg = teacher_config(cfg.teacher, field=teacher_field)
+    _check_teacher(cfg, tcfg, teacher_field)
+    _check_init(cfg, tcfg, task, method, require_head, teacher_field)
+    _check_method_shapes(cfg, tcfg, method)
+    check_unread_flags(cfg, tcfg)
+    if load_data or not task.labelled:
+        _check_data(cfg, task)
+    return cfg.replace(tracking_uri=resolve_tracking_uri(cfg.tracking_uri))
+
+
+def _check_teacher(cfg: RunConfig, tcfg, teacher_field: str) -> None:
+    """An encoder raydistill distils, with position embeddings for ``train.max_length``."""
     check(
         getattr(tcfg, "model_type", "") in ("bert", "roberta", "xlm-roberta", "camembert", "electra"),
         teacher_field,
@@ -215,6 +224,11 @@ def preflight(
         f"{cfg.train.max_length} is longer than the teacher's {limit} position embeddings; pass --max-length {limit} "
         "or less",
     )
+
+
+def _check_init(cfg: RunConfig, tcfg, task, method, require_head: bool, teacher_field: str) -> None:
+    """The student's start against the teacher: a pretrained one (fine-tuning) must not carry another task's head; a
+    built one must fit the teacher, whose task head a method that uses the teacher needs."""
     if cfg.student.init == "pretrained" and task.labelled:  # fine-tuning: a head of another task is wrong
         archs = " ".join(getattr(tcfg, "architectures", None) or [])
         check(
@@ -233,6 +247,12 @@ def preflight(
                 f"{task.num_labels} labels); fine-tune it first: python -m raydistill.finetune --task {task.name} "
                 f"--model {cfg.teacher} --output DIR",
             )
+
+
+def _check_method_shapes(cfg: RunConfig, tcfg, method) -> None:
+    """The method's layer mapping and the shapes it matches between student and teacher."""
+    from raydistill.distill.mapping import layer_pairs
+
     if method.maps_layers:
         layer_pairs(cfg.distill.mapping, cfg.student.layers, tcfg.num_hidden_layers)
     if method.uses_teacher and cfg.student.init != "pretrained" and not cfg.student.init.startswith("checkpoint:"):
@@ -244,14 +264,15 @@ def preflight(
             tcfg.hidden_size,
             tcfg.num_hidden_layers,
         )
-    check_unread_flags(cfg, tcfg)
-    if load_data or not task.labelled:
-        from raydistill.data.splits import general_examples, prune_sample_size, train_and_eval_examples
 
-        train = train_and_eval_examples(cfg, task)[0] if task.labelled else general_examples(cfg)[0]
-        rule, arg = split_init(cfg.student.init)
-        if rule == "prune" and arg:  # the sample init prune scores on: no more than the run trains on
-            from raydistill.models.prune import parse_arg
 
-            prune_sample_size(parse_arg(arg)[1], len(train))
-    return cfg.replace(tracking_uri=resolve_tracking_uri(cfg.tracking_uri))
+def _check_data(cfg: RunConfig, task) -> None:
+    """The training rows load, and a pruned init scores on no more rows than the run trains on."""
+    from raydistill.data.splits import general_examples, prune_sample_size, train_and_eval_examples
+
+    train = train_and_eval_examples(cfg, task)[0] if task.labelled else general_examples(cfg)[0]
+    rule, arg = split_init(cfg.student.init)
+    if rule == "prune" and arg:  # the sample init prune scores on: no more than the run trains on
+        from raydistill.models.prune import parse_arg
+
+        prune_sample_size(parse_arg(arg)[1], len(train))
