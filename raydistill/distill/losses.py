@@ -1,4 +1,4 @@
-"""Distillation losses: plain functions the methods (``methods.py``) combine. Every function returns a scalar tensor.
+"""Distillation losses: plain functions the methods (``methods/``) combine. Every function returns a scalar tensor.
 
 Convention (the one place it is written; ``config.LOSS_CONVENTION`` logs it with every run):
 

@@ -1,7 +1,5 @@
-"""The core of the distillation methods: the registry, what a method reads (``Outputs``) and asks for (``Needs``),
-the task-aware prediction losses, the ``Method`` base class, and the one-stage methods the others build on
-(``finetune``, ``kd``). Read ``METHODS`` / ``get_method`` from ``raydistill.distill.methods``, which registers
-every method.
+"""What every method shares: what a method reads (``Outputs``) and asks for (``Needs``), the task-aware prediction
+losses, and the ``Method`` base class.
 
 Weights follow ``raydistill.config.schema.LOSS_CONVENTION``: α weighs the soft (teacher-prediction) loss,
 (1 − α) the hard loss, β the intermediate loss; the soft loss is T²-scaled KL. Components are returned
@@ -14,25 +12,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from raydistill.common.errors import UserError, check
+from raydistill.common.errors import check
 from raydistill.distill import losses as L
-
-METHODS: dict[str, type[Method]] = {}
-
-
-def register(name):
-    def deco(cls):
-        cls.name = name
-        METHODS[name] = cls
-        return cls
-
-    return deco
-
-
-def get_method(name: str) -> type[Method]:
-    if name not in METHODS:
-        raise UserError("distill.method", f"unknown method {name!r}; known: {', '.join(sorted(METHODS))}")
-    return METHODS[name]
 
 
 @dataclass
@@ -179,39 +160,3 @@ class Method:
 
     def losses(self, stage, s, t, batch, obj) -> dict:
         raise NotImplementedError
-
-
-@register("finetune")
-class FineTune(Method):
-    """No teacher: gold labels only. Used for teacher fine-tuning and the no-teacher student baseline."""
-
-    description = "no teacher: gold labels only (a teacher's fine-tune, the labels-only student baseline)"
-
-    uses_teacher = False
-
-    def losses(self, stage, s, t, batch, obj):
-        hard = hard_loss(self.kind, s, batch)
-        return {"loss": hard, "hard": hard}
-
-
-@register("kd")
-class HintonKD(Method):
-    """Hinton et al. 2015: α·T²·KL(p_t^T ‖ p_s^T) + (1−α)·hard."""
-
-    description = "Hinton KD: the teacher's softened predictions (T²·KL) beside the gold labels, weighed by alpha"
-
-    def losses(self, stage, s, t, batch, obj):
-        return kd_losses(self, s, t, batch)
-
-
-def kd_losses(m: Method, s: Outputs, t: Outputs, batch: dict) -> dict[str, torch.Tensor]:
-    """Hinton KD's losses with method ``m``'s task kind, T and α: what ``HintonKD`` optimises, and the prediction
-    stage of the staged methods (TinyBERT, MiniLM)."""
-    soft = soft_loss(m.kind, s, t, m.d.temperature, batch)
-    out = {"soft": soft}
-    total = m.d.alpha * soft
-    if m.d.alpha < 1:
-        out["hard"] = hard_loss(m.kind, s, batch)
-        total = total + (1 - m.d.alpha) * out["hard"]
-    out["loss"] = total
-    return out
