@@ -113,7 +113,7 @@ class Toy(torch.nn.Module):
         self.q = torch.nn.Parameter(torch.randn(A, HS, HS, generator=g))
         self.w = torch.nn.Parameter(torch.randn(HS, HT, generator=g))  # the projection to the teacher width
 
-    def forward(self, b: dict, name: str):
+    def forward(self, b: dict, name: str, world: int = 1):
         x, mask = b["x"], b["attention_mask"]
         h, logits = x @ self.h, x @ self.c
         start, end = logits[..., 0], logits[..., 1]
@@ -122,25 +122,32 @@ class Toy(torch.nn.Module):
         # (one ignored example on rank 1) is what hard_qa checks
         q_start, q_end = start.masked_fill(mask == 0, -1e4), end.masked_fill(mask == 0, -1e4)
         return {
-            "soft_ce": lambda: L.soft_ce(logits, b["t_logits"], 2.0, mask=mask),
-            "hard_token": lambda: L.hard_loss("token", logits, b),
-            "mlm": lambda: L.mlm_loss(logits, b["labels"]),
-            "logit_mse": lambda: L.logit_mse(logits, b["t_logits"], mask=mask),
-            "hidden_mse": lambda: L.hidden_mse(h, b["t_h"], proj=self.w, mask=mask),
-            "cosine": lambda: L.cosine_hidden(h @ self.w, b["t_h"], mask),
-            "attention_mse": lambda: L.attention_mse(scores, b["t_scores"], mask),
-            "qa_logit_mse": lambda: L.qa_logit_mse(start, end, b["t_logits"][..., 0], b["t_logits"][..., 1], mask),
-            "hard_qa": lambda: L.hard_loss("qa", (q_start, q_end), b),
-            "relation_kl": lambda: L.relation_kl(h, x, b["t_h"], b["t_h"], A, mask),  # widths 4 vs 6, A relation heads
-            "relation_kl_query": lambda: L.relation_kl(h, x, b["t_h"], b["t_h"], A, mask, per="query"),
-            "hard_cls_copies": lambda: L.hard_loss("classification", logits[:, 0], {"labels": b["cls_label"]}),
-            "hard_reg_copies": lambda: L.hard_loss("regression", logits[:, 0, :1], {"labels": b["reg_label"]}),
+            "soft_ce": lambda: L.soft_ce(logits, b["t_logits"], 2.0, mask=mask, world=world),
+            "hard_token": lambda: L.hard_loss("token", logits, b, world=world),
+            "mlm": lambda: L.mlm_loss(logits, b["labels"], world=world),
+            "logit_mse": lambda: L.logit_mse(logits, b["t_logits"], mask=mask, world=world),
+            "hidden_mse": lambda: L.hidden_mse(h, b["t_h"], proj=self.w, mask=mask, world=world),
+            "cosine": lambda: L.cosine_hidden(h @ self.w, b["t_h"], mask, world=world),
+            "attention_mse": lambda: L.attention_mse(scores, b["t_scores"], mask, world=world),
+            "qa_logit_mse": lambda: L.qa_logit_mse(
+                start, end, b["t_logits"][..., 0], b["t_logits"][..., 1], mask, world=world
+            ),
+            "hard_qa": lambda: L.hard_loss("qa", (q_start, q_end), b, world=world),
+            # widths 4 vs 6, A relation heads
+            "relation_kl": lambda: L.relation_kl(h, x, b["t_h"], b["t_h"], A, mask, world=world),
+            "relation_kl_query": lambda: L.relation_kl(h, x, b["t_h"], b["t_h"], A, mask, per="query", world=world),
+            "hard_cls_copies": lambda: L.hard_loss(
+                "classification", logits[:, 0], {"labels": b["cls_label"]}, world=world
+            ),
+            "hard_reg_copies": lambda: L.hard_loss(
+                "regression", logits[:, 0, :1], {"labels": b["reg_label"]}, world=world
+            ),
         }[name]()
 
 
-def _step(model, batch, name):
+def _step(model, batch, name, world: int = 1):
     model.zero_grad()
-    loss = model(batch, name)
+    loss = model(batch, name, world)
     loss.backward()
     return loss.detach(), {
         n: p.grad.clone() if p.grad is not None else torch.zeros_like(p) for n, p in model.named_parameters()
@@ -153,8 +160,7 @@ def _loss_worker(rank, world, port, out):
     batch = _pad(_examples()[2 * rank : 2 * rank + 2])
     res = {}
     for name in LOSS_NAMES:
-        with L.global_means(world):
-            loss, grads = _step(model, batch, name)
+        loss, grads = _step(model, batch, name, world)
         per_rank = model.module(batch, name).detach()  # a plain per-rank mean, for contrast
         both = torch.stack([loss, per_rank])
         dist.all_reduce(both)
@@ -183,8 +189,7 @@ def _uneven_worker(rank, world, port, out):
     _init(rank, world, port)
     model = torch.nn.parallel.DistributedDataParallel(Toy(), find_unused_parameters=True)
     batch = _pad(_examples()[:3] if rank == 0 else _examples()[3:])
-    with L.global_means(world):
-        loss, grads = _step(model, batch, "relation_kl")
+    loss, grads = _step(model, batch, "relation_kl", world)
     per_rank = model.module(batch, "relation_kl").detach()
     both = torch.stack([loss, per_rank])
     dist.all_reduce(both)

@@ -63,33 +63,33 @@ def _mask(batch):
     return batch["attention_mask"]
 
 
-def hard_loss(kind: str, s: Outputs, batch: dict) -> torch.Tensor:
+def hard_loss(kind: str, s: Outputs, batch: dict, *, world: int = 1) -> torch.Tensor:
     """Gold-label loss by task kind: CE, MSE (regression), token CE (-100 ignored), mean of start/end CE."""
     if kind == "qa":
-        return L.hard_loss(kind, (s.start, s.end), batch)
-    return L.hard_loss(kind, s.logits, batch)
+        return L.hard_loss(kind, (s.start, s.end), batch, world=world)
+    return L.hard_loss(kind, s.logits, batch, world=world)
 
 
-def soft_loss(kind: str, s: Outputs, t: Outputs, T: float, batch: dict) -> torch.Tensor:
+def soft_loss(kind: str, s: Outputs, t: Outputs, T: float, batch: dict, *, world: int = 1) -> torch.Tensor:
     """Teacher-prediction loss by task kind: T²·KL (classification; per real token for NER; start and end
     distributions averaged for QA); MSE between predictions for regression, where a temperature is meaningless."""
     if kind == "regression":
         return L.regression_mse(s.logits, t.logits)
     if kind == "token" or kind == "mlm":
-        return L.soft_ce(s.logits, t.logits, T, mask=_mask(batch))
-    if kind == "qa":
+        return L.soft_ce(s.logits, t.logits, T, mask=_mask(batch), world=world)
+    if kind == "qa":  # one distribution per example: plain batch means
         m = _mask(batch)
         return 0.5 * (L.soft_ce(_pos(s.start, m), _pos(t.start, m), T) + L.soft_ce(_pos(s.end, m), _pos(t.end, m), T))
     return L.soft_ce(s.logits, t.logits, T)
 
 
-def logit_mse(kind: str, s: Outputs, t: Outputs, batch: dict) -> torch.Tensor:
+def logit_mse(kind: str, s: Outputs, t: Outputs, batch: dict, *, world: int = 1) -> torch.Tensor:
     """Two-stage prediction loss: MSE on logits (per real token for NER), mean of start/end MSE for QA."""
     if kind == "qa":
-        return L.qa_logit_mse(s.start, s.end, t.start, t.end, _mask(batch))
+        return L.qa_logit_mse(s.start, s.end, t.start, t.end, _mask(batch), world=world)
     if kind == "regression":
         return L.regression_mse(s.logits, t.logits)
-    return L.logit_mse(s.logits, t.logits, mask=_mask(batch) if kind in ("token", "mlm") else None)
+    return L.logit_mse(s.logits, t.logits, mask=_mask(batch) if kind in ("token", "mlm") else None, world=world)
 
 
 def _pos(logits, mask):
@@ -158,5 +158,7 @@ class Method:
         width when it differs; only these get a projection, since DDP refuses parameters no loss reads."""
         return set()
 
-    def losses(self, stage, s, t, batch, obj) -> dict:
+    def losses(self, stage, s, t, batch, obj, *, world: int = 1) -> dict:
+        """The stage's losses: unweighted components and the weighted ``loss``. ``world``: the DDP ranks whose
+        tokens the per-token means count (``raydistill.distill.losses``); 1 outside DDP."""
         raise NotImplementedError

@@ -25,17 +25,20 @@ class DistilBERT(HintonKD):
         cos = self.d.alpha_cos > 0
         return Needs(hidden=cos, teacher_full=cos or self.kind == "mlm", teacher_hidden=frozenset({-1} if cos else ()))
 
-    def losses(self, stage, s, t, batch, obj):
-        out = super().losses(stage, s, t, batch, obj) if self.kind != "mlm" else self._mlm(s, t, batch)
+    def losses(self, stage, s, t, batch, obj, *, world=1):
+        if self.kind == "mlm":
+            out = self._mlm(s, t, batch, world)
+        else:
+            out = super().losses(stage, s, t, batch, obj, world=world)
         if self.d.alpha_cos > 0:
             s_h, t_h = s.hidden[-1], t.hidden[-1]
             if s_h.shape[-1] != t_h.shape[-1]:
                 s_h = obj.project(len(s.hidden) - 1, s_h)
-            out["cos"] = L.cosine_hidden(s_h, t_h, batch["attention_mask"])
+            out["cos"] = L.cosine_hidden(s_h, t_h, batch["attention_mask"], world=world)
             out["loss"] = out["loss"] + self.d.alpha_cos * out["cos"]
         return out
 
-    def _mlm(self, s, t, batch):
-        soft = L.soft_ce(s.logits, t.logits, self.d.temperature, mask=batch["attention_mask"])
-        mlm = L.mlm_loss(s.logits, batch["labels"])
+    def _mlm(self, s, t, batch, world):
+        soft = L.soft_ce(s.logits, t.logits, self.d.temperature, mask=batch["attention_mask"], world=world)
+        mlm = L.mlm_loss(s.logits, batch["labels"], world=world)
         return {"soft": soft, "mlm": mlm, "loss": self.d.alpha * soft + self.d.alpha_mlm * mlm}

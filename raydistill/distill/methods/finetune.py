@@ -14,6 +14,6 @@ class FineTune(Method):
 
     uses_teacher = False
 
-    def losses(self, stage, s, t, batch, obj):
-        hard = hard_loss(self.kind, s, batch)
+    def losses(self, stage, s, t, batch, obj, *, world=1):
+        hard = hard_loss(self.kind, s, batch, world=world)
         return {"loss": hard, "hard": hard}

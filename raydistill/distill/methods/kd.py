@@ -15,18 +15,18 @@ class HintonKD(Method):
 
     description = "Hinton KD: the teacher's softened predictions (T²·KL) beside the gold labels, weighed by alpha"
 
-    def losses(self, stage, s, t, batch, obj):
-        return kd_losses(self, s, t, batch)
+    def losses(self, stage, s, t, batch, obj, *, world=1):
+        return kd_losses(self, s, t, batch, world=world)
 
 
-def kd_losses(m: Method, s: Outputs, t: Outputs, batch: dict) -> dict[str, torch.Tensor]:
+def kd_losses(m: Method, s: Outputs, t: Outputs, batch: dict, *, world: int = 1) -> dict[str, torch.Tensor]:
     """Hinton KD's losses with method ``m``'s task kind, T and α: what ``HintonKD`` optimises, and the prediction
     stage of the staged methods (TinyBERT, MiniLM)."""
-    soft = soft_loss(m.kind, s, t, m.d.temperature, batch)
+    soft = soft_loss(m.kind, s, t, m.d.temperature, batch, world=world)
     out = {"soft": soft}
     total = m.d.alpha * soft
     if m.d.alpha < 1:
-        out["hard"] = hard_loss(m.kind, s, batch)
+        out["hard"] = hard_loss(m.kind, s, batch, world=world)
         total = total + (1 - m.d.alpha) * out["hard"]
     out["loss"] = total
     return out

@@ -95,9 +95,9 @@ class MiniLM(Method):
             student_qkv=frozenset({self.student_layers - 1}),
         )
 
-    def losses(self, stage, s, t, batch, obj):
+    def losses(self, stage, s, t, batch, obj, *, world=1):
         if stage != "intermediate":
-            return kd_losses(self, s, t, batch)
+            return kd_losses(self, s, t, batch, world=world)
         (sq, sk, sv), (tq, tk, tv) = (
             s.qkv[self.student_layers - 1],
             t.qkv[teacher_layer(self.d, self.teacher_layers) - 1],
@@ -107,7 +107,7 @@ class MiniLM(Method):
         tx = {"q": L.concat_heads(tq), "k": L.concat_heads(tk), "v": L.concat_heads(tv)}
         mask = batch["attention_mask"]
         out = {
-            f"{a}{b}": L.relation_kl(sx[a], sx[b], tx[a], tx[b], heads, mask, per=self.d.relation_mean)
+            f"{a}{b}": L.relation_kl(sx[a], sx[b], tx[a], tx[b], heads, mask, per=self.d.relation_mean, world=world)
             for a, b in self.RELATIONS[self.d.version]
         }
         out["loss"] = sum(out.values())

@@ -27,8 +27,8 @@ class PatientKD(HintonKD):
     def projected_layers(self, n_layers):
         return {i for i, _ in self.patient_pairs(n_layers)}
 
-    def losses(self, stage, s, t, batch, obj):
-        out = super().losses(stage, s, t, batch, obj)
+    def losses(self, stage, s, t, batch, obj, *, world=1):
+        out = super().losses(stage, s, t, batch, obj, world=world)
         pairs = self.patient_pairs(len(s.hidden) - 1)
         if pairs:
             s_cls = [obj.project(i, s.hidden[i][:, 0]) for i, _ in pairs]

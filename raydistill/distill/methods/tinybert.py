@@ -39,13 +39,15 @@ class _Intermediate(Method):
             teacher_hidden=frozenset({0} | {t for _, t in self.pairs}),
         )
 
-    def transformer_losses(self, s, t, batch, obj) -> dict:
+    def transformer_losses(self, s, t, batch, obj, *, world: int = 1) -> dict:
         # Means over real tokens only: TinyBERT pads every batch to 128 and averages over the padding too; with
         # dynamic padding that would make an example's loss depend on which examples share its batch.
         mask = batch["attention_mask"]
-        emb = L.embedding_mse(s.hidden[0], t.hidden[0], proj=obj.proj(0), mask=mask)
-        att = sum(L.attention_mse(s.scores[i - 1], t.scores[j - 1], mask) for i, j in self.pairs)
-        hid = sum(L.hidden_mse(s.hidden[i], t.hidden[j], proj=obj.proj(i), mask=mask) for i, j in self.pairs)
+        emb = L.embedding_mse(s.hidden[0], t.hidden[0], proj=obj.proj(0), mask=mask, world=world)
+        att = sum(L.attention_mse(s.scores[i - 1], t.scores[j - 1], mask, world=world) for i, j in self.pairs)
+        hid = sum(
+            L.hidden_mse(s.hidden[i], t.hidden[j], proj=obj.proj(i), mask=mask, world=world) for i, j in self.pairs
+        )
         return {"emb": emb, "att": att, "hidden": hid, "loss": emb + att + hid}
 
 
@@ -58,7 +60,7 @@ class TinyBERT(_Intermediate):
 
     defaults = Method.defaults | {"temperature": 1.0, "alpha": 1.0}
 
-    def losses(self, stage, s, t, batch, obj):
+    def losses(self, stage, s, t, batch, obj, *, world=1):
         if stage == "intermediate":
-            return self.transformer_losses(s, t, batch, obj)
-        return kd_losses(self, s, t, batch)
+            return self.transformer_losses(s, t, batch, obj, world=world)
+        return kd_losses(self, s, t, batch, world=world)

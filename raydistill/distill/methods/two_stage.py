@@ -14,8 +14,8 @@ class TwoStage(_Intermediate):
 
     description = "two-stage: TinyBERT's layer losses, then MSE on the logits (the Korean RoBERTa recipe)"
 
-    def losses(self, stage, s, t, batch, obj):
+    def losses(self, stage, s, t, batch, obj, *, world=1):
         if stage == "intermediate":
-            return self.transformer_losses(s, t, batch, obj)
-        pred = logit_mse(self.kind, s, t, batch)
+            return self.transformer_losses(s, t, batch, obj, world=world)
+        pred = logit_mse(self.kind, s, t, batch, world=world)
         return {"pred_mse": pred, "loss": pred}
