@@ -1,8 +1,9 @@
 """DDP without Ray: torch.multiprocessing + gloo on CPU.
 
 Two workers on padded batches of different lengths compute the loss, gradients and weights one worker computes on
-the same global batch; ranks draw different dropout masks; projections exist only where a loss reads them (PKD with
-a narrow student used to die in DDP's unused-parameter check).
+the same global batch; every method hands the world size to each of its global means; ranks draw different dropout
+masks; projections exist only where a loss reads them (PKD with a narrow student used to die in DDP's unused-parameter
+check).
 """
 
 from __future__ import annotations
@@ -293,6 +294,62 @@ def test_two_workers_train_as_one_on_length_grouped_batches(tiny_teacher, glue_d
     """--group-by-length: each global batch holds rows of similar length and every rank pads only its own slice."""
     cfg = _cfg("mrpc", tiny_teacher("classification", 2, dropout=0.0), glue_dir, "kd", alpha=0.5, temperature=2.0)
     _assert_two_train_as_one(replace(cfg, train=replace(cfg.train, group_by_length=True)), tmp_path)
+
+
+WORLD_CASES = [  # every method and stage, each with a kind whose losses hold a per-count mean in every stage
+    ("sst2", "classification", "finetune", {}),
+    ("klue_ner", "token", "kd", {"alpha": 0.5}),
+    ("korquad", "qa", "kd", {"alpha": 0.5}),
+    ("mrpc", "classification", "distilbert", {"alpha": 0.5, "alpha_cos": 1.0}),
+    ("general", "mlm", "distilbert", {"alpha_cos": 1.0}),
+    ("sst2", "classification", "pkd", {"alpha": 0.5, "beta": 10.0, "mapping": "uniform"}),
+    ("klue_ner", "token", "tinybert", {"mapping": "uniform"}),
+    ("korquad", "qa", "two_stage", {"mapping": "uniform"}),
+    ("sst2", "classification", "minilm", {"alpha": 0.5}),
+]
+
+
+def _world_batch(tokenizer, kind: str, n: int) -> dict:
+    b = dict(tokenizer(["good fine film", "bad", "a dull and slow film"], padding=True, return_tensors="pt"))
+    mask = b["attention_mask"]
+    if kind == "classification":
+        b["labels"] = torch.tensor([1, 0, 0])
+    elif kind == "qa":
+        b["start_positions"], b["end_positions"] = torch.tensor([1, 0, 2]), torch.tensor([2, 1, 4])
+    else:  # token tags, or the masked LM's token ids
+        b["labels"] = torch.randint(0, n, mask.shape, generator=torch.Generator().manual_seed(0)).masked_fill(
+            mask == 0, -100
+        )
+    return b
+
+
+@pytest.mark.parametrize("task,kind,method,extra", WORLD_CASES, ids=[c[2] + "-" + c[0] for c in WORLD_CASES])
+def test_every_method_hands_the_world_size_to_every_global_mean(
+    task, kind, method, extra, tiny_teacher, glue_dir, korean_dir, monkeypatch
+):
+    """``Distiller.forward(world=2)`` reaches each per-count mean of every stage: a method that dropped ``world``
+    would leave a per-rank mean (~1e-4 off) that the two-worker loop tests catch only for the cases they run."""
+    from raydistill.train.objective import build_objective
+    from raydistill.train.step import Distiller, teacher_outputs
+
+    seen, mean = [], L._mean
+
+    def spy(total, count, world=1):
+        seen.append(world)
+        return mean(total, count)  # no process group here: the local mean
+
+    monkeypatch.setattr(L, "_mean", spy)
+    n = {"classification": 2, "token": len(KO_LABELS), "qa": 2, "mlm": 0}[kind]
+    teacher = tiny_teacher(kind, n, dropout=0.0, **({"label_names": KO_LABELS} if kind == "token" else {}))
+    objective, student, t_model, tokenizer = build_objective(
+        _cfg(task, teacher, korean_dir if kind in ("token", "qa") else glue_dir, method, **extra)
+    )
+    model, batch = Distiller(student, objective), _world_batch(tokenizer, kind, n or len(tokenizer))
+    for stage in objective.method.stages:
+        t_out = teacher_outputs(t_model, None, objective, batch, [0, 1, 2], stage, torch.device("cpu"), "fp32")
+        seen.clear()
+        model(batch, t_out, stage, world=2)
+        assert seen and set(seen) == {2}, (stage, seen)
 
 
 def _assert_two_train_as_one(cfg, tmp_path) -> None:
