@@ -1,8 +1,9 @@
 """DDP without Ray: torch.multiprocessing + gloo on CPU.
 
 Two workers on padded batches of different lengths compute the loss, gradients and weights one worker computes on
-the same global batch; ranks draw different dropout masks; projections exist only where a loss reads them (PKD with
-a narrow student used to die in DDP's unused-parameter check).
+the same global batch; every method hands the world size to each of its global means; ranks draw different dropout
+masks; projections exist only where a loss reads them (PKD with a narrow student used to die in DDP's unused-parameter
+check).
 """
 
 from __future__ import annotations
@@ -113,7 +114,7 @@ class Toy(torch.nn.Module):
         self.q = torch.nn.Parameter(torch.randn(A, HS, HS, generator=g))
         self.w = torch.nn.Parameter(torch.randn(HS, HT, generator=g))  # the projection to the teacher width
 
-    def forward(self, b: dict, name: str):
+    def forward(self, b: dict, name: str, world: int = 1):
         x, mask = b["x"], b["attention_mask"]
         h, logits = x @ self.h, x @ self.c
         start, end = logits[..., 0], logits[..., 1]
@@ -122,25 +123,32 @@ class Toy(torch.nn.Module):
         # (one ignored example on rank 1) is what hard_qa checks
         q_start, q_end = start.masked_fill(mask == 0, -1e4), end.masked_fill(mask == 0, -1e4)
         return {
-            "soft_ce": lambda: L.soft_ce(logits, b["t_logits"], 2.0, mask=mask),
-            "hard_token": lambda: L.hard_loss("token", logits, b),
-            "mlm": lambda: L.mlm_loss(logits, b["labels"]),
-            "logit_mse": lambda: L.logit_mse(logits, b["t_logits"], mask=mask),
-            "hidden_mse": lambda: L.hidden_mse(h, b["t_h"], proj=self.w, mask=mask),
-            "cosine": lambda: L.cosine_hidden(h @ self.w, b["t_h"], mask),
-            "attention_mse": lambda: L.attention_mse(scores, b["t_scores"], mask),
-            "qa_logit_mse": lambda: L.qa_logit_mse(start, end, b["t_logits"][..., 0], b["t_logits"][..., 1], mask),
-            "hard_qa": lambda: L.hard_loss("qa", (q_start, q_end), b),
-            "relation_kl": lambda: L.relation_kl(h, x, b["t_h"], b["t_h"], A, mask),  # widths 4 vs 6, A relation heads
-            "relation_kl_query": lambda: L.relation_kl(h, x, b["t_h"], b["t_h"], A, mask, per="query"),
-            "hard_cls_copies": lambda: L.hard_loss("classification", logits[:, 0], {"labels": b["cls_label"]}),
-            "hard_reg_copies": lambda: L.hard_loss("regression", logits[:, 0, :1], {"labels": b["reg_label"]}),
+            "soft_ce": lambda: L.soft_ce(logits, b["t_logits"], 2.0, mask=mask, world=world),
+            "hard_token": lambda: L.hard_loss("token", logits, b, world=world),
+            "mlm": lambda: L.mlm_loss(logits, b["labels"], world=world),
+            "logit_mse": lambda: L.logit_mse(logits, b["t_logits"], mask=mask, world=world),
+            "hidden_mse": lambda: L.hidden_mse(h, b["t_h"], proj=self.w, mask=mask, world=world),
+            "cosine": lambda: L.cosine_hidden(h @ self.w, b["t_h"], mask, world=world),
+            "attention_mse": lambda: L.attention_mse(scores, b["t_scores"], mask, world=world),
+            "qa_logit_mse": lambda: L.qa_logit_mse(
+                start, end, b["t_logits"][..., 0], b["t_logits"][..., 1], mask, world=world
+            ),
+            "hard_qa": lambda: L.hard_loss("qa", (q_start, q_end), b, world=world),
+            # widths 4 vs 6, A relation heads
+            "relation_kl": lambda: L.relation_kl(h, x, b["t_h"], b["t_h"], A, mask, world=world),
+            "relation_kl_query": lambda: L.relation_kl(h, x, b["t_h"], b["t_h"], A, mask, per="query", world=world),
+            "hard_cls_copies": lambda: L.hard_loss(
+                "classification", logits[:, 0], {"labels": b["cls_label"]}, world=world
+            ),
+            "hard_reg_copies": lambda: L.hard_loss(
+                "regression", logits[:, 0, :1], {"labels": b["reg_label"]}, world=world
+            ),
         }[name]()
 
 
-def _step(model, batch, name):
+def _step(model, batch, name, world: int = 1):
     model.zero_grad()
-    loss = model(batch, name)
+    loss = model(batch, name, world)
     loss.backward()
     return loss.detach(), {
         n: p.grad.clone() if p.grad is not None else torch.zeros_like(p) for n, p in model.named_parameters()
@@ -153,8 +161,7 @@ def _loss_worker(rank, world, port, out):
     batch = _pad(_examples()[2 * rank : 2 * rank + 2])
     res = {}
     for name in LOSS_NAMES:
-        with L.global_means(world):
-            loss, grads = _step(model, batch, name)
+        loss, grads = _step(model, batch, name, world)
         per_rank = model.module(batch, name).detach()  # a plain per-rank mean, for contrast
         both = torch.stack([loss, per_rank])
         dist.all_reduce(both)
@@ -183,8 +190,7 @@ def _uneven_worker(rank, world, port, out):
     _init(rank, world, port)
     model = torch.nn.parallel.DistributedDataParallel(Toy(), find_unused_parameters=True)
     batch = _pad(_examples()[:3] if rank == 0 else _examples()[3:])
-    with L.global_means(world):
-        loss, grads = _step(model, batch, "relation_kl")
+    loss, grads = _step(model, batch, "relation_kl", world)
     per_rank = model.module(batch, "relation_kl").detach()
     both = torch.stack([loss, per_rank])
     dist.all_reduce(both)
@@ -288,6 +294,62 @@ def test_two_workers_train_as_one_on_length_grouped_batches(tiny_teacher, glue_d
     """--group-by-length: each global batch holds rows of similar length and every rank pads only its own slice."""
     cfg = _cfg("mrpc", tiny_teacher("classification", 2, dropout=0.0), glue_dir, "kd", alpha=0.5, temperature=2.0)
     _assert_two_train_as_one(replace(cfg, train=replace(cfg.train, group_by_length=True)), tmp_path)
+
+
+WORLD_CASES = [  # every method and stage, each with a kind whose losses hold a per-count mean in every stage
+    ("sst2", "classification", "finetune", {}),
+    ("klue_ner", "token", "kd", {"alpha": 0.5}),
+    ("korquad", "qa", "kd", {"alpha": 0.5}),
+    ("mrpc", "classification", "distilbert", {"alpha": 0.5, "alpha_cos": 1.0}),
+    ("general", "mlm", "distilbert", {"alpha_cos": 1.0}),
+    ("sst2", "classification", "pkd", {"alpha": 0.5, "beta": 10.0, "mapping": "uniform"}),
+    ("klue_ner", "token", "tinybert", {"mapping": "uniform"}),
+    ("korquad", "qa", "two_stage", {"mapping": "uniform"}),
+    ("sst2", "classification", "minilm", {"alpha": 0.5}),
+]
+
+
+def _world_batch(tokenizer, kind: str, n: int) -> dict:
+    b = dict(tokenizer(["good fine film", "bad", "a dull and slow film"], padding=True, return_tensors="pt"))
+    mask = b["attention_mask"]
+    if kind == "classification":
+        b["labels"] = torch.tensor([1, 0, 0])
+    elif kind == "qa":
+        b["start_positions"], b["end_positions"] = torch.tensor([1, 0, 2]), torch.tensor([2, 1, 4])
+    else:  # token tags, or the masked LM's token ids
+        b["labels"] = torch.randint(0, n, mask.shape, generator=torch.Generator().manual_seed(0)).masked_fill(
+            mask == 0, -100
+        )
+    return b
+
+
+@pytest.mark.parametrize("task,kind,method,extra", WORLD_CASES, ids=[c[2] + "-" + c[0] for c in WORLD_CASES])
+def test_every_method_hands_the_world_size_to_every_global_mean(
+    task, kind, method, extra, tiny_teacher, glue_dir, korean_dir, monkeypatch
+):
+    """``Distiller.forward(world=2)`` reaches each per-count mean of every stage: a method that dropped ``world``
+    would leave a per-rank mean (~1e-4 off) that the two-worker loop tests catch only for the cases they run."""
+    from raydistill.train.objective import build_objective
+    from raydistill.train.step import Distiller, teacher_outputs
+
+    seen, mean = [], L._mean
+
+    def spy(total, count, world=1):
+        seen.append(world)
+        return mean(total, count)  # no process group here: the local mean
+
+    monkeypatch.setattr(L, "_mean", spy)
+    n = {"classification": 2, "token": len(KO_LABELS), "qa": 2, "mlm": 0}[kind]
+    teacher = tiny_teacher(kind, n, dropout=0.0, **({"label_names": KO_LABELS} if kind == "token" else {}))
+    objective, student, t_model, tokenizer = build_objective(
+        _cfg(task, teacher, korean_dir if kind in ("token", "qa") else glue_dir, method, **extra)
+    )
+    model, batch = Distiller(student, objective), _world_batch(tokenizer, kind, n or len(tokenizer))
+    for stage in objective.method.stages:
+        t_out = teacher_outputs(t_model, None, objective, batch, [0, 1, 2], stage, torch.device("cpu"), "fp32")
+        seen.clear()
+        model(batch, t_out, stage, world=2)
+        assert seen and set(seen) == {2}, (stage, seen)
 
 
 def _assert_two_train_as_one(cfg, tmp_path) -> None:

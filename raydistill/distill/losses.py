@@ -1,4 +1,4 @@
-"""Distillation losses: plain functions the methods (``methods.py``) combine. Every function returns a scalar tensor.
+"""Distillation losses: plain functions the methods (``methods/``) combine. Every function returns a scalar tensor.
 
 Convention (the one place it is written; ``config.LOSS_CONVENTION`` logs it with every run):
 
@@ -11,15 +11,17 @@ real tokens and 0 for padding. Teacher tensors are constants: compute them under
 Intermediate losses are per layer; the caller combines mapped layers (TinyBERT sums them, Patient-KD averages
 inside ``pkd_patient``).
 
-Under DDP (inside ``global_means``) a mean whose count varies per example — real tokens, real query×key pairs,
-labelled tokens; sequences too (MiniLM's per-sequence relation mean), should ranks ever hold unequal slices — divides
-this rank's sum by the count over every rank ÷ world size, so the gradient DDP averages
-is that of the mean over the global batch, as one worker would compute it.
+Under DDP the caller passes ``world`` (the number of ranks, default 1) to every function that takes it: a mean whose
+count varies per example — real tokens, real query×key pairs, labelled tokens; sequences too (MiniLM's per-sequence
+relation mean), should ranks ever hold unequal slices — then divides this rank's sum by the count over every rank ÷
+``world``, so the gradient DDP averages is that of the mean over the global batch, as one worker would compute it.
+With ``world`` > 1 every rank must compute the same losses in the same order: each such mean all-reduces its count
+once. The other means (over the batch's examples or all elements) are per rank: the loop's equal slices (drop-last)
+make them global.
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
 
 import torch
@@ -28,56 +30,42 @@ import torch.nn.functional as F
 
 from raydistill.common.errors import check
 
-_WORLD = 1  # DDP world size inside ``global_means``
 
-
-@contextlib.contextmanager
-def global_means(world_size: int):
-    """Within this block the per-example-count means are global over the DDP ranks (module docstring). Every rank
-    must compute the same losses in the same order: each such mean all-reduces its count once."""
-    global _WORLD
-    old, _WORLD = _WORLD, world_size
-    try:
-        yield
-    finally:
-        _WORLD = old
-
-
-def _mean(total: torch.Tensor, count: torch.Tensor) -> torch.Tensor:
-    """``total / count``; inside ``global_means``, ``count`` is summed over the ranks and divided by their number
+def _mean(total: torch.Tensor, count: torch.Tensor, world: int = 1) -> torch.Tensor:
+    """``total / count``; with ``world`` > 1 ranks, ``count`` is summed over the ranks and divided by their number
     (per-rank means would weigh a token by 1 / its own rank's count)."""
-    if _WORLD > 1:
+    if world > 1:
         count = count.detach().clone()
         dist.all_reduce(count)
-        return total / (count.clamp_min(1) / _WORLD)
+        return total / (count.clamp_min(1) / world)
     return total / count.clamp_min(1)
 
 
-def _masked_mean(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+def _masked_mean(x: torch.Tensor, mask: torch.Tensor | None, world: int = 1) -> torch.Tensor:
     """Mean of ``x`` [B, T, …] over the positions where ``mask`` [B, T] is 1 (all elements when mask is None)."""
     if mask is None:
         return x.mean()
     m = mask.to(x.dtype).reshape(*mask.shape, *([1] * (x.dim() - mask.dim()))).expand_as(x)
-    return _mean((x * m).sum(), m.sum())
+    return _mean((x * m).sum(), m.sum(), world)
 
 
-def _ce(logits: torch.Tensor, labels: torch.Tensor, ignore_index: int = -100) -> torch.Tensor:
+def _ce(logits: torch.Tensor, labels: torch.Tensor, ignore_index: int = -100, world: int = 1) -> torch.Tensor:
     """Cross-entropy averaged over the labels that are not ``ignore_index`` (their number varies per batch)."""
     total = F.cross_entropy(logits, labels, ignore_index=ignore_index, reduction="sum")
-    return _mean(total, (labels != ignore_index).sum())
+    return _mean(total, (labels != ignore_index).sum(), world)
 
 
-def soft_ce(student_logits, teacher_logits, T: float, mask=None):
+def soft_ce(student_logits, teacher_logits, T: float, mask=None, *, world: int = 1):
     """T² · Σ_c p_t,c (log p_t,c − log p_s,c), p = softmax(z/T); mean over the batch ([B, C]) or over real tokens
     ([B, T, C] with ``mask`` [B, T]). This is the KL form: soft cross-entropy minus the teacher's entropy, which has
     the same gradient but is 0 when student = teacher."""
     log_ps = F.log_softmax(student_logits.float() / T, dim=-1)
     log_pt = F.log_softmax(teacher_logits.float() / T, dim=-1)
     kl = (log_pt.exp() * (log_pt - log_ps)).sum(-1)  # [B] or [B, T]
-    return T * T * _masked_mean(kl, mask)
+    return T * T * _masked_mean(kl, mask, world)
 
 
-def hard_loss(kind: str, logits_or_outputs, batch: dict):
+def hard_loss(kind: str, logits_or_outputs, batch: dict, *, world: int = 1):
     """Gold-label loss over the rows that have one: classification CE(z, y) over labels that are not −100; regression
     mean (z − y)² over labels that are not NaN (augmented copies carry neither); token CE over tokens whose label is
     not −100; qa (CE(start) + CE(end)) / 2 with out-of-range positions ignored (as Hugging Face does); mlm =
@@ -87,31 +75,31 @@ def hard_loss(kind: str, logits_or_outputs, batch: dict):
         start, end = (out.start_logits, out.end_logits) if hasattr(out, "start_logits") else out
         ignored = start.size(1)
         sp, ep = batch["start_positions"].clamp(0, ignored), batch["end_positions"].clamp(0, ignored)
-        return (_ce(start.float(), sp, ignored) + _ce(end.float(), ep, ignored)) / 2
+        return (_ce(start.float(), sp, ignored, world) + _ce(end.float(), ep, ignored, world)) / 2
     logits = (out.logits if hasattr(out, "logits") else out).float()
     labels = batch["labels"]
     if kind == "classification":
-        return _ce(logits, labels)
+        return _ce(logits, labels, world=world)
     if kind == "regression":
         y = labels.float().reshape(-1)
         has = ~torch.isnan(y)
-        return _mean(torch.where(has, logits.reshape(-1) - y, 0.0).pow(2).sum(), has.sum())
+        return _mean(torch.where(has, logits.reshape(-1) - y, 0.0).pow(2).sum(), has.sum(), world)
     if kind in ("token", "mlm"):
-        return _ce(logits.reshape(-1, logits.size(-1)), labels.reshape(-1))
+        return _ce(logits.reshape(-1, logits.size(-1)), labels.reshape(-1), world=world)
     raise ValueError(f"unknown task kind {kind!r}")
 
 
-def logit_mse(student_logits, teacher_logits, mask=None):
+def logit_mse(student_logits, teacher_logits, mask=None, *, world: int = 1):
     """mean (z_s − z_t)² over all logits ([B, C]) or over the logits of real tokens ([B, T, C] with ``mask``)."""
-    return _masked_mean((student_logits.float() - teacher_logits.float()) ** 2, mask)
+    return _masked_mean((student_logits.float() - teacher_logits.float()) ** 2, mask, world)
 
 
-def qa_logit_mse(s_start, s_end, t_start, t_end, mask=None):
+def qa_logit_mse(s_start, s_end, t_start, t_end, mask=None, *, world: int = 1):
     """(MSE(start) + MSE(end)) / 2 on [B, T] span logits, each averaged over positions where ``mask`` is 1 (padding
     logits are often −inf-like and must not count)."""
     return (
-        _masked_mean((s_start.float() - t_start.float()) ** 2, mask)
-        + _masked_mean((s_end.float() - t_end.float()) ** 2, mask)
+        _masked_mean((s_start.float() - t_start.float()) ** 2, mask, world)
+        + _masked_mean((s_end.float() - t_end.float()) ** 2, mask, world)
     ) / 2
 
 
@@ -126,7 +114,7 @@ def _project(h, proj):
     return h @ proj if isinstance(proj, torch.Tensor) else proj(h)
 
 
-def hidden_mse(student_h, teacher_h, proj=None, mask=None):
+def hidden_mse(student_h, teacher_h, proj=None, mask=None, *, world: int = 1):
     """TinyBERT: mean over all elements of (h_s W − h_t)², h [B, T, H]; ``proj`` is W [H_s, H_t] or a module
     (e.g. ``nn.Linear``) mapping the student width to the teacher's; ``mask`` [B, T] restricts the mean to real
     tokens (TinyBERT itself averages over padding too: pass mask=None to match it)."""
@@ -136,13 +124,13 @@ def hidden_mse(student_h, teacher_h, proj=None, mask=None):
         "student.hidden",
         f"student states {tuple(hs.shape)} vs teacher {tuple(teacher_h.shape)}: give a projection to the teacher width",
     )
-    return _masked_mean((hs.float() - teacher_h.float()) ** 2, mask)
+    return _masked_mean((hs.float() - teacher_h.float()) ** 2, mask, world)
 
 
 embedding_mse = hidden_mse  # same formula on the embedding outputs (hidden_states[0])
 
 
-def attention_mse(s_scores, t_scores, attention_mask=None):
+def attention_mse(s_scores, t_scores, attention_mask=None, *, world: int = 1):
     """TinyBERT: mean of (S_s − S_t)² over the pre-softmax scores S [B, A, T, T] of every head, over (real query,
     real key) pairs when ``attention_mask`` [B, T] is given, else over all elements. (TinyBERT zeroes padding-key
     columns — it adds the −10000 mask, then zeroes entries ≤ −100 — but keeps padded query rows, which with dynamic
@@ -159,10 +147,10 @@ def attention_mse(s_scores, t_scores, attention_mask=None):
         return sq.mean()
     m = attention_mask.bool()
     keep = (m[:, None, :, None] & m[:, None, None, :]).expand_as(sq)  # real query × real key
-    return _mean(sq.masked_fill(~keep, 0.0).sum(), keep.sum())
+    return _mean(sq.masked_fill(~keep, 0.0).sum(), keep.sum(), world)
 
 
-def cosine_hidden(student_h, teacher_h, attention_mask=None):
+def cosine_hidden(student_h, teacher_h, attention_mask=None, *, world: int = 1):
     """DistilBERT: mean over real tokens of 1 − cos(h_s, h_t) (CosineEmbeddingLoss with target 1), h [B, T, H]."""
     check(
         student_h.shape[-1] == teacher_h.shape[-1],
@@ -170,7 +158,7 @@ def cosine_hidden(student_h, teacher_h, attention_mask=None):
         "the cosine loss compares hidden states directly, so the student needs the teacher's hidden size",
     )
     cos = F.cosine_similarity(student_h.float(), teacher_h.float(), dim=-1)  # [B, T]
-    return _masked_mean(1.0 - cos, attention_mask)
+    return _masked_mean(1.0 - cos, attention_mask, world)
 
 
 def pkd_patient(student_cls_list, teacher_cls_list):
@@ -210,7 +198,7 @@ def _relation_logp(a: torch.Tensor, b: torch.Tensor, heads: int, mask, who: str)
     return F.log_softmax(scores, dim=-1)
 
 
-def relation_kl(s_a, s_b, t_a, t_b, heads: int, mask=None, per: str = "sequence"):
+def relation_kl(s_a, s_b, t_a, t_b, heads: int, mask=None, per: str = "sequence", *, world: int = 1):
     """MiniLM / MiniLMv2 self-attention relation loss. Each input is a [B, T, H] set of vectors with the attention
     heads side by side (``concat_heads``); it is split into ``heads`` relation heads of width d_r = H / heads, and
     R = softmax(x_a x_bᵀ / √d_r) over the real keys. Returns KL(R_t ‖ R_s) summed over keys and averaged over relation
@@ -224,14 +212,14 @@ def relation_kl(s_a, s_b, t_a, t_b, heads: int, mask=None, per: str = "sequence"
     log_t = _relation_logp(t_a, t_b, heads, mask, "teacher")
     kl = (log_t.exp() * (log_t - log_s)).sum(-1).mean(1)  # [B, T]: summed over keys, averaged over relation heads
     if per == "query":
-        return _masked_mean(kl, mask)
+        return _masked_mean(kl, mask, world)
     if mask is None:
         return kl.mean()
     m = mask.to(kl.dtype)
     per_seq = (kl * m).sum(1) / m.sum(1).clamp_min(1)  # [B]: each sequence's mean over its real queries
-    return _mean(per_seq.sum(), torch.tensor(float(per_seq.numel()), device=kl.device))  # the global batch mean
+    return _mean(per_seq.sum(), torch.tensor(float(per_seq.numel()), device=kl.device), world)  # global batch mean
 
 
-def mlm_loss(logits, labels):
+def mlm_loss(logits, labels, *, world: int = 1):
     """Masked-LM cross-entropy over positions whose label is not −100; logits [B, T, V], labels [B, T]."""
-    return _ce(logits.float().reshape(-1, logits.size(-1)), labels.reshape(-1))
+    return _ce(logits.float().reshape(-1, logits.size(-1)), labels.reshape(-1), world=world)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import torch
 
 from raydistill.config.schema import RunConfig
-from raydistill.distill.losses import global_means
 from raydistill.distill.methods import Outputs
 from raydistill.tasks.encode import MODEL_INPUTS
 from raydistill.train.precision import autocast
@@ -34,10 +33,10 @@ class Distiller(torch.nn.Module):
         super().__init__()
         self.student, self.objective = student, objective
 
-    def forward(self, batch, teacher_out, stage):
+    def forward(self, batch, teacher_out, stage, world: int = 1):
         needs = self.objective.method.needs(stage)
         s = forward(self.student, batch, needs.hidden, self.objective.student_capture(stage))
-        return self.objective.method.losses(stage, s, teacher_out, batch, self.objective)
+        return self.objective.method.losses(stage, s, teacher_out, batch, self.objective, world=world)
 
 
 def teacher_outputs(teacher, cache, objective, batch: dict, idx: list[int], stage: str, device, t_dtype: str):
@@ -76,8 +75,8 @@ def train_step(
 ) -> dict:
     """One optimizer step; returns the losses. Token and pair means are over all ``world`` ranks' tokens; each loss
     is added to ``sums`` on the device (no host sync per step). ``poison`` (a test hook) may rewrite the losses."""
-    with autocast(device, amp), global_means(world):  # the losses cast to float32 themselves
-        losses = model(batch, teacher_out, stage)
+    with autocast(device, amp):  # the losses cast to float32 themselves
+        losses = model(batch, teacher_out, stage, world=world)
     if poison is not None:
         losses = poison(losses)
     optimizer_step(model, losses["loss"], opt, sched)

@@ -1,7 +1,5 @@
-"""The core of the distillation methods: the registry, what a method reads (``Outputs``) and asks for (``Needs``),
-the task-aware prediction losses, the ``Method`` base class, and the one-stage methods the others build on
-(``finetune``, ``kd``). Read ``METHODS`` / ``get_method`` from ``raydistill.distill.methods``, which registers
-every method.
+"""What every method shares: what a method reads (``Outputs``) and asks for (``Needs``), the task-aware prediction
+losses, and the ``Method`` base class.
 
 Weights follow ``raydistill.config.schema.LOSS_CONVENTION``: α weighs the soft (teacher-prediction) loss,
 (1 − α) the hard loss, β the intermediate loss; the soft loss is T²-scaled KL. Components are returned
@@ -14,25 +12,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from raydistill.common.errors import UserError, check
+from raydistill.common.errors import check
 from raydistill.distill import losses as L
-
-METHODS: dict[str, type[Method]] = {}
-
-
-def register(name):
-    def deco(cls):
-        cls.name = name
-        METHODS[name] = cls
-        return cls
-
-    return deco
-
-
-def get_method(name: str) -> type[Method]:
-    if name not in METHODS:
-        raise UserError("distill.method", f"unknown method {name!r}; known: {', '.join(sorted(METHODS))}")
-    return METHODS[name]
 
 
 @dataclass
@@ -82,33 +63,33 @@ def _mask(batch):
     return batch["attention_mask"]
 
 
-def hard_loss(kind: str, s: Outputs, batch: dict) -> torch.Tensor:
+def hard_loss(kind: str, s: Outputs, batch: dict, *, world: int = 1) -> torch.Tensor:
     """Gold-label loss by task kind: CE, MSE (regression), token CE (-100 ignored), mean of start/end CE."""
     if kind == "qa":
-        return L.hard_loss(kind, (s.start, s.end), batch)
-    return L.hard_loss(kind, s.logits, batch)
+        return L.hard_loss(kind, (s.start, s.end), batch, world=world)
+    return L.hard_loss(kind, s.logits, batch, world=world)
 
 
-def soft_loss(kind: str, s: Outputs, t: Outputs, T: float, batch: dict) -> torch.Tensor:
+def soft_loss(kind: str, s: Outputs, t: Outputs, T: float, batch: dict, *, world: int = 1) -> torch.Tensor:
     """Teacher-prediction loss by task kind: T²·KL (classification; per real token for NER; start and end
     distributions averaged for QA); MSE between predictions for regression, where a temperature is meaningless."""
     if kind == "regression":
         return L.regression_mse(s.logits, t.logits)
     if kind == "token" or kind == "mlm":
-        return L.soft_ce(s.logits, t.logits, T, mask=_mask(batch))
-    if kind == "qa":
+        return L.soft_ce(s.logits, t.logits, T, mask=_mask(batch), world=world)
+    if kind == "qa":  # one distribution per example: plain batch means
         m = _mask(batch)
         return 0.5 * (L.soft_ce(_pos(s.start, m), _pos(t.start, m), T) + L.soft_ce(_pos(s.end, m), _pos(t.end, m), T))
     return L.soft_ce(s.logits, t.logits, T)
 
 
-def logit_mse(kind: str, s: Outputs, t: Outputs, batch: dict) -> torch.Tensor:
+def logit_mse(kind: str, s: Outputs, t: Outputs, batch: dict, *, world: int = 1) -> torch.Tensor:
     """Two-stage prediction loss: MSE on logits (per real token for NER), mean of start/end MSE for QA."""
     if kind == "qa":
-        return L.qa_logit_mse(s.start, s.end, t.start, t.end, _mask(batch))
+        return L.qa_logit_mse(s.start, s.end, t.start, t.end, _mask(batch), world=world)
     if kind == "regression":
         return L.regression_mse(s.logits, t.logits)
-    return L.logit_mse(s.logits, t.logits, mask=_mask(batch) if kind in ("token", "mlm") else None)
+    return L.logit_mse(s.logits, t.logits, mask=_mask(batch) if kind in ("token", "mlm") else None, world=world)
 
 
 def _pos(logits, mask):
@@ -177,41 +158,7 @@ class Method:
         width when it differs; only these get a projection, since DDP refuses parameters no loss reads."""
         return set()
 
-    def losses(self, stage, s, t, batch, obj) -> dict:
+    def losses(self, stage, s, t, batch, obj, *, world: int = 1) -> dict:
+        """The stage's losses: unweighted components and the weighted ``loss``. ``world``: the DDP ranks whose
+        tokens the per-token means count (``raydistill.distill.losses``); 1 outside DDP."""
         raise NotImplementedError
-
-
-@register("finetune")
-class FineTune(Method):
-    """No teacher: gold labels only. Used for teacher fine-tuning and the no-teacher student baseline."""
-
-    description = "no teacher: gold labels only (a teacher's fine-tune, the labels-only student baseline)"
-
-    uses_teacher = False
-
-    def losses(self, stage, s, t, batch, obj):
-        hard = hard_loss(self.kind, s, batch)
-        return {"loss": hard, "hard": hard}
-
-
-@register("kd")
-class HintonKD(Method):
-    """Hinton et al. 2015: α·T²·KL(p_t^T ‖ p_s^T) + (1−α)·hard."""
-
-    description = "Hinton KD: the teacher's softened predictions (T²·KL) beside the gold labels, weighed by alpha"
-
-    def losses(self, stage, s, t, batch, obj):
-        return kd_losses(self, s, t, batch)
-
-
-def kd_losses(m: Method, s: Outputs, t: Outputs, batch: dict) -> dict[str, torch.Tensor]:
-    """Hinton KD's losses with method ``m``'s task kind, T and α: what ``HintonKD`` optimises, and the prediction
-    stage of the staged methods (TinyBERT, MiniLM)."""
-    soft = soft_loss(m.kind, s, t, m.d.temperature, batch)
-    out = {"soft": soft}
-    total = m.d.alpha * soft
-    if m.d.alpha < 1:
-        out["hard"] = hard_loss(m.kind, s, batch)
-        total = total + (1 - m.d.alpha) * out["hard"]
-    out["loss"] = total
-    return out

@@ -1,5 +1,5 @@
-"""The two-stage methods: an intermediate stage (TinyBERT's transformer losses, MiniLM's self-attention
-relations) before the prediction stage. Registered into ``METHODS`` when ``raydistill.distill.methods`` is imported."""
+"""``minilm``: MiniLM / MiniLMv2 self-attention relation distillation, with ``teacher_layer`` and
+``relation_heads``, the distill options it reads."""
 
 from __future__ import annotations
 
@@ -7,75 +7,9 @@ import math
 
 from raydistill.common.errors import check
 from raydistill.distill import losses as L
-from raydistill.distill.core import Method, Needs, kd_losses, logit_mse, register
-
-
-class _Intermediate(Method):
-    """Shared by TinyBERT and two-stage: embedding + attention-score + hidden MSE over mapped layer pairs."""
-
-    stages = ("intermediate", "pred")
-    intermediate = True
-    maps_layers = True
-
-    def projected_layers(self, n_layers):
-        return {0} | {i for i, _ in self.pairs}
-
-    @classmethod
-    def check_shapes(cls, cfg, s_heads, s_hidden, t_heads, t_hidden, t_layers):
-        check(
-            s_heads == t_heads,
-            "student.heads",
-            f"{cls.name} matches attention scores head by head: use the teacher's {t_heads} heads",
-        )
-
-    def needs(self, stage):
-        if stage != "intermediate":
-            return Needs()
-        return Needs(
-            hidden=True,
-            teacher_att=frozenset(t - 1 for _, t in self.pairs),
-            student_att=frozenset(s - 1 for s, _ in self.pairs),
-            teacher_full=True,
-            teacher_hidden=frozenset({0} | {t for _, t in self.pairs}),
-        )
-
-    def transformer_losses(self, s, t, batch, obj) -> dict:
-        # Means over real tokens only: TinyBERT pads every batch to 128 and averages over the padding too; with
-        # dynamic padding that would make an example's loss depend on which examples share its batch.
-        mask = batch["attention_mask"]
-        emb = L.embedding_mse(s.hidden[0], t.hidden[0], proj=obj.proj(0), mask=mask)
-        att = sum(L.attention_mse(s.scores[i - 1], t.scores[j - 1], mask) for i, j in self.pairs)
-        hid = sum(L.hidden_mse(s.hidden[i], t.hidden[j], proj=obj.proj(i), mask=mask) for i, j in self.pairs)
-        return {"emb": emb, "att": att, "hidden": hid, "loss": emb + att + hid}
-
-
-@register("tinybert")
-class TinyBERT(_Intermediate):
-    """Jiao et al. 2020. Stage ``intermediate``: embedding + pre-softmax attention + hidden MSE (learned
-    projection W_h); stage ``pred``: α·T²·KL + (1−α)·hard; by default soft targets only at T=1, the paper's."""
-
-    description = "TinyBERT: embeddings, attention scores and hidden states of mapped layers, then predictions"
-
-    defaults = Method.defaults | {"temperature": 1.0, "alpha": 1.0}
-
-    def losses(self, stage, s, t, batch, obj):
-        if stage == "intermediate":
-            return self.transformer_losses(s, t, batch, obj)
-        return kd_losses(self, s, t, batch)
-
-
-@register("two_stage")
-class TwoStage(_Intermediate):
-    """FitNets-style two-stage task distillation (the Korean RoBERTa recipe): transformer losses first,
-    then the prediction loss as MSE on logits (mean of start/end MSE for span QA)."""
-
-    description = "two-stage: TinyBERT's layer losses, then MSE on the logits (the Korean RoBERTa recipe)"
-
-    def losses(self, stage, s, t, batch, obj):
-        if stage == "intermediate":
-            return self.transformer_losses(s, t, batch, obj)
-        pred = logit_mse(self.kind, s, t, batch)
-        return {"pred_mse": pred, "loss": pred}
+from raydistill.distill.methods.base import Method, Needs
+from raydistill.distill.methods.kd import kd_losses
+from raydistill.distill.methods.registry import register
 
 
 def teacher_layer(d, n_layers: int) -> int:
@@ -161,9 +95,9 @@ class MiniLM(Method):
             student_qkv=frozenset({self.student_layers - 1}),
         )
 
-    def losses(self, stage, s, t, batch, obj):
+    def losses(self, stage, s, t, batch, obj, *, world=1):
         if stage != "intermediate":
-            return kd_losses(self, s, t, batch)
+            return kd_losses(self, s, t, batch, world=world)
         (sq, sk, sv), (tq, tk, tv) = (
             s.qkv[self.student_layers - 1],
             t.qkv[teacher_layer(self.d, self.teacher_layers) - 1],
@@ -173,7 +107,7 @@ class MiniLM(Method):
         tx = {"q": L.concat_heads(tq), "k": L.concat_heads(tk), "v": L.concat_heads(tv)}
         mask = batch["attention_mask"]
         out = {
-            f"{a}{b}": L.relation_kl(sx[a], sx[b], tx[a], tx[b], heads, mask, per=self.d.relation_mean)
+            f"{a}{b}": L.relation_kl(sx[a], sx[b], tx[a], tx[b], heads, mask, per=self.d.relation_mean, world=world)
             for a, b in self.RELATIONS[self.d.version]
         }
         out["loss"] = sum(out.values())
