@@ -342,8 +342,8 @@ def test_best_epoch_is_reported_checkpointed_and_kept_on_resume(tiny_teacher, gl
 
     real, scripted, dev_scripted = loop.dev_metrics, [], []
 
-    def evaluate(model, data, batch_size, device):  # the real metrics, with scripted main metrics
-        out = real(model, data, batch_size, device)
+    def evaluate(model, data, batch_size, device, progress=None):  # the real metrics, with scripted main metrics
+        out = real(model, data, batch_size, device, progress)
         return {
             **out,
             "val_real_accuracy": out["val_accuracy"],
