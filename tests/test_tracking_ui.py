@@ -24,7 +24,7 @@ def test_a_run_logs_its_train_validation_and_dev_data_as_dataset_inputs(tmp_path
     ds = datasets(cfg)
     assert [(d["name"], d["context"], d["rows"]) for d in ds] == [
         ("sst2-train", "training", 40),
-        ("sst2-val", "validation", 20),
+        ("sst2-val", "validation", 16),  # --eval-limit bounds both scored splits (20 validation rows without it)
         ("sst2-dev", "eval", 16),
     ]
     assert len({d["digest"] for d in ds}) == 3 and len(data_fingerprint(cfg)) == 16
