@@ -174,9 +174,9 @@ def _digest(obj) -> str:
 
 
 def _splits(cfg) -> tuple[list, list, list]:
-    from raydistill.tasks import get_task
+    from raydistill.config.schema import task_of
 
-    task = get_task(cfg.task)
+    task = task_of(cfg)
     if task.labelled:
         return train_val_dev(cfg, task)
     train, dev = general_examples(cfg)

@@ -132,11 +132,11 @@ class Sweep:
         """Fail fast, before Ray or any training: the data is there, the first sample builds (the teacher was read
         for its shape)."""
         from raydistill.config import space as sp
+        from raydistill.config.schema import task_of
         from raydistill.data.splits import train_and_eval_examples
-        from raydistill.tasks import get_task
         from raydistill.train.preflight import preflight
 
-        train_and_eval_examples(self.base, get_task(self.base.task))
+        train_and_eval_examples(self.base, task_of(self.base))
         first = sp.trial_config(self.base, sp.sample(self.spec, None, self.teacher_shape))
         preflight(first, load_data=False, require_head=False)  # types, bounds, sizes, mapping: before any run
         self._same_data()
@@ -243,10 +243,10 @@ class Sweep:
         self.opts = self._trial_opts(augment_dirs)
 
     def _measure_teacher(self) -> None:
+        from raydistill.config.schema import task_of
         from raydistill.config.selection import report_metric
         from raydistill.orchestrate.resources import threads
         from raydistill.results.reference import teacher_reference, weak_teacher
-        from raydistill.tasks import get_task
 
         ref = teacher_reference(self.base, threads(self.demand.cpus_per_worker), log)  # every trial's yardstick
         metrics = dict.fromkeys((self.metric, report_metric(self.metric)))
@@ -255,7 +255,7 @@ class Sweep:
             "teacher: " + ", ".join(f"{m}={ref.get(m)}" for m in shown) + f", {ref['student_params'] / 1e6:.1f}M "
             f"params, {ref['latency_ms_b1']:.1f} ms at batch 1"
         )
-        warning = weak_teacher(ref, get_task(self.base.task))
+        warning = weak_teacher(ref, task_of(self.base))
         if warning:
             log(warning)
         self.clock.lap("teacher_reference")
