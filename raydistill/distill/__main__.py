@@ -14,6 +14,7 @@ import time
 from raydistill.commands.args import (
     add_teacher_args,
     add_train_args,
+    data_section,
     local_abspath,
     teacher_cache_dir,
     train_config,
@@ -215,6 +216,7 @@ def config_from_args(a) -> RunConfig:
             task=a.task,
             teacher=local_abspath(a.teacher),
             data_dir=local_abspath(a.data_dir),
+            data=data_section(a),
             output=os.path.abspath(a.output),
             student={**student_sizes(a), "init": a.init},
             distill=distill,
