@@ -20,6 +20,7 @@ from dataclasses import Field, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from raydistill.common.errors import UserError, check
+from raydistill.tasks.base import Task
 from raydistill.tasks.files import FileData
 
 if TYPE_CHECKING:
@@ -305,14 +306,14 @@ def _data_task(data: FileData, task: str | None) -> tuple[FileData, str | None]:
     return data, task_name(data)
 
 
-def task_of(cfg: RunConfig):
+def task_of(cfg: RunConfig) -> Task:
     """The ``Task`` record of a config: the user's files (``cfg.data``) or the built-in task ``cfg.task``."""
     from raydistill.tasks import make_task
 
     return make_task(cfg.task, cfg.data)
 
 
-def task_of_params(params: dict[str, str]):
+def task_of_params(params: dict[str, str]) -> Task:
     """The ``Task`` of a logged run (its params: ``to_params``), for re-scoring it later (``best``, ``evaluate``)."""
     from raydistill.tasks import make_task
 

@@ -32,6 +32,7 @@ DEFAULT_METRIC = {"classification": "accuracy", "regression": "pearson"}
 TEXT_GUESS = (("text", "text_pair"), ("sentence1", "sentence2"), ("sentence", None), ("question", "sentence"))
 LABEL_GUESS = ("label", "labels")
 SPLIT_FILE = {"train": "train_file", "validation": "eval_file", "test": "test_file"}
+FILES = tuple(SPLIT_FILE.values())
 FIX_FORMAT = "give a .csv, .tsv, .json, .jsonl or .parquet file"
 
 
@@ -299,13 +300,8 @@ def fingerprint(paths) -> str:
 def resolve(spec: FileData) -> FileData:
     """The complete description of the user's task, checked before anything starts: absolute paths, the columns
     (given or guessed, the guess said in one line), kind, labels, metric and the files' fingerprint."""
-    spec = replace(
-        spec,
-        **{
-            f: os.path.abspath(os.path.expanduser(getattr(spec, f))) if getattr(spec, f) else ""
-            for f in SPLIT_FILE.values()
-        },
-    )
+    paths = {f: os.path.abspath(os.path.expanduser(getattr(spec, f))) if getattr(spec, f) else "" for f in FILES}
+    spec = replace(spec, train_file=paths["train_file"], eval_file=paths["eval_file"], test_file=paths["test_file"])
     spec, guessed = _columns(spec)
     _check_other_files(spec)
     values = [lab for _, lab in _labels(spec, "train")]
