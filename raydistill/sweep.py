@@ -69,6 +69,9 @@ def _add_space_args(p: Parser) -> None:
         help="fine-tuned teacher folder, or a pretrained encoder to fine-tune first "
         "(default: the space's teacher, else bert-base-uncased)",
     )
+    from raydistill.commands.args import add_data_args
+
+    add_data_args(p)
 
 
 def _add_resource_args(p: Parser) -> None:

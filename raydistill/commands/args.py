@@ -17,7 +17,8 @@ def add_train_args(p: argparse.ArgumentParser, d: TrainConfig = DEFAULTS, genera
         "--task",
         default=None,
         help="task name (sst2, mrpc, rte, stsb, nsmc, korquad, klue_ner, …; "
-        "python -m raydistill list tasks)" + (" or 'general'" if general else "") + "; or --train-file: your own data",
+        "python -m raydistill list tasks)" + (" or 'general'" if general else "") + "; default: none, --train-file "
+        "names your own data",
     )
     p.add_argument(
         "--data-dir",
@@ -48,11 +49,16 @@ def add_train_args(p: argparse.ArgumentParser, d: TrainConfig = DEFAULTS, genera
 def add_data_args(p: argparse.ArgumentParser) -> None:
     """Your own data instead of a built-in ``--task`` (issue 37): files with any columns."""
     g = p.add_argument_group("your own data (instead of --task)")
-    g.add_argument("--train-file", help="training rows: a .csv, .tsv, .json, .jsonl or .parquet file")
+    g.add_argument(
+        "--train-file", help="training rows: a .csv, .tsv, .json, .jsonl or .parquet file (default: none, --task)"
+    )
     g.add_argument(
         "--eval-file", help="the dev set that reports eval_* (default: 10%% of the training rows held out as dev)"
     )
-    g.add_argument("--test-file", help="a labelled test set, scored only by python -m raydistill.evaluate --split test")
+    g.add_argument(
+        "--test-file",
+        help="a labelled test set, scored only by python -m raydistill.evaluate --split test (default: none)",
+    )
     g.add_argument("--text-column", help="column of the text (default: text, sentence1, sentence or question)")
     g.add_argument("--text-pair-column", help="second text of a pair task (default: text_pair / sentence2 beside them)")
     g.add_argument("--label-column", help="column of the label (default: label or labels)")

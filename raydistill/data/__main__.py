@@ -131,7 +131,9 @@ def split(args) -> dict:
 def _data_dir_arg(p: Parser) -> None:
     from raydistill.commands.args import add_data_args
 
-    p.add_argument("--task", help="task name (python -m raydistill list tasks); or --train-file: your own data")
+    p.add_argument(
+        "--task", help="task name (python -m raydistill list tasks); default: none, --train-file names your own data"
+    )
     p.add_argument(
         "--data-dir",
         default=None,
