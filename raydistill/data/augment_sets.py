@@ -14,18 +14,20 @@ from raydistill.config.augment import counts
 def build_sets(raw, base, root: str, log) -> dict[int, str]:
     """One augmented training set per N > 0 the space can draw, under ``root/augment``, from the task's training rows
     and the teacher's word embeddings; returns N → the folder a trial passes as ``augment_dir``."""
+    from raydistill.config.schema import task_of
     from raydistill.data.augment import build
     from raydistill.models.teacher import fingerprint
 
     out = {}
     for n in sorted(set(counts(raw)) - {0}):
-        folder = os.path.join(root, "augment", f"{base.task}-{fingerprint(base.teacher)[:12]}-n{n}")
+        name = base.task.replace(":", "-")  # file:STEM, the user's files
+        folder = os.path.join(root, "augment", f"{name}-{fingerprint(base.teacher)[:12]}-n{n}")
         log(
             f"augmentation: {n} copies of every training row, replacements from the teacher's word embeddings "
             f"-> {folder}"
         )
         n_in, n_out, _ = build(
-            base.task,
+            task_of(base),
             base.data_dir,
             base.teacher,
             folder,
