@@ -110,6 +110,9 @@ def main(argv=None) -> dict:
     )
     split = "test" if a.split == "test" else None
     out = evaluate_dir(a.model, task, a.data_dir, a.max_length, a.eval_limit, split=split)
+    from raydistill.tasks.files import report
+
+    report()  # the columns guessed in the user's files
     print(json.dumps(out), flush=True)
     return out
 

@@ -90,6 +90,9 @@ def main(argv=None) -> dict:
     )  # it goes on from its last finished epoch
     run_device(cfg.train)  # --use-gpu on a machine torch sees no GPU on: refused before anything loads
     cfg = preflight(cfg, teacher_field="model")
+    from raydistill.tasks.files import report
+
+    report()  # the columns guessed in the user's files, once the checks passed
 
     def log(m):
         return print(m, file=sys.stderr, flush=True)

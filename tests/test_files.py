@@ -13,7 +13,7 @@ import pytest
 
 from raydistill.common.errors import UserError
 from raydistill.config.schema import RunConfig, data_of, task_of, task_of_params
-from raydistill.tasks.files import FileData, resolve
+from raydistill.tasks.files import FileData, report, resolve
 
 # built-in task -> (GLUE folder, rows of train.tsv kept, new column names (text, pair, label), label names written)
 SHARED = {
@@ -160,6 +160,7 @@ def _csv(tmp_path, name, rows, header=("text", "label")):
 def test_columns_kind_and_labels_are_guessed_and_said(tmp_path, capsys):
     rows = [("good film", "yes"), ("NA", "no"), ("null", "yes"), ("True", "no")]  # NA/null/True stay text
     spec = resolve(FileData(train_file=_csv(tmp_path, "t.csv", rows)))
+    report()
     assert (spec.text_column, spec.label_column, spec.kind, spec.labels) == (
         "text",
         "label",
@@ -183,6 +184,7 @@ def test_empty_texts_are_dropped_with_a_count(tmp_path, capsys):
     spec = resolve(FileData(train_file=_csv(tmp_path, "t.csv", [("a", "x"), ("", "y"), ("b", "y")])))
     task = task_of(RunConfig.from_dict({"teacher": "x", "data": spec}))
     assert len(task.loader(task, None, "train")) == 2
+    report()
     assert "1 of 3 rows have an empty text and are left out" in capsys.readouterr().err
 
 

@@ -180,13 +180,15 @@ def main(argv=None):
     p.add_argument("--output", required=True, help="folder to write the three files into (empty or new)")
     add_overwrite(p)
     args = parser.parse_args(argv)
-    if args.command == "split":
-        print(json.dumps(split(args), ensure_ascii=False))
-    else:
-        from raydistill.commands.args import data_section
+    from raydistill.commands.args import data_section
+    from raydistill.tasks.files import report
 
+    if args.command == "split":
+        out = split(args)
+    else:
         out = summary(args.task, args.data_dir, args.val_fraction, data_section(args))
-        print(json.dumps(out, ensure_ascii=False))
+    report()  # the columns guessed in the user's files
+    print(json.dumps(out, ensure_ascii=False))
     return 0
 
 

@@ -245,6 +245,9 @@ def main(argv=None) -> dict:
 
         run_device(cfg.train)  # --use-gpu where torch sees no GPU: refused here, not a worker waiting for ever
     cfg = preflight(cfg)
+    from raydistill.tasks.files import report
+
+    report()  # the columns guessed in the user's files, once the checks passed
     from raydistill.common.paths import results_path
     from raydistill.orchestrate.connect import init_ray
     from raydistill.orchestrate.run import RunOptions, execute

@@ -107,8 +107,12 @@ def _task(args):
 def main(argv=None):
     args = parser().parse_args(argv)
     candidates, model_dir, field = model_source(args)
+    task = _task(args)
+    from raydistill.tasks.files import report
+
+    report()  # the columns guessed in the user's files
     n_in, n_out, out = build(
-        _task(args),
+        task,
         args.data_dir,
         model_dir,
         args.output,

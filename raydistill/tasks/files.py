@@ -343,13 +343,21 @@ def _labels(spec: FileData, split: str) -> list[tuple[int, str]]:
 # --------------------------------------------------------------------------- rows of one split
 
 _said: set[str] = set()
+_pending: list[str] = []
 
 
 def _say(line: str) -> None:
-    """One line on stderr, once per process (loaders run once per split and per worker)."""
+    """A line for ``report`` to print, once per process: a command says what it read only once its checks passed, so
+    a refusal stays one line; a Ray worker, which never reports, reads the files silently."""
     if line not in _said:
         _said.add(line)
-        print(line, file=sys.stderr, flush=True)
+        _pending.append(line)
+
+
+def report() -> None:
+    """Print what ``resolve`` found (the columns it guessed, rows left out) on stderr, each line once."""
+    while _pending:
+        print(_pending.pop(0), file=sys.stderr, flush=True)
 
 
 def _rows(spec: FileData, split: str) -> list[tuple[int, str, str | None, str]]:
