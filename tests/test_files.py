@@ -140,7 +140,7 @@ def test_the_description_round_trips_through_params_and_dicts(same_rows, tiny_te
 def test_datasets_name_the_files_as_their_source(same_rows, tiny_teacher):
     from raydistill.data.splits import datasets
 
-    _, mine = _configs(same_rows, "stsb", "parquet", tiny_teacher())
+    _, mine = _configs(same_rows, "stsb", "parquet", tiny_teacher("regression", 1))
     sources = {d["context"]: d["source"] for d in datasets(mine)}
     assert sources["training"] == mine.data.train_file and sources["eval"] == mine.data.eval_file
 
@@ -159,6 +159,8 @@ def _csv(tmp_path, name, rows, header=("text", "label")):
 
 def test_columns_kind_and_labels_are_guessed_and_said(tmp_path, capsys):
     rows = [("good film", "yes"), ("NA", "no"), ("null", "yes"), ("True", "no")]  # NA/null/True stay text
+    report()
+    capsys.readouterr()  # what earlier tests left unsaid
     spec = resolve(FileData(train_file=_csv(tmp_path, "t.csv", rows)))
     report()
     assert (spec.text_column, spec.label_column, spec.kind, spec.labels) == (
@@ -181,6 +183,7 @@ def test_columns_kind_and_labels_are_guessed_and_said(tmp_path, capsys):
 
 
 def test_empty_texts_are_dropped_with_a_count(tmp_path, capsys):
+    report()
     spec = resolve(FileData(train_file=_csv(tmp_path, "t.csv", [("a", "x"), ("", "y"), ("b", "y")])))
     task = task_of(RunConfig.from_dict({"teacher": "x", "data": spec}))
     assert len(task.loader(task, None, "train")) == 2
@@ -236,3 +239,63 @@ def test_data_summary_on_files_and_its_bad_input_exit_2(tmp_path):
         r = subprocess.run([*cmd, *extra], capture_output=True, text=True)
         assert r.returncode == 2 and r.stdout == "" and r.stderr.startswith("error: ")
         assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+# ------------------------------------------------------------------ labels aligned with the teacher by name
+
+
+def _reviews(tmp_path, labels=("POSITIVE", "negative")):
+    rng = __import__("random").Random(3)
+    words = {"POSITIVE": "great fun", "negative": "awful bore"}
+    rows = [(f"a {words[lab]} movie {i}", lab) for i in range(40) for lab in [labels[rng.randint(0, 1)]]]
+    return _csv(tmp_path, "reviews.csv", rows, header=("review", "sentiment"))
+
+
+def test_labels_take_a_named_teachers_order(tmp_path, tiny_teacher):
+    """A teacher naming its labels in the reverse of the file's sorted order: each row's label index is the
+    teacher's index of the same name (case ignored), so its soft targets mean what the gold label means."""
+    teacher = tiny_teacher("classification", 2, label_names=("positive", "negative"))
+    data = {"train_file": _reviews(tmp_path), "text_column": "review", "label_column": "sentiment"}
+    cfg = RunConfig.from_dict({"teacher": teacher, "data": data})
+    assert cfg.data.labels == ("positive", "negative")  # sorted, they would be ("POSITIVE", "negative")
+    task = task_of(cfg)
+    rows = task.loader(task, None, "train")
+    raw = [lab for _, lab in csv.reader(open(data["train_file"], encoding="utf-8"))][1:]
+    assert [task.label_names[r["label"]] for r in rows] == [lab.lower() for lab in raw]
+
+
+def test_placeholder_and_mismatched_teacher_labels(tmp_path, tiny_teacher, capsys):
+    data = {"train_file": _reviews(tmp_path), "text_column": "review", "label_column": "sentiment"}
+    report()
+    capsys.readouterr()
+    cfg = RunConfig.from_dict({"teacher": tiny_teacher("classification", 2), "data": data})  # LABEL_0, LABEL_1
+    report()
+    assert cfg.data.labels == ("POSITIVE", "negative")
+    assert "unnamed (LABEL_0…); the file's take its indices in sorted order: 0=POSITIVE, 1=negative" in (
+        capsys.readouterr().err
+    )
+    other = tiny_teacher("classification", 2, label_names=("pos", "neg"))
+    with pytest.raises(UserError) as e:
+        RunConfig.from_dict({"teacher": other, "data": data})
+    assert e.value.field == "teacher" and "(pos, neg)" in e.value.message and "(POSITIVE, negative)" in e.value.message
+    nums = _csv(tmp_path, "scores.csv", [("a", "1"), ("b", "2"), ("c", "3")])
+    regression = RunConfig.from_dict({"teacher": tiny_teacher("regression", 1), "data": {"train_file": nums}})
+    assert regression.data.kind == "regression"  # whole numbers, but the teacher's head is a regression head
+
+
+def test_an_exported_student_answers_with_the_teachers_names(tmp_path, tiny_teacher):
+    from transformers import pipeline
+
+    from raydistill.orchestrate.run import export_student, fit_in_process
+
+    teacher = tiny_teacher("classification", 2, label_names=("positive", "negative"))
+    data = {"train_file": _reviews(tmp_path), "text_column": "review", "label_column": "sentiment"}
+    student = {"layers": 2, "hidden": 32, "intermediate": 64, "heads": 2, "init": "first_k"}
+    train = {"epochs": 1, "max_steps": 2, "batch_size": 8, "max_length": 16, "select_on": "dev"}
+    cfg = RunConfig.from_dict(
+        {"teacher": teacher, "data": data, "student": student, "train": train, "output": str(tmp_path / "out")}
+    )
+    _, ckpt = fit_in_process(cfg, run_dir=str(tmp_path / "run"), threads=1, resume=False, on_epoch=lambda m: None)
+    out = export_student(ckpt, str(tmp_path / "student"))
+    answer = pipeline("text-classification", model=out, tokenizer=out)("a great fun movie")[0]["label"]
+    assert answer in ("positive", "negative")

@@ -81,19 +81,9 @@ def add_data_args(p: argparse.ArgumentParser) -> None:
 
 def data_section(a) -> dict:
     """The ``data`` section of a config from the flags (empty without --train-file; resolved by ``from_dict``)."""
-    if not getattr(a, "train_file", None):
-        return {}
-    return {
-        "train_file": a.train_file,
-        "eval_file": a.eval_file or "",
-        "test_file": a.test_file or "",
-        "text_column": a.text_column or "",
-        "text_pair_column": a.text_pair_column or "",
-        "label_column": a.label_column or "",
-        "kind": a.task_kind or "",
-        "metric": a.task_metric or "",
-        "phrase_rows": a.phrase_rows,
-    }
+    from raydistill.tasks.files import section_of
+
+    return section_of(a)
 
 
 def add_selection_args(p: argparse.ArgumentParser, d: TrainConfig | None = DEFAULTS) -> None:

@@ -233,7 +233,7 @@ class RunConfig:
                 v = dataclasses.asdict(v)
             check(isinstance(v, dict), sec, f"must be a mapping of {sec} fields, got {v!r}")
             kw[sec] = build(sec_cls, v, f"{sec}.")
-        kw["data"], kw["task"] = _data_task(kw["data"], kw.get("task"))
+        kw["data"], kw["task"] = _data_task(kw["data"], kw.get("task"), kw.get("teacher"))
         check(bool(kw.get("task")), "task", "is required: --task NAME, or --train-file FILE for your own data")
         check(bool(kw.get("teacher")), "teacher", "is required (--teacher)")
         if "teacher_cache_gb" in kw:
@@ -293,16 +293,16 @@ class RunConfig:
         return {k: str(v) for k, v in p.items()}
 
 
-def _data_task(data: FileData, task: str | None) -> tuple[FileData, str | None]:
-    """The user's files completed once (read, columns guessed, labels found: ``tasks.files.resolve``) and the task
-    name they stand for; a built-in task named beside them is refused."""
+def _data_task(data: FileData, task: str | None, teacher: str | None) -> tuple[FileData, str | None]:
+    """The user's files completed once (read, columns guessed, labels found and aligned with the teacher's:
+    ``tasks.files.resolve``) and the task name they stand for; a built-in task named beside them is refused."""
     if not data.train_file:
         return data, task
     from raydistill.tasks.files import resolve, task_name
 
     if task and task != task_name(data):
         raise UserError("task", f"--task {task} and --train-file both name the data; give one of them")
-    data = data if data.fingerprint else resolve(data)
+    data = data if data.fingerprint else resolve(data, teacher)
     return data, task_name(data)
 
 

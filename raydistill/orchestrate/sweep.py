@@ -94,8 +94,8 @@ class Sweep:
         # the space's own defaults for the two scheduling keys it may carry; flags win
         a.num_workers = a.num_workers if a.num_workers is not None else spec.raw.get("num_workers", 1)
         a.max_concurrent = a.max_concurrent if a.max_concurrent is not None else spec.raw.get("max_concurrent")
-        task, data = _task(a, spec)
         teacher = a.teacher or spec.teacher or "bert-base-uncased"
+        task, data = _task(a, spec, teacher)
         name = a.name or f"{spec.name}-{task.name}-{time.strftime('%Y%m%d-%H%M%S')}"
         n_samples = a.num_samples if a.num_samples is not None else spec.num_samples
         demand = _demand(a, n_samples)
@@ -376,18 +376,17 @@ class Sweep:
         return finish(outcome, rows)
 
 
-def _task(a: argparse.Namespace, spec: Any) -> tuple[Any, Any]:
+def _task(a: argparse.Namespace, spec: Any, teacher: str) -> tuple[Any, Any]:
     """The task of the sweep and its data section: the user's files (the flags', else the space's ``data``, read
     and checked here, once), else the flag's task, else the space's; none of them is the user's error."""
-    from raydistill.commands.args import data_section
     from raydistill.config.schema import build
     from raydistill.tasks import get_task
-    from raydistill.tasks.files import FileData, file_task, resolve
+    from raydistill.tasks.files import FileData, file_task, resolve, section_of
 
-    data = data_section(a) or spec.data
+    data = section_of(a) or spec.data
     if data:  # the space's task is a default the files replace; a --task beside them is refused
         check(not a.task, "task", f"--task {a.task} and --train-file both name the data; give one of them")
-        files = resolve(build(FileData, data, "data."))
+        files = resolve(build(FileData, data, "data."), teacher)
         return file_task(files), files
     task_name = a.task or spec.task
     check(bool(task_name), "task", "the space names no task; pass --task (e.g. --task rte)")

@@ -17,6 +17,7 @@ import functools
 import hashlib
 import json
 import os
+import re
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -58,6 +59,24 @@ class FileData:
     def splits(self) -> tuple[str, ...]:
         """The splits that have a file."""
         return tuple(s for s in SPLIT_FILE if self.path(s))
+
+
+def section_of(flags) -> dict:
+    """A config's ``data`` section from a command's flags (``commands/args.add_data_args``); {} without
+    ``--train-file``. Here, not beside the flags, because the sweep's driver (``orchestrate/``) needs it too."""
+    if not getattr(flags, "train_file", None):
+        return {}
+    return {
+        "train_file": flags.train_file,
+        "eval_file": flags.eval_file or "",
+        "test_file": flags.test_file or "",
+        "text_column": flags.text_column or "",
+        "text_pair_column": flags.text_pair_column or "",
+        "label_column": flags.label_column or "",
+        "kind": flags.task_kind or "",
+        "metric": flags.task_metric or "",
+        "phrase_rows": flags.phrase_rows,
+    }
 
 
 # --------------------------------------------------------------------------- reading a file, every value as text
@@ -297,15 +316,19 @@ def fingerprint(paths) -> str:
     return h.hexdigest()[:16]
 
 
-def resolve(spec: FileData) -> FileData:
+def resolve(spec: FileData, teacher: str | None = None) -> FileData:
     """The complete description of the user's task, checked before anything starts: absolute paths, the columns
-    (given or guessed, the guess said in one line), kind, labels, metric and the files' fingerprint."""
+    (given or guessed, the guess said in one line), kind, labels, metric and the files' fingerprint. ``teacher``: a
+    local model folder whose head decides the kind and, where it names its labels, their order (``align``)."""
     paths = {f: os.path.abspath(os.path.expanduser(getattr(spec, f))) if getattr(spec, f) else "" for f in FILES}
     spec = replace(spec, train_file=paths["train_file"], eval_file=paths["eval_file"], test_file=paths["test_file"])
     spec, guessed = _columns(spec)
     _check_other_files(spec)
     values = [lab for _, lab in _labels(spec, "train")]
-    spec = _metric(_kind_and_labels(spec, values))
+    head = teacher_head(teacher)
+    spec = replace(spec, kind=spec.kind or head.kind) if head else spec
+    spec = _kind_and_labels(spec, values)
+    spec = _metric(align(spec, set(values), head) if head and spec.kind == "classification" else spec)
     if spec.eval_file:
         _check_eval_labels(spec)
     spec = replace(spec, fingerprint=fingerprint(spec.path(s) for s in spec.splits()))
@@ -323,10 +346,74 @@ def describe(spec: FileData, guessed=()) -> str:
     )
 
 
+# --------------------------------------------------------------------------- labels aligned with the teacher
+
+PLACEHOLDER = re.compile(r"LABEL_\d+")  # transformers' names for labels nobody named
+
+
+@dataclass(frozen=True)
+class Head:
+    """What a teacher's config.json says of its task head: the kind, and its label names in index order (() where
+    they are transformers' placeholders)."""
+
+    kind: str
+    names: tuple[str, ...]
+    size: int
+
+
+def teacher_head(teacher: str | None) -> Head | None:
+    """The task head of a local teacher folder (its config.json read as JSON: no model loaded), or None where it has
+    none (a plain encoder, a hub name, a broken config: preflight names those)."""
+    path = os.path.join(teacher, "config.json") if teacher else ""
+    try:
+        with open(path, encoding="utf-8") as f:
+            cfg = json.load(f)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(cfg, dict) or not any("SequenceClassification" in a for a in cfg.get("architectures") or ()):
+        return None
+    id2label = cfg.get("id2label") or {}
+    names = tuple(str(id2label[k]) for k in sorted(id2label, key=int))
+    kind = "regression" if cfg.get("problem_type") == "regression" or len(names) == 1 else "classification"
+    named = not all(PLACEHOLDER.fullmatch(n) for n in names)
+    return Head(kind, names if named else (), len(names))
+
+
+def align(spec: FileData, values: set[str], head: Head) -> FileData:
+    """The file's labels in the teacher's index order, matched by name ignoring case (its soft targets then mean what
+    the data's labels mean); a teacher with placeholder names takes the file's labels in sorted order, said in one
+    line. Labels the other side lacks are refused, both sets named."""
+    if not head.names:
+        order = ", ".join(f"{i}={n}" for i, n in enumerate(spec.labels))[:200]
+        _say(f"data: the teacher's labels are unnamed (LABEL_0…); the file's take its indices in sorted order: {order}")
+        return spec
+    theirs = {n.lower() for n in head.names}
+    ours = {v.lower() for v in values}
+    if theirs != ours or len(theirs) != len(head.names):
+        raise UserError(
+            "teacher",
+            f"its labels ({', '.join(head.names)[:200]}) are not the labels of {os.path.basename(spec.train_file)} "
+            f"({', '.join(sorted(values))[:200]}); pass a teacher fine-tuned on these labels, or fix the label column",
+        )
+    return replace(spec, labels=head.names)
+
+
+@functools.lru_cache(maxsize=64)
+def _lookup(labels: tuple[str, ...]) -> dict[str, int]:
+    """Label → index: the exact name, else the name in lower case (labels matched to a teacher's ignore case)."""
+    lower = {n.lower(): i for i, n in enumerate(labels)}
+    return {**(lower if len(lower) == len(labels) else {}), **{n: i for i, n in enumerate(labels)}}
+
+
+def _index(labels: tuple[str, ...], raw: str) -> int | None:
+    table = _lookup(labels)
+    return table.get(raw, table.get(raw.lower()))
+
+
 def _check_eval_labels(spec: FileData) -> None:
     if spec.kind != "classification":
         return
-    extra = sorted({lab for _, lab in _labels(spec, "validation")} - set(spec.labels))
+    extra = sorted({lab for _, lab in _labels(spec, "validation") if _index(spec.labels, lab) is None})
     if extra:
         raise UserError(
             "data.eval_file",
@@ -388,13 +475,13 @@ def _encode(spec: FileData, path: str, n: int, raw: str):
             return float(raw)
         except ValueError:
             raise UserError("data.label_column", f"{path} line {n}: label {raw!r} is not a number") from None
-    try:
-        return spec.labels.index(raw)
-    except ValueError:
+    index = _index(spec.labels, raw)
+    if index is None:
         raise UserError(
             "data.label_column",
             f"{path} line {n}: label {raw!r} is not one of the training file's labels ({', '.join(spec.labels)[:200]})",
-        ) from None
+        )
+    return index
 
 
 def load(spec: FileData, task, data_dir, split: str) -> list[dict]:
