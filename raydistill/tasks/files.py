@@ -328,11 +328,14 @@ def resolve(spec: FileData, teacher: str | None = None) -> FileData:
     head = teacher_head(teacher)
     spec = replace(spec, kind=spec.kind or head.kind) if head else spec
     spec = _kind_and_labels(spec, values)
-    spec = _metric(align(spec, set(values), head) if head and spec.kind == "classification" else spec)
+    spec, note = align(spec, set(values), head) if head and spec.kind == "classification" else (spec, "")
+    spec = _metric(spec)
     if spec.eval_file:
         _check_eval_labels(spec)
     spec = replace(spec, fingerprint=fingerprint(spec.path(s) for s in spec.splits()))
-    _say(describe(spec, guessed))
+    for line in (describe(spec, guessed), note):  # said once every check passed: a refusal stays one line
+        if line:
+            _say(line)
     return spec
 
 
@@ -379,14 +382,16 @@ def teacher_head(teacher: str | None) -> Head | None:
     return Head(kind, names if named else (), len(names))
 
 
-def align(spec: FileData, values: set[str], head: Head) -> FileData:
+def align(spec: FileData, values: set[str], head: Head) -> tuple[FileData, str]:
     """The file's labels in the teacher's index order, matched by name ignoring case (its soft targets then mean what
-    the data's labels mean); a teacher with placeholder names takes the file's labels in sorted order, said in one
-    line. Labels the other side lacks are refused, both sets named."""
+    the data's labels mean); a teacher with placeholder names takes the file's labels in sorted order, and the line
+    returned says so. Labels the other side lacks are refused, both sets named."""
     if not head.names:
         order = ", ".join(f"{i}={n}" for i, n in enumerate(spec.labels))[:200]
-        _say(f"data: the teacher's labels are unnamed (LABEL_0…); the file's take its indices in sorted order: {order}")
-        return spec
+        return (
+            spec,
+            f"data: the teacher's labels are unnamed (LABEL_0…); the file's take its indices in sorted order: {order}",
+        )
     theirs = {n.lower() for n in head.names}
     ours = {v.lower() for v in values}
     if theirs != ours or len(theirs) != len(head.names):
@@ -395,7 +400,7 @@ def align(spec: FileData, values: set[str], head: Head) -> FileData:
             f"its labels ({', '.join(head.names)[:200]}) are not the labels of {os.path.basename(spec.train_file)} "
             f"({', '.join(sorted(values))[:200]}); pass a teacher fine-tuned on these labels, or fix the label column",
         )
-    return replace(spec, labels=head.names)
+    return replace(spec, labels=head.names), ""
 
 
 @functools.lru_cache(maxsize=64)
