@@ -16,6 +16,7 @@ from functools import cached_property
 from typing import Any
 
 from raydistill.common.errors import UserError, check
+from raydistill.common.hub import is_local
 from raydistill.common.paths import results_path, write_json_atomic
 from raydistill.config.schema import RunConfig
 from raydistill.config.sizes import Shape
@@ -95,6 +96,7 @@ class Sweep:
         a.num_workers = a.num_workers if a.num_workers is not None else spec.raw.get("num_workers", 1)
         a.max_concurrent = a.max_concurrent if a.max_concurrent is not None else spec.raw.get("max_concurrent")
         teacher = a.teacher or spec.teacher or "bert-base-uncased"
+        teacher = os.path.abspath(os.path.expanduser(teacher)) if is_local(teacher) else teacher  # trials run elsewhere
         task, data = _task(a, spec, teacher)
         name = a.name or f"{spec.name}-{task.name}-{time.strftime('%Y%m%d-%H%M%S')}"
         n_samples = a.num_samples if a.num_samples is not None else spec.num_samples
