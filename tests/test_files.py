@@ -98,7 +98,7 @@ def test_files_give_the_builtin_rows_splits_and_encodings(same_rows, name, fmt, 
 
     teacher = tiny_teacher("regression" if name == "stsb" else "classification", 1 if name == "stsb" else 2)
     builtin, mine = _configs(same_rows, name, fmt, teacher)
-    assert mine.task.startswith("file:") and task_of(mine).kind == task_of(builtin).kind
+    assert mine.task.startswith("file-") and task_of(mine).kind == task_of(builtin).kind
     a, b = train_val_dev(builtin, task_of(builtin)), train_val_dev(mine, task_of(mine))
     assert [len(s) for s in a] == [len(s) for s in b] and all(len(s) for s in a)
     assert a == b  # train, validation (carved from train) and dev: the same rows in the same order

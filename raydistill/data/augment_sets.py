@@ -20,8 +20,7 @@ def build_sets(raw, base, root: str, log) -> dict[int, str]:
 
     out = {}
     for n in sorted(set(counts(raw)) - {0}):
-        name = base.task.replace(":", "-")  # file:STEM, the user's files
-        folder = os.path.join(root, "augment", f"{name}-{fingerprint(base.teacher)[:12]}-n{n}")
+        folder = os.path.join(root, "augment", f"{base.task}-{fingerprint(base.teacher)[:12]}-n{n}")
         log(
             f"augmentation: {n} copies of every training row, replacements from the teacher's word embeddings "
             f"-> {folder}"

@@ -499,7 +499,8 @@ def load(spec: FileData, task, data_dir, split: str) -> list[dict]:
 
 
 def task_name(spec: FileData) -> str:
-    return "file:" + os.path.splitext(os.path.basename(spec.train_file))[0]
+    """``file-STEM``: no built-in task starts so, and it is safe in run, sweep and folder names (no ``:``)."""
+    return "file-" + os.path.splitext(os.path.basename(spec.train_file))[0]
 
 
 @functools.lru_cache(maxsize=16)
