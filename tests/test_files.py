@@ -299,3 +299,55 @@ def test_an_exported_student_answers_with_the_teachers_names(tmp_path, tiny_teac
     out = export_student(ckpt, str(tmp_path / "student"))
     answer = pipeline("text-classification", model=out, tokenizer=out)("a great fun movie")[0]["label"]
     assert answer in ("positive", "negative")
+
+
+# ------------------------------------------------------------------ a space's data section, the sweep's task
+
+
+def test_a_space_carries_the_data_section(tmp_path, tiny_teacher):
+    from types import SimpleNamespace
+
+    from raydistill.config import space as sp
+    from raydistill.orchestrate.sweep import _task
+
+    ok = _csv(tmp_path, "ok.csv", [(f"t{i}", "xy"[i % 2]) for i in range(20)], header=("body", "tag"))
+    yaml = tmp_path / "mine.yaml"
+    yaml.write_text(
+        f"name: mine\nmethod: kd\ntask: rte\ndata: {{train_file: {ok}, text_column: body, label_column: tag}}\n"
+    )
+    spec = sp.load(str(yaml))
+    assert spec.data == {"train_file": ok, "text_column": "body", "label_column": "tag"}
+    flags = SimpleNamespace(task=None, train_file=None)
+    task, data = _task(flags, spec, tiny_teacher())  # the space's task is a default the files replace
+    assert task.name == "file-ok" and data.labels == ("x", "y") and data.fingerprint
+    with pytest.raises(UserError, match="give one of them"):
+        _task(SimpleNamespace(task="sst2", train_file=None), spec, tiny_teacher())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(SHARED))
+def test_distill_command_on_files_scores_as_on_the_builtin_task(ray_session, same_rows, name, tiny_teacher, tmp_path):
+    """``python -m raydistill.distill`` end to end (Ray Train, MLflow) on the files and on the built-in task: the same
+    val_* and eval_* scores with the same seed."""
+    from raydistill.distill.__main__ import main
+
+    teacher = tiny_teacher("regression" if name == "stsb" else "classification", 1 if name == "stsb" else 2)
+    common = ["--method", "kd", "--teacher", teacher, "--init", "first_k", "--student-layers", "2"]
+    common += ["--epochs", "1", "--max-steps", "3", "--batch-size", "8", "--max-length", "32", "--train-limit", "64"]
+    common += ["--eval-limit", "40", "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}", "--no-teacher-cache"]
+    files = same_rows[name]["csv"]
+    mine = ["--train-file", files["train_file"], "--eval-file", files["eval_file"]]
+    mine += ["--text-column", files["text_column"], "--label-column", files["label_column"]]
+    mine += ["--text-pair-column", files["text_pair_column"]] if files["text_pair_column"] else []
+    mine += ["--phrase-rows"] if files["phrase_rows"] else []
+    want = main([*common, "--task", name, "--data-dir", same_rows[name]["glue"], "--output", str(tmp_path / "a")])
+    got = main([*common, *mine, "--output", str(tmp_path / "b")])
+    scores = [k for k in want if k.startswith(("val_", "eval_", "best_val_", "best_eval_"))]
+    assert scores and {k: got[k] for k in scores} == {k: want[k] for k in scores}
+
+
+def test_labels_given_in_order_must_cover_the_file(tmp_path):
+    path = _csv(tmp_path, "t.csv", [("a", "low"), ("b", "high"), ("c", "mid")])
+    assert resolve(FileData(train_file=path, labels=("low", "mid", "high"))).labels == ("low", "mid", "high")
+    e = _refused(FileData(train_file=path, labels=("low", "high")))
+    assert e.field == "data.labels" and "'mid' not in data.labels" in e.message

@@ -284,10 +284,17 @@ def _kind_and_labels(spec: FileData, values: list[str]) -> FileData:
                 "(or pass --task-kind classification)",
             )
         return replace(spec, kind=kind, labels=())
-    labels = spec.labels or _label_order(set(values))
+    labels = tuple(spec.labels) or _label_order(set(values))
     if len(labels) < 2:
         raise UserError("data.label_column", f"{spec.train_file} has {len(labels)} label(s); classification needs 2+")
-    return replace(spec, kind=kind, labels=tuple(labels))
+    unknown = sorted({v for v in values if _index(labels, v) is None})
+    if unknown:  # labels given in a space's data section that leave some of the file's out
+        raise UserError(
+            "data.labels",
+            f"{spec.train_file} has label(s) {', '.join(map(repr, unknown[:5]))} not in data.labels "
+            f"({', '.join(labels)[:200]}); list every label, or leave data.labels out",
+        )
+    return replace(spec, kind=kind, labels=labels)
 
 
 def _metric(spec: FileData) -> FileData:
