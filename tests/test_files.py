@@ -135,6 +135,8 @@ def test_the_description_round_trips_through_params_and_dicts(same_rows, tiny_te
     params = mine.to_params()
     assert data_of(params) == mine.data and params["train_file"] == mine.data.train_file
     assert task_of_params(params).label_names == ("different", "paraphrase")
+    params.pop("task_labels")  # a label list too long for an MLflow param: read from the file again
+    assert data_of(params).fingerprint == "" and task_of_params(params).label_names == ("different", "paraphrase")
 
 
 def test_datasets_name_the_files_as_their_source(same_rows, tiny_teacher):
@@ -249,6 +251,14 @@ def _reviews(tmp_path, labels=("POSITIVE", "negative")):
     words = {"POSITIVE": "great fun", "negative": "awful bore"}
     rows = [(f"a {words[lab]} movie {i}", lab) for i in range(40) for lab in [labels[rng.randint(0, 1)]]]
     return _csv(tmp_path, "reviews.csv", rows, header=("review", "sentiment"))
+
+
+def test_a_logged_runs_labels_are_read_again_in_the_teachers_order(tmp_path, tiny_teacher):
+    teacher = tiny_teacher("classification", 2, label_names=("positive", "negative"))
+    data = {"train_file": _reviews(tmp_path), "text_column": "review", "label_column": "sentiment"}
+    params = RunConfig.from_dict({"teacher": teacher, "data": data}).to_params()
+    params.pop("task_labels")
+    assert task_of_params(params).label_names == ("positive", "negative")
 
 
 def test_labels_take_a_named_teachers_order(tmp_path, tiny_teacher):

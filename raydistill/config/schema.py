@@ -316,8 +316,12 @@ def task_of(cfg: RunConfig) -> Task:
 def task_of_params(params: dict[str, str]) -> Task:
     """The ``Task`` of a logged run (its params: ``to_params``), for re-scoring it later (``best``, ``evaluate``)."""
     from raydistill.tasks import make_task
+    from raydistill.tasks.files import resolve
 
-    return make_task(params["task"], data_of(params))
+    data = data_of(params)
+    if data.train_file and not data.fingerprint:  # labels too long for a param: read again, aligned as the run was
+        data = resolve(data, params.get("teacher"))
+    return make_task(params["task"], data)
 
 
 DATA_PARAMS = ("train_file", "eval_file", "test_file", "text_column", "text_pair_column", "label_column")
@@ -330,10 +334,10 @@ def data_params(data: FileData) -> dict[str, str]:
         return {}
     p = {k: getattr(data, k) for k in DATA_PARAMS}
     p.update(task_kind=data.kind, task_metric=data.metric, phrase_rows=str(data.phrase_rows))
-    p["data_fingerprint"] = data.fingerprint
+    p["files_fingerprint"] = data.fingerprint  # the files' bytes (a sweep's data_fingerprint hashes its rows)
     labels = json.dumps(list(data.labels), ensure_ascii=False)
     if len(labels) <= 5000:
-        p["labels"] = labels
+        p["task_labels"] = labels
     return p
 
 
@@ -343,8 +347,9 @@ def data_of(params: dict[str, str]) -> FileData:
         return FileData()
     kw: dict[str, Any] = {k: params.get(k, "") for k in DATA_PARAMS}
     kw.update(kind=params.get("task_kind", ""), metric=params.get("task_metric", ""))
-    kw.update(phrase_rows=params.get("phrase_rows") == "True", labels=tuple(json.loads(params.get("labels", "[]"))))
-    return FileData(**kw, fingerprint=params.get("data_fingerprint", "") if "labels" in params else "")
+    labels = tuple(json.loads(params.get("task_labels", "[]")))
+    kw.update(phrase_rows=params.get("phrase_rows") == "True", labels=labels)
+    return FileData(**kw, fingerprint=params.get("files_fingerprint", "") if "task_labels" in params else "")
 
 
 def data_dir_of(params: dict[str, str]) -> str | None:
