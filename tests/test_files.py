@@ -24,6 +24,15 @@ SHARED = {
 FORMATS = ("csv", "jsonl", "parquet")
 
 
+@pytest.fixture(autouse=True)
+def _unsaid():
+    """What these tests resolve without a command to report it stays here, not on a later command's stderr."""
+    from raydistill.tasks import files
+
+    yield
+    files._pending.clear()
+
+
 @pytest.fixture(scope="module")
 def same_rows(shared_data, tmp_path_factory):
     """Per task: a GLUE folder holding the shared rows (SST-2: its first 4,000 training rows) and those rows
