@@ -344,9 +344,9 @@ def _onnx_and_int8(a: argparse.Namespace, tracker: Tracker, best, folder: str) -
     logged to the trial's run."""
     out: dict = {}
     if a.onnx:
-        from raydistill.tasks import get_task
+        from raydistill.config.schema import task_of_params
 
-        task = get_task(best.data.params["task"])
+        task = task_of_params(best.data.params)
         out.update(export_onnx(folder, task.kind, segments=task.pair or task.kind == "qa"))
     if a.quantize:
         from raydistill.export.quantize import log_report, quantize_report, summary_line

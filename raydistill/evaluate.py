@@ -7,18 +7,21 @@ from __future__ import annotations
 
 import json
 
+from raydistill.commands.args import add_data_args
 from raydistill.commands.cli import HelpFormatter, Parser, cli
 from raydistill.common.errors import UserError, check
 
 
 def evaluate_dir(
     model_dir: str,
-    task_name: str,
+    task_name,
     data_dir: str | None = None,
     max_length: int = 128,
     eval_limit: int = 0,
     batch_size: int = 64,
+    split: str | None = None,
 ) -> dict:
+    """``task_name``: a built-in task's name or a ``Task`` (the user's files); ``split`` None = the task's dev set."""
     import torch
     from transformers import AutoTokenizer
 
@@ -27,8 +30,8 @@ def evaluate_dir(
     from raydistill.train.loop import Data
     from raydistill.train.scoring import dev_metrics
 
-    task = get_task(task_name)
-    examples = task.loader(task, data_dir, task.eval_split)  # data errors before the model is loaded
+    task = get_task(task_name) if isinstance(task_name, str) else task_name
+    examples = task.loader(task, data_dir, split or task.eval_split)  # data errors before the model is loaded
     try:
         tok = AutoTokenizer.from_pretrained(model_dir)
     except (OSError, ValueError, TypeError) as e:
@@ -45,6 +48,19 @@ def evaluate_dir(
     return dev_metrics(model, data, batch_size, torch.device("cpu"))
 
 
+def _task(a):
+    """The built-in ``--task``, or the user's files described as a run describes them (``--train-file`` gives the
+    labels and their order)."""
+    from raydistill.commands.args import data_section
+    from raydistill.config.schema import RunConfig, task_of
+    from raydistill.tasks import get_task
+
+    if not a.train_file:
+        check(bool(a.task), "task", "is required: --task NAME, or --train-file FILE for your own data")
+        return get_task(a.task)
+    return task_of(RunConfig.from_dict({"task": a.task, "teacher": a.model, "data": data_section(a)}))
+
+
 @cli
 def main(argv=None) -> dict:
     p = Parser(
@@ -59,19 +75,24 @@ def main(argv=None) -> dict:
     p.add_argument(
         "--model", required=True, help="model folder with a head for the task (config.json, weights, tokenizer)"
     )
-    p.add_argument("--task", required=True, help="task name (python -m raydistill list tasks)")
+    p.add_argument(
+        "--task", help="task name (python -m raydistill list tasks); default: none, --train-file names your own data"
+    )
     p.add_argument(
         "--data-dir", help="local data folder: the GLUE root or the task's own folder (default: the Hugging Face hub)"
     )
     p.add_argument("--max-length", type=int, default=128, help="tokens per example (longer ones are cut)")
     p.add_argument("--eval-limit", type=int, default=0, help="score only the first N dev examples (0 = all)")
+    p.add_argument(
+        "--split", choices=("dev", "test"), default="dev", help="your own data: the --eval-file (dev) or --test-file"
+    )
+    add_data_args(p)
     a = p.parse_args(argv)
     from raydistill.models.heads import SUFFIX as HEADS
     from raydistill.models.heads import has_task_head
-    from raydistill.tasks import get_task
     from raydistill.train.preflight import max_positions, teacher_config
 
-    task = get_task(a.task)
+    task = _task(a)
     check(a.max_length >= 8, "max_length", f"must be >= 8, got {a.max_length}")
     check(a.eval_limit >= 0, "eval_limit", f"must be >= 0 (0 = all), got {a.eval_limit}")
     tcfg = teacher_config(a.model, field="model")
@@ -87,7 +108,11 @@ def main(argv=None) -> dict:
         "max_length",
         f"{a.max_length} is longer than the model's {limit} position embeddings; pass --max-length {limit} or less",
     )
-    out = evaluate_dir(a.model, a.task, a.data_dir, a.max_length, a.eval_limit)
+    split = "test" if a.split == "test" else None
+    out = evaluate_dir(a.model, task, a.data_dir, a.max_length, a.eval_limit, split=split)
+    from raydistill.tasks.files import report
+
+    report()  # the columns guessed in the user's files
     print(json.dumps(out), flush=True)
     return out
 

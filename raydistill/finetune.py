@@ -57,13 +57,14 @@ def parser():
 
 
 def config(a) -> RunConfig:
-    from raydistill.commands.args import local_abspath, train_config
+    from raydistill.commands.args import data_section, local_abspath, train_config
 
     return RunConfig.from_dict(
         dict(
             task=a.task,
             teacher=local_abspath(a.model),
             data_dir=local_abspath(a.data_dir),
+            data=data_section(a),
             output=os.path.abspath(a.output),
             student={"init": "pretrained"},
             distill={"method": "finetune"},
@@ -77,18 +78,21 @@ def config(a) -> RunConfig:
 @cli
 def main(argv=None) -> dict:
     a = parser().parse_args(argv)
-    from raydistill.tasks import check_labelled, get_task
+    from raydistill.config.schema import task_of
+    from raydistill.tasks import check_labelled
     from raydistill.train.precision import run_device
     from raydistill.train.preflight import preflight
 
-    check_labelled(get_task(a.task), "finetune")
-
     cfg = config(a)
+    check_labelled(task_of(cfg), "finetune")
     resume_hint(
         shlex.join(["python", "-m", "raydistill.finetune", *(sys.argv[1:] if argv is None else argv)])
     )  # it goes on from its last finished epoch
     run_device(cfg.train)  # --use-gpu on a machine torch sees no GPU on: refused before anything loads
     cfg = preflight(cfg, teacher_field="model")
+    from raydistill.tasks.files import report
+
+    report()  # the columns guessed in the user's files, once the checks passed
 
     def log(m):
         return print(m, file=sys.stderr, flush=True)

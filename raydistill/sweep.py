@@ -69,6 +69,9 @@ def _add_space_args(p: Parser) -> None:
         help="fine-tuned teacher folder, or a pretrained encoder to fine-tune first "
         "(default: the space's teacher, else bert-base-uncased)",
     )
+    from raydistill.commands.args import add_data_args
+
+    add_data_args(p)
 
 
 def _add_resource_args(p: Parser) -> None:
@@ -183,6 +186,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     a, argv, state = _arguments(list(sys.argv[1:] if argv is None else argv))
     # every check that needs no Ray: nothing is logged before it passes
     sweep = Sweep.plan(a, argv, state, teacher_cache_dir(a))
+    from raydistill.tasks.files import report
+
+    report()  # the columns guessed in the user's files, once the checks passed
     sweep.start()
     sweep.prepare()
     rows, run_ids = sweep.search()

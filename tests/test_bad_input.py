@@ -66,6 +66,11 @@ def paths(tiny_teacher, glue_dir, korean_dir, tmp_path_factory):
         f.write_text(text)
         return str(f)
 
+    def own(name, text):  # the user's own files (issue 37)
+        f = root / name
+        f.write_text(text, encoding="utf-8")
+        return str(f)
+
     a_file = root / "a-file"
     a_file.write_text("not a folder\n")
     (root / "empty").mkdir()
@@ -87,6 +92,12 @@ def paths(tiny_teacher, glue_dir, korean_dir, tmp_path_factory):
         file=str(a_file),
         empty_dir=str(root / "empty"),
         users=str(root / "users"),
+        csv_ok=own("reviews.csv", "body,tag\na good movie,pos\na bad movie,neg\n"),
+        csv_no_label=own("no-label.csv", "body,tag\na good movie,pos\na bad movie,\nfine,\n"),
+        csv_header_only=own("header-only.csv", "body,tag\n"),
+        csv_new_label=own("new-label.csv", "body,tag\na good movie,pos\nso so,meh\n"),
+        jsonl_broken=own("broken.jsonl", '{"body": "a good movie", "tag": "pos"}\n{"body": "a bad movie", "tag"\n'),
+        data_typo=space("data-typo", "name: x\nmethod: kd\ndata: {train_fil: reviews.csv}\n"),
         bad_yaml=space("bad-yaml", "name: x\nstudent: {layers: [1, 2\n"),
         list_yaml=space("list-yaml", "- method: kd\n"),
         unknown_key=space("unknown-key", "name: x\nmethod: kd\nepochz: 3\n"),
@@ -261,6 +272,139 @@ CASES = [
         "val_fraction",
         what="`data split --val-fraction 0.001`",
         says="--val-fraction",
+    ),
+    # ---------------------------------------------------------------- the user's own files (issue 37)
+    Case(
+        "data-train-file-missing",
+        "data",
+        lambda E: ["summary", "--train-file", E.tmp + "/nope.csv"],
+        "data.train_file",
+        what="`--train-file` that does not exist",
+    ),
+    Case(
+        "data-train-file-not-json",
+        "data",
+        lambda E: ["summary", "--train-file", E.jsonl_broken, "--text-column", "body", "--label-column", "tag"],
+        "data.train_file",
+        what="a JSON Lines `--train-file` with a broken row",
+        says="line 2",
+    ),
+    Case(
+        "data-text-column-missing",
+        "data",
+        lambda E: ["summary", "--train-file", E.csv_ok, "--text-column", "review"],
+        "data.text_column",
+        what="`--text-column` the file does not have",
+        says="its columns: body, tag",
+    ),
+    Case(
+        "data-columns-not-guessed",
+        "data",
+        lambda E: ["summary", "--train-file", E.csv_ok],
+        "data.text_column",
+        what="a file whose columns have none of the common names, no `--text-column`",
+        says="pass --text-column",
+    ),
+    Case(
+        "data-label-missing-values",
+        "data",
+        lambda E: ["summary", "--train-file", E.csv_no_label, "--text-column", "body", "--label-column", "tag"],
+        "data.label_column",
+        what="a label column with empty values",
+        says="2 row(s)",
+    ),
+    Case(
+        "data-regression-label-text",
+        "data",
+        lambda E: [
+            "summary",
+            "--train-file",
+            E.csv_ok,
+            "--text-column",
+            "body",
+            "--label-column",
+            "tag",
+            "--task-kind",
+            "regression",
+        ],
+        "data.label_column",
+        what="`--task-kind regression` on text labels",
+        says="not a number",
+    ),
+    Case(
+        "data-train-file-no-rows",
+        "data",
+        lambda E: ["summary", "--train-file", E.csv_header_only, "--text-column", "body", "--label-column", "tag"],
+        "data.train_file",
+        what="a `--train-file` with only its header",
+    ),
+    Case(
+        "data-eval-label-not-in-train",
+        "data",
+        lambda E: [
+            "summary",
+            "--train-file",
+            E.csv_ok,
+            "--eval-file",
+            E.csv_new_label,
+            "--text-column",
+            "body",
+            "--label-column",
+            "tag",
+        ],
+        "data.eval_file",
+        what="an `--eval-file` label the training file lacks",
+        says="'meh'",
+    ),
+    Case(
+        "evaluate-metric-of-another-kind",
+        "evaluate",
+        lambda E: [
+            "--model",
+            E.teacher,
+            "--train-file",
+            E.csv_ok,
+            "--text-column",
+            "body",
+            "--label-column",
+            "tag",
+            "--task-metric",
+            "pearson",
+        ],
+        "data.metric",
+        what="`--task-metric pearson` on classification labels",
+        says="--task-metric one of",
+    ),
+    Case(
+        "distill-task-and-train-file",
+        "distill",
+        lambda E: [
+            "--method",
+            "kd",
+            "--teacher",
+            E.teacher,
+            "--task",
+            "sst2",
+            "--train-file",
+            E.csv_ok,
+            "--tracking-uri",
+            E.uri,
+            "--output",
+            E.out,
+            "--storage-path",
+            E.storage,
+            *TINY,
+        ],
+        "task",
+        what="`--task sst2` and `--train-file` together",
+        says="give one of them",
+    ),
+    Case(
+        "sweep-data-section-typo",
+        "sweep",
+        lambda E: [E.data_typo, "--teacher", E.teacher, "--tracking-uri", E.uri, "--storage-path", E.storage],
+        "data.train_fil",
+        what="a space's `data: {train_fil: …}`",
     ),
     # ---------------------------------------------------------------- finetune
     Case(
@@ -1295,6 +1439,7 @@ SUBPROCESS = [
     "augment-p-above-1",
     "sweep-trial-larger-than-cluster",
     "best-export-holds-users-files",
+    "data-train-file-not-json",
 ]
 
 

@@ -15,9 +15,10 @@ DEFAULTS = TrainConfig()  # the flags' defaults (frozen: one instance serves eve
 def add_train_args(p: argparse.ArgumentParser, d: TrainConfig = DEFAULTS, general: bool = True) -> None:
     p.add_argument(
         "--task",
-        required=True,
+        default=None,
         help="task name (sst2, mrpc, rte, stsb, nsmc, korquad, klue_ner, …; "
-        "python -m raydistill list tasks)" + (" or 'general'" if general else ""),
+        "python -m raydistill list tasks)" + (" or 'general'" if general else "") + "; default: none, --train-file "
+        "names your own data",
     )
     p.add_argument(
         "--data-dir",
@@ -40,8 +41,49 @@ def add_train_args(p: argparse.ArgumentParser, d: TrainConfig = DEFAULTS, genera
     p.add_argument("--lr", type=float, default=d.lr, help="peak learning rate (AdamW, linear warm-up and decay)")
     p.add_argument("--seed", type=int, default=d.seed, help="random seed of the run")
     add_selection_args(p, d)
+    add_data_args(p)
     p.add_argument("--tracking-uri", default=None, help="MLflow URI (default: sqlite file under ./raydistill-results)")
     p.add_argument("--experiment", default="raydistill", help="MLflow experiment to log the run to")
+
+
+def add_data_args(p: argparse.ArgumentParser) -> None:
+    """Your own data instead of a built-in ``--task`` (issue 37): files with any columns."""
+    g = p.add_argument_group("your own data (instead of --task)")
+    g.add_argument(
+        "--train-file", help="training rows: a .csv, .tsv, .json, .jsonl or .parquet file (default: none, --task)"
+    )
+    g.add_argument(
+        "--eval-file", help="the dev set that reports eval_* (default: 10%% of the training rows held out as dev)"
+    )
+    g.add_argument(
+        "--test-file",
+        help="a labelled test set, scored only by python -m raydistill.evaluate --split test (default: none)",
+    )
+    g.add_argument("--text-column", help="column of the text (default: text, sentence1, sentence or question)")
+    g.add_argument("--text-pair-column", help="second text of a pair task (default: text_pair / sentence2 beside them)")
+    g.add_argument("--label-column", help="column of the label (default: label or labels)")
+    g.add_argument(
+        "--task-kind",
+        choices=("classification", "regression"),
+        help="default: regression when every label is a number and some are not whole, else classification",
+    )
+    g.add_argument(
+        "--task-metric",
+        help="the metric that chooses: accuracy, macro_f1, f1 (positive = the second label), mcc; pearson, "
+        "spearman (default: accuracy; pearson)",
+    )
+    g.add_argument(
+        "--phrase-rows",
+        action="store_true",
+        help="training rows are phrases cut from whole sentences (as SST-2's): carve validation by sentence",
+    )
+
+
+def data_section(a) -> dict:
+    """The ``data`` section of a config from the flags (empty without --train-file; resolved by ``from_dict``)."""
+    from raydistill.tasks.files import section_of
+
+    return section_of(a)
 
 
 def add_selection_args(p: argparse.ArgumentParser, d: TrainConfig | None = DEFAULTS) -> None:

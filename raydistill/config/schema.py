@@ -15,10 +15,13 @@ params, checkpoints and losses always hold the values it used.
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import Field, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from raydistill.common.errors import UserError, check
+from raydistill.tasks.base import Task
+from raydistill.tasks.files import FileData
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -185,6 +188,9 @@ class RunConfig:
     student: StudentConfig = field(default_factory=StudentConfig)
     distill: DistillConfig = field(default_factory=DistillConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
+    # the user's own files (issue 37): the whole task as data, so it reaches every worker as the config does; an
+    # empty train_file means the built-in ``task``
+    data: FileData = field(default_factory=FileData)
     output: str = "outputs/run"
     tracking_uri: str | None = None
     experiment: str = "raydistill"
@@ -220,8 +226,6 @@ class RunConfig:
         known = {f.name for f in fields(cls)}
         for k in d:
             check(k in known, k, f"unknown key; known keys: {', '.join(sorted(known))}")
-        for k in ("task", "teacher"):
-            check(bool(d.get(k)), k, f"is required (--{k})")
         kw = dict(d)
         for sec, sec_cls in SECTIONS.items():
             v = kw.get(sec) or {}
@@ -229,6 +233,9 @@ class RunConfig:
                 v = dataclasses.asdict(v)
             check(isinstance(v, dict), sec, f"must be a mapping of {sec} fields, got {v!r}")
             kw[sec] = build(sec_cls, v, f"{sec}.")
+        kw["data"], kw["task"] = _data_task(kw["data"], kw.get("task"), kw.get("teacher"))
+        check(bool(kw.get("task")), "task", "is required: --task NAME, or --train-file FILE for your own data")
+        check(bool(kw.get("teacher")), "teacher", "is required (--teacher)")
         if "teacher_cache_gb" in kw:
             kw["teacher_cache_gb"] = _coerce(kw["teacher_cache_gb"], float, "teacher_cache_gb")
         return cls(**kw).validate()
@@ -282,7 +289,67 @@ class RunConfig:
             key = "num_workers" if f.name == "num_workers" else f.name
             p[key] = getattr(self.train, f.name)
         p["augment_dir"] = self.augment_dir or ""
+        p.update(data_params(self.data))
         return {k: str(v) for k, v in p.items()}
+
+
+def _data_task(data: FileData, task: str | None, teacher: str | None) -> tuple[FileData, str | None]:
+    """The user's files completed once (read, columns guessed, labels found and aligned with the teacher's:
+    ``tasks.files.resolve``) and the task name they stand for; a built-in task named beside them is refused."""
+    if not data.train_file:
+        return data, task
+    from raydistill.tasks.files import resolve, task_name
+
+    if task and task != task_name(data):
+        raise UserError("task", f"--task {task} and --train-file both name the data; give one of them")
+    data = data if data.fingerprint else resolve(data, teacher)
+    return data, task_name(data)
+
+
+def task_of(cfg: RunConfig) -> Task:
+    """The ``Task`` record of a config: the user's files (``cfg.data``) or the built-in task ``cfg.task``."""
+    from raydistill.tasks import make_task
+
+    return make_task(cfg.task, cfg.data)
+
+
+def task_of_params(params: dict[str, str]) -> Task:
+    """The ``Task`` of a logged run (its params: ``to_params``), for re-scoring it later (``best``, ``evaluate``)."""
+    from raydistill.tasks import make_task
+    from raydistill.tasks.files import resolve
+
+    data = data_of(params)
+    if data.train_file and not data.fingerprint:  # labels too long for a param: read again, aligned as the run was
+        data = resolve(data, params.get("teacher"))
+    return make_task(params["task"], data)
+
+
+DATA_PARAMS = ("train_file", "eval_file", "test_file", "text_column", "text_pair_column", "label_column")
+
+
+def data_params(data: FileData) -> dict[str, str]:
+    """The MLflow params of a task on files: enough to rebuild it (``data_of``); long label lists are left to be
+    read back from the training file (params cap at 6,000 characters)."""
+    if not data.train_file:
+        return {}
+    p = {k: getattr(data, k) for k in DATA_PARAMS}
+    p.update(task_kind=data.kind, task_metric=data.metric, phrase_rows=str(data.phrase_rows))
+    p["files_fingerprint"] = data.fingerprint  # the files' bytes (a sweep's data_fingerprint hashes its rows)
+    labels = json.dumps(list(data.labels), ensure_ascii=False)
+    if len(labels) <= 5000:
+        p["task_labels"] = labels
+    return p
+
+
+def data_of(params: dict[str, str]) -> FileData:
+    """The data section of a logged run (``data_params`` read back; an empty one for a built-in task)."""
+    if not params.get("train_file"):
+        return FileData()
+    kw: dict[str, Any] = {k: params.get(k, "") for k in DATA_PARAMS}
+    kw.update(kind=params.get("task_kind", ""), metric=params.get("task_metric", ""))
+    labels = tuple(json.loads(params.get("task_labels", "[]")))
+    kw.update(phrase_rows=params.get("phrase_rows") == "True", labels=labels)
+    return FileData(**kw, fingerprint=params.get("files_fingerprint", "") if "task_labels" in params else "")
 
 
 def data_dir_of(params: dict[str, str]) -> str | None:
@@ -300,10 +367,11 @@ def _labelled(task: str) -> bool:
 
 
 SELECT_ON = ("val", "dev")  # the split that chooses epochs, trials and recipes
-SECTIONS: dict[str, type[StudentConfig | DistillConfig | TrainConfig]] = {
+SECTIONS: dict[str, type[StudentConfig | DistillConfig | TrainConfig | FileData]] = {
     "student": StudentConfig,
     "distill": DistillConfig,
     "train": TrainConfig,
+    "data": FileData,
 }
 _S = TypeVar("_S", bound="DataclassInstance")  # a section class
 

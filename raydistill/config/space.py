@@ -46,6 +46,7 @@ TOP_KEYS = {
     "task",
     "teacher",
     "data_dir",
+    "data",
     "metric",
     "mode",
     "num_samples",
@@ -84,6 +85,7 @@ class SweepSpec:
     distill: dict[str, Any]
     train: dict[str, Any]
     search: dict[str, Any] = field(default_factory=dict)
+    data: dict[str, Any] = field(default_factory=dict)  # the user's files (tasks.files.FileData fields), else {}
     raw: dict[str, Any] = field(default_factory=dict)
     overridden: frozenset[str] = frozenset()  # "section.field" keys changed by --set
 
@@ -159,6 +161,7 @@ def parse(raw: dict[str, Any], default_name: str = "sweep", overridden: frozense
     method = raw.get("method", "kd")
     _check_domain("method", method)
     spec = SweepSpec(
+        data=_data(raw.get("data")),
         name=raw.get("name", default_name),
         method=method,
         task=raw.get("task"),
@@ -177,6 +180,20 @@ def parse(raw: dict[str, Any], default_name: str = "sweep", overridden: frozense
     sample_fixed(spec)  # type-check fixed values and domain bounds now, not inside a trial
     start_points(spec)
     return spec
+
+
+def _data(values: Any) -> dict[str, Any]:
+    """A space's ``data: {train_file: …, text_column: …}``: its keys and types checked now, the files read when the
+    sweep plans (``tasks.files.resolve``); paths are relative to the directory the sweep starts in."""
+    from raydistill.config.schema import build
+    from raydistill.tasks.files import FileData
+
+    values = values or {}
+    check(isinstance(values, dict), "data", "must be a mapping of data fields (train_file, eval_file, text_column, …)")
+    check("fingerprint" not in values, "data.fingerprint", "is computed from the files; leave it out")
+    build(FileData, values, "data.")
+    check(not values or bool(values.get("train_file")), "data.train_file", "is required in a data section")
+    return dict(values)
 
 
 def _check_domain(name: str, v: Any) -> None:

@@ -39,10 +39,22 @@ def label_summary(task, examples: list[dict]) -> dict:
     return {"questions": len(examples), "paragraphs": len({e["context"] for e in examples})}
 
 
-def summary(task_name: str, data_dir, val_fraction: float = 0.1) -> dict:
-    task = get_task(task_name)
+def _task(task_name: str | None, data: dict | None = None):
+    """The built-in task and its splits, or the user's files (``--train-file``: the data section, resolved as a run
+    resolves it) and the splits they give."""
+    if not data:
+        task = get_task(task_name or "")
+        return task, SPLITS[task.name]
+    from raydistill.config.schema import RunConfig, task_of
+
+    cfg = RunConfig.from_dict({"task": task_name, "teacher": "-", "data": data})
+    return task_of(cfg), cfg.data.splits()
+
+
+def summary(task_name: str | None, data_dir, val_fraction: float = 0.1, data: dict | None = None) -> dict:
+    task, names = _task(task_name, data)
     splits, labels, missing = {}, {}, []
-    for split in SPLITS[task.name]:
+    for split in names:
         try:
             examples = load_split(task, data_dir, split)
         except MissingData as e:
@@ -97,13 +109,16 @@ def _row(task, r: dict) -> dict:
 
 def split(args) -> dict:
     """Write the rows a run trains on, chooses on and reports on, one JSON object per row."""
+    from raydistill.commands.args import data_section
     from raydistill.common.outputs import publish, staging
-    from raydistill.config.schema import RunConfig
+    from raydistill.config.schema import RunConfig, task_of
     from raydistill.data.splits import train_val_dev
 
-    task = get_task(args.task)
     train = {"val_fraction": args.val_fraction}
-    cfg = RunConfig.from_dict({"task": task.name, "teacher": "-", "data_dir": args.data_dir, "train": train})
+    cfg = RunConfig.from_dict(
+        {"task": args.task, "teacher": "-", "data_dir": args.data_dir, "train": train, "data": data_section(args)}
+    )
+    task = task_of(cfg)
     parts = dict(zip(("train", "validation", "dev"), train_val_dev(cfg, task), strict=True))
     tmp = staging(args.output)
     try:
@@ -117,7 +132,11 @@ def split(args) -> dict:
 
 
 def _data_dir_arg(p: Parser) -> None:
-    p.add_argument("--task", required=True, help="task name (python -m raydistill list tasks)")
+    from raydistill.commands.args import add_data_args
+
+    p.add_argument(
+        "--task", help="task name (python -m raydistill list tasks); default: none, --train-file names your own data"
+    )
     p.add_argument(
         "--data-dir",
         default=None,
@@ -130,6 +149,7 @@ def _data_dir_arg(p: Parser) -> None:
         help="share of the training rows (SST-2: of its sentences) carved as the validation split, as a run's "
         "--val-fraction",
     )
+    add_data_args(p)
 
 
 @cli
@@ -163,10 +183,15 @@ def main(argv=None):
     p.add_argument("--output", required=True, help="folder to write the three files into (empty or new)")
     add_overwrite(p)
     args = parser.parse_args(argv)
+    from raydistill.commands.args import data_section
+    from raydistill.tasks.files import report
+
     if args.command == "split":
-        print(json.dumps(split(args), ensure_ascii=False))
+        out = split(args)
     else:
-        print(json.dumps(summary(args.task, args.data_dir, args.val_fraction), ensure_ascii=False))
+        out = summary(args.task, args.data_dir, args.val_fraction, data_section(args))
+    report()  # the columns guessed in the user's files
+    print(json.dumps(out, ensure_ascii=False))
     return 0
 
 

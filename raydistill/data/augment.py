@@ -236,7 +236,7 @@ def augment_cached(
 
 
 def build(
-    task_name: str,
+    task_name,
     data_dir,
     model_dir: str,
     output: str,
@@ -253,8 +253,12 @@ def build(
 ) -> tuple[int, int, str]:
     """Write OUTPUT/train.jsonl (the training rows after the dev hold-out, each tagged with its source row, and ``n``
     augmented copies of each) and OUTPUT/augment.json (the knobs); cached under OUTPUT/cache. What the command and a
-    sweep searching ``augment`` call. Returns (rows in, rows out, the train.jsonl path)."""
-    examples, held = _source_rows(task_name, data_dir, limit)
+    sweep searching ``augment`` call; ``task_name`` a built-in task's name or a ``Task`` (the user's files). Returns
+    (rows in, rows out, the train.jsonl path)."""
+    from raydistill.tasks import get_task  # lazy: task loading lives elsewhere
+
+    task = get_task(task_name) if isinstance(task_name, str) else task_name
+    examples, held = _source_rows(task, data_dir, limit)
     out = Path(output)
     quiet_hf()  # an encoder loaded without its task head: no load report, no progress bars
     result = augment_cached(
@@ -271,7 +275,7 @@ def build(
         field=field,
     )
     knobs = {
-        "task": task_name,
+        "task": task.name,
         "candidates": candidates,
         "model": model_dir,
         "mlm": mlm,
@@ -287,13 +291,11 @@ def build(
     return len(examples), len(result), str(out / "train.jsonl")
 
 
-def _source_rows(task_name: str, data_dir, limit) -> tuple[list[dict], set[int]]:
+def _source_rows(task, data_dir, limit) -> tuple[list[dict], set[int]]:
     """The task's training rows after the dev hold-out, each tagged with its row number (the first ``limit``), and
     the held-out row numbers."""
     from raydistill.data.splits import SOURCE, split_train
-    from raydistill.tasks import get_task  # lazy: task loading lives elsewhere
 
-    task = get_task(task_name)
     rows, held = split_train(task, data_dir)  # augment after the hold-out: dev rows never get copies
     examples = [{**ex, SOURCE: i} for i, ex in enumerate(rows) if i not in held]
     if limit is not None:

@@ -14,6 +14,7 @@ from raydistill.config.augment import counts
 def build_sets(raw, base, root: str, log) -> dict[int, str]:
     """One augmented training set per N > 0 the space can draw, under ``root/augment``, from the task's training rows
     and the teacher's word embeddings; returns N → the folder a trial passes as ``augment_dir``."""
+    from raydistill.config.schema import task_of
     from raydistill.data.augment import build
     from raydistill.models.teacher import fingerprint
 
@@ -25,7 +26,7 @@ def build_sets(raw, base, root: str, log) -> dict[int, str]:
             f"-> {folder}"
         )
         n_in, n_out, _ = build(
-            base.task,
+            task_of(base),
             base.data_dir,
             base.teacher,
             folder,

@@ -174,9 +174,9 @@ def _digest(obj) -> str:
 
 
 def _splits(cfg) -> tuple[list, list, list]:
-    from raydistill.tasks import get_task
+    from raydistill.config.schema import task_of
 
-    task = get_task(cfg.task)
+    task = task_of(cfg)
     if task.labelled:
         return train_val_dev(cfg, task)
     train, dev = general_examples(cfg)
@@ -193,15 +193,23 @@ def data_fingerprint(cfg) -> str:
 def datasets(cfg) -> list[dict]:
     """What a run trains and is scored on, as MLflow dataset inputs: name, digest of the exact rows, source, size."""
     train, val, dev = _splits(cfg)
-    source = cfg.unlabeled_text if cfg.task == "general" else (cfg.augment_dir or cfg.data_dir or "hub")
     splits = [("train", "training", train)] + ([("val", "validation", val)] if val else []) + [("dev", "eval", dev)]
     return [
         {
             "name": f"{cfg.task}-{split}",
             "digest": _digest(rows),
             "context": context,
-            "source": source if split == "train" else (cfg.data_dir or source),
+            "source": _source(cfg, split),
             "rows": len(rows),
         }
         for split, context, rows in splits
     ]
+
+
+def _source(cfg, split: str) -> str:
+    """Where a split's rows come from: the user's file (dev: the eval file, or train's when dev is held out of it),
+    the augmented set (train), the corpus (general), the data folder or the hub."""
+    if cfg.data.train_file:
+        return cfg.data.eval_file if split == "dev" and cfg.data.eval_file else cfg.data.train_file
+    source = cfg.unlabeled_text if cfg.task == "general" else (cfg.augment_dir or cfg.data_dir or "hub")
+    return source if split == "train" else (cfg.data_dir or source)

@@ -14,6 +14,7 @@ import time
 from raydistill.commands.args import (
     add_teacher_args,
     add_train_args,
+    data_section,
     local_abspath,
     teacher_cache_dir,
     train_config,
@@ -215,6 +216,7 @@ def config_from_args(a) -> RunConfig:
             task=a.task,
             teacher=local_abspath(a.teacher),
             data_dir=local_abspath(a.data_dir),
+            data=data_section(a),
             output=os.path.abspath(a.output),
             student={**student_sizes(a), "init": a.init},
             distill=distill,
@@ -243,6 +245,9 @@ def main(argv=None) -> dict:
 
         run_device(cfg.train)  # --use-gpu where torch sees no GPU: refused here, not a worker waiting for ever
     cfg = preflight(cfg)
+    from raydistill.tasks.files import report
+
+    report()  # the columns guessed in the user's files, once the checks passed
     from raydistill.common.paths import results_path
     from raydistill.orchestrate.connect import init_ray
     from raydistill.orchestrate.run import RunOptions, execute

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from raydistill.commands.args import add_data_args
 from raydistill.commands.cli import HelpFormatter, Parser, add_overwrite, cli
 from raydistill.common.errors import check
 from raydistill.data.augment import MLM_HINT, build, check_candidates
@@ -44,7 +45,9 @@ def parser() -> Parser:
         "--augment-dir (seeded; cached under OUTPUT/cache).",
     )
     ap.add_argument(
-        "--task", required=True, help="task name (classification or regression; python -m raydistill list tasks)"
+        "--task",
+        help="task name (classification or regression; python -m raydistill list tasks); default: none, "
+        "--train-file names your own data",
     )
     ap.add_argument(
         "--data-dir",
@@ -71,6 +74,7 @@ def parser() -> Parser:
     )
     ap.add_argument("--output", required=True, help="writes OUTPUT/train.jsonl (cache under OUTPUT/cache)")
     add_overwrite(ap)
+    add_data_args(ap)
     _add_sampling_args(ap)
     return ap
 
@@ -88,12 +92,27 @@ def _add_sampling_args(ap: Parser) -> None:
     ap.add_argument("--max-length", type=int, default=128, help="tokens per sentence (longer ones are cut)")
 
 
+def _task(args):
+    """The built-in ``--task`` by name, or the user's files as a run reads them (same rows, same dev hold-out)."""
+    from raydistill.commands.args import data_section
+    from raydistill.config.schema import RunConfig, task_of
+
+    if not args.train_file:
+        check(bool(args.task), "task", "is required: --task NAME, or --train-file FILE for your own data")
+        return args.task
+    return task_of(RunConfig.from_dict({"task": args.task, "teacher": "-", "data": data_section(args)}))
+
+
 @cli
 def main(argv=None):
     args = parser().parse_args(argv)
     candidates, model_dir, field = model_source(args)
+    task = _task(args)
+    from raydistill.tasks.files import report
+
+    report()  # the columns guessed in the user's files
     n_in, n_out, out = build(
-        args.task,
+        task,
         args.data_dir,
         model_dir,
         args.output,

@@ -25,6 +25,7 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
+from raydistill.tasks.files import FileData
 from raydistill.tracking.track import Tracker
 
 INT8_NAME = "model.int8.onnx"
@@ -94,25 +95,33 @@ class OrtModel(torch.nn.Module):
         return SimpleNamespace(**{n: torch.from_numpy(g) for n, g in zip(self.names, got, strict=True)})
 
 
-def dev_data(task_name: str, tokenizer_dir: str, data_dir: str | None, max_length: int = 128, eval_limit: int = 0):
-    """The run's own dev set (NSMC's held-out train rows included), encoded once for every model scored on it."""
+def dev_data(
+    task_name: str,
+    tokenizer_dir: str,
+    data_dir: str | None,
+    max_length: int = 128,
+    eval_limit: int = 0,
+    data: FileData | None = None,
+):
+    """The run's own dev set (NSMC's held-out train rows included), encoded once for every model scored on it;
+    ``data``: the run's own files (issue 37) instead of the built-in task ``task_name``."""
     from transformers import AutoTokenizer
 
-    from raydistill.config.schema import RunConfig
+    from raydistill.config.schema import RunConfig, task_of
     from raydistill.data.splits import train_and_eval_examples
-    from raydistill.tasks import get_task
     from raydistill.train.loop import Data
 
-    task = get_task(task_name)
     # the run's own dev rule and limit, through the one config the run itself read its examples with
     cfg = RunConfig.from_dict(
         {
-            "task": task.name,
+            "task": None if data and data.train_file else task_name,
             "teacher": tokenizer_dir,
             "data_dir": data_dir,
+            "data": data or FileData(),
             "train": {"eval_limit": eval_limit, "max_length": max_length},
         }
     )
+    task = task_of(cfg)
     _, dev = train_and_eval_examples(cfg, task)
     tok = AutoTokenizer.from_pretrained(tokenizer_dir)
     return Data.dev_only(task, dev, tok, max_length)
@@ -213,11 +222,10 @@ def quantize_report(model_dir: str, fp32_path: str, params: dict, length: int = 
     """Quantise ``fp32_path`` and compare it with the fp32 file (dev score on the run's dev set, from the trial's
     ``params``) and with the teacher (``params['teacher']``, batch-1 latency in PyTorch and, exported to a temporary
     folder, in ONNX Runtime)."""
-    from raydistill.config.schema import data_dir_of
+    from raydistill.config.schema import data_dir_of, data_of, task_of_params
     from raydistill.models.teacher import load_model
-    from raydistill.tasks import get_task
 
-    task = get_task(params["task"])
+    task = task_of_params(params)
     # the dev set and the teacher first: a moved data folder or teacher fails before minutes of work
     data = dev_data(
         task.name,
@@ -225,6 +233,7 @@ def quantize_report(model_dir: str, fp32_path: str, params: dict, length: int = 
         data_dir_of(params),
         int(_param(params, "max_length", 128)),
         int(_param(params, "eval_limit", 0)),
+        data_of(params),
     )
     teacher = load_model(params["teacher"], task.kind).eval()
     say(f"INT8 dynamic quantisation of {fp32_path} …")

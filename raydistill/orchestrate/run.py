@@ -340,13 +340,13 @@ def _fit_here(
 
 def _publish_student(cfg: RunConfig, tracker: Tracker, run_id: str, checkpoint, final: dict) -> str:
     """The best epoch's student to ``cfg.output``, logged to the run as artifacts and as a model with its card."""
+    from raydistill.config.schema import task_of
     from raydistill.export.card import student_card
-    from raydistill.tasks import get_task
     from raydistill.tracking.track import PIPELINES
 
     student_dir = export_student(checkpoint, cfg.output)
     tracker.log_artifacts(run_id, student_dir, "student")
-    kind = get_task(cfg.task).kind
+    kind = task_of(cfg).kind
     card = student_card(
         student_dir,
         task=cfg.task,

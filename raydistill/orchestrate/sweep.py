@@ -16,6 +16,7 @@ from functools import cached_property
 from typing import Any
 
 from raydistill.common.errors import UserError, check
+from raydistill.common.hub import is_local
 from raydistill.common.paths import results_path, write_json_atomic
 from raydistill.config.schema import RunConfig
 from raydistill.config.sizes import Shape
@@ -94,14 +95,15 @@ class Sweep:
         # the space's own defaults for the two scheduling keys it may carry; flags win
         a.num_workers = a.num_workers if a.num_workers is not None else spec.raw.get("num_workers", 1)
         a.max_concurrent = a.max_concurrent if a.max_concurrent is not None else spec.raw.get("max_concurrent")
-        task = _task(a, spec)
         teacher = a.teacher or spec.teacher or "bert-base-uncased"
+        teacher = os.path.abspath(os.path.expanduser(teacher)) if is_local(teacher) else teacher  # trials run elsewhere
+        task, data = _task(a, spec, teacher)
         name = a.name or f"{spec.name}-{task.name}-{time.strftime('%Y%m%d-%H%M%S')}"
         n_samples = a.num_samples if a.num_samples is not None else spec.num_samples
         demand = _demand(a, n_samples)
         storage_root = results_path()
         output = os.path.join(storage_root, "students", name, "student")
-        base = _base_config(a, spec, task.name, teacher, output, teacher_cache)
+        base = _base_config(a, spec, task.name, teacher, output, teacher_cache, data)
         metric = _objective(spec, task, base)
         check(a.teacher_epochs >= 1, "teacher_epochs", f"must be >= 1, got {a.teacher_epochs}")
         check(a.teacher_lr > 0, "teacher_lr", f"must be > 0, got {a.teacher_lr}")
@@ -132,11 +134,11 @@ class Sweep:
         """Fail fast, before Ray or any training: the data is there, the first sample builds (the teacher was read
         for its shape)."""
         from raydistill.config import space as sp
+        from raydistill.config.schema import task_of
         from raydistill.data.splits import train_and_eval_examples
-        from raydistill.tasks import get_task
         from raydistill.train.preflight import preflight
 
-        train_and_eval_examples(self.base, get_task(self.base.task))
+        train_and_eval_examples(self.base, task_of(self.base))
         first = sp.trial_config(self.base, sp.sample(self.spec, None, self.teacher_shape))
         preflight(first, load_data=False, require_head=False)  # types, bounds, sizes, mapping: before any run
         self._same_data()
@@ -243,10 +245,10 @@ class Sweep:
         self.opts = self._trial_opts(augment_dirs)
 
     def _measure_teacher(self) -> None:
+        from raydistill.config.schema import task_of
         from raydistill.config.selection import report_metric
         from raydistill.orchestrate.resources import threads
         from raydistill.results.reference import teacher_reference, weak_teacher
-        from raydistill.tasks import get_task
 
         ref = teacher_reference(self.base, threads(self.demand.cpus_per_worker), log)  # every trial's yardstick
         metrics = dict.fromkeys((self.metric, report_metric(self.metric)))
@@ -255,7 +257,7 @@ class Sweep:
             "teacher: " + ", ".join(f"{m}={ref.get(m)}" for m in shown) + f", {ref['student_params'] / 1e6:.1f}M "
             f"params, {ref['latency_ms_b1']:.1f} ms at batch 1"
         )
-        warning = weak_teacher(ref, get_task(self.base.task))
+        warning = weak_teacher(ref, task_of(self.base))
         if warning:
             log(warning)
         self.clock.lap("teacher_reference")
@@ -376,14 +378,22 @@ class Sweep:
         return finish(outcome, rows)
 
 
-def _task(a: argparse.Namespace, spec: Any) -> Any:
-    """The task of the sweep: the flag's, else the space's; neither is the user's error."""
+def _task(a: argparse.Namespace, spec: Any, teacher: str) -> tuple[Any, Any]:
+    """The task of the sweep and its data section: the user's files (the flags', else the space's ``data``, read
+    and checked here, once), else the flag's task, else the space's; none of them is the user's error."""
+    from raydistill.config.schema import build
     from raydistill.tasks import get_task
+    from raydistill.tasks.files import FileData, file_task, resolve, section_of
 
+    data = section_of(a) or spec.data
+    if data:  # the space's task is a default the files replace; a --task beside them is refused
+        check(not a.task, "task", f"--task {a.task} and --train-file both name the data; give one of them")
+        files = resolve(build(FileData, data, "data."), teacher)
+        return file_task(files), files
     task_name = a.task or spec.task
     check(bool(task_name), "task", "the space names no task; pass --task (e.g. --task rte)")
     assert task_name is not None  # (check refused it otherwise)
-    return get_task(task_name)
+    return get_task(task_name), FileData()
 
 
 def _demand(a: argparse.Namespace, n_samples: int) -> TrialDemand:
@@ -400,7 +410,7 @@ def _demand(a: argparse.Namespace, n_samples: int) -> TrialDemand:
 
 
 def _base_config(
-    a: argparse.Namespace, spec: Any, task: str, teacher: str, output: str, teacher_cache: str | None
+    a: argparse.Namespace, spec: Any, task: str, teacher: str, output: str, teacher_cache: str | None, data: Any
 ) -> RunConfig:
     """What every trial shares before the space's draws: task, teacher, data, the train flags, MLflow, output."""
     return RunConfig.from_dict(
@@ -408,6 +418,7 @@ def _base_config(
             task=task,
             teacher=teacher,
             data_dir=os.path.abspath(a.data_dir) if a.data_dir else spec.data_dir,
+            data=data,
             train=_train_section(a, spec),
             tracking_uri=resolve_tracking_uri(a.tracking_uri),
             experiment=a.experiment or spec.name,

@@ -17,10 +17,10 @@ def teacher_reference(cfg: RunConfig, threads: int, log=lambda m: None) -> dict:
     ``majority_<main metric>``: what always answering the training rows' most common label scores on dev."""
     import torch
 
+    from raydistill.config.schema import task_of
     from raydistill.models.latency import memo_dir, read_memo, write_memo
-    from raydistill.tasks import get_task
 
-    task = get_task(cfg.task)
+    task = task_of(cfg)
     before = torch.get_num_threads()
     torch.set_num_threads(max(1, threads))
     try:
@@ -130,14 +130,13 @@ def side_by_side(cfg: RunConfig, archs: list[tuple[int, int, int, int]], threads
     import torch
     from transformers import AutoConfig
 
-    from raydistill.config.schema import StudentConfig
+    from raydistill.config.schema import StudentConfig, task_of
     from raydistill.models.heads import auto_class
     from raydistill.models.latency import measure_latency
     from raydistill.models.student import student_config
-    from raydistill.tasks import get_task
 
     tcfg = AutoConfig.from_pretrained(cfg.teacher)
-    kind = get_task(cfg.task).kind
+    kind = task_of(cfg).kind
     length = min(128, tcfg.max_position_embeddings - 2)
     before = torch.get_num_threads()
     torch.set_num_threads(max(1, threads))

@@ -8,6 +8,7 @@ from __future__ import annotations
 from raydistill.common.errors import UserError
 from raydistill.tasks import glue, korean
 from raydistill.tasks.base import KINDS, Task
+from raydistill.tasks.files import FileData, file_task
 
 NLI2 = ("entailment", "not_entailment")
 
@@ -129,6 +130,11 @@ def get_task(name: str) -> Task:
     raise UserError("task", f"unknown task {name!r}; known: {', '.join(TASKS)}")
 
 
+def make_task(name: str, data: FileData | None = None) -> Task:
+    """The task a config describes: the user's files when ``data`` names a training file, else the built-in ``name``."""
+    return file_task(data) if data is not None and data.train_file else get_task(name)
+
+
 def check_labelled(task: Task, command: str) -> None:
     """Refuse a task without labels (``general``) in a command that trains or scores on labels: general distillation
     runs through ``raydistill.distill`` alone."""
@@ -146,4 +152,4 @@ def load_split(task: Task | str, data_dir, split: str) -> list[dict]:
     return task.loader(task, data_dir, split)
 
 
-__all__ = ["GENERAL", "TASKS", "SPLITS", "Task", "check_labelled", "get_task", "load_split"]
+__all__ = ["GENERAL", "TASKS", "SPLITS", "FileData", "Task", "check_labelled", "get_task", "load_split", "make_task"]

@@ -28,6 +28,13 @@ def f1(preds, labels) -> float:
     return float(f1_score(labels, preds, zero_division=0))
 
 
+def macro_f1(preds, labels) -> float:
+    """F1 per class, averaged unweighted (every class counts the same, however rare)."""
+    from sklearn.metrics import f1_score
+
+    return float(f1_score(labels, preds, average="macro", zero_division=0))
+
+
 def mcc(preds, labels) -> float:
     from sklearn.metrics import matthews_corrcoef
 
@@ -109,7 +116,7 @@ def qa_scores(predictions: list[str], answers: list[list[str]]) -> dict[str, flo
 
 # --------------------------------------------------------------------------- dispatch
 
-SCALAR = {"accuracy": accuracy, "f1": f1, "mcc": mcc, "pearson": pearson, "spearman": spearman}
+SCALAR = {"accuracy": accuracy, "f1": f1, "macro_f1": macro_f1, "mcc": mcc, "pearson": pearson, "spearman": spearman}
 
 
 def compute(task, preds, refs) -> dict[str, float]:

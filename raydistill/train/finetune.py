@@ -150,11 +150,11 @@ def prepare_teacher(
     """A teacher already fine-tuned for the task is used as is; a pretrained encoder is fine-tuned first
     (cached by fingerprint, its own MLflow run), as the Patient-KD recipe does: on every training row (less the
     validation split) for ``epochs`` at ``lr`` — its own budget, not the trials' ``max_steps`` / ``train_limit``."""
+    from raydistill.config.schema import task_of
     from raydistill.models.heads import has_task_head
-    from raydistill.tasks import get_task
     from raydistill.train.preflight import teacher_config
 
-    task = get_task(cfg.task)
+    task = task_of(cfg)
     if has_task_head(teacher_config(cfg.teacher), task):
         return cfg.teacher
     slug = cfg.teacher.rstrip("/").replace("/", "_").replace(".", "_")

@@ -27,11 +27,10 @@ import torch
 import torch.distributed as dist
 
 from raydistill.common.progress import Progress
-from raydistill.config.schema import RunConfig
+from raydistill.config.schema import RunConfig, task_of
 from raydistill.data.batches import epoch_batches
 from raydistill.data.general import DynamicMasking
 from raydistill.models.teacher import quiet_hf
-from raydistill.tasks import get_task
 from raydistill.tasks.base import Task
 from raydistill.tasks.encode import Encoded, collate, encode
 from raydistill.train.checkpoint import copy_dir, load_state, resume_student, save_checkpoint
@@ -86,7 +85,7 @@ class Data:
 def load_data(cfg: RunConfig, tokenizer) -> Data:
     from raydistill.data.splits import train_val_dev
 
-    task = get_task(cfg.task)
+    task = task_of(cfg)
     if task.kind == "mlm":
         from raydistill.data.general import encode_mlm
 

@@ -53,9 +53,9 @@ class Objective(torch.nn.Module):
 
 
 def task_kind(cfg) -> tuple[str, int | None, tuple]:
-    from raydistill.tasks import get_task
+    from raydistill.config.schema import task_of
 
-    task = get_task(cfg.task)
+    task = task_of(cfg)
     return task.kind, task.num_labels if task.labelled else None, task.label_names
 
 
@@ -64,11 +64,11 @@ def prune_examples(cfg, tokenizer, batch_size: int = 16):
     training rows (``examples.prune_rows``), tokenised as the run tokenises them."""
 
     def batches(n: int | None) -> list[dict]:
+        from raydistill.config.schema import task_of
         from raydistill.data.splits import prune_rows
-        from raydistill.tasks import get_task
         from raydistill.tasks.encode import MODEL_INPUTS, collate, encode
 
-        task = get_task(cfg.task)
+        task = task_of(cfg)
         rows, length = prune_rows(cfg, task, n), cfg.train.max_length
         if task.kind == "mlm":  # raw text: the teacher reads it unmasked
             feats = [dict(tokenizer(r["text"], truncation=True, max_length=length)) for r in rows]

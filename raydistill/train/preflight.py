@@ -190,14 +190,14 @@ def preflight(
     ``require_head=False`` skips the check that the teacher is fine-tuned for the task (a sweep fine-tunes a
     plain encoder first); ``teacher_field`` is the name the messages use for ``cfg.teacher`` (``model`` for
     ``raydistill.finetune``)."""
+    from raydistill.config.schema import task_of
     from raydistill.distill.methods import get_method
-    from raydistill.tasks import get_task
     from raydistill.tracking.track import resolve_tracking_uri
 
     cfg.validate()
     method = get_method(cfg.distill.method)
     method.check(cfg)
-    task = get_task(cfg.task)
+    task = task_of(cfg)
     check_writable(cfg.output, "output")
     check_tracking_uri_path(cfg.tracking_uri)
     tcfg = teacher_config(cfg.teacher, field=teacher_field)
