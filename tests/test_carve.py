@@ -162,15 +162,21 @@ def test_data_summary_reports_the_carve(shared_data, capsys):
     assert 5000 < carve["dropped_from_train"] < 10000
 
 
-def test_a_sweep_started_on_other_rows_is_not_resumed(tiny_teacher, glue_dir, tmp_path, capsys):
+def test_a_sweep_started_on_other_rows_is_not_resumed(tiny_teacher, glue_dir, tmp_path, capsys, monkeypatch):
     """A sweep recorded before the grouped carve (no data fingerprint in its state) or on other data: refused before
     Ray, never mixed with new trials."""
     import json
 
-    import ray
-
+    from raydistill.orchestrate import connect
     from raydistill.orchestrate.sweep import state_path
     from raydistill.sweep import main
+    from raydistill.tracking.track import Tracker
+
+    def started(*a, **k):
+        raise AssertionError("Ray or the sweep's MLflow run started: the resume was not refused up front")
+
+    monkeypatch.setattr(connect, "init_ray", started)  # (the tests' shared Ray may already run: trap, not ask)
+    monkeypatch.setattr(Tracker, "start_run", started)
 
     storage = str(tmp_path / "ray")
     argv = ["pkd_glue", "--task", "sst2", "--data-dir", str(glue_dir), "--teacher", tiny_teacher("classification", 2)]
@@ -184,7 +190,6 @@ def test_a_sweep_started_on_other_rows_is_not_resumed(tiny_teacher, glue_dir, tm
             main(["--resume", "--name", "old", "--storage-path", storage])
         err = capsys.readouterr().err.strip().splitlines()[-1]
         assert e.value.code == 2 and err.startswith("error: resume: sweep 'old' was started on other"), err
-    assert not ray.is_initialized()
 
 
 def test_eval_limit_bounds_the_validation_split_too(glue_dir):
