@@ -150,12 +150,18 @@ def _grouped(rows: list, task, frac: float, keep: list[int]) -> Carve:
     for i in keep:
         groups.setdefault(group_key(rows[i], task.kind), []).append(i)
     units = list(groups.values())
-    _check_sizes(task, len(keep), len(units), frac)
-    random.Random(VAL_SEED).shuffle(units)
-    target = _targets(label, len(keep), frac)
-    val = sorted(_fill(units, label, target))
+    val, target = _draw(task, frac, units, label, len(keep))
     _check_labels(task, frac, val, set(keep) - set(val), label, target)
     return Carve(tuple(val))
+
+
+def _draw(task, frac: float, units: list[list[int]], label: dict[int, Hashable], n_target: int) -> tuple[list, dict]:
+    """The validation rows: whole ``units`` in a fixed shuffled order, ``frac`` of ``n_target`` rows per stratum
+    (shared out as the strata share all kept rows); and those per-stratum targets."""
+    _check_sizes(task, len(label), len(units), frac)
+    random.Random(VAL_SEED).shuffle(units)
+    target = _targets(label, n_target, frac)
+    return sorted(_fill(units, label, target)), target
 
 
 def _phrases(rows: list, task, frac: float, keep: list[int]) -> Carve:
@@ -165,10 +171,7 @@ def _phrases(rows: list, task, frac: float, keep: list[int]) -> Carve:
     for i in sentences(texts):
         by_text.setdefault(texts[i], []).append(i)
     units = [by_text[t] for t in sorted(by_text)]
-    _check_sizes(task, len(keep), len(units), frac)
-    random.Random(VAL_SEED).shuffle(units)
-    target = _targets(label, len(units), frac)
-    val = sorted(_fill(units, label, target))
+    val, target = _draw(task, frac, units, label, len(units))
     val_set = set(val)
     joined = "\x00".join(texts[i] for i in val)
     inside = {i for i in keep if i not in val_set and texts[i] and texts[i] in joined}
