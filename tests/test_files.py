@@ -363,6 +363,12 @@ def test_distill_command_on_files_scores_as_on_the_builtin_task(ray_session, sam
     got = main([*common, *mine, "--output", str(tmp_path / "b")])
     scores = [k for k in want if k.startswith(("val_", "eval_", "best_val_", "best_eval_"))]
     assert scores and {k: got[k] for k in scores} == {k: want[k] for k in scores}
+    if name != "stsb":  # the label names in index order, an artifact beside the params (long lists fit there)
+        import mlflow
+
+        client = mlflow.MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+        path = client.download_artifacts(got["run_id"], "task/labels.json", str(tmp_path))
+        assert json.load(open(path)) == {"labels": sorted(SHARED[name][3])}
 
 
 def test_labels_given_in_order_must_cover_the_file(tmp_path):
@@ -370,3 +376,35 @@ def test_labels_given_in_order_must_cover_the_file(tmp_path):
     assert resolve(FileData(train_file=path, labels=("low", "mid", "high"))).labels == ("low", "mid", "high")
     e = _refused(FileData(train_file=path, labels=("low", "high")))
     assert e.field == "data.labels" and "'mid' not in data.labels" in e.message
+
+
+def test_files_changed_after_setup_are_refused_where_read(tmp_path):
+    """A worker, a ``--resume`` or ``best`` reads the files the run was set up on, or refuses in one line."""
+    path = _csv(tmp_path, "t.csv", [(f"t{i}", "xy"[i % 2]) for i in range(20)])
+    task = task_of(RunConfig.from_dict({"teacher": "t", "data": {"train_file": path}}))
+    assert len(task.loader(task, None, "train")) == 20
+    with open(path, "a", encoding="utf-8") as f:
+        f.write("t20,x\n")
+    with pytest.raises(UserError) as e:
+        task.loader(task, None, "train")
+    assert e.value.field == "data.train_file" and "changed since this run was set up" in e.value.message
+
+
+def test_a_builtin_task_refuses_a_teacher_naming_its_labels_in_another_order(tiny_teacher):
+    """SST-2's labels are (negative, positive); a teacher saying (positive, negative) would teach swapped targets."""
+    from transformers import AutoConfig
+
+    from raydistill.tasks import get_task
+    from raydistill.train.preflight import check_label_order
+
+    sst2 = get_task("sst2")
+    for names in (None, ("negative", "positive"), ("NEGATIVE", "POSITIVE"), ("neg", "pos")):
+        check_label_order(AutoConfig.from_pretrained(tiny_teacher("classification", 2, label_names=names)), sst2, "t")
+    swapped = AutoConfig.from_pretrained(tiny_teacher("classification", 2, label_names=("Positive", "Negative")))
+    with pytest.raises(UserError) as e:
+        check_label_order(swapped, sst2, "T")
+    assert (
+        e.value.field == "teacher"
+        and "(Positive, Negative)" in e.value.message
+        and "(negative, positive)" in (e.value.message)
+    )

@@ -206,6 +206,14 @@ def datasets(cfg) -> list[dict]:
     ]
 
 
+def log_inputs(tracker, run_id: str, cfg) -> None:
+    """A new run's dataset inputs and, for the user's files, the label names in index order as ``task/labels.json``
+    (a long list does not fit a param: ``data_params``)."""
+    tracker.log_datasets(run_id, datasets(cfg))  # re-reads and hashes the data: it can fail too
+    if cfg.data.labels:
+        tracker.log_dict(run_id, {"labels": list(cfg.data.labels)}, "task/labels.json")
+
+
 def _source(cfg, split: str) -> str:
     """Where a split's rows come from: the user's file (dev: the eval file, or train's when dev is held out of it),
     the augmented set (train), the corpus (general), the data folder or the hub."""

@@ -268,9 +268,9 @@ def _ready_run(cfg: RunConfig, tracker: Tracker, run_id: str, resumed: bool) -> 
     """A new run gets its dataset inputs; a restarted trial goes on in its run: RUNNING again, without the error of
     the attempt that failed."""
     if not resumed:
-        from raydistill.data.splits import datasets
+        from raydistill.data.splits import log_inputs
 
-        tracker.log_datasets(run_id, datasets(cfg))  # re-reads and hashes the data: it can fail too
+        log_inputs(tracker, run_id, cfg)
     else:
         tracker.reopen_run(run_id)
 

@@ -501,8 +501,37 @@ def load(spec: FileData, task, data_dir, split: str) -> list[dict]:
     split = {"dev": "validation", "eval": "validation"}.get(split, split)
     if split not in SPLIT_FILE:
         raise UserError("split", f"a task on files has no split {split!r}; known: train, validation, test")
+    _check_unchanged(spec)
     path = spec.path(split)
     return [{"text": t, "text_pair": p, "label": _encode(spec, path, n, lab)} for n, t, p, lab in _rows(spec, split)]
+
+
+def _check_unchanged(spec: FileData) -> None:
+    """The files a run reads are the files its description was made of (a Ray worker on another node, a ``--resume``
+    days later, ``best`` re-scoring a run): refused where their bytes changed since."""
+    paths = tuple(spec.path(s) for s in spec.splits())
+    if not spec.fingerprint:
+        return
+    now = _fingerprint_of(paths, tuple(_stamp(p) for p in paths))
+    if now != spec.fingerprint:
+        raise UserError(
+            "data.train_file",
+            f"{', '.join(paths)} changed since this run was set up (fingerprint {spec.fingerprint}, now {now}); "
+            "restore the files or start a new run on them",
+        )
+
+
+def _stamp(path: str) -> tuple[int, int]:
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        raise UserError("data.train_file", f"{path}: {e.strerror}; the run's files must be readable here") from None
+    return st.st_mtime_ns, st.st_size
+
+
+@functools.lru_cache(maxsize=32)
+def _fingerprint_of(paths: tuple[str, ...], stamps: tuple) -> str:  # stamps: hashed again only if a file changed
+    return fingerprint(paths)
 
 
 def task_name(spec: FileData) -> str:

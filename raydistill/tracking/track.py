@@ -277,6 +277,9 @@ class Tracker:
     def log_artifact(self, run_id: str, path: str, artifact_path: str | None = None) -> None:
         retry(self.client.log_artifact, run_id, path, artifact_path)
 
+    def log_dict(self, run_id: str, data: dict, artifact_file: str) -> None:
+        retry(self.client.log_dict, run_id, data, artifact_file)
+
     def log_datasets(self, run_id: str, datasets: list[dict]) -> None:
         """Dataset inputs of a run (the Dataset column of the MLflow UI): name, digest, source, context, row count."""
         from mlflow.entities import Dataset, DatasetInput, InputTag

@@ -124,9 +124,9 @@ def _train(cfg: RunConfig, tracker: Tracker, device, record: ResumeRecord, run_i
 
     try:
         if not record.resume_dir:
-            from raydistill.data.splits import datasets
+            from raydistill.data.splits import log_inputs
 
-            tracker.log_datasets(run_id, datasets(cfg))  # re-reads and hashes the data: it can fail too
+            log_inputs(tracker, run_id, cfg)
         ctx = Context(
             device=device, report=report, log=lambda m: log(m), live=sys.stderr.isatty(), resume_dir=record.resume_dir
         )

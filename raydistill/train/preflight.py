@@ -247,6 +247,23 @@ def _check_init(cfg: RunConfig, tcfg, task, method, require_head: bool, teacher_
                 f"{task.num_labels} labels); fine-tune it first: python -m raydistill.finetune --task {task.name} "
                 f"--model {cfg.teacher} --output DIR",
             )
+        if method.uses_teacher and not cfg.data.train_file:
+            check_label_order(tcfg, task, cfg.teacher)
+
+
+def check_label_order(tcfg, task, teacher: str) -> None:
+    """A built-in task keeps its own label order; a teacher that names the same labels in another order would teach
+    swapped soft targets, so it is refused (the user's files are aligned by name instead: ``tasks.files.align``)."""
+    names = [str(v) for _, v in sorted((getattr(tcfg, "id2label", None) or {}).items(), key=lambda kv: int(kv[0]))]
+    ours = [n.lower() for n in task.label_names]
+    theirs = [n.lower() for n in names]
+    if ours and sorted(theirs) == sorted(ours) and theirs != ours:
+        raise UserError(
+            "teacher",
+            f"{teacher} names its labels in another order ({', '.join(names)}) than {task.name} "
+            f"({', '.join(task.label_names)}); pass the rows as your own files, which align by name (python -m "
+            f"raydistill.data split --task {task.name} --output DIR writes them with label names)",
+        )
 
 
 def _check_method_shapes(cfg: RunConfig, tcfg, method) -> None:
