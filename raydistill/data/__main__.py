@@ -3,7 +3,8 @@
 ``python -m raydistill.data summary --task TASK [--data-dir DIR]`` prints one JSON object as the last stdout line:
   {"task", "kind", "splits": {split: n_examples}, "labels": {split: ...}, "carve": {...}, "metrics", "main_metric"}
 where ``labels`` is, per split: class-name counts (classification), {"min", "max", "mean"} of the score (regression),
-entity-type counts (token), {"questions", "paragraphs"} (qa). Splits whose file is missing are left out. ``carve``: the
+entity-type counts (token), {"questions", "paragraphs"} (qa). Splits whose file is missing are left out; the user's
+files' splits are named by their flags (``train``, ``eval``, ``test``). ``carve``: the
 validation split a run chooses on (data/carve.py), how many training rows it took out and how many of its rows still
 occur inside a training row (0).
 
@@ -60,7 +61,8 @@ def summary(task_name: str | None, data_dir, val_fraction: float = 0.1, data: di
         except MissingData as e:
             missing.append(str(e).split(": ", 1)[-1])
             continue
-        splits[split], labels[split] = len(examples), label_summary(task, examples)
+        name = {"validation": "eval"}.get(split, split) if data else split  # a file's split: the flag that named it
+        splits[name], labels[name] = len(examples), label_summary(task, examples)
     if not splits:
         raise UserError("data_dir", f"no split of {task.name} found: {missing[0]}")
     return {
