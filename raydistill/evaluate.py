@@ -31,7 +31,7 @@ def evaluate_dir(
     from raydistill.train.scoring import dev_metrics
 
     task = get_task(task_name) if isinstance(task_name, str) else task_name
-    examples = task.loader(task, data_dir, split or task.eval_split)  # data errors before the model is loaded
+    examples = _examples(task, data_dir, split)  # data errors before the model is loaded
     try:
         tok = AutoTokenizer.from_pretrained(model_dir)
     except (OSError, ValueError, TypeError) as e:
@@ -46,6 +46,17 @@ def evaluate_dir(
         examples = examples[:eval_limit]
     data = Data.dev_only(task, examples, tok, max_length)
     return dev_metrics(model, data, batch_size, torch.device("cpu"))
+
+
+def _examples(task, data_dir, split: str | None) -> list:
+    """``split`` None: the task's eval split; ``"holdout"``: the tenth of train a run holds out as dev (the user's
+    files without --eval-file), the rows its ``eval_*`` scores; ``"test"``: the --test-file."""
+    if split == "holdout":
+        from raydistill.data.splits import split_train
+
+        rows, held = split_train(task, data_dir)
+        return [rows[i] for i in sorted(held)]
+    return task.loader(task, data_dir, split or task.eval_split)
 
 
 def _task(a):
@@ -108,8 +119,10 @@ def main(argv=None) -> dict:
         "max_length",
         f"{a.max_length} is longer than the model's {limit} position embeddings; pass --max-length {limit} or less",
     )
-    split = "test" if a.split == "test" else None
+    split = "test" if a.split == "test" else ("holdout" if a.train_file and not a.eval_file else None)
     out = evaluate_dir(a.model, task, a.data_dir, a.max_length, a.eval_limit, split=split)
+    if split == "test":  # eval_* names the dev set everywhere else; the test file's scores must not pass for it
+        out = {"test_" + k.removeprefix("eval_"): v for k, v in out.items()}
     from raydistill.tasks.files import report
 
     report()  # the columns guessed in the user's files

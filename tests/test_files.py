@@ -408,3 +408,17 @@ def test_a_builtin_task_refuses_a_teacher_naming_its_labels_in_another_order(tin
         and "(Positive, Negative)" in e.value.message
         and "(negative, positive)" in (e.value.message)
     )
+
+
+def test_evaluate_scores_the_test_file_as_test(tmp_path, tiny_teacher):
+    """``evaluate --split test`` scores the --test-file and names the scores test_*: eval_* is the dev set's."""
+    from raydistill.evaluate import main
+
+    teacher = tiny_teacher("classification", 2, label_names=("negative", "positive"))
+    train = _csv(tmp_path, "train.csv", [(f"movie {i}", ("negative", "positive")[i % 2]) for i in range(20)])
+    test = _csv(tmp_path, "test.csv", [(f"film {i}", ("negative", "positive")[i % 3 == 0]) for i in range(9)])
+    common = ["--model", teacher, "--train-file", train, "--max-length", "16"]
+    out = main([*common, "--test-file", test, "--split", "test"])
+    assert set(out) == {"test_accuracy", "test_macro_f1", "test_f1", "test_mcc"}
+    dev = main(common)  # no --eval-file: the held-out tenth of train
+    assert set(dev) == {"eval_accuracy", "eval_macro_f1", "eval_f1", "eval_mcc"}

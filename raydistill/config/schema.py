@@ -262,7 +262,7 @@ class RunConfig:
         p = {
             "task": self.task,
             "teacher": self.teacher,
-            "data_dir": self.data_dir or HUB,
+            "data_dir": self.data_dir or ("" if self.data.train_file else HUB),  # the user's files: data params
             "method": self.distill.method,
             "temperature": self.distill.temperature,
             "alpha": self.distill.alpha,

@@ -16,6 +16,9 @@ from typing import Any
 from raydistill.common.errors import UserError
 from raydistill.common.paths import results_path
 
+# a command prints its own progress; MLflow's bars for a run's few artifacts would flood stderr
+os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+
 # called as watcher("open", uri, run_id, name, tags, params) / watcher("close", uri, run_id, status=...) when this
 # process starts / ends a run (orchestrate/guard.py: the runs to mark FAILED if a joined Ray cluster goes away)
 WATCHERS: list = []
