@@ -85,6 +85,9 @@ def paths(tiny_teacher, glue_dir, korean_dir, tmp_path_factory):
         bad_json=broken_teacher("bad-json", '{"model_type": "bert", "hidden_size": 32,'),
         bad_type=broken_teacher("bad-type", lambda c: {**c, "num_hidden_layers": "four"}),
         gpt=broken_teacher("gpt2", lambda c: {"model_type": "gpt2", "n_layer": 2, "n_embd": 32, "n_head": 2}),
+        swapped=broken_teacher(
+            "swapped", lambda c: {**c, "id2label": {"0": "positive", "1": "negative"}, "label2id": {"positive": 0}}
+        ),
         bad_label=glue("bad-label", "sentence\tlabel\na good movie\t1\na bad movie\t7\n"),
         empty_train=glue("empty-train", ""),
         header_only=glue("header-only", "sentence\tlabel\n"),
@@ -734,6 +737,14 @@ CASES = [
         varies=True,
     ),
     Case("distill-teacher-not-bert", "distill", lambda E: distill(E, teacher=E.gpt), "teacher", what="a GPT-2 teacher"),
+    Case(
+        "distill-teacher-labels-swapped",
+        "distill",
+        lambda E: distill(E, teacher=E.swapped),
+        "teacher",
+        what="a teacher naming SST-2's labels in another order (`positive, negative`)",
+        says="align by name",
+    ),
     Case(
         "distill-teacher-hub-offline",
         "distill",
