@@ -158,9 +158,10 @@ def _checkpoints(run_dir: str) -> list[str]:
 
 def fit_in_process(cfg: RunConfig, *, run_dir: str, threads: int, resume: bool, on_epoch) -> tuple[dict, str]:
     """One 1-worker CPU run in this process, without Ray Train, whose controller and worker start are most of a sweep
-    trial's fixed cost (docs/benchmarks/2026-11-23-sweep-throughput.md): the same loop, each epoch's checkpoint persisted under ``run_dir`` (the last
-    ``KEEP``), ``on_epoch(metrics)`` per epoch, and a restarted trial (``resume``) going on from its latest
-    checkpoint. Returns the last epoch's metrics and the latest checkpoint folder."""
+    trial's fixed cost (docs/benchmarks/2026-11-23-sweep-throughput.md): the same loop, each epoch's checkpoint
+    persisted under ``run_dir`` (the last ``KEEP``), ``on_epoch(metrics)`` per epoch, and a restarted trial
+    (``resume``) going on from its latest checkpoint. Returns the last epoch's metrics and the latest checkpoint
+    folder."""
     import torch
 
     from raydistill.train.loop import Context, run
