@@ -61,7 +61,7 @@ def quantize_onnx(fp32_path: str, out_path: str | None = None, per_channel: bool
 
 def ort_session(path: str, threads: int | None = None, spin: bool = False):
     """A CPU session with torch's thread count. ORT's pool spins like OpenMP's ACTIVE policy unless told not to;
-    on a shared CPU that doubles batch-1 latency, so spinning is off by default (as in benchmarks/latency.py)."""
+    on a shared CPU that slows batch 1 down (docs/benchmarks/README.md, Machine), so spinning is off by default."""
     import onnxruntime as ort
 
     so = ort.SessionOptions()
