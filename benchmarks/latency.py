@@ -26,7 +26,7 @@ process; the report gives medians (ms) and ratios of medians:
 
 Ratios come in three groups (JSON ``summary[bN]``, and one printed line each): ``same_runtime`` (teacher and student
 in the same runtime and precision: PyTorch fp32, ORT fp32, ORT INT8, bf16 autocast, and the INT8 ORT student against
-the fp32 ORT teacher, the ORT form of the 25x target); ``same_model`` (one model, two runtimes or precisions: what the
+the fp32 ORT teacher); ``same_model`` (one model, two runtimes or precisions: what the
 runtime alone is worth); ``cross_runtime`` (PyTorch fp32 teacher / ORT student: distillation and the runtime's gain
 together, labelled so it is not read as either).
 

@@ -7,8 +7,8 @@ randomly initialised.
 
     python benchmarks/shape_latency.py --teacher W/teachers/sst2 --shapes 3,192,768,6 2,384,1536,12 3,384,1536,12
 
-Ends with one `SHAPES teacher_ms=… {shape: ratio to the teacher}` line; the target "within half the teacher's
-batch-1 latency" is a ratio ≤ 0.5.
+Ends with one `SHAPES teacher_ms=… {shape: ratio to the teacher}` line; a shape within half the teacher's batch-1
+latency has a ratio ≤ 0.5.
 """
 
 from __future__ import annotations

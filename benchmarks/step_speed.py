@@ -34,7 +34,7 @@ import os
 import sys
 
 # Many short OpenMP regions + a shared, oversubscribed CPU = threads spinning at barriers while their sibling is
-# descheduled (a tiny forward goes from 3 ms to 500+ ms). PASSIVE makes waiting threads sleep; set before torch loads.
+# descheduled (docs/benchmarks/README.md, Machine). PASSIVE makes waiting threads sleep; set before torch loads.
 if "--omp-active" not in sys.argv:
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

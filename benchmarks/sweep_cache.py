@@ -1,6 +1,6 @@
 """Benchmark (a): a 3-trial sweep with and without the shared teacher-output cache, side by side in one run.
 
-12L-768 teacher → 4L-312 student, 512 SST-2 examples at length 64, 3 trials × 2 epochs (issue target ≥ 2.5×).
+12L-768 teacher → 4L-312 student, 512 SST-2 examples at length 64, 3 trials × 2 epochs.
     python benchmarks/sweep_cache.py --data-dir ../shared/data/glue          # full size
     python benchmarks/sweep_cache.py --smoke                                  # tiny models, seconds
     python benchmarks/sweep_cache.py --data-dir ../shared/data/glue --teacher both   # bf16 and fp32 teacher

@@ -13,7 +13,7 @@ cache warm (a first, untimed sweep builds it), ASHA off so every trial runs ever
     python benchmarks/sweep_throughput.py --data-dir ../shared/data/glue
     python benchmarks/sweep_throughput.py --smoke            # tiny models and data, baseline and default only
 Prints per sweep: wall (command and tuning), trials/hour, mean per-trial fixed cost (trial wall minus its training
-steps, from MLflow) with its phases; then `RATIO` lines, the issue's target `default/baseline` last.
+steps, from MLflow) with its phases; then `RATIO` lines, `default/baseline` last.
 """
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ def main() -> None:
     cpus = int(Cluster.local().cpus)
     serial = ["--max-concurrent", "1", "--cpus-per-worker", "1"]
     sweeps = [("baseline", [*serial, "--ray-train-trials"]), ("default", [])]
-    if not a.smoke:  # the smoke run (tests) checks the plumbing with the two sweeps of the target ratio only
+    if not a.smoke:  # the smoke run (tests) checks the plumbing with the two sweeps of the last ratio only
         run_sweep(work, common + ["--num-samples", "1"], "warm-up", ["--max-concurrent", "1"])  # cache + memo, untimed
         sweeps += [("serial", serial), (f"1x{cpus}threads", ["--cpus-per-worker", str(cpus)])]
     rows = []

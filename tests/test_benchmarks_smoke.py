@@ -1,6 +1,6 @@
 """The benchmark scripts run end to end on tiny models (``--smoke``) and print their ratio line.
 
-The numbers of a smoke run mean nothing (tiny models, one step); BENCHMARKS.md has the full-size runs.
+The numbers of a smoke run mean nothing (tiny models, one step); docs/benchmarks/ has the full-size runs.
 """
 
 from __future__ import annotations

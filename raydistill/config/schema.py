@@ -1,11 +1,7 @@
 """Typed, frozen run configuration. One RunConfig = one distillation run = one MLflow run.
 
-Loss-weight convention (written once, logged with every run as ``loss_convention``):
-  soft loss  = T² · KL(softmax(z_t/T) ‖ softmax(z_s/T))   (Hinton; T² keeps gradient scale independent of T)
-  α          weighs the soft (teacher-prediction) loss, (1 − α) the hard (gold-label) loss
-  β          weighs the intermediate loss (PKD patient loss; TinyBERT/two-stage transformer losses)
-General distillation (task "general", the one task without labels) has no hard loss: α weighs the soft loss next to
-α_mlm and α_cos, and may exceed 1 (DistilBERT: 5·soft + 2·MLM + 1·cos).
+Loss weights (α, β, T) follow the loss convention written in docs/methods.md ("The loss convention") and nowhere
+else; ``LOSS_CONVENTION`` is its short form, logged with every run as ``loss_convention``.
 
 Unset fields (``StudentConfig.init`` "", ``DistillConfig`` temperature / alpha / alpha_mlm None) mean "the method's
 default" (``Method.default_init``, ``Method.defaults``); ``RunConfig`` fills them in when it is made, so a run's
@@ -146,9 +142,8 @@ class TrainConfig:
     # validation split everything chooses on ("val"); the dev set only reports. "dev": choose on dev (the old way).
     val_fraction: float = 0.1
     select_on: str = "val"
-    # batches of similar-length rows (raydistill/data/batches.py): the same rows and steps with ~1/3 fewer padded
-    # token slots
-    # on MRPC, 1.47x faster training epochs (BENCHMARKS.md, group_by_length.py)
+    # batches of similar-length rows (raydistill/data/batches.py): the same rows and steps with fewer padded token
+    # slots, so faster epochs (docs/benchmarks/2026-11-24-epoch-speed-mrpc.md)
     group_by_length: bool = True
 
     def validate(self) -> None:

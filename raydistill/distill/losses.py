@@ -1,10 +1,7 @@
 """Distillation losses: plain functions the methods (``methods/``) combine. Every function returns a scalar tensor.
 
-Convention (the one place it is written; ``config.LOSS_CONVENTION`` logs it with every run):
-
-    soft  = T² · KL(softmax(z_t/T) ‖ softmax(z_s/T)), summed over classes, averaged over the batch
-            (over real tokens for token tagging); T² keeps gradient size independent of T (Hinton et al.)
-    total = α · soft + (1 − α) · hard + β · intermediate
+The soft loss and how α, β weigh the terms: the loss convention in docs/methods.md ("The loss convention");
+``config.LOSS_CONVENTION`` logs its short form with every run.
 
 Shapes: B batch, T tokens, C classes, H hidden, A attention heads; ``mask``/``attention_mask`` is [B, T] with 1 for
 real tokens and 0 for padding. Teacher tensors are constants: compute them under ``torch.no_grad()``.

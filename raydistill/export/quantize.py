@@ -4,13 +4,13 @@ dev score next to the fp32 file's on the run's own dev set, and batch-1 latency 
 The teacher is timed in the student's own runtime too: exported to ONNX the way the student was (``onnxexport``) and
 run in an ONNX Runtime session with the same threads, fp32 and dynamically quantised like the student. The headline
 ratio compares like with like (INT8 ONNX student / fp32 ONNX teacher); the ratio against the PyTorch teacher is kept
-under a name that says it crosses runtimes (moving the same student from PyTorch to ONNX Runtime alone is worth
-1.45-1.9x at batch 1 in BENCHMARKS.md (c), so that ratio credits distillation with the runtime's gain).
+under a name that says it crosses runtimes (moving the same student from PyTorch to ONNX Runtime alone makes it
+faster, so that ratio credits distillation with the runtime's gain: docs/benchmarks/2026-11-24-latency-same-runtime.md).
 
 Dynamic quantisation (``onnxruntime.quantization.quantize_dynamic``): MatMul weights stored as INT8 (per output
-channel), activations quantised on the fly, so no calibration data is needed. BENCHMARKS.md (c) has the
-measurements behind these choices (per-tensor weights, quantised embeddings, ONNX Runtime's pre-processing and
-BERT fusions before quantising were each tried and lost score or speed).
+channel), activations quantised on the fly, so no calibration data is needed. Per-tensor weights, quantised
+embeddings, and ONNX Runtime's pre-processing or BERT fusions before quantising were each tried and lost score or
+speed: docs/benchmarks/2026-11-23-int8-onnx.md.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from raydistill.tracking.track import Tracker
 
 INT8_NAME = "model.int8.onnx"
 MAX_DROP_POINTS = 1.0  # the INT8 student may lose at most this many points (0.01 on a 0-1 metric) of dev score
-# Measured on the SST-2 student (BENCHMARKS.md (c)): per-channel weights keep the dev score (per-tensor lost 0.9
-# points); quantising the embedding Gathers too makes the file 3x smaller but cost 0.3 points and bought no speed.
+# MatMul only, per channel: per-tensor weights lost dev score, and quantising the embedding Gathers too shrank the file
+# but lost score for no speed (docs/benchmarks/2026-11-23-int8-onnx.md).
 OP_TYPES = ("MatMul",)
 
 
@@ -44,7 +44,7 @@ def quantize_onnx(fp32_path: str, out_path: str | None = None, per_channel: bool
     out_path = out_path or os.path.join(os.path.dirname(fp32_path), INT8_NAME)
     root = logging.getLogger()
     level = root.level
-    # it advises quant_pre_process on the root logger; measured, that made batch 1 ~13% slower at the same score
+    # it advises quant_pre_process on the root logger; that made batch 1 slower at the same score (the INT8 report)
     root.setLevel(logging.ERROR)
     try:
         quantize_dynamic(
@@ -61,7 +61,7 @@ def quantize_onnx(fp32_path: str, out_path: str | None = None, per_channel: bool
 
 def ort_session(path: str, threads: int | None = None, spin: bool = False):
     """A CPU session with torch's thread count. ORT's pool spins like OpenMP's ACTIVE policy unless told not to;
-    on a shared CPU that doubles batch-1 latency, so spinning is off by default (as in benchmarks/latency.py)."""
+    on a shared CPU that slows batch 1 down (docs/benchmarks/README.md, Machine), so spinning is off by default."""
     import onnxruntime as ort
 
     so = ort.SessionOptions()

@@ -164,7 +164,7 @@ def _environ(values: dict):
                 os.environ[k] = v
 
 
-# A trial's fixed cost on one machine (benchmarks/sweep_throughput.py, BENCHMARKS.md): Ray Train's controller polls its
+# A trial's fixed cost on one machine (docs/benchmarks/2026-11-23-sweep-throughput.md): Ray Train's controller polls its
 # workers every 2 s by default and starts a preemption-watcher actor (a process) per run, for spot nodes a local machine
 # does not have. Set in the environment to override.
 LOCAL_TRAIN_ENV = {"RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.5", "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER": "0"}

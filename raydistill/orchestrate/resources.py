@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 from raydistill.common.errors import UserError, check
 
-# benchmarks/sweep_throughput.py on the 2-core machine: 2 trials × 1 CPU finish more trials per hour than
-# 1 trial × 2 threads (each trial's fixed cost overlaps the other's training; two threads do not halve a step).
+# More trials at once beat more threads per trial on a small CPU machine: each trial's fixed cost overlaps the other's
+# training, and two threads do not halve a step (docs/benchmarks/2026-11-23-sweep-throughput.md).
 DEFAULT_CPUS_PER_WORKER = 1.0
 
 

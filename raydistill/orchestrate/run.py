@@ -143,8 +143,8 @@ def _copy_best(root: str, output: str) -> str:
 
 
 # checkpoints kept per run (in process and on Ray Train): the latest. It is written beside the old one and put in place
-# atomically before the old one goes, so one is enough to resume; each is ~270 MB for a 3L-384 student (student, best
-# student, AdamW state), so a 2-kept MRPC search filled 14 GB
+# atomically before the old one goes, so one is enough to resume; each holds the student, the best student and the
+# AdamW state, so keeping two doubled the disk a search fills
 KEEP = 1
 
 
@@ -157,10 +157,11 @@ def _checkpoints(run_dir: str) -> list[str]:
 
 
 def fit_in_process(cfg: RunConfig, *, run_dir: str, threads: int, resume: bool, on_epoch) -> tuple[dict, str]:
-    """One 1-worker CPU run in this process, without Ray Train, whose controller and worker start cost a sweep
-    trial ~11 s (BENCHMARKS.md (e)): the same loop, each epoch's checkpoint persisted under ``run_dir`` (the last
-    ``KEEP``), ``on_epoch(metrics)`` per epoch, and a restarted trial (``resume``) going on from its latest
-    checkpoint. Returns the last epoch's metrics and the latest checkpoint folder."""
+    """One 1-worker CPU run in this process, without Ray Train, whose controller and worker start are most of a sweep
+    trial's fixed cost (docs/benchmarks/2026-11-23-sweep-throughput.md): the same loop, each epoch's checkpoint
+    persisted under ``run_dir`` (the last ``KEEP``), ``on_epoch(metrics)`` per epoch, and a restarted trial
+    (``resume``) going on from its latest checkpoint. Returns the last epoch's metrics and the latest checkpoint
+    folder."""
     import torch
 
     from raydistill.train.loop import Context, run

@@ -1,9 +1,10 @@
 """Numeric precision of the frozen teacher and of the training step.
 
-The teacher is frozen, so its forward pass is pure inference: under bf16 autocast it runs ~2× faster on CPUs with
-native bf16 matmul (AVX512-BF16 or AMX) and on GPUs, and moves the distillation losses by ~1e-4 relative
-(BENCHMARKS.md). ``TrainConfig.teacher_bf16`` (on by default) asks for it; it is used only where the hardware has
-native bf16, so older CPUs keep the exact fp32 teacher. ``TrainConfig.bf16`` autocasts the whole step on GPU.
+The teacher is frozen, so its forward pass is pure inference: under bf16 autocast it runs faster on CPUs with native
+bf16 matmul (AVX512-BF16 or AMX) and on GPUs, and moves the distillation losses only slightly
+(docs/benchmarks/2026-11-23-step-speed.md). ``TrainConfig.teacher_bf16`` (on by default) asks for it; it is used only
+where the hardware has native bf16, so older CPUs keep the exact fp32 teacher. ``TrainConfig.bf16`` autocasts the
+whole step on GPU.
 """
 
 from __future__ import annotations

@@ -86,9 +86,9 @@ def train_step(
     return losses
 
 
-# PyTorch's fused AdamW: one kernel per tensor instead of a dozen elementwise passes, the same update up to rounding.
-# On this CPU a 3L-384 student's step takes 13 ms fused vs 85 ms per-tensor (PyTorch's CPU default), ~8% of an MRPC
-# training step (benchmarks/group_by_length.py --optimizer-only). False: PyTorch's default.
+# PyTorch's fused AdamW: one kernel per tensor instead of a dozen elementwise passes, the same update up to rounding;
+# on CPU PyTorch's default is per-tensor (docs/benchmarks/2026-11-24-epoch-speed-mrpc.md, "Fused AdamW"). False:
+# PyTorch's default.
 FUSED_ADAMW = True
 
 

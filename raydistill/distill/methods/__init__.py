@@ -3,9 +3,8 @@
 ``register``, ``get_method``) and ``base`` (``Outputs``, ``Needs``, the prediction losses, ``Method``). Importing this
 package imports every method module, so ``METHODS`` is complete; callers import from here.
 
-Weights follow ``raydistill.config.schema.LOSS_CONVENTION``: α weighs the soft (teacher-prediction) loss,
-(1 − α) the hard loss, β the intermediate loss; the soft loss is T²-scaled KL. Components are returned
-unweighted (logged as ``train_<name>``) next to the weighted ``loss`` that is optimised.
+Weights follow the loss convention (docs/methods.md, "The loss convention"). Components are returned unweighted
+(logged as ``train_<name>``) next to the weighted ``loss`` that is optimised.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """What every method shares: what a method reads (``Outputs``) and asks for (``Needs``), the task-aware prediction
 losses, and the ``Method`` base class.
 
-Weights follow ``raydistill.config.schema.LOSS_CONVENTION``: α weighs the soft (teacher-prediction) loss,
-(1 − α) the hard loss, β the intermediate loss; the soft loss is T²-scaled KL. Components are returned
-unweighted (logged as ``train_<name>``) next to the weighted ``loss`` that is optimised.
+Weights follow the loss convention (docs/methods.md, "The loss convention"). Components are returned unweighted
+(logged as ``train_<name>``) next to the weighted ``loss`` that is optimised.
 """
 
 from __future__ import annotations

@@ -1,0 +1,113 @@
+"""The README and docs/ hold together: every relative link resolves (the file, and a ``#anchor`` to a heading of it),
+and the README's commands table names only commands that exist (each answers ``--help``)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+LINK = re.compile(r"!?\[(?:[^\]\\]|\\.)*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+FENCE = re.compile(r"^\s*(```|~~~)")
+
+
+def prose(text: str) -> list[str]:
+    """The lines outside fenced code blocks, inline code spans blanked (a link shown as code is not a link)."""
+    out, fenced = [], False
+    for line in text.splitlines():
+        if FENCE.match(line):
+            fenced = not fenced
+            out.append("")
+            continue
+        out.append("" if fenced else re.sub(r"`+[^`]*`+", "``", line))
+    return out
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor of a heading: links reduced to their text, lower case, punctuation dropped, spaces to hyphens."""
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading).strip().lower()
+    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+
+
+def anchors(path: Path) -> set[str]:
+    seen: dict[str, int] = {}
+    out = set()
+    fenced = False
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if FENCE.match(line):
+            fenced = not fenced
+        m = None if fenced else re.match(r"^#{1,6}\s+(.*?)\s*#*\s*$", line)
+        if m:
+            s = slug(m.group(1))
+            n = seen.get(s, 0)
+            seen[s] = n + 1
+            out.add(s if n == 0 else f"{s}-{n}")
+    return out
+
+
+def links(path: Path) -> list[tuple[int, str]]:
+    return [
+        (i, m.group(1))
+        for i, line in enumerate(prose(path.read_text(encoding="utf-8")), 1)
+        for m in LINK.finditer(line)
+        if not re.match(r"^[a-z][a-z0-9+.-]*:", m.group(1), re.I)  # http:, https:, mailto:, …
+    ]
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_relative_links_resolve(doc):
+    bad = []
+    for line, target in links(doc):
+        file, _, anchor = target.partition("#")
+        dest = (doc.parent / file).resolve() if file else doc
+        where = f"{doc.relative_to(ROOT)}:{line}: {target}"
+        if not dest.exists():
+            bad.append(f"{where} (no such file)")
+        elif anchor and dest.suffix == ".md" and anchor not in anchors(dest):
+            bad.append(f"{where} (no heading with that anchor in {dest.relative_to(ROOT)})")
+    assert not bad, "broken links:\n" + "\n".join(bad)
+
+
+def test_link_checker_sees_a_broken_link(tmp_path):
+    doc = tmp_path / "x.md"
+    fenced = "```\n[fenced](y.md)\n```\n"
+    doc.write_text("# A title\n[ok](#a-title) [bad](#nope) [gone](missing.md) `[code](x.md)`\n" + fenced)
+    assert links(doc) == [(2, "#a-title"), (2, "#nope"), (2, "missing.md")]
+    assert anchors(doc) == {"a-title"}
+    assert slug("Quickstart: minutes on a laptop CPU, offline") == "quickstart-minutes-on-a-laptop-cpu-offline"
+    assert slug("`search`: the [YAML](a.md) keys") == "search-the-yaml-keys"
+
+
+def readme_commands() -> list[list[str]]:
+    """The argv that asks each command of the README's commands table for its ``--help``: the first column's
+    ``python -m MODULE`` (or ``raydistill SUB``), with its subcommand where it names one (``summary|split``: each)."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("\n## Commands\n", 1)[1].split("\n## ", 1)[0]
+    argvs = []
+    for row in re.findall(r"^\|\s*`([^`]+)`\s*\|", section, re.M):
+        words = row.replace("\\|", "|").split()
+        if words[:2] == ["python", "-m"]:
+            module, rest = words[2], words[3:]
+        elif words[0] == "raydistill":
+            module, rest = "raydistill", words[1:]
+        else:
+            raise AssertionError(f"README commands table: {row!r} is neither python -m MODULE nor raydistill SUB")
+        subs = rest[0].split("|") if rest and re.fullmatch(r"[a-z][a-z_]*(\|[a-z][a-z_]*)*", rest[0]) else [""]
+        argvs += [[sys.executable, "-m", module, *([s] if s else []), "--help"] for s in subs]
+    return argvs
+
+
+def test_readme_commands_exist():
+    argvs = readme_commands()
+    assert len(argvs) >= 8, argvs  # the table was found and read
+    failed = []
+    for argv in argvs:
+        r = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT, timeout=120)
+        if r.returncode != 0 or "usage" not in (r.stdout + r.stderr).lower():
+            failed.append(f"{' '.join(argv[1:])}: exit {r.returncode}: {(r.stderr or r.stdout).strip()[-300:]}")
+    assert not failed, "README commands that do not answer --help:\n" + "\n".join(failed)
