@@ -320,21 +320,26 @@ def test_a_space_carries_a_dataset_and_token_columns(klue, tmp_path, tiny_teache
 
 @pytest.mark.slow
 def test_distill_command_on_klue_rows_scores_as_on_the_builtin_task(ray_session, klue, tiny_teacher, tmp_path):
-    """``python -m raydistill.distill`` end to end (Ray Train, MLflow) on the JSON Lines and on the built-in klue_ner:
-    the same val_* and eval_* scores with the same seed."""
+    """``python -m raydistill.distill`` end to end (Ray Train workers, MLflow) on the JSON Lines, on the dataset folder
+    and on the built-in klue_ner: the same val_* and eval_* scores with the same seed."""
     from raydistill.distill.__main__ import main
 
     teacher = _klue_teacher(tiny_teacher, klue)
     common = ["--method", "kd", "--teacher", teacher, "--init", "first_k", "--student-layers", "2"]
     common += ["--epochs", "1", "--max-steps", "3", "--batch-size", "8", "--max-length", "32", "--train-limit", "64"]
     common += ["--eval-limit", "40", "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}", "--no-teacher-cache"]
-    files = klue["jsonl"]
-    mine = ["--train-file", files["train_file"], "--eval-file", files["eval_file"]]
-    mine += ["--tokens-column", "chars", "--tags-column", "ner"]
+    files, cols = klue["jsonl"], ["--tokens-column", "chars", "--tags-column", "ner"]
     want = main([*common, "--task", "klue_ner", "--data-dir", klue["builtin"], "--output", str(tmp_path / "a")])
-    got = main([*common, *mine, "--output", str(tmp_path / "b")])
     scores = [k for k in want if k.startswith(("val_", "eval_", "best_val_", "best_eval_"))]
-    assert "best_eval_f1" in scores and {k: got[k] for k in scores} == {k: want[k] for k in scores}
+    assert "best_eval_f1" in scores
+    for i, mine in enumerate(
+        (
+            ["--train-file", files["train_file"], "--eval-file", files["eval_file"]],
+            ["--dataset", klue["dataset"]["dataset"]],
+        )
+    ):
+        got = main([*common, *mine, *cols, "--output", str(tmp_path / f"b{i}")])
+        assert {k: got[k] for k in scores} == {k: want[k] for k in scores}
 
 
 @pytest.mark.slow
@@ -406,6 +411,33 @@ def test_bad_datasets_are_refused_in_one_line(tmp_path, capsys):
     assert _refused(FileData(train_file=f"{folder}/train.jsonl", train_split="x")).field == "data.train_split"
     e = _refused(FileData(dataset=f"{folder}/train.jsonl"))
     assert "is a file; pass it as --train-file" in e.message
+    multi = tmp_path / "multi"  # two configurations named in its card, none chosen
+    for c in ("a", "b"):
+        _reviews(multi / c, ("train",), n=4)
+    (multi / "README.md").write_text(
+        "---\nconfigs:\n"
+        + "".join(f"- config_name: {c}\n  data_files:\n  - split: train\n    path: {c}/train.jsonl\n" for c in "ab")
+        + "---\n"
+    )
+    e = _refused(FileData(dataset=str(multi)))
+    assert e.field == "data.dataset_config" and "one of ['a', 'b']" in e.message
+    assert "Available: ['a', 'b']" in _refused(FileData(dataset=str(multi), dataset_config="c")).message
+    assert (
+        task_of(
+            RunConfig.from_dict(
+                {
+                    "teacher": "t",
+                    "data": {
+                        "dataset": str(multi),
+                        "dataset_config": "b",
+                        "text_column": "body",
+                        "label_column": "tag",
+                    },
+                }
+            )
+        ).name
+        == "dataset-multi-b"
+    )
     assert capsys.readouterr().err == ""  # datasets' progress bars and log lines stay out
     with pytest.raises(UserError, match="--task sst2 and --dataset both name the data"):
         RunConfig.from_dict({"task": "sst2", "teacher": "x", "data": {"dataset": folder}})

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import os
 import re
 from collections.abc import Iterator
@@ -76,9 +77,15 @@ def _offline(name: str) -> str:
 
 
 def _failure(name: str, config: str, e: Exception) -> UserError:
-    first = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
+    lines = str(e).strip().splitlines() or [type(e).__name__]
+    first = lines[0][:300]
     if config and first.startswith("BuilderConfig"):
         return UserError("data.dataset_config", f"{name}: {first}; pass one of them as --dataset-config")
+    if first.startswith("Config name is missing") and len(lines) > 1:  # several configurations, none chosen
+        names = lines[1].partition(": ")[2][:300]
+        return UserError(
+            "data.dataset_config", f"{name} has several configurations; pass --dataset-config, one of {names}"
+        )
     if "save_to_disk" in first:
         return UserError(
             "data.dataset",
@@ -115,10 +122,19 @@ def revision(name: str, config: str) -> str:
     _check_name(name)
     try:
         with _quiet():
-            commit = str(datasets.load_dataset_builder(name, config or None).hash)
+            builder = datasets.load_dataset_builder(
+                name, config or None, **_remote_code_off(datasets.load_dataset_builder)
+            )
+            commit = str(builder.hash)
     except Exception as e:  # datasets and the hub raise a dozen unrelated types
         raise _failure(name, config, e) from None
     return commit if SHA.fullmatch(commit) else ""
+
+
+def _remote_code_off(fn) -> dict:
+    """``trust_remote_code=False`` where ``fn`` takes it (datasets 3; later versions run no dataset scripts at all,
+    and their ``load_dataset_builder`` would take the keyword for a config field)."""
+    return {"trust_remote_code": False} if "trust_remote_code" in inspect.signature(fn).parameters else {}
 
 
 def load(name: str, config: str = "", revision: str = ""):
