@@ -66,8 +66,8 @@ def _task(a):
     from raydistill.config.schema import RunConfig, task_of
     from raydistill.tasks import get_task
 
-    if not a.train_file:
-        check(bool(a.task), "task", "is required: --task NAME, or --train-file FILE for your own data")
+    if not data_section(a):
+        check(bool(a.task), "task", "is required: --task NAME, or --train-file FILE / --dataset NAME for your own data")
         return get_task(a.task)
     return task_of(RunConfig.from_dict({"task": a.task, "teacher": a.model, "data": data_section(a)}))
 

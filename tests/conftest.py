@@ -14,6 +14,8 @@ os.environ.setdefault("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.2")  # report() wa
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("RAYDISTILL_CACHE_DIR", tempfile.mkdtemp(prefix="raydistill-test-cache-"))  # latency memo
+# what datasets.load_dataset makes of a local folder (issue 38's --dataset DIR): a cache of the tests' own
+os.environ.setdefault("HF_DATASETS_CACHE", tempfile.mkdtemp(prefix="raydistill-test-datasets-"))
 
 # The interrupt tests send Ctrl-C to the commands they start (and to this process): a suite launched as a background
 # job inherits SIGINT ignored, which the commands rightly keep ignoring (cli.py), so take Ctrl-C back here, as an

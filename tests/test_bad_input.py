@@ -71,6 +71,13 @@ def paths(tiny_teacher, glue_dir, korean_dir, tmp_path_factory):
         f.write_text(text, encoding="utf-8")
         return str(f)
 
+    def folder(name, **splits):  # a dataset folder that datasets.load_dataset reads (issue 38)
+        d = root / name
+        d.mkdir()
+        for split, text in splits.items():
+            (d / f"{split}.csv").write_text(text, encoding="utf-8")
+        return str(d)
+
     a_file = root / "a-file"
     a_file.write_text("not a folder\n")
     (root / "empty").mkdir()
@@ -100,6 +107,15 @@ def paths(tiny_teacher, glue_dir, korean_dir, tmp_path_factory):
         csv_header_only=own("header-only.csv", "body,tag\n"),
         csv_new_label=own("new-label.csv", "body,tag\na good movie,pos\nso so,meh\n"),
         jsonl_broken=own("broken.jsonl", '{"body": "a good movie", "tag": "pos"}\n{"body": "a bad movie", "tag"\n'),
+        dataset=folder("reviews-dataset", train="body,tag\na good movie,pos\na bad movie,neg\n"),
+        tokens_text=own(
+            "tokens-text.jsonl", '{"words": ["a", "film"], "tags": ["O", "O"]}\n{"words": "a film", "tags": ["O"]}\n'
+        ),
+        tags_short=own(
+            "tags-short.jsonl",
+            '{"words": ["Kim", "said"], "tags": ["B-PS", "O"]}\n{"words": ["Lee", "ran"], "tags": ["B-PS"]}\n',
+        ),
+        tokens_csv=own("tokens.csv", "words,tags\nKim said,B-PS O\n"),
         data_typo=space("data-typo", "name: x\nmethod: kd\ndata: {train_fil: reviews.csv}\n"),
         bad_yaml=space("bad-yaml", "name: x\nstudent: {layers: [1, 2\n"),
         list_yaml=space("list-yaml", "- method: kd\n"),
@@ -400,6 +416,121 @@ CASES = [
         ],
         "task",
         what="`--task sst2` and `--train-file` together",
+        says="give one of them",
+    ),
+    # ---------------------------------------------------------------- a dataset by name, token rows (issue 38)
+    Case(
+        "data-dataset-offline",
+        "data",
+        lambda E: ["summary", "--dataset", "someone/no-such-dataset"],
+        "data.dataset",
+        what="`--dataset` naming a hub dataset, offline",
+        says="pass a local copy",
+    ),
+    Case(
+        "data-dataset-folder-missing",
+        "data",
+        lambda E: ["summary", "--dataset", E.tmp + "/nope"],
+        "data.dataset",
+        what="`--dataset` folder that does not exist",
+    ),
+    Case(
+        "data-dataset-folder-empty",
+        "data",
+        lambda E: ["summary", "--dataset", E.empty_dir],
+        "data.dataset",
+        what="`--dataset` folder without data files",
+        says="doesn't contain any data files",
+        varies=True,  # the reason is datasets' own words
+    ),
+    Case(
+        "data-dataset-split-missing",
+        "data",
+        lambda E: [
+            "summary",
+            "--dataset",
+            E.dataset,
+            "--text-column",
+            "body",
+            "--label-column",
+            "tag",
+            "--eval-split",
+            "dev",
+        ],
+        "data.eval_split",
+        what="`--eval-split` the dataset does not have",
+        says="its splits: train",
+    ),
+    Case(
+        "data-tokens-not-a-list",
+        "data",
+        lambda E: ["summary", "--train-file", E.tokens_text, "--tokens-column", "words", "--tags-column", "tags"],
+        "data.tokens_column",
+        what="a tokens column holding text, not a list",
+        says="line 2",
+    ),
+    Case(
+        "data-tags-length",
+        "data",
+        lambda E: ["summary", "--train-file", E.tags_short, "--tokens-column", "words", "--tags-column", "tags"],
+        "data.tags_column",
+        what="tags of another length than the tokens",
+        says="line 2: 2 tokens but 1 tags",
+    ),
+    Case(
+        "data-tokens-in-csv",
+        "data",
+        lambda E: ["summary", "--train-file", E.tokens_csv, "--tokens-column", "words", "--tags-column", "tags"],
+        "data.tokens_column",
+        what="`--tokens-column` on a CSV file",
+        says="JSON Lines or Parquet",
+    ),
+    Case(
+        "distill-dataset-and-train-file",
+        "distill",
+        lambda E: [
+            "--method",
+            "kd",
+            "--teacher",
+            E.teacher,
+            "--dataset",
+            E.dataset,
+            "--train-file",
+            E.csv_ok,
+            "--tracking-uri",
+            E.uri,
+            "--output",
+            E.out,
+            "--storage-path",
+            E.storage,
+            *TINY,
+        ],
+        "data.dataset",
+        what="`--dataset` and `--train-file` together",
+        says="give one of them",
+    ),
+    Case(
+        "distill-task-and-dataset",
+        "distill",
+        lambda E: [
+            "--method",
+            "kd",
+            "--teacher",
+            E.teacher,
+            "--task",
+            "sst2",
+            "--dataset",
+            E.dataset,
+            "--tracking-uri",
+            E.uri,
+            "--output",
+            E.out,
+            "--storage-path",
+            E.storage,
+            *TINY,
+        ],
+        "task",
+        what="`--task sst2` and `--dataset` together",
         says="give one of them",
     ),
     Case(
@@ -1451,6 +1582,7 @@ SUBPROCESS = [
     "sweep-trial-larger-than-cluster",
     "best-export-holds-users-files",
     "data-train-file-not-json",
+    "data-dataset-offline",
 ]
 
 

@@ -47,7 +47,8 @@ def add_train_args(p: argparse.ArgumentParser, d: TrainConfig = DEFAULTS, genera
 
 
 def add_data_args(p: argparse.ArgumentParser) -> None:
-    """Your own data instead of a built-in ``--task`` (issue 37): files with any columns."""
+    """Your own data instead of a built-in ``--task``: files with any columns (issue 37), or a dataset by name, and
+    token classification on either (issue 38)."""
     g = p.add_argument_group("your own data (instead of --task)")
     g.add_argument(
         "--train-file", help="training rows: a .csv, .tsv, .json, .jsonl or .parquet file (default: none, --task)"
@@ -59,18 +60,37 @@ def add_data_args(p: argparse.ArgumentParser) -> None:
         "--test-file",
         help="a labelled test set, scored only by python -m raydistill.evaluate --split test (default: none)",
     )
+    g.add_argument(
+        "--dataset",
+        help="a Hugging Face hub dataset (owner/name) or a local folder of data files that datasets.load_dataset "
+        "reads (DIR/train.jsonl, DIR/validation.jsonl; .parquet, .csv), instead of --train-file (default: none)",
+    )
+    g.add_argument("--dataset-config", help="the dataset's configuration (default: its only or default one)")
+    g.add_argument("--train-split", help="the dataset's split to train on (default: train)")
+    g.add_argument(
+        "--eval-split",
+        help="the dataset's split that reports eval_* (default: validation where it has one, else 10%% of the "
+        "training rows held out as dev)",
+    )
     g.add_argument("--text-column", help="column of the text (default: text, sentence1, sentence or question)")
     g.add_argument("--text-pair-column", help="second text of a pair task (default: text_pair / sentence2 beside them)")
     g.add_argument("--label-column", help="column of the label (default: label or labels)")
     g.add_argument(
+        "--tokens-column",
+        help="token classification: the column of each row's list of tokens (JSON Lines, Parquet or a dataset; "
+        "default: tokens or words, where --tags-column, --task-kind token or a token teacher asks for it)",
+    )
+    g.add_argument("--tags-column", help="the column of its list of BIO tags, one per token (default: ner_tags, tags)")
+    g.add_argument(
         "--task-kind",
-        choices=("classification", "regression"),
-        help="default: regression when every label is a number and some are not whole, else classification",
+        choices=("classification", "regression", "token"),
+        help="default: the teacher's head, else regression when every label is a number and some are not whole, "
+        "else classification",
     )
     g.add_argument(
         "--task-metric",
         help="the metric that chooses: accuracy, macro_f1, f1 (positive = the second label), mcc; pearson, "
-        "spearman (default: accuracy; pearson)",
+        "spearman; token: f1, precision, recall (entities, seqeval) (default: accuracy; pearson; f1)",
     )
     g.add_argument(
         "--phrase-rows",
@@ -80,7 +100,8 @@ def add_data_args(p: argparse.ArgumentParser) -> None:
 
 
 def data_section(a) -> dict:
-    """The ``data`` section of a config from the flags (empty without --train-file; resolved by ``from_dict``)."""
+    """The ``data`` section of a config from the flags (empty without --train-file or --dataset; resolved by
+    ``from_dict``)."""
     from raydistill.tasks.files import section_of
 
     return section_of(a)

@@ -183,8 +183,8 @@ class RunConfig:
     student: StudentConfig = field(default_factory=StudentConfig)
     distill: DistillConfig = field(default_factory=DistillConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
-    # the user's own files (issue 37): the whole task as data, so it reaches every worker as the config does; an
-    # empty train_file means the built-in ``task``
+    # the user's own files (issue 37) or a dataset by name (issue 38): the whole task as data, so it reaches every
+    # worker as the config does; neither means the built-in ``task``
     data: FileData = field(default_factory=FileData)
     output: str = "outputs/run"
     tracking_uri: str | None = None
@@ -229,7 +229,11 @@ class RunConfig:
             check(isinstance(v, dict), sec, f"must be a mapping of {sec} fields, got {v!r}")
             kw[sec] = build(sec_cls, v, f"{sec}.")
         kw["data"], kw["task"] = _data_task(kw["data"], kw.get("task"), kw.get("teacher"))
-        check(bool(kw.get("task")), "task", "is required: --task NAME, or --train-file FILE for your own data")
+        check(
+            bool(kw.get("task")),
+            "task",
+            "is required: --task NAME, or --train-file FILE / --dataset NAME for your own data",
+        )
         check(bool(kw.get("teacher")), "teacher", "is required (--teacher)")
         if "teacher_cache_gb" in kw:
             kw["teacher_cache_gb"] = _coerce(kw["teacher_cache_gb"], float, "teacher_cache_gb")
@@ -289,20 +293,20 @@ class RunConfig:
 
 
 def _data_task(data: FileData, task: str | None, teacher: str | None) -> tuple[FileData, str | None]:
-    """The user's files completed once (read, columns guessed, labels found and aligned with the teacher's:
-    ``tasks.files.resolve``) and the task name they stand for; a built-in task named beside them is refused."""
-    if not data.train_file:
+    """The user's data completed once (read, columns guessed, labels found and aligned with the teacher's:
+    ``tasks.files.resolve``) and the task name it stands for; a built-in task named beside it is refused."""
+    if not data.given:
         return data, task
     from raydistill.tasks.files import resolve, task_name
 
     if task and task != task_name(data):
-        raise UserError("task", f"--task {task} and --train-file both name the data; give one of them")
+        raise UserError("task", f"--task {task} and {data.flag} both name the data; give one of them")
     data = data if data.fingerprint else resolve(data, teacher)
     return data, task_name(data)
 
 
 def task_of(cfg: RunConfig) -> Task:
-    """The ``Task`` record of a config: the user's files (``cfg.data``) or the built-in task ``cfg.task``."""
+    """The ``Task`` record of a config: the user's data (``cfg.data``) or the built-in task ``cfg.task``."""
     from raydistill.tasks import make_task
 
     return make_task(cfg.task, cfg.data)
@@ -314,22 +318,32 @@ def task_of_params(params: dict[str, str]) -> Task:
     from raydistill.tasks.files import resolve
 
     data = data_of(params)
-    if data.train_file and not data.fingerprint:  # labels too long for a param: read again, aligned as the run was
+    if data.given and not data.fingerprint:  # labels too long for a param: read again, aligned as the run was
         data = resolve(data, params.get("teacher"))
     return make_task(params["task"], data)
 
 
-DATA_PARAMS = ("train_file", "eval_file", "test_file", "text_column", "text_pair_column", "label_column")
+FILE_PARAMS = ("train_file", "eval_file", "test_file", "text_column", "text_pair_column", "label_column")
+# a dataset's name, config, revision and splits, a token task's columns (logged where set, as are files' params)
+DATA_PARAMS = FILE_PARAMS + (
+    "dataset",
+    "dataset_config",
+    "dataset_revision",
+    "train_split",
+    "eval_split",
+    "tokens_column",
+    "tags_column",
+)
 
 
 def data_params(data: FileData) -> dict[str, str]:
-    """The MLflow params of a task on files: enough to rebuild it (``data_of``); long label lists are left to be
-    read back from the training file (params cap at 6,000 characters)."""
-    if not data.train_file:
+    """The MLflow params of a task on the user's data: enough to rebuild it (``data_of``); long label lists are left
+    to be read back from the data (params cap at 6,000 characters)."""
+    if not data.given:
         return {}
-    p = {k: getattr(data, k) for k in DATA_PARAMS}
+    p = {k: getattr(data, k) for k in DATA_PARAMS if getattr(data, k) or (data.train_file and k in FILE_PARAMS)}
     p.update(task_kind=data.kind, task_metric=data.metric, phrase_rows=str(data.phrase_rows))
-    p["files_fingerprint"] = data.fingerprint  # the files' bytes (a sweep's data_fingerprint hashes its rows)
+    p["files_fingerprint"] = data.fingerprint  # the files' bytes, a dataset's rows (a sweep's data_fingerprint: rows)
     labels = json.dumps(list(data.labels), ensure_ascii=False)
     if len(labels) <= 5000:
         p["task_labels"] = labels
@@ -338,7 +352,7 @@ def data_params(data: FileData) -> dict[str, str]:
 
 def data_of(params: dict[str, str]) -> FileData:
     """The data section of a logged run (``data_params`` read back; an empty one for a built-in task)."""
-    if not params.get("train_file"):
+    if not params.get("train_file") and not params.get("dataset"):
         return FileData()
     kw: dict[str, Any] = {k: params.get(k, "") for k in DATA_PARAMS}
     kw.update(kind=params.get("task_kind", ""), metric=params.get("task_metric", ""))

@@ -85,7 +85,7 @@ class SweepSpec:
     distill: dict[str, Any]
     train: dict[str, Any]
     search: dict[str, Any] = field(default_factory=dict)
-    data: dict[str, Any] = field(default_factory=dict)  # the user's files (tasks.files.FileData fields), else {}
+    data: dict[str, Any] = field(default_factory=dict)  # the user's files or dataset (FileData fields), else {}
     raw: dict[str, Any] = field(default_factory=dict)
     overridden: frozenset[str] = frozenset()  # "section.field" keys changed by --set
 
@@ -183,8 +183,9 @@ def parse(raw: dict[str, Any], default_name: str = "sweep", overridden: frozense
 
 
 def _data(values: Any) -> dict[str, Any]:
-    """A space's ``data: {train_file: …, text_column: …}``: its keys and types checked now, the files read when the
-    sweep plans (``tasks.files.resolve``); paths are relative to the directory the sweep starts in."""
+    """A space's ``data: {train_file: …, text_column: …}`` (or ``{dataset: …, eval_split: …}``): its keys and types
+    checked now, the data read when the sweep plans (``tasks.files.resolve``); paths are relative to the directory
+    the sweep starts in."""
     from raydistill.config.schema import build
     from raydistill.tasks.files import FileData
 
@@ -192,7 +193,11 @@ def _data(values: Any) -> dict[str, Any]:
     check(isinstance(values, dict), "data", "must be a mapping of data fields (train_file, eval_file, text_column, …)")
     check("fingerprint" not in values, "data.fingerprint", "is computed from the files; leave it out")
     build(FileData, values, "data.")
-    check(not values or bool(values.get("train_file")), "data.train_file", "is required in a data section")
+    check(
+        not values or bool(values.get("train_file") or values.get("dataset")),
+        "data.train_file",
+        "is required in a data section (or data.dataset: a hub dataset or a local folder)",
+    )
     return dict(values)
 
 

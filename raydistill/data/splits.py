@@ -214,9 +214,15 @@ def log_inputs(tracker, run_id: str, cfg) -> None:
         tracker.log_dict(run_id, {"labels": list(cfg.data.labels)}, "task/labels.json")
 
 
-def _source(cfg, split: str) -> str:
-    """Where a split's rows come from: the user's file (dev: the eval file, or train's when dev is held out of it),
-    the augmented set (train), the corpus (general), the data folder or the hub."""
+def _source(cfg, split: str) -> str | dict:
+    """Where a split's rows come from: the user's dataset (name, config, split, revision: Hugging Face's source
+    layout) or file (dev: the eval split or file, or train's when dev is held out of it), the augmented set (train),
+    the corpus (general), the data folder or the hub."""
+    data = cfg.data
+    if data.dataset:
+        name = data.eval_split if split == "dev" and data.eval_split else data.split_name("train")
+        config, revision = data.dataset_config or None, data.dataset_revision or None
+        return {"path": data.dataset, "config_name": config, "split": name, "revision": revision}
     if cfg.data.train_file:
         return cfg.data.eval_file if split == "dev" and cfg.data.eval_file else cfg.data.train_file
     source = cfg.unlabeled_text if cfg.task == "general" else (cfg.augment_dir or cfg.data_dir or "hub")

@@ -97,8 +97,10 @@ def _task(args):
     from raydistill.commands.args import data_section
     from raydistill.config.schema import RunConfig, task_of
 
-    if not args.train_file:
-        check(bool(args.task), "task", "is required: --task NAME, or --train-file FILE for your own data")
+    if not data_section(args):
+        check(
+            bool(args.task), "task", "is required: --task NAME, or --train-file FILE / --dataset NAME for your own data"
+        )
         return args.task
     return task_of(RunConfig.from_dict({"task": args.task, "teacher": "-", "data": data_section(args)}))
 

@@ -114,7 +114,7 @@ def dev_data(
     # the run's own dev rule and limit, through the one config the run itself read its examples with
     cfg = RunConfig.from_dict(
         {
-            "task": None if data and data.train_file else task_name,
+            "task": None if data and data.given else task_name,
             "teacher": tokenizer_dir,
             "data_dir": data_dir,
             "data": data or FileData(),

@@ -379,16 +379,18 @@ class Sweep:
 
 
 def _task(a: argparse.Namespace, spec: Any, teacher: str) -> tuple[Any, Any]:
-    """The task of the sweep and its data section: the user's files (the flags', else the space's ``data``, read
-    and checked here, once), else the flag's task, else the space's; none of them is the user's error."""
+    """The task of the sweep and its data section: the user's data (the flags', else the space's ``data``: files or a
+    dataset, read and checked here, once), else the flag's task, else the space's; none of them is the user's
+    error."""
     from raydistill.config.schema import build
     from raydistill.tasks import get_task
     from raydistill.tasks.files import FileData, file_task, resolve, section_of
 
     data = section_of(a) or spec.data
     if data:  # the space's task is a default the files replace; a --task beside them is refused
-        check(not a.task, "task", f"--task {a.task} and --train-file both name the data; give one of them")
-        files = resolve(build(FileData, data, "data."), teacher)
+        files = build(FileData, data, "data.")
+        check(not a.task, "task", f"--task {a.task} and {files.flag} both name the data; give one of them")
+        files = resolve(files, teacher)
         return file_task(files), files
     task_name = a.task or spec.task
     check(bool(task_name), "task", "the space names no task; pass --task (e.g. --task rte)")

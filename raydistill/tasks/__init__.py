@@ -131,8 +131,9 @@ def get_task(name: str) -> Task:
 
 
 def make_task(name: str, data: FileData | None = None) -> Task:
-    """The task a config describes: the user's files when ``data`` names a training file, else the built-in ``name``."""
-    return file_task(data) if data is not None and data.train_file else get_task(name)
+    """The task a config describes: the user's data when ``data`` names it (files or a dataset), else the built-in
+    ``name``."""
+    return file_task(data) if data is not None and data.given else get_task(name)
 
 
 def check_labelled(task: Task, command: str) -> None:

@@ -1,9 +1,12 @@
-"""The user's own data: CSV, TSV, JSON, JSON Lines or Parquet files with any columns (issue 37).
+"""The user's own data: CSV, TSV, JSON, JSON Lines or Parquet files with any columns (issue 37), or a dataset by
+name — a hub dataset or a local folder that ``datasets.load_dataset`` reads (issue 38, ``dataset.py``); text
+classification, regression, or token classification (a list of tokens and one of tags per row: ``tags.py``).
 
-``FileData`` describes such a task as plain frozen data (files, columns, kind, labels, metric, a content
-fingerprint); it is the ``data`` section of a ``RunConfig``, so it travels to Ray workers, checkpoints and MLflow
-params like any other setting, and ``file_task`` turns it into the ``Task`` record every loader and metric reads.
-``resolve`` completes what the user gave (absolute paths, guessed columns, kind, labels, metric) once, before Ray.
+``FileData`` describes such a task as plain frozen data (files or dataset and splits, columns, kind, labels, metric, a
+content fingerprint); it is the ``data`` section of a ``RunConfig``, so it travels to Ray workers, checkpoints and
+MLflow params like any other setting, and ``file_task`` turns it into the ``Task`` record every loader and metric
+reads. ``resolve`` completes what the user gave (absolute paths, the dataset's revision and splits, guessed columns,
+kind, labels, metric) once, before Ray.
 
 Every value is read as text with no NA guessing (the csv module, json and pyarrow directly: pandas and ``datasets``
 turn "NA" or "null" into missing and "True" into a boolean); TSV is read with ``csv.QUOTE_NONE`` (GLUE text has
@@ -23,59 +26,100 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
 from raydistill.common.errors import UserError
+from raydistill.tasks import dataset as hubdata
+from raydistill.tasks import tags as tagging
 from raydistill.tasks.base import Task
 
 FORMATS = {".csv": "csv", ".tsv": "tsv", ".json": "json", ".jsonl": "jsonl", ".parquet": "parquet"}
-KINDS = ("classification", "regression")
-METRICS = {"classification": ("accuracy", "macro_f1", "f1", "mcc"), "regression": ("pearson", "spearman")}
-DEFAULT_METRIC = {"classification": "accuracy", "regression": "pearson"}
+KINDS = ("classification", "regression", "token")
+METRICS = {
+    "classification": ("accuracy", "macro_f1", "f1", "mcc"),
+    "regression": ("pearson", "spearman"),
+    "token": tagging.METRICS,
+}
+DEFAULT_METRIC = {"classification": "accuracy", "regression": "pearson", "token": "f1"}
 # guessed columns, first match wins: a text column and the pair column that goes with it
 TEXT_GUESS = (("text", "text_pair"), ("sentence1", "sentence2"), ("sentence", None), ("question", "sentence"))
 LABEL_GUESS = ("label", "labels")
 SPLIT_FILE = {"train": "train_file", "validation": "eval_file", "test": "test_file"}
+SPLIT_NAME = {"train": "train_split", "validation": "eval_split"}  # a dataset's splits
 FILES = tuple(SPLIT_FILE.values())
 FIX_FORMAT = "give a .csv, .tsv, .json, .jsonl or .parquet file"
 
 
 @dataclass(frozen=True)
 class FileData:
-    """A task on the user's files (the ``data`` section of a config; empty ``train_file``: a built-in task)."""
+    """A task on the user's data (the ``data`` section of a config): files, or a dataset by name; neither (empty
+    ``train_file`` and ``dataset``): a built-in task."""
 
     train_file: str = ""  # absolute paths once resolved: Ray workers run elsewhere (files must reach every node)
     eval_file: str = ""  # the dev set that reports eval_*; "" = 10% of train held out as dev
     test_file: str = ""
+    dataset: str = ""  # a hub dataset name, or a local folder (absolute once resolved) that load_dataset reads
+    dataset_config: str = ""
+    dataset_revision: str = ""  # the hub commit it was resolved at (every reader reads it); "" for a local folder
+    train_split: str = ""  # "train" once resolved
+    eval_split: str = ""  # the dataset's dev split; "" = validation where it has one, else 10% of train held out
     text_column: str = ""
     text_pair_column: str = ""
     label_column: str = ""
-    kind: str = ""  # classification | regression; "" = from the label column
+    tokens_column: str = ""  # token classification: a list of tokens per row
+    tags_column: str = ""  # and a list of tags, one per token
+    kind: str = ""  # classification | regression | token; "" = from the teacher's head, the columns, the labels
     metric: str = ""  # the main metric, among METRICS[kind]; "" = DEFAULT_METRIC[kind]
-    labels: tuple[str, ...] = ()  # class names in index order; () = the training file's, sorted
+    labels: tuple[str, ...] = ()  # class or tag names in index order; () = the data's (named, else sorted)
     phrase_rows: bool = False  # training rows are phrases of whole sentences (SST-2): carve validation by sentence
-    fingerprint: str = ""  # hash of the files' bytes; set once resolved
+    fingerprint: str = ""  # hash of the files' bytes (a dataset: of its rows); set once resolved
+
+    @property
+    def given(self) -> bool:
+        """Whether this names the user's data (otherwise the config's built-in ``task`` does)."""
+        return bool(self.train_file or self.dataset)
+
+    @property
+    def flag(self) -> str:
+        """The flag that names the data, as messages say it."""
+        return "--dataset" if self.dataset else "--train-file"
 
     def path(self, split: str) -> str:
+        """A split's file ("" for a dataset)."""
         return getattr(self, SPLIT_FILE[split])
 
+    def split_name(self, split: str) -> str:
+        """A split's name in the dataset ("" for files, or a split it does not give)."""
+        if not self.dataset:
+            return ""
+        return (self.train_split or "train") if split == "train" else getattr(self, SPLIT_NAME.get(split, ""), "")
+
     def splits(self) -> tuple[str, ...]:
-        """The splits that have a file."""
-        return tuple(s for s in SPLIT_FILE if self.path(s))
+        """The splits that have a file or a dataset split."""
+        return tuple(s for s in SPLIT_FILE if self.path(s) or self.split_name(s))
+
+    def where(self, split: str) -> str:
+        """A split's source as messages name it: its file, or ``dataset[split]``."""
+        return f"{self.dataset}[{self.split_name(split)}]" if self.dataset else self.path(split)
+
+    def field(self, split: str) -> str:
+        """The config field that names a split's source."""
+        return f"data.{SPLIT_NAME.get(split, 'dataset')}" if self.dataset else f"data.{SPLIT_FILE[split]}"
+
+    @property
+    def unit(self) -> str:
+        """What a row number counts: a file's line (a record), a dataset's row index."""
+        return "index" if self.dataset else "line"
 
 
 def section_of(flags) -> dict:
     """A config's ``data`` section from a command's flags (``commands/args.add_data_args``); {} without
-    ``--train-file``. Here, not beside the flags, because the sweep's driver (``orchestrate/``) needs it too."""
-    if not getattr(flags, "train_file", None):
+    ``--train-file`` or ``--dataset``. Here, not beside the flags, because the sweep's driver (``orchestrate/``) needs
+    it too."""
+    if not getattr(flags, "train_file", None) and not getattr(flags, "dataset", None):
         return {}
-    return {
-        "train_file": flags.train_file,
-        "eval_file": flags.eval_file or "",
-        "test_file": flags.test_file or "",
-        "text_column": flags.text_column or "",
-        "text_pair_column": flags.text_pair_column or "",
-        "label_column": flags.label_column or "",
-        "kind": flags.task_kind or "",
-        "metric": flags.task_metric or "",
-        "phrase_rows": flags.phrase_rows,
+    names = {"kind": "task_kind", "metric": "task_metric"}
+    keys = [*FILES, "dataset", "dataset_config", "train_split", "eval_split", "text_column", "text_pair_column"]
+    keys += ["label_column", "tokens_column", "tags_column", "kind", "metric"]
+    return {k: getattr(flags, names.get(k, k), None) or "" for k in keys} | {
+        "phrase_rows": bool(getattr(flags, "phrase_rows", False))
     }
 
 
@@ -162,14 +206,15 @@ def columns_of(path: str, field: str) -> list[str]:
     return list(first)
 
 
-def read_columns(path: str, field: str, wanted: list[str]) -> list[tuple[int, list[str | None]]]:
-    """``(line or record number, values of the wanted columns as text)`` for every row; a value absent is None."""
+def read_columns(path: str, field: str, wanted: list[str], lists=()) -> list[tuple[int, list]]:
+    """``(line or record number, values of the wanted columns as text)`` for every row; a value absent is None; the
+    columns in ``lists`` (tokens, tags) as they are, a list where the file holds one."""
     fmt = file_format(path, field)
     try:
         if fmt in ("csv", "tsv"):
             return _csv_columns(path, fmt, field, wanted)
         records = _parquet(path, wanted) if fmt == "parquet" else _json_records(path, fmt)
-        return [(n, _record(path, field, n, r, wanted)) for n, r in _numbered(records)]
+        return [(n, _record(path, field, n, r, wanted, lists)) for n, r in _numbered(records)]
     except UserError as e:
         raise UserError(e.field or field, e.message) from None
     except (csv.Error, UnicodeDecodeError) as e:
@@ -182,10 +227,10 @@ def _numbered(records) -> Iterator[tuple[int, object]]:
     return records
 
 
-def _record(path, field, n, r, wanted) -> list[str | None]:
+def _record(path, field, n, r, wanted, lists=()) -> list:
     if not isinstance(r, dict):
         raise UserError(field, f"{path} line {n} is not an object with named fields")
-    return [_text(r.get(c)) for c in wanted]
+    return [r.get(c) if c in lists else _text(r.get(c)) for c in wanted]
 
 
 def _csv_columns(path, fmt, field, wanted) -> list[tuple[int, list[str | None]]]:
@@ -199,6 +244,67 @@ def _csv_columns(path, fmt, field, wanted) -> list[tuple[int, list[str | None]]]
             raise UserError(field, f"{path} line {n}: expected {len(header)} {sep} fields, got {len(row)}")
         out.append((n, [row[i] for i in idx]))
     return out
+
+
+# --------------------------------------------------------------------------- the data's source: files or a dataset
+
+
+def _split(spec: FileData, split: str):
+    """One split of the dataset (a ``datasets.Dataset``); a split it lacks is refused with the ones it has."""
+    dd = hubdata.load(spec.dataset, spec.dataset_config, spec.dataset_revision)
+    return hubdata.split_of(dd, spec.dataset, spec.split_name(split), spec.field(split))
+
+
+def _header(spec: FileData, split: str) -> list[str]:
+    """A split's column names."""
+    if spec.dataset:
+        return hubdata.columns(_split(spec, split))
+    return columns_of(spec.path(split), spec.field(split))
+
+
+def _read(spec: FileData, split: str, wanted: list[str], lists=()) -> list[tuple[int, list]]:
+    """``(row number, values)`` of a split's rows: the wanted columns as text, those in ``lists`` as they are."""
+    if not spec.dataset:
+        return read_columns(spec.path(split), spec.field(split), wanted, lists)
+    rows = hubdata.read(_split(spec, split), wanted)
+    return [(n, [v if c in lists else _text(v) for c, v in zip(wanted, vals, strict=True)]) for n, vals in rows]
+
+
+def _named(spec: FileData, column: str) -> tuple[str, ...]:
+    """The class names a dataset's feature gives the column, in index order; () for files or a plain column."""
+    return hubdata.class_names(_split(spec, "train"), column) if spec.dataset else ()
+
+
+def _short(spec: FileData) -> str:
+    """The data in a few words: the training file's name, or the dataset's."""
+    return spec.dataset if spec.dataset else os.path.basename(spec.train_file)
+
+
+def _located(spec: FileData) -> FileData:
+    """Absolute paths, or the dataset as every reader reads it: a folder made absolute, a hub dataset pinned at its
+    revision, its splits named (dev: ``validation`` where it has one); one source's flags beside the other's
+    refused."""
+    if not spec.dataset:
+        for f in ("dataset_config", "train_split", "eval_split"):
+            if getattr(spec, f):
+                flag = "--" + f.replace("_", "-")
+                raise UserError(
+                    f"data.{f}", f"{flag} goes with --dataset NAME; for files pass --train-file, --eval-file"
+                )
+        paths = [os.path.abspath(os.path.expanduser(getattr(spec, f))) if getattr(spec, f) else "" for f in FILES]
+        return replace(spec, train_file=paths[0], eval_file=paths[1], test_file=paths[2])
+    files = [f for f in FILES if getattr(spec, f)]
+    if files:
+        flag = "--" + files[0].replace("_", "-")
+        raise UserError("data.dataset", f"--dataset and {flag} both name the data; give one of them")
+    name = hubdata.located(spec.dataset)
+    revision = spec.dataset_revision or hubdata.revision(name, spec.dataset_config)
+    spec = replace(spec, dataset=name, dataset_revision=revision, train_split=spec.train_split or "train")
+    names = hubdata.load(name, spec.dataset_config, revision)
+    spec = replace(spec, eval_split=spec.eval_split or ("validation" if "validation" in names else ""))
+    for split in spec.splits():
+        _split(spec, split)
+    return spec
 
 
 # --------------------------------------------------------------------------- completing the description
@@ -219,38 +325,71 @@ def _pick(given: str, field: str, flag: str, header: list[str], path: str, guess
 
 
 def _columns(spec: FileData) -> tuple[FileData, list[str]]:
-    header = columns_of(spec.train_file, "data.train_file")
+    header, where = _header(spec, "train"), spec.where("train")
     guessed = []
-    text, g = _pick(
-        spec.text_column, "data.text_column", "--text-column", header, spec.train_file, [t for t, _ in TEXT_GUESS]
-    )
+    text, g = _pick(spec.text_column, "data.text_column", "--text-column", header, where, [t for t, _ in TEXT_GUESS])
     guessed += [f"text column {text!r}"] if g else []
     pair = spec.text_pair_column
     if pair:
-        _pick(pair, "data.text_pair_column", "--text-pair-column", header, spec.train_file, ())
+        _pick(pair, "data.text_pair_column", "--text-pair-column", header, where, ())
     elif g or not spec.text_column:
         pair = dict(TEXT_GUESS).get(text) or ""
         pair = pair if pair in header else ""
         guessed += [f"pair column {pair!r}"] if pair else []
-    label, g = _pick(spec.label_column, "data.label_column", "--label-column", header, spec.train_file, LABEL_GUESS)
+    label, g = _pick(spec.label_column, "data.label_column", "--label-column", header, where, LABEL_GUESS)
     guessed += [f"label column {label!r}"] if g else []
     return replace(spec, text_column=text, text_pair_column=pair, label_column=label), guessed
 
 
+def _no_lists(spec: FileData, split: str) -> None:
+    """A CSV or TSV file holds text, not the lists a token task reads."""
+    path = spec.path(split)
+    fmt = file_format(path, spec.field(split)) if path else ""
+    if fmt in ("csv", "tsv"):
+        raise UserError(
+            "data.tokens_column",
+            f"{path} is a {fmt.upper()} file, which holds no lists; token classification reads a list of tokens and "
+            "a list of tags per row: write the rows as JSON Lines or Parquet",
+        )
+
+
+def _token_columns(spec: FileData) -> tuple[FileData, list[str]]:
+    for f in ("text_column", "text_pair_column", "label_column"):
+        if getattr(spec, f):
+            raise UserError(
+                f"data.{f}",
+                f"token classification reads --tokens-column and --tags-column; leave --{f.replace('_', '-')} out",
+            )
+    _no_lists(spec, "train")
+    header, where = _header(spec, "train"), spec.where("train")
+    toks, g = _pick(spec.tokens_column, "data.tokens_column", "--tokens-column", header, where, tagging.TOKENS_GUESS)
+    guessed = [f"tokens column {toks!r}"] if g else []
+    tags, g = _pick(spec.tags_column, "data.tags_column", "--tags-column", header, where, tagging.TAGS_GUESS)
+    guessed += [f"tags column {tags!r}"] if g else []
+    return replace(spec, tokens_column=toks, tags_column=tags), guessed
+
+
 def _wanted(spec: FileData) -> list[str]:
+    if spec.kind == "token":
+        return [spec.tokens_column, spec.tags_column]
     return [c for c in (spec.text_column, spec.text_pair_column, spec.label_column) if c]
 
 
-def _check_other_files(spec: FileData) -> None:
-    for field in ("eval_file", "test_file"):
-        path = getattr(spec, field)
-        if path:
-            header = columns_of(path, f"data.{field}")
-            missing = [c for c in _wanted(spec) if c not in header]
-            if missing:
-                raise UserError(
-                    f"data.{field}", f"{path} has no column {missing[0]!r}; its columns: {', '.join(header)}"
-                )
+def _lists(spec: FileData) -> frozenset[str]:
+    """The columns read as lists: a token task's tokens and tags."""
+    return frozenset(_wanted(spec)) if spec.kind == "token" else frozenset()
+
+
+def _check_other_splits(spec: FileData) -> None:
+    for split in spec.splits()[1:]:  # dev and test: the training split's columns
+        if spec.kind == "token":
+            _no_lists(spec, split)
+        header = _header(spec, split)
+        missing = [c for c in _wanted(spec) if c not in header]
+        if missing:
+            raise UserError(
+                spec.field(split), f"{spec.where(split)} has no column {missing[0]!r}; its columns: {', '.join(header)}"
+            )
 
 
 def _is_number(v: str) -> bool:
@@ -280,21 +419,28 @@ def _kind_and_labels(spec: FileData, values: list[str]) -> FileData:
         if bad is not None:
             raise UserError(
                 "data.label_column",
-                f"{spec.train_file}: label {bad!r} is not a number; a regression label must be numeric "
+                f"{spec.where('train')}: label {bad!r} is not a number; a regression label must be numeric "
                 "(or pass --task-kind classification)",
             )
         return replace(spec, kind=kind, labels=())
-    labels = tuple(spec.labels) or _label_order(set(values))
-    if len(labels) < 2:
-        raise UserError("data.label_column", f"{spec.train_file} has {len(labels)} label(s); classification needs 2+")
-    unknown = sorted({v for v in values if _index(labels, v) is None})
-    if unknown:  # labels given in a space's data section that leave some of the file's out
+    labels = tuple(spec.labels) or _named(spec, spec.label_column) or _label_order(set(values))
+    return _checked_labels(replace(spec, kind=kind, labels=labels), set(values))
+
+
+def _checked_labels(spec: FileData, values: set[str]) -> FileData:
+    """Two labels or more, and every one the data holds among them (labels given in a space's data section may
+    leave some out)."""
+    what, field = ("tag", "data.tags_column") if spec.kind == "token" else ("label", "data.label_column")
+    if len(spec.labels) < 2:
+        raise UserError(field, f"{spec.where('train')} has {len(spec.labels)} {what}(s); {spec.kind} needs 2+")
+    unknown = sorted({v for v in values if _index(spec.labels, v) is None})
+    if unknown:
         raise UserError(
             "data.labels",
-            f"{spec.train_file} has label(s) {', '.join(map(repr, unknown[:5]))} not in data.labels "
-            f"({', '.join(labels)[:200]}); list every label, or leave data.labels out",
+            f"{spec.where('train')} has {what}(s) {', '.join(map(repr, unknown[:5]))} not in data.labels "
+            f"({', '.join(spec.labels)[:200]}); list every {what}, or leave data.labels out",
         )
-    return replace(spec, kind=kind, labels=labels)
+    return spec
 
 
 def _metric(spec: FileData) -> FileData:
@@ -310,7 +456,7 @@ def _metric(spec: FileData) -> FileData:
 
 def metrics_of(kind: str, n_labels: int) -> tuple[str, ...]:
     """What a task of this kind reports; F1 of the positive label only where there is one (two labels)."""
-    return tuple(m for m in METRICS[kind] if m != "f1" or n_labels == 2)
+    return tuple(m for m in METRICS[kind] if m != "f1" or n_labels == 2 or kind == "token")
 
 
 def fingerprint(paths) -> str:
@@ -323,37 +469,97 @@ def fingerprint(paths) -> str:
     return h.hexdigest()[:16]
 
 
+def _tagging(spec: FileData, head: Head | None) -> bool:
+    """Whether the task is token classification: said (``--task-kind token``, a tokens or tags column) or, with
+    nothing said, the teacher's head is a token head."""
+    said = bool(spec.tokens_column or spec.tags_column)
+    if said and spec.kind not in ("", "token"):
+        raise UserError(
+            "data.kind", f"--tokens-column and --tags-column make a token task; leave --task-kind {spec.kind} out"
+        )
+    return said or spec.kind == "token" or (not spec.kind and head is not None and head.kind == "token")
+
+
 def resolve(spec: FileData, teacher: str | None = None) -> FileData:
-    """The complete description of the user's task, checked before anything starts: absolute paths, the columns
-    (given or guessed, the guess said in one line), kind, labels, metric and the files' fingerprint. ``teacher``: a
-    local model folder whose head decides the kind and, where it names its labels, their order (``align``)."""
-    paths = {f: os.path.abspath(os.path.expanduser(getattr(spec, f))) if getattr(spec, f) else "" for f in FILES}
-    spec = replace(spec, train_file=paths["train_file"], eval_file=paths["eval_file"], test_file=paths["test_file"])
-    spec, guessed = _columns(spec)
-    _check_other_files(spec)
-    values = [lab for _, lab in _labels(spec, "train")]
+    """The complete description of the user's task, checked before anything starts: absolute paths (a dataset's
+    revision and splits), the columns (given or guessed, the guess said in one line), kind, labels, metric and the
+    data's fingerprint. ``teacher``: a local model folder whose head decides the kind and, where it names its
+    labels, their order (``align``)."""
+    spec = _located(spec)
     head = teacher_head(teacher)
-    spec = replace(spec, kind=spec.kind or head.kind) if head else spec
-    spec = _kind_and_labels(spec, values)
-    spec, note = align(spec, set(values), head) if head and spec.kind == "classification" else (spec, "")
+    if _tagging(spec, head):
+        spec, guessed, note = _resolve_tags(replace(spec, kind="token"), head)
+    else:
+        spec = replace(spec, kind=spec.kind or head.kind) if head and head.kind != "token" else spec
+        spec, guessed, note = _resolve_labels(spec, head)
     spec = _metric(spec)
-    if spec.eval_file:
+    if "validation" in spec.splits():
         _check_eval_labels(spec)
-    spec = replace(spec, fingerprint=fingerprint(spec.path(s) for s in spec.splits()))
+    spec = replace(spec, fingerprint=_content(spec))
     for line in (describe(spec, guessed), note):  # said once every check passed: a refusal stays one line
         if line:
             _say(line)
     return spec
 
 
+def _resolve_labels(spec: FileData, head: Head | None) -> tuple[FileData, list[str], str]:
+    """A text task's columns, kind and labels (aligned with a classification teacher's), and what to say of them."""
+    spec, guessed = _columns(spec)
+    _check_other_splits(spec)
+    values = [lab for _, lab in _labels(spec, "train")]
+    spec = _kind_and_labels(spec, values)
+    named = head and head.kind != "token" and spec.kind == "classification"
+    spec, note = align(spec, set(values), head) if head and named else (spec, "")
+    return spec, guessed, note
+
+
+def _resolve_tags(spec: FileData, head: Head | None) -> tuple[FileData, list[str], str]:
+    """A token task's columns and tags (the data's: named by a dataset's class labels, else O first, then by type;
+    aligned with a token teacher's), checked as BIO tags."""
+    spec, guessed = _token_columns(spec)
+    _check_other_splits(spec)
+    seen = {t for _, _, tags in _token_rows(spec, "train") for t in tags}
+    labels = tuple(spec.labels) or _named(spec, spec.tags_column) or tagging.tag_order(seen)
+    spec = _checked_labels(replace(spec, labels=labels), seen)
+    spec, note = align(spec, seen, head) if head and head.kind == "token" else (spec, "")
+    tagging.check_bio(spec.labels, spec.where("train"))
+    return spec, guessed, note
+
+
+def _content(spec: FileData) -> str:
+    """The fingerprint of what the task reads: the files' bytes, or a dataset's rows (its wanted columns)."""
+    if spec.dataset:
+        return _rows_fingerprint(replace(spec, fingerprint=""), hubdata.stamp(spec.dataset))
+    return fingerprint(spec.path(s) for s in spec.splits())
+
+
+@functools.lru_cache(maxsize=16)
+def _rows_fingerprint(spec: FileData, stamp: tuple) -> str:  # stamp: hashed again only if a local folder changed
+    h = hashlib.sha256()
+    for split in spec.splits():
+        rows = _read(spec, split, _wanted(spec), _lists(spec))
+        h.update(json.dumps([spec.split_name(split), rows], ensure_ascii=False, default=str).encode())
+    return h.hexdigest()[:16]
+
+
 def describe(spec: FileData, guessed=()) -> str:
-    cols = f"text {spec.text_column!r}" + (f", pair {spec.text_pair_column!r}" if spec.text_pair_column else "")
-    labels = f", {len(spec.labels)} labels: {', '.join(spec.labels)[:200]}" if spec.labels else ""
-    guess = f" (guessed {', '.join(guessed)}; --text-column / --label-column choose)" if guessed else ""
-    return (
-        f"data: {os.path.basename(spec.train_file)}: {cols}, label {spec.label_column!r}, {spec.kind}{labels}, "
-        f"metric {spec.metric}{guess}"
-    )
+    if spec.kind == "token":
+        cols, flags = f"tokens {spec.tokens_column!r}, tags {spec.tags_column!r}", "--tokens-column / --tags-column"
+    else:
+        cols = f"text {spec.text_column!r}" + (f", pair {spec.text_pair_column!r}" if spec.text_pair_column else "")
+        cols, flags = f"{cols}, label {spec.label_column!r}", "--text-column / --label-column"
+    what = "tags" if spec.kind == "token" else "labels"
+    labels = f", {len(spec.labels)} {what}: {', '.join(spec.labels)[:200]}" if spec.labels else ""
+    guess = f" (guessed {', '.join(guessed)}; {flags} choose)" if guessed else ""
+    return f"data: {_source(spec)}: {cols}, {spec.kind}{labels}, metric {spec.metric}{guess}"
+
+
+def _source(spec: FileData) -> str:
+    if not spec.dataset:
+        return os.path.basename(spec.train_file)
+    name = spec.dataset + (f" ({spec.dataset_config})" if spec.dataset_config else "")
+    dev = f"dev {spec.eval_split!r}" if spec.eval_split else "dev: 10% of train held out (--eval-split NAME chooses)"
+    return f"{name}, train {spec.train_split!r}, {dev}"
 
 
 # --------------------------------------------------------------------------- labels aligned with the teacher
@@ -380,32 +586,39 @@ def teacher_head(teacher: str | None) -> Head | None:
             cfg = json.load(f)
     except (OSError, ValueError):
         return None
-    if not isinstance(cfg, dict) or not any("SequenceClassification" in a for a in cfg.get("architectures") or ()):
+    archs = cfg.get("architectures") or () if isinstance(cfg, dict) else ()
+    token = any("TokenClassification" in a for a in archs)
+    if not token and not any("SequenceClassification" in a for a in archs):
         return None
     id2label = cfg.get("id2label") or {}
     names = tuple(str(id2label[k]) for k in sorted(id2label, key=int))
-    kind = "regression" if cfg.get("problem_type") == "regression" or len(names) == 1 else "classification"
+    regression = cfg.get("problem_type") == "regression" or len(names) == 1
+    kind = "token" if token else "regression" if regression else "classification"
     named = not all(PLACEHOLDER.fullmatch(n) for n in names)
     return Head(kind, names if named else (), len(names))
 
 
 def align(spec: FileData, values: set[str], head: Head) -> tuple[FileData, str]:
-    """The file's labels in the teacher's index order, matched by name ignoring case (its soft targets then mean what
-    the data's labels mean); a teacher with placeholder names takes the file's labels in sorted order, and the line
-    returned says so. Labels the other side lacks are refused, both sets named."""
+    """The data's labels in the teacher's index order, matched by name ignoring case (its soft targets then mean what
+    the data's labels mean); a teacher with placeholder names takes the data's labels in their order, and the line
+    returned says so. Labels the other side lacks are refused, both sets named (a token teacher may know tags the
+    data never uses)."""
     if not head.names:
         order = ", ".join(f"{i}={n}" for i, n in enumerate(spec.labels))[:200]
-        return (
-            spec,
-            f"data: the teacher's labels are unnamed (LABEL_0…); the file's take its indices in sorted order: {order}",
-        )
+        if spec.kind == "classification" and not spec.dataset:
+            whose = "the file's take its indices in sorted order"
+        else:
+            whose = f"the data's {'tags' if spec.kind == 'token' else 'labels'} take its indices in this order"
+        return spec, f"data: the teacher's labels are unnamed (LABEL_0…); {whose}: {order}"
     theirs = {n.lower() for n in head.names}
     ours = {v.lower() for v in values}
-    if theirs != ours or len(theirs) != len(head.names):
+    fits = theirs >= ours if spec.kind == "token" else theirs == ours
+    if not fits or len(theirs) != len(head.names):
         raise UserError(
             "teacher",
-            f"its labels ({', '.join(head.names)[:200]}) are not the labels of {os.path.basename(spec.train_file)} "
-            f"({', '.join(sorted(values))[:200]}); pass a teacher fine-tuned on these labels, or fix the label column",
+            f"its labels ({', '.join(head.names)[:200]}) are not the labels of {_short(spec)} "
+            f"({', '.join(sorted(values))[:200]}); pass a teacher fine-tuned on these labels, or fix the "
+            f"{'tags' if spec.kind == 'token' else 'label'} column",
         )
     return replace(spec, labels=head.names), ""
 
@@ -423,14 +636,20 @@ def _index(labels: tuple[str, ...], raw: str) -> int | None:
 
 
 def _check_eval_labels(spec: FileData) -> None:
-    if spec.kind != "classification":
+    if spec.kind == "regression":
         return
-    extra = sorted({lab for _, lab in _labels(spec, "validation") if _index(spec.labels, lab) is None})
+    if spec.kind == "token":
+        seen = {t for _, _, tags in _token_rows(spec, "validation") for t in tags}
+    else:
+        seen = {lab for _, lab in _labels(spec, "validation")}
+    extra = sorted(v for v in seen if _index(spec.labels, v) is None)
     if extra:
+        what = "tag" if spec.kind == "token" else "label"
+        source = "split" if spec.dataset else "file"
         raise UserError(
-            "data.eval_file",
-            f"{spec.eval_file} has label(s) {', '.join(map(repr, extra[:5]))} the training file lacks (its labels: "
-            f"{', '.join(spec.labels)[:200]}); fix the labels or add training rows with them",
+            spec.field("validation"),
+            f"{spec.where('validation')} has {what}(s) {', '.join(map(repr, extra[:5]))} the training {source} lacks "
+            f"(its {what}s: {', '.join(spec.labels)[:200]}); fix the {what}s or add training rows with them",
         )
 
 
@@ -459,26 +678,47 @@ def report() -> None:
         print(_pending.pop(0), file=sys.stderr, flush=True)
 
 
+def _need(spec: FileData, split: str) -> None:
+    """A split the data does not give (a test file never passed, a dataset's test split) is refused."""
+    if split in spec.splits():
+        return
+    if spec.dataset:
+        raise UserError("data.dataset", f"no {split} split is read from {spec.dataset}; pass --eval-split NAME")
+    raise UserError(spec.field(split), f"no {split} file; pass --{SPLIT_FILE[split].replace('_', '-')} FILE")
+
+
 def _rows(spec: FileData, split: str) -> list[tuple[int, str, str | None, str]]:
     """(line, text, pair, label) of one split's rows; rows with an empty text dropped, said in one line."""
-    path, field = spec.path(split), f"data.{SPLIT_FILE[split]}"
-    if not path:
-        raise UserError(field, f"no {split} file; pass --{SPLIT_FILE[split].replace('_', '-')} FILE")
-    pair = bool(spec.text_pair_column)
-    rows = read_columns(path, field, _wanted(spec))
+    _need(spec, split)
+    where, pair = spec.where(split), bool(spec.text_pair_column)
+    rows = _read(spec, split, _wanted(spec))
     kept = [(n, v[0], v[1] if pair else None, v[-1]) for n, v in rows if v[0] and (not pair or v[1])]
     if len(kept) < len(rows):
-        _say(f"data: {path}: {len(rows) - len(kept)} of {len(rows)} rows have an empty text and are left out")
+        _say(f"data: {where}: {len(rows) - len(kept)} of {len(rows)} rows have an empty text and are left out")
     missing = [n for n, *_, lab in kept if lab is None or not lab.strip()]
     if missing:
         raise UserError(
             "data.label_column",
-            f"{path}: {len(missing)} row(s) lack {spec.label_column!r} (first: line {missing[0]}); "
+            f"{where}: {len(missing)} row(s) lack {spec.label_column!r} (first: {spec.unit} {missing[0]}); "
             "fill or drop those rows",
         )
     if not kept:
-        raise UserError(field, f"{path} has no rows with a text; the {split} split would be empty")
-    return kept  # type: ignore[return-value]
+        raise UserError(spec.field(split), f"{where} has no rows with a text; the {split} split would be empty")
+    return kept
+
+
+def _token_rows(spec: FileData, split: str) -> list[tuple[int, list[str], list[str]]]:
+    """(row, tokens, tags) of one split, every token and tag as text; rows without tokens dropped, said in one
+    line."""
+    _need(spec, split)
+    where = spec.where(split)
+    rows = _read(spec, split, _wanted(spec), _lists(spec))
+    kept, empty = tagging.pairs(rows, where, spec.unit, (spec.tokens_column, spec.tags_column))
+    if empty:
+        _say(f"data: {where}: {empty} of {len(rows)} rows have no tokens and are left out")
+    if not kept:
+        raise UserError(spec.field(split), f"{where} has no rows with tokens; the {split} split would be empty")
+    return [(n, [_text(t) or "" for t in toks], [str(_text(t)) for t in tags]) for n, toks, tags in kept]
 
 
 def _encode(spec: FileData, path: str, n: int, raw: str):
@@ -489,35 +729,52 @@ def _encode(spec: FileData, path: str, n: int, raw: str):
             raise UserError("data.label_column", f"{path} line {n}: label {raw!r} is not a number") from None
     index = _index(spec.labels, raw)
     if index is None:
+        field, what, source = (
+            ("data.tags_column", "tag", "data's")
+            if spec.kind == "token"
+            else ("data.label_column", "label", "training file's")
+        )
         raise UserError(
-            "data.label_column",
-            f"{path} line {n}: label {raw!r} is not one of the training file's labels ({', '.join(spec.labels)[:200]})",
+            field,
+            f"{path} {spec.unit} {n}: {what} {raw!r} is not one of the {source} {what}s "
+            f"({', '.join(spec.labels)[:200]})",
         )
     return index
 
 
 def load(spec: FileData, task, data_dir, split: str) -> list[dict]:
-    """A split's examples in the format every loader returns (``base.py``): text, text_pair, label index or score."""
+    """A split's examples in the format every loader returns (``base.py``): text, text_pair, label index or score;
+    tokens and tag indices."""
     split = {"dev": "validation", "eval": "validation"}.get(split, split)
     if split not in SPLIT_FILE:
-        raise UserError("split", f"a task on files has no split {split!r}; known: train, validation, test")
+        raise UserError("split", f"a task on your own data has no split {split!r}; known: train, validation, test")
     _check_unchanged(spec)
-    path = spec.path(split)
-    return [{"text": t, "text_pair": p, "label": _encode(spec, path, n, lab)} for n, t, p, lab in _rows(spec, split)]
+    where = spec.where(split)
+    if spec.kind == "token":
+        return [
+            {"tokens": toks, "labels": [_encode(spec, where, n, t) for t in tags]}
+            for n, toks, tags in _token_rows(spec, split)
+        ]
+    return [{"text": t, "text_pair": p, "label": _encode(spec, where, n, lab)} for n, t, p, lab in _rows(spec, split)]
 
 
 def _check_unchanged(spec: FileData) -> None:
-    """The files a run reads are the files its description was made of (a Ray worker on another node, a ``--resume``
-    days later, ``best`` re-scoring a run): refused where their bytes changed since."""
-    paths = tuple(spec.path(s) for s in spec.splits())
+    """The data a run reads is the data its description was made of (a Ray worker on another node, a ``--resume``
+    days later, ``best`` re-scoring a run): refused where the files' bytes (a dataset's rows) changed since."""
     if not spec.fingerprint:
         return
-    now = _fingerprint_of(paths, tuple(_stamp(p) for p in paths))
+    if spec.dataset:
+        now = _content(spec)
+        what, field, fix = spec.dataset, "data.dataset", "restore its rows"
+    else:
+        paths = tuple(spec.path(s) for s in spec.splits())
+        now = _fingerprint_of(paths, tuple(_stamp(p) for p in paths))
+        what, field, fix = ", ".join(paths), "data.train_file", "restore the files"
     if now != spec.fingerprint:
         raise UserError(
-            "data.train_file",
-            f"{', '.join(paths)} changed since this run was set up (fingerprint {spec.fingerprint}, now {now}); "
-            "restore the files or start a new run on them",
+            field,
+            f"{what} changed since this run was set up (fingerprint {spec.fingerprint}, now {now}); "
+            f"{fix} or start a new run on them",
         )
 
 
@@ -535,7 +792,11 @@ def _fingerprint_of(paths: tuple[str, ...], stamps: tuple) -> str:  # stamps: ha
 
 
 def task_name(spec: FileData) -> str:
-    """``file-STEM``: no built-in task starts so, and it is safe in run, sweep and folder names (no ``:``)."""
+    """``file-STEM`` (``dataset-NAME[-CONFIG]``): no built-in task starts so, and it is safe in run, sweep and folder
+    names (no ``:`` or ``/``)."""
+    if spec.dataset:
+        stem = os.path.basename(spec.dataset.rstrip("/")) + (f"-{spec.dataset_config}" if spec.dataset_config else "")
+        return "dataset-" + re.sub(r"[^A-Za-z0-9._-]+", "-", stem)
     return "file-" + os.path.splitext(os.path.basename(spec.train_file))[0]
 
 
@@ -550,7 +811,7 @@ def file_task(spec: FileData) -> Task:
         label_names=spec.labels,
         metrics=metrics_of(spec.kind, len(spec.labels)),
         main_metric=spec.metric,
-        eval_split="validation" if spec.eval_file else "test",  # no dev file: 10% of train held out (split_train)
+        eval_split="validation" if "validation" in spec.splits() else "test",  # none: 10% of train held out as dev
         language="any",
         loader=functools.partial(load, spec),
         pair=bool(spec.text_pair_column),

@@ -124,6 +124,13 @@ def replay_spool() -> int:
     return len(rows)
 
 
+def _source(source: str | dict) -> tuple[str, str]:
+    """A dataset input's source type and source JSON."""
+    if isinstance(source, dict):  # a dataset by name: a local folder, or a hub dataset at a revision
+        return ("local" if os.path.isdir(str(source.get("path"))) else "hugging_face"), json.dumps(source)
+    return ("local" if os.path.exists(str(source)) else "hub"), json.dumps({"uri": str(source)})
+
+
 @dataclass(frozen=True)
 class Tracker:
     """One MLflow store (``uri``; None: MLflow's own default, as ``MlflowClient`` takes it) and the experiment its
@@ -284,7 +291,8 @@ class Tracker:
         retry(self.client.log_dict, run_id, data, artifact_file)
 
     def log_datasets(self, run_id: str, datasets: list[dict]) -> None:
-        """Dataset inputs of a run (the Dataset column of the MLflow UI): name, digest, source, context, row count."""
+        """Dataset inputs of a run (the Dataset column of the MLflow UI): name, digest, source, context, row count. A
+        source is a path or hub name, or a dataset's ``{path, config_name, split, revision}`` (Hugging Face's)."""
         from mlflow.entities import Dataset, DatasetInput, InputTag
 
         inputs = [
@@ -292,8 +300,7 @@ class Tracker:
                 Dataset(
                     d["name"],
                     d["digest"],
-                    "local" if os.path.exists(str(d["source"])) else "hub",
-                    json.dumps({"uri": str(d["source"])}),
+                    *_source(d["source"]),
                     profile=json.dumps({"num_rows": d["rows"]}),
                 ),
                 tags=[InputTag("mlflow.data.context", d["context"])],

@@ -247,7 +247,7 @@ def _check_init(cfg: RunConfig, tcfg, task, method, require_head: bool, teacher_
                 f"{task.num_labels} labels); fine-tune it first: python -m raydistill.finetune --task {task.name} "
                 f"--model {cfg.teacher} --output DIR",
             )
-        if method.uses_teacher and not cfg.data.train_file:
+        if method.uses_teacher and not cfg.data.given:
             check_label_order(tcfg, task, cfg.teacher)
 
 
