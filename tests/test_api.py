@@ -123,6 +123,40 @@ def test_run_sweep_returns_what_the_command_prints(ray_session, tiny_teacher, tm
         k: v for k, v in want["teacher"].items() if k.startswith(SCORES)
     }
     assert ray_session.is_initialized()
+    # the best student of the API's sweep, picked and exported by the command and by the API: the same run
+    from raydistill import best
+    from raydistill.api import best_student
+
+    pick = ["--experiment", "pkd_glue", "--sweep", "by-api", "--tracking-uri", uri]
+    want = best.main([*pick, "--export", str(tmp_path / "cmd-student")])
+    assert _printed(capsys) == json.loads(json.dumps(want, default=str))
+    got = best_student("pkd_glue", sweep="by-api", tracking_uri=uri, export=str(tmp_path / "api-student"))
+    assert {**got, "export": None} == {**want, "export": None}
+    assert os.path.isfile(os.path.join(got["export"], "config.json"))
+
+
+@pytest.mark.slow
+def test_finetune_teacher_returns_what_the_command_prints(tiny_teacher, tmp_path, capsys, monkeypatch):
+    from raydistill import finetune
+    from raydistill.api import finetune_teacher
+
+    monkeypatch.chdir(tmp_path)
+    data, encoder, uri = _reviews(tmp_path), tiny_teacher("base"), f"sqlite:///{tmp_path / 'mlflow.db'}"
+    small = ["--epochs", "1", "--max-steps", "3", "--batch-size", "8", "--max-length", "32", "--tracking-uri", uri]
+    want = finetune.main(["--model", encoder, "--output", str(tmp_path / "cmd"), *_flags(data), *small])
+    assert _printed(capsys) == want
+    got = finetune_teacher(
+        encoder,
+        output=str(tmp_path / "api"),
+        data=data,
+        epochs=1,
+        max_steps=3,
+        batch_size=8,
+        max_length=32,
+        tracking_uri=uri,
+    )
+    _same(got, want)
+    assert os.path.isfile(tmp_path / "api" / "config.json")
 
 
 # ------------------------------------------------------------------ bad input: the command's field and message
