@@ -95,12 +95,13 @@ def best_student(experiment: str, **settings: Any) -> dict[str, Any]:
 
 def _call(run, positional: list[str], parser: argparse.ArgumentParser, flags: dict[str, Any]) -> dict[str, Any]:
     """The command ``run`` on the flags' command line, as its ``cli`` runs it (its interrupt record, the places it
-    writes to checked), inside a Ray of its own unless the caller has one; Ctrl-C: its cleanups, then re-raised."""
-    from raydistill.commands.cli import command_scope, run_cleanups
+    writes to checked; the caller's signal handlers kept), inside a Ray of its own unless the caller has one; Ctrl-C:
+    its cleanups, then re-raised."""
+    from raydistill.commands.cli import command_scope, handlers_kept, run_cleanups
     from raydistill.orchestrate.connect import owned_ray
 
     argv = positional + _argv(parser, flags)
-    with command_scope(), owned_ray():
+    with command_scope(), handlers_kept(), owned_ray():  # the caller's signal handlers back after Ray stops
         try:
             return run(argv)
         except KeyboardInterrupt:

@@ -10,6 +10,7 @@ import dataclasses
 import json
 import os
 import random
+import signal
 import subprocess
 import sys
 
@@ -78,10 +79,13 @@ def test_run_distill_returns_what_the_command_prints_and_leaves_the_callers_ray(
     argv += [x for k, v in small.items() for x in (f"--{k.replace('_', '-')}", str(v))]
     want = main([*argv, "--output", str(tmp_path / "cmd")])
     assert _printed(capsys) == want
+    handlers = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
     got = run_distill(
         "kd", teacher=teacher, data=data, no_teacher_cache=True, tracking_uri=uri, output=str(tmp_path / "api"), **small
     )
     _same(got, want)
+    # the caller's signal handlers are theirs again (Ray Train's driver leaves a SIGINT handler of its own)
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == handlers
     assert capsys.readouterr().out == ""  # the dict is returned, not printed
     assert os.path.isfile(tmp_path / "api" / "config.json")
     # the caller's Ray is left running, and is the one the run used

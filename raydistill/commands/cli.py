@@ -176,26 +176,38 @@ def cli(main):
 def _run(main, argv):
     """``cli``'s command run with the signal handlers installed, its errors and interrupts turned into one line."""
     import signal
+
+    with handlers_kept() as before:
+        for sig, handler in before.items():  # an ignored Ctrl-C (a background job) stays ignored
+            if handler is signal.default_int_handler or sig == signal.SIGTERM:
+                signal.signal(sig, _interrupt)
+        try:
+            return main(argv)
+        except UserError as e:
+            print(f"error: {e}", file=sys.stderr, flush=True)
+            raise SystemExit(EXIT_USAGE) from None
+        except KeyboardInterrupt:
+            if _INTERRUPT["signal"] is None:  # raised by Python's own Ctrl-C handler: defer what follows all the same
+                _INTERRUPT["signal"] = signal.SIGINT
+            run_cleanups()
+            hint = _INTERRUPT["hint"]
+            print("interrupted" + (f"; resume with: {hint}" if hint else ""), file=sys.stderr, flush=True)
+            raise SystemExit(exit_status(_INTERRUPT["signal"])) from None
+
+
+@contextlib.contextmanager
+def handlers_kept():
+    """SIGINT's and SIGTERM's handlers (the main thread's; yielded) put back on the way out, whatever was installed
+    meanwhile (``cli``'s own; Ray Train's driver installs a SIGINT handler it leaves behind): a command called in
+    process (tests, a notebook, ``raydistill.api``) leaves the caller's handlers."""
+    import signal
     import threading
 
     main_thread = threading.current_thread() is threading.main_thread()
     before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)} if main_thread else {}
-    for sig, handler in before.items():  # an ignored Ctrl-C (a background job) stays ignored
-        if handler is signal.default_int_handler or sig == signal.SIGTERM:
-            signal.signal(sig, _interrupt)
     try:
-        return main(argv)
-    except UserError as e:
-        print(f"error: {e}", file=sys.stderr, flush=True)
-        raise SystemExit(EXIT_USAGE) from None
-    except KeyboardInterrupt:
-        if _INTERRUPT["signal"] is None:  # raised by Python's own Ctrl-C handler: defer what follows all the same
-            _INTERRUPT["signal"] = signal.SIGINT
-        run_cleanups()
-        hint = _INTERRUPT["hint"]
-        print("interrupted" + (f"; resume with: {hint}" if hint else ""), file=sys.stderr, flush=True)
-        raise SystemExit(exit_status(_INTERRUPT["signal"])) from None
+        yield before
     finally:
-        for sig, handler in before.items():  # called in process (tests, a notebook): the caller's handlers again
+        for sig, handler in before.items():
             if handler is not None:
                 signal.signal(sig, handler)
