@@ -316,8 +316,10 @@ def test_the_installed_console_command_and_python_m_still_work():
         pytest.skip("the raydistill script is installed by pip install -e . (not done for this Python)")
     r = subprocess.run([script, "--help"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and "raydistill sweep SPACE" in r.stdout and "python -m raydistill.sweep" in r.stdout
-    r = subprocess.run([script, "sweep", "--help"], capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0 and r.stdout.startswith("usage: raydistill sweep ") and "--num-samples" in r.stdout
+    for name in ("sweep", "distill", "finetune", "best", "evaluate", "data", "augment", "list"):
+        r = subprocess.run([script, name, "--help"], capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0 and r.stdout.startswith(f"usage: raydistill {name} "), (name, r.stderr[-500:])
+    assert "--num-samples" in subprocess.run([script, "sweep", "-h"], capture_output=True, text=True).stdout
     r = subprocess.run([script, "list", "spaces"], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and "pkd_glue" in r.stdout
     r = subprocess.run([script, "distill", "--teacher", "x"], capture_output=True, text=True, timeout=300)
