@@ -270,6 +270,14 @@ def parser() -> Parser:
 
 @cli
 def main(argv=None) -> dict:
+    out = run(argv)
+    print(json.dumps(out, default=str), flush=True)
+    return out
+
+
+def run(argv=None) -> dict:
+    """The best trial these flags pick, exported and registered as they ask: what ``main`` prints
+    (``raydistill.api``'s ``best_student`` runs the same). Bad input is a UserError before MLflow is read."""
     a = parser().parse_args(argv)
     tracker = Tracker(_checked(a), a.experiment)
     best, metric, mean, mode = find_best(tracker, a.metric, a.mode, a.sweep, a.max_latency_ms, a.max_params)
@@ -281,7 +289,6 @@ def main(argv=None) -> dict:
     if a.register:
         version = register(tracker, best.info.run_id, a.register)
         out["registered"] = {"name": a.register, "version": version, "alias": ALIAS}
-    print(json.dumps(out, default=str), flush=True)
     return out
 
 

@@ -77,6 +77,14 @@ def config(a) -> RunConfig:
 
 @cli
 def main(argv=None) -> dict:
+    metrics = run(argv)
+    print(json.dumps(metrics), flush=True)
+    return metrics
+
+
+def run(argv=None) -> dict:
+    """The fine-tune these flags describe (or the finished one they match): its dev scores as ``main`` prints them
+    (``raydistill.api``'s ``finetune_teacher`` runs the same). Bad input is a UserError before anything loads."""
     a = parser().parse_args(argv)
     from raydistill.config.schema import task_of
     from raydistill.tasks import check_labelled
@@ -97,9 +105,7 @@ def main(argv=None) -> dict:
     def log(m):
         return print(m, file=sys.stderr, flush=True)
 
-    metrics = finetune(cfg, cfg.output, log=log)
-    print(json.dumps(metrics), flush=True)
-    return metrics
+    return finetune(cfg, cfg.output, log=log)
 
 
 if __name__ == "__main__":

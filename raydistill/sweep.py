@@ -3,8 +3,8 @@
 This module is the command: flags, the space and the base config checked before Ray starts, resume state, then
 ``orchestrate.tuner.run_sweep`` (each trial one distillation run, an MLflow child run under one parent per sweep), the
 confirmation of the top trials with more seeds (``orchestrate.confirm``) and ``summary.finish`` (summary table, Pareto
-plot, one JSON object — the best trial — as the last line of stdout). Trials are chosen on a validation split carved
-from the training rows (``best_val_*``) and reported on dev (``best_eval_*``).
+plot), then one JSON object — the best trial — as the last line of stdout. Trials are chosen on a validation split
+carved from the training rows (``best_val_*``) and reported on dev (``best_eval_*``).
 """
 
 from __future__ import annotations
@@ -183,6 +183,14 @@ def _add_sweep_args(p: Parser) -> None:
 # ------------------------------------------------------------------ main
 @cli
 def main(argv: list[str] | None = None) -> dict[str, Any]:
+    out = run(argv)
+    print(json.dumps(out, default=str), flush=True)  # the best trial, the last line of stdout
+    return out
+
+
+def run(argv: list[str] | None = None) -> dict[str, Any]:
+    """The sweep these flags describe, run to its end: the best trial as ``main`` prints it (``raydistill.api``'s
+    ``run_sweep`` runs the same). Bad input is a UserError before Ray starts."""
     a, argv, state = _arguments(list(sys.argv[1:] if argv is None else argv))
     # every check that needs no Ray: nothing is logged before it passes
     sweep = Sweep.plan(a, argv, state, teacher_cache_dir(a))

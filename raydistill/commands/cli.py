@@ -27,6 +27,9 @@ RESULT_ARGS = ("output", "export")  # result folders: refused when they hold fil
 # Armed by ``cli`` for one command: the first ``Parser.parse_args`` in it (the entry point's own) checks the paths
 # it names; a later one (the sweep's re-parse of a resumed sweep's flags) and one outside a command do not.
 _CHECK_PATHS: contextvars.ContextVar[bool] = contextvars.ContextVar("raydistill_check_paths", default=False)
+# The name a command's parser shows in its usage, help and errors when ``raydistill COMMAND`` runs it (``named``);
+# unset, each keeps its own (``python -m raydistill.sweep``).
+_PROG: contextvars.ContextVar[str] = contextvars.ContextVar("raydistill_prog", default="")
 
 
 class Parser(argparse.ArgumentParser):
@@ -34,7 +37,14 @@ class Parser(argparse.ArgumentParser):
     argparse's own errors (wrong type, bad choice, missing or unknown flag) are a one-line UserError instead of the
     usage block argparse prints. The entry point's parse checks every argument in ``WRITABLE_ARGS`` (``--output``,
     ``--storage-path``, ``--export``) writable before any work, and refuses a result folder (``--output``,
-    ``--export``) holding files raydistill did not write without ``--overwrite``."""
+    ``--export``) holding files raydistill did not write without ``--overwrite``. Run as ``raydistill COMMAND``
+    (``named``), a command's own parser shows that name instead of ``python -m raydistill.X``."""
+
+    def __init__(self, *args, **kwargs):
+        name = _PROG.get()
+        if name and str(kwargs.get("prog") or "").startswith("python -m raydistill"):  # not a sub-command's parser
+            kwargs["prog"] = name
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         message = " ".join(str(message).split())
@@ -67,6 +77,38 @@ def _check_paths(ns: argparse.Namespace) -> None:
                 check_output(value, dest, overwrite=bool(getattr(ns, "overwrite", False)))
     if isinstance(getattr(ns, "tracking_uri", None), str):
         check_tracking_uri_path(ns.tracking_uri)
+
+
+@contextlib.contextmanager
+def named(prog: str):
+    """Within it, a command's parser shows ``prog`` (``raydistill sweep``) in its usage, help and errors."""
+    token = _PROG.set(prog)
+    try:
+        yield
+    finally:
+        _PROG.reset(token)
+
+
+@contextlib.contextmanager
+def command_scope():
+    """What a command runs inside, from the shell (``cli``) or from Python (``raydistill.api``): a fresh interrupt
+    record of its own, and its first parse checking the places it writes to."""
+    _INTERRUPT.update(hint="", cleanup=[], at_signal=[], signal=None, later=[])
+    checking = _CHECK_PATHS.set(True)
+    try:
+        yield
+    finally:
+        _CHECK_PATHS.reset(checking)
+
+
+def run_cleanups() -> None:
+    """The interrupted command's ``on_interrupt`` cleanups, last registered first; one that fails is said, and the
+    rest still run."""
+    for fn in reversed(_INTERRUPT["cleanup"]):
+        try:
+            fn()
+        except Exception as e:  # the rest, and the command's one line, still have to come
+            print(f"warning: cleanup after the interrupt failed: {e}", file=sys.stderr, flush=True)
 
 
 def add_overwrite(p: argparse.ArgumentParser, flag: str = "--output") -> None:
@@ -125,16 +167,20 @@ def cli(main):
 
     @functools.wraps(main)
     def wrapper(argv=None):
-        import signal
-        import threading
+        with command_scope():
+            return _run(main, argv)
 
-        _INTERRUPT.update(hint="", cleanup=[], at_signal=[], signal=None, later=[])
-        main_thread = threading.current_thread() is threading.main_thread()
-        before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)} if main_thread else {}
+    return wrapper
+
+
+def _run(main, argv):
+    """``cli``'s command run with the signal handlers installed, its errors and interrupts turned into one line."""
+    import signal
+
+    with handlers_kept() as before:
         for sig, handler in before.items():  # an ignored Ctrl-C (a background job) stays ignored
             if handler is signal.default_int_handler or sig == signal.SIGTERM:
                 signal.signal(sig, _interrupt)
-        checking = _CHECK_PATHS.set(True)
         try:
             return main(argv)
         except UserError as e:
@@ -143,18 +189,25 @@ def cli(main):
         except KeyboardInterrupt:
             if _INTERRUPT["signal"] is None:  # raised by Python's own Ctrl-C handler: defer what follows all the same
                 _INTERRUPT["signal"] = signal.SIGINT
-            for fn in reversed(_INTERRUPT["cleanup"]):
-                try:
-                    fn()
-                except Exception as e:  # the line below still has to be printed
-                    print(f"warning: cleanup after the interrupt failed: {e}", file=sys.stderr, flush=True)
+            run_cleanups()
             hint = _INTERRUPT["hint"]
             print("interrupted" + (f"; resume with: {hint}" if hint else ""), file=sys.stderr, flush=True)
             raise SystemExit(exit_status(_INTERRUPT["signal"])) from None
-        finally:
-            _CHECK_PATHS.reset(checking)
-            for sig, handler in before.items():  # called in process (tests, a notebook): the caller's handlers again
-                if handler is not None:
-                    signal.signal(sig, handler)
 
-    return wrapper
+
+@contextlib.contextmanager
+def handlers_kept():
+    """SIGINT's and SIGTERM's handlers (the main thread's; yielded) put back on the way out, whatever was installed
+    meanwhile (``cli``'s own; Ray Train's driver installs a SIGINT handler it leaves behind): a command called in
+    process (tests, a notebook, ``raydistill.api``) leaves the caller's handlers."""
+    import signal
+    import threading
+
+    main_thread = threading.current_thread() is threading.main_thread()
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)} if main_thread else {}
+    try:
+        yield before
+    finally:
+        for sig, handler in before.items():
+            if handler is not None:
+                signal.signal(sig, handler)

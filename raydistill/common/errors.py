@@ -18,6 +18,11 @@ class UserError(ValueError):
         return (type(self), (self.field, self.message))
 
 
+class RunFailed(RuntimeError):
+    """A run that started and failed (``raydistill.api``; the command prints the message as its one line and exits
+    1). Its message is the root cause in one line; ``__cause__`` is the error itself."""
+
+
 def check(cond: bool, field: str, message: str) -> None:
     if not cond:
         raise UserError(field, message)

@@ -20,6 +20,7 @@ from raydistill.commands.args import (
     train_config,
 )
 from raydistill.commands.cli import HelpFormatter, Parser, add_overwrite, cli
+from raydistill.common.errors import RunFailed, failure_reason
 from raydistill.config.schema import DistillConfig, RunConfig, StudentConfig
 
 DESCRIPTION = (
@@ -235,6 +236,24 @@ def config_from_args(a) -> RunConfig:
 
 @cli
 def main(argv=None) -> dict:
+    try:
+        out = run(argv)
+    except RunFailed as e:  # the run failed; its MLflow run already records why
+        from raydistill.orchestrate.guard import lost, say
+
+        line = lost(e.__cause__)
+        if line:
+            say(line)  # the guardian, should Ray end this process before its goodbye, does not print it again
+        else:
+            print(f"error: {e}", file=sys.stderr, flush=True)
+        raise SystemExit(1) from None
+    print(json.dumps({k: v for k, v in out.items()}), flush=True)
+    return out
+
+
+def run(argv=None) -> dict:
+    """The run these flags describe, trained to its end: its scores as ``main`` prints them (``raydistill.api``'s
+    ``run_distill`` runs the same). Bad input is a UserError before Ray starts; a run that fails, ``RunFailed``."""
     a = parser().parse_args(argv)
     from raydistill.train.preflight import check_ray_options, preflight
 
@@ -248,39 +267,23 @@ def main(argv=None) -> dict:
     from raydistill.tasks.files import report
 
     report()  # the columns guessed in the user's files, once the checks passed
+    from raydistill.common.interrupts import at_signal, on_interrupt
     from raydistill.common.paths import results_path
-    from raydistill.orchestrate.connect import init_ray
+    from raydistill.orchestrate.connect import init_ray, mute_workers, shutdown
     from raydistill.orchestrate.run import RunOptions, execute
 
-    init_ray(verbose=a.verbose)
-    from raydistill.common.interrupts import at_signal, on_interrupt
-    from raydistill.orchestrate.connect import mute_workers, shutdown
-
+    if init_ray(verbose=a.verbose):  # a Ray the caller started (raydistill.api) is theirs to stop
+        on_interrupt(shutdown)  # Ctrl-C: the run is ended KILLED (execute), Ray stopped, then the one line
     at_signal(mute_workers)  # Ctrl-C: workers Ray kills while the command unwinds print nothing
-    on_interrupt(shutdown)  # Ctrl-C: the run is ended KILLED (execute), Ray stopped, then the one line
     storage = os.path.abspath(a.storage_path) if a.storage_path else results_path("ray")
     # a fresh Ray Train run name each time: Train V2 resumes any earlier run stored under the same name
     shape = f"{cfg.student.layers}L{cfg.student.hidden}"
     name = f"{cfg.distill.method}-{cfg.task}-{shape}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+    opts = RunOptions(max_failures=a.max_failures, placement_strategy=a.placement_strategy, verbose=a.verbose)
     try:
-        out = execute(
-            cfg,
-            storage_path=storage,
-            name=name,
-            opts=RunOptions(max_failures=a.max_failures, placement_strategy=a.placement_strategy, verbose=a.verbose),
-        )
-    except Exception as e:  # the run failed; its MLflow run already records why
-        from raydistill.common.errors import failure_reason
-        from raydistill.orchestrate.guard import lost, say
-
-        line = lost(e)
-        if line:
-            say(line)  # the guardian, should Ray end this process before its goodbye, does not print it again
-        else:
-            print(f"error: training failed: {failure_reason(e)}", file=sys.stderr, flush=True)
-        raise SystemExit(1) from None
-    print(json.dumps({k: v for k, v in out.items()}), flush=True)
-    return out
+        return execute(cfg, storage_path=storage, name=name, opts=opts)
+    except Exception as e:
+        raise RunFailed(f"training failed: {failure_reason(e)}") from e
 
 
 if __name__ == "__main__":

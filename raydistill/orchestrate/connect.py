@@ -13,7 +13,7 @@ import ray
 from raydistill.orchestrate.resources import Cluster
 
 
-def init_ray(num_cpus: int | None = None, log_to_driver: bool = True, verbose: bool = False) -> None:
+def init_ray(num_cpus: int | None = None, log_to_driver: bool = True, verbose: bool = False) -> bool:
     """Join the cluster in RAY_ADDRESS (no resource arguments allowed then; ``RAY_ADDRESS=auto`` joins the cluster a
     ``ray start --head`` on this host started), else start a local Ray of this command's own, even when another
     cluster runs on this host, with its dashboard bound to 127.0.0.1.
@@ -22,9 +22,12 @@ def init_ray(num_cpus: int | None = None, log_to_driver: bool = True, verbose: b
     cluster's token (``RAY_AUTH_TOKEN``, ``RAY_AUTH_TOKEN_PATH`` or ``~/.ray/auth_token``) in its
     environment; a job started by ``ray job submit`` inherits both from the cluster. A refused token, or
     a dashboard URL in RAY_ADDRESS, is a one-line UserError saying what to set instead of a Ray traceback.
+
+    Returns whether this call started or joined Ray: False where this process was already connected (a test's
+    session Ray, the caller of ``raydistill.api``), whose Ray is then not this command's to stop.
     """
     if ray.is_initialized():
-        return
+        return False
     os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")
     address = os.environ.get("RAY_ADDRESS")
     if address:
@@ -60,6 +63,7 @@ def init_ray(num_cpus: int | None = None, log_to_driver: bool = True, verbose: b
         watch(ray.get_runtime_context().gcs_address)  # a cluster lost mid-command: one line, no run left RUNNING
     else:
         start_local(num_cpus, log_to_driver, verbose)
+    return True
 
 
 # a free port asked of the OS is free only until someone else binds it (Ray's own services included): a start that
@@ -183,6 +187,18 @@ def shutdown() -> None:
     output is forwarded to this process's stderr (an interrupted command's one line stays its last)."""
     if ray.is_initialized():
         ray.shutdown()
+
+
+@contextlib.contextmanager
+def owned_ray():
+    """A Ray started (or a cluster joined) inside is stopped (left) on the way out, however it ends; one this process
+    was connected to before (the caller's) is left running."""
+    before = ray.is_initialized()
+    try:
+        yield
+    finally:
+        if not before:
+            shutdown()
 
 
 def mute_workers() -> None:

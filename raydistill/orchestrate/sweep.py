@@ -173,9 +173,11 @@ class Sweep:
             + (f" --storage-path {a.storage_path}" if a.storage_path else "")
         )
         self.clock = Clock()  # the work a sweep does around its trials: Ray start, teacher, reference, re-timing
-        init_ray(verbose=a.verbose)  # before any MLflow run: a refused connection must not leave a parent run open
+        # before any MLflow run: a refused connection must not leave a parent run open
+        started = init_ray(verbose=a.verbose)
         at_signal(mute_workers)  # Ctrl-C: trial actors Ray kills while the sweep unwinds print nothing
-        on_interrupt(shutdown)  # runs last: the trials' forwarded output ends before the one line
+        if started:  # a Ray the caller started (raydistill.api) is theirs to stop
+            on_interrupt(shutdown)  # runs last: the trials' forwarded output ends before the one line
         cluster = self.machine or joined()
         self.n_at_once = concurrency(self.demand, cluster, a.max_concurrent, self.n_samples)
         log(

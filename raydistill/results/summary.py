@@ -120,7 +120,7 @@ class SweepOutcome:
 
 def finish(sweep: SweepOutcome, rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The sweep's summary files logged to its parent run, its children closed, the parent ended, the table and the
-    MLflow UI link printed, and the one-line JSON result (the best trial) returned and printed last."""
+    MLflow UI link printed, and the result (the best trial) returned: the sweep command prints it as one JSON line."""
     against_teacher(rows, sweep.metric, sweep.teacher)
     front = mark_front(rows, sweep.metric, sweep.mode, sweep.front_by)
     text, files, front_cols = _write_summary(sweep, rows, front)
@@ -144,7 +144,6 @@ def finish(sweep: SweepOutcome, rows: list[dict[str, Any]]) -> dict[str, Any]:
         file=sys.stderr,
         flush=True,
     )
-    print(json.dumps(summary, default=str), flush=True)
     return summary
 
 
