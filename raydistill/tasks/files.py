@@ -15,22 +15,20 @@ stray quotes).
 
 from __future__ import annotations
 
-import csv
 import functools
 import hashlib
 import json
 import os
 import re
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
 from raydistill.common.errors import UserError
 from raydistill.tasks import dataset as hubdata
 from raydistill.tasks import tags as tagging
 from raydistill.tasks.base import Task
+from raydistill.tasks.readers import as_text, columns_of, file_format, fingerprint, read_columns
 
-FORMATS = {".csv": "csv", ".tsv": "tsv", ".json": "json", ".jsonl": "jsonl", ".parquet": "parquet"}
 KINDS = ("classification", "regression", "token")
 METRICS = {
     "classification": ("accuracy", "macro_f1", "f1", "mcc"),
@@ -44,7 +42,6 @@ LABEL_GUESS = ("label", "labels")
 SPLIT_FILE = {"train": "train_file", "validation": "eval_file", "test": "test_file"}
 SPLIT_NAME = {"train": "train_split", "validation": "eval_split"}  # a dataset's splits
 FILES = tuple(SPLIT_FILE.values())
-FIX_FORMAT = "give a .csv, .tsv, .json, .jsonl or .parquet file"
 
 
 @dataclass(frozen=True)
@@ -123,129 +120,6 @@ def section_of(flags) -> dict:
     }
 
 
-# --------------------------------------------------------------------------- reading a file, every value as text
-
-
-def _text(v) -> str | None:
-    """A JSON or Parquet value as the text a CSV would hold (None stays missing)."""
-    if v is None or isinstance(v, str):
-        return v
-    if isinstance(v, float):
-        return repr(v)
-    return json.dumps(v, ensure_ascii=False) if not isinstance(v, int) or isinstance(v, bool) else str(v)
-
-
-def file_format(path: str, field: str) -> str:
-    fmt = FORMATS.get(os.path.splitext(path)[1].lower())
-    if fmt is None:
-        raise UserError(field, f"{path}: unknown file type; {FIX_FORMAT}")
-    if not os.path.isfile(path):
-        raise UserError(field, f"{path} does not exist; {FIX_FORMAT}")
-    return fmt
-
-
-def _csv_rows(path: str, fmt: str) -> Iterator[tuple[int, list[str]]]:
-    csv.field_size_limit(2**31 - 1)
-    opts = {"delimiter": "\t", "quoting": csv.QUOTE_NONE} if fmt == "tsv" else {}
-    with open(path, encoding="utf-8-sig", newline="") as f:
-        reader = csv.reader(f, **opts)  # type: ignore[arg-type]
-        for row in reader:
-            if row:  # blank lines
-                yield reader.line_num, row
-
-
-def _json_records(path: str, fmt: str) -> Iterator[tuple[int, object]]:
-    with open(path, encoding="utf-8-sig") as f:
-        text = f.read()
-    if fmt == "json" and text.lstrip()[:1] in ("[", "{"):
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as e:
-            if text.lstrip()[:1] == "[":
-                raise UserError("", f"{path} line {e.lineno} is not JSON: {e.msg}") from None
-            data = None  # JSON Lines in a .json file, as datasets reads them
-        if isinstance(data, dict) and len(data) == 1 and isinstance(next(iter(data.values())), list):
-            data = next(iter(data.values()))  # {"data": [...]}
-        if isinstance(data, list):
-            yield from ((i, r) for i, r in enumerate(data, 1))
-            return
-    for n, line in enumerate(text.splitlines(), 1):
-        if line.strip():
-            try:
-                yield n, json.loads(line)
-            except json.JSONDecodeError as e:
-                raise UserError("", f"{path} line {n} is not JSON: {e.msg}") from None
-
-
-def _parquet(path: str, columns: list[str] | None):
-    import pyarrow.parquet as pq
-
-    try:
-        if columns is None:
-            return pq.read_schema(path).names
-        return pq.read_table(path, columns=columns).to_pylist()
-    except Exception as e:  # pyarrow's errors have no common base worth naming
-        raise UserError("", f"{path} is not a Parquet file pyarrow can read: {str(e).splitlines()[0][:200]}") from None
-
-
-def columns_of(path: str, field: str) -> list[str]:
-    """The file's column names, read before any row (a header, the first record's keys, the Parquet schema)."""
-    fmt = file_format(path, field)
-    try:
-        if fmt in ("csv", "tsv"):
-            return next(iter(_csv_rows(path, fmt)), (0, []))[1]
-        if fmt == "parquet":
-            return _parquet(path, None)
-        first = next(iter(_json_records(path, fmt)), (0, {}))[1]
-    except UserError as e:
-        raise UserError(field, e.message) from None
-    except (csv.Error, UnicodeDecodeError) as e:
-        raise UserError(field, f"{path} does not parse: {e}") from None
-    if not isinstance(first, dict):
-        raise UserError(field, f"{path}: the first record is not an object with named fields")
-    return list(first)
-
-
-def read_columns(path: str, field: str, wanted: list[str], lists=()) -> list[tuple[int, list]]:
-    """``(line or record number, values of the wanted columns as text)`` for every row; a value absent is None; the
-    columns in ``lists`` (tokens, tags) as they are, a list where the file holds one."""
-    fmt = file_format(path, field)
-    try:
-        if fmt in ("csv", "tsv"):
-            return _csv_columns(path, fmt, field, wanted)
-        records = _parquet(path, wanted) if fmt == "parquet" else _json_records(path, fmt)
-        return [(n, _record(path, field, n, r, wanted, lists)) for n, r in _numbered(records)]
-    except UserError as e:
-        raise UserError(e.field or field, e.message) from None
-    except (csv.Error, UnicodeDecodeError) as e:
-        raise UserError(field, f"{path} does not parse: {e}") from None
-
-
-def _numbered(records) -> Iterator[tuple[int, object]]:
-    if isinstance(records, list):  # Parquet: row numbers
-        return ((i, r) for i, r in enumerate(records, 1))
-    return records
-
-
-def _record(path, field, n, r, wanted, lists=()) -> list:
-    if not isinstance(r, dict):
-        raise UserError(field, f"{path} line {n} is not an object with named fields")
-    return [r.get(c) if c in lists else _text(r.get(c)) for c in wanted]
-
-
-def _csv_columns(path, fmt, field, wanted) -> list[tuple[int, list[str | None]]]:
-    rows = _csv_rows(path, fmt)
-    _, header = next(rows)
-    idx = [header.index(c) for c in wanted]
-    out: list[tuple[int, list[str | None]]] = []
-    for n, row in rows:
-        if len(row) != len(header):
-            sep = "tab-separated" if fmt == "tsv" else "comma-separated"
-            raise UserError(field, f"{path} line {n}: expected {len(header)} {sep} fields, got {len(row)}")
-        out.append((n, [row[i] for i in idx]))
-    return out
-
-
 # --------------------------------------------------------------------------- the data's source: files or a dataset
 
 
@@ -267,7 +141,7 @@ def _read(spec: FileData, split: str, wanted: list[str], lists=()) -> list[tuple
     if not spec.dataset:
         return read_columns(spec.path(split), spec.field(split), wanted, lists)
     rows = hubdata.read(_split(spec, split), wanted)
-    return [(n, [v if c in lists else _text(v) for c, v in zip(wanted, vals, strict=True)]) for n, vals in rows]
+    return [(n, [v if c in lists else as_text(v) for c, v in zip(wanted, vals, strict=True)]) for n, vals in rows]
 
 
 def _named(spec: FileData, column: str) -> tuple[str, ...]:
@@ -457,16 +331,6 @@ def _metric(spec: FileData) -> FileData:
 def metrics_of(kind: str, n_labels: int) -> tuple[str, ...]:
     """What a task of this kind reports; F1 of the positive label only where there is one (two labels)."""
     return tuple(m for m in METRICS[kind] if m != "f1" or n_labels == 2 or kind == "token")
-
-
-def fingerprint(paths) -> str:
-    h = hashlib.sha256()
-    for p in paths:
-        with open(p, "rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                h.update(block)
-        h.update(b"\0")
-    return h.hexdigest()[:16]
 
 
 def _tagging(spec: FileData, head: Head | None) -> bool:
@@ -718,7 +582,7 @@ def _token_rows(spec: FileData, split: str) -> list[tuple[int, list[str], list[s
         _say(f"data: {where}: {empty} of {len(rows)} rows have no tokens and are left out")
     if not kept:
         raise UserError(spec.field(split), f"{where} has no rows with tokens; the {split} split would be empty")
-    return [(n, [_text(t) or "" for t in toks], [str(_text(t)) for t in tags]) for n, toks, tags in kept]
+    return [(n, [as_text(t) or "" for t in toks], [str(as_text(t)) for t in tags]) for n, toks, tags in kept]
 
 
 def _encode(spec: FileData, path: str, n: int, raw: str):
