@@ -174,7 +174,7 @@ def _add_sweep_args(p: Parser) -> None:
         "--ray-train-trials",
         action="store_true",
         help="run every trial on Ray Train, even a 1-worker "
-        "CPU trial on a local Ray (which by default trains in its Tune trial process: ~11 s less per trial)",
+        "CPU trial on a local Ray (which by default trains in its Tune trial process, skipping Ray Train's start-up)",
     )
     add_teacher_args(p)
     p.add_argument("--inject-fault", default="", help=argparse.SUPPRESS)  # test hook, see RunConfig.fault
