@@ -31,7 +31,7 @@ def parser():
         description=(
             "Search a space of distillation runs (Ray Tune, Optuna TPE, ASHA). Each trial is one distillation run "
             "logged "
-            "to MLflow; a one-worker CPU trial trains in its Tune trial process, one with several workers or GPUs, or "
+            "to MLflow; a one-worker trial (CPU or GPU) trains in its Tune trial process, one with several workers, or "
             "on a "
             "cluster, on Ray Train. Trials are chosen on a validation split carved from the training rows and reported "
             "on "
@@ -173,8 +173,8 @@ def _add_sweep_args(p: Parser) -> None:
     p.add_argument(
         "--ray-train-trials",
         action="store_true",
-        help="run every trial on Ray Train, even a 1-worker "
-        "CPU trial on a local Ray (which by default trains in its Tune trial process, skipping Ray Train's start-up)",
+        help="run every trial on Ray Train, even a 1-worker trial (CPU or GPU) on a local Ray, which by default "
+        "trains in its Tune trial process, skipping Ray Train's start-up",
     )
     add_teacher_args(p)
     p.add_argument("--inject-fault", default="", help=argparse.SUPPRESS)  # test hook, see RunConfig.fault

@@ -58,12 +58,14 @@ def test_the_gpu_tests_run_checks_hold_on_the_cpu(tiny_teacher, glue_dir, tmp_pa
     assert cap.teacher is not None and last["epoch"] == 3
 
 
-def test_a_gpu_trial_runs_on_ray_train_with_a_fraction_of_a_gpu_and_nccl(tmp_path):
+def test_a_gpu_trial_packs_a_fraction_of_a_gpu_and_its_ray_train_path_uses_nccl(tmp_path):
+    """A 1-worker GPU trial trains in its Tune trial process on its share of the GPU (tests/test_in_process.py); with
+    several workers, or --ray-train-trials, it runs on Ray Train over NCCL."""
     from raydistill.orchestrate.resources import Cluster, TrialDemand, concurrency
     from raydistill.orchestrate.run import RunOptions, make_trainer
 
     demand = TrialDemand(1, 1.0, 0.5)
-    assert not demand.in_process()  # GPU trials never train in the Tune trial process (that path is CPU-only)
+    assert demand.in_process() and not TrialDemand(2, 1.0, 1.0).in_process()
     assert concurrency(demand, Cluster(16, 1), None, 24) == 2
     assert concurrency(TrialDemand(1, 1.0, 0.125), Cluster(16, 1), None, 24) == 8
     assert concurrency(TrialDemand(1, 1.0, 0.125), Cluster(4, 1), None, 24) == 4  # the CPUs bound it too

@@ -1,11 +1,11 @@
 """How many trials run at once: what one trial's workers ask for, and what the cluster holds. Ray-free.
 
 A trial is ``num_workers`` Ray Train workers of ``cpus_per_worker`` CPUs (and ``gpus_per_worker`` GPUs); the Tune
-trial function itself holds nothing (it only waits for its workers), except a 1-worker CPU trial on a local Ray, which
-trains in the trial function and holds that worker's CPUs instead: the same demand either way. So the sweep's
-concurrency is the number of
-whole trials the cluster's CPUs and GPUs hold, capped by ``--max-concurrent`` and the number of trials. A trial
-that can never be placed is refused here, before it would sit PENDING forever.
+trial function itself holds nothing (it only waits for its workers), except a 1-worker trial on a local Ray, which
+trains in the trial function and holds that worker's CPUs (and its fraction of a GPU) instead: the same demand either
+way. So the sweep's concurrency is the number of whole trials the cluster's CPUs and GPUs hold, capped by
+``--max-concurrent`` and the number of trials. A trial that can never be placed is refused here, before it would sit
+PENDING forever.
 """
 
 from __future__ import annotations
@@ -62,8 +62,31 @@ class TrialDemand:
         return threads(self.cpus_per_worker)
 
     def in_process(self) -> bool:
-        """One CPU worker: the trial can train in its own Tune process, with no Ray Train worker to start."""
-        return self.num_workers == 1 and self.gpus_per_worker is None
+        """One worker, on the CPU or on (a fraction of) a GPU: the trial can train in its own Tune process, with no Ray
+        Train controller and worker to start. Several workers need Ray Train (DDP over gloo or NCCL)."""
+        return self.num_workers == 1
+
+    def trial_resources(self, in_process: bool) -> dict:
+        """The Tune trial function's own bundle: a trial that trains in it holds its worker's CPUs and GPU share; one
+        on Ray Train only waits for its workers, and holding a CPU would leave one idle on a small machine (Tune needs
+        a non-empty bundle)."""
+        if not in_process:
+            return {"cpu": 0, "memory": 1}
+        return {"cpu": self.cpus_per_worker, **({"gpu": self.gpus_per_worker} if self.gpus_per_worker else {})}
+
+
+def cuda_index(gpu_ids: list, visible: str | None) -> int:
+    """The ``cuda:`` index of the first GPU Ray gave this process (``ray.get_gpu_ids()``): its place in
+    ``CUDA_VISIBLE_DEVICES``, which Ray sets to the process's GPUs, so ``0`` for a 1-GPU (or a fraction of one)
+    trial, whatever its physical id — trials packed on one GPU each see it as ``cuda:0``. Where Ray left the variable
+    unset (``RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES``) the id is the index; no id (outside a Ray worker): 0."""
+    if not gpu_ids:
+        return 0
+    first = str(gpu_ids[0])
+    names = [v.strip() for v in (visible or "").split(",") if v.strip()]
+    if first in names:
+        return names.index(first)
+    return int(first) if first.isdigit() and not names else 0
 
 
 def threads(cpus_per_worker: float) -> int:

@@ -156,14 +156,33 @@ def _checkpoints(run_dir: str) -> list[str]:
     return [os.path.join(run_dir, n) for n in names]
 
 
+def trial_device(train):
+    """The device an in-process trial trains on: the CPU, or with ``train.use_gpu`` the GPU Ray gave its Tune trial
+    (``resources.cuda_index``: ``cuda:0`` of the trial's visible set, shared by the trials packed on that GPU), made
+    the process's current device as Ray Train does for its workers. Outside a Ray worker (a test): the current CUDA
+    device. Refuses ``use_gpu`` where torch sees no CUDA device (``run_device``)."""
+    import torch
+
+    from raydistill.orchestrate.resources import cuda_index
+    from raydistill.train.precision import run_device
+
+    device = run_device(train)
+    if device.type != "cuda":
+        return device
+    ids = ray.get_gpu_ids() if ray.is_initialized() else []
+    device = torch.device("cuda", cuda_index(ids, os.environ.get("CUDA_VISIBLE_DEVICES")) if ids else device.index)
+    torch.cuda.set_device(device)
+    return device
+
+
 def fit_in_process(cfg: RunConfig, *, run_dir: str, threads: int, resume: bool, on_epoch) -> tuple[dict, str]:
-    """One 1-worker CPU run in this process, without Ray Train, whose controller and worker start are most of a sweep
-    trial's fixed cost (docs/benchmarks/2026-11-23-sweep-throughput.md): the same loop, each epoch's checkpoint
+    """One 1-worker run (CPU or GPU, ``trial_device``) in this process, without Ray Train, whose controller and worker
+    start are most of a sweep trial's fixed cost (docs/benchmarks/2026-11-23-sweep-throughput.md): the same loop, each
+    epoch's checkpoint
     persisted under ``run_dir`` (the last ``KEEP``), ``on_epoch(metrics)`` per epoch, and a restarted trial
     (``resume``) going on from its latest checkpoint. Returns the last epoch's metrics and the latest checkpoint
     folder."""
-    import torch
-
+    from raydistill.orchestrate.resources import confine_threads, gpu_memory
     from raydistill.train.loop import Context, run
 
     if not resume:  # a fresh start: only the checkpoints an earlier attempt made here go (the folder rule)
@@ -171,9 +190,9 @@ def fit_in_process(cfg: RunConfig, *, run_dir: str, threads: int, resume: bool, 
             shutil.rmtree(old, ignore_errors=True)
     os.makedirs(run_dir, exist_ok=True)
     kept = _checkpoints(run_dir)
-    from raydistill.orchestrate.resources import confine_threads
-
-    confine_threads(threads)  # torch threads and the tokenizers' pool: the trial's CPUs, before it first tokenises
+    device = trial_device(cfg.train)
+    # the tokenizers' pool (and torch's threads on the CPU): the trial's CPUs, before it first tokenises
+    confine_threads(threads, torch_threads=device.type == "cpu")
     last: dict = {}
 
     def report(metrics: dict, ckpt_dir: str | None) -> None:
@@ -185,6 +204,8 @@ def fit_in_process(cfg: RunConfig, *, run_dir: str, threads: int, resume: bool, 
             os.replace(dst + ".tmp", dst)
             for old in _checkpoints(run_dir)[:-KEEP]:
                 shutil.rmtree(old, ignore_errors=True)
+        if device.type == "cuda":  # what the trial holds on its GPU, as a Ray Train worker reports it
+            metrics = {**metrics, **gpu_memory(device)}
         on_epoch(metrics)
         last.clear()
         last.update(metrics)
@@ -192,7 +213,7 @@ def fit_in_process(cfg: RunConfig, *, run_dir: str, threads: int, resume: bool, 
     ctx = Context(
         rank=0,
         world_size=1,
-        device=torch.device("cpu"),
+        device=device,
         resume_dir=os.path.join(kept[-1], "checkpoint") if kept else None,
         report=report,
         log=lambda m: print(f"[rank0] {m}", file=sys.__stderr__, flush=True),
@@ -238,8 +259,8 @@ def execute(
     ``latency_ms_b*``) plus ``run_id`` and ``student_dir`` (the best epoch's student). MLflow keeps the per-epoch
     curves, ``best_eval_*`` and ``best_epoch`` among them. A failed fit marks the MLflow run FAILED with the reason,
     then re-raises; a trial the search's scheduler stops early ends KILLED, tagged ``raydistill.stopped``.
-    ``in_process`` (a sweep's 1-worker CPU trial: a callable taking each epoch's metrics) runs the loop in this process
-    instead of on Ray Train (``fit_in_process``).
+    ``in_process`` (a sweep's 1-worker trial, CPU or GPU: a callable taking each epoch's metrics) runs the loop in this
+    process instead of on Ray Train (``fit_in_process``).
     """
     t0 = time.perf_counter()
     tracker = Tracker(cfg.tracking_uri, cfg.experiment)
@@ -323,7 +344,7 @@ def _run_params(cfg: RunConfig) -> dict:
 def _fit_here(
     cfg: RunConfig, storage_path: str, name: str, opts: RunOptions, tracker: Tracker, run_id: str, resume: bool, report
 ):
-    """A sweep's 1-worker CPU trial in this process: each epoch logged, then handed to Tune (``report``)."""
+    """A sweep's 1-worker trial in this process: each epoch logged, then handed to Tune (``report``)."""
     from raydistill.orchestrate.resources import threads
 
     def on_epoch(metrics):

@@ -33,11 +33,10 @@ def trainable_for(base, *, parent: str, storage: str, name: str, opts: TrialOpts
     trainable = tune.with_parameters(
         run_trial, base=base, parent_run_id=parent, storage=storage, sweep_name=name, opts=opts
     )
-    # an in-process trial trains in the trial function, which then holds its worker's CPUs; a Ray Train trial's
-    # function only waits for its workers: holding a CPU would leave one idle on a small machine
-    return tune.with_resources(
-        trainable, {"cpu": opts.run.cpus_per_worker} if opts.in_process else {"cpu": 0, "memory": 1}
-    )  # Tune needs a non-empty bundle
+    from raydistill.orchestrate.resources import TrialDemand
+
+    demand = TrialDemand(1, opts.run.cpus_per_worker, opts.run.gpus_per_worker)  # an in-process trial's one worker
+    return tune.with_resources(trainable, demand.trial_resources(opts.in_process))
 
 
 def failure_config(opts: TrialOpts):
@@ -62,8 +61,9 @@ def run_sweep(
     opts: TrialOpts,
 ) -> list:
     """Every trial's Tune result, once the sweep ends. ``opts`` (``trial_opts``) with ``in_process``: each trial trains
-    in its Tune trial process (one CPU worker, no Ray Train; ``orchestrate.run.fit_in_process``), and Tune restarts a
-    failed one from its last checkpoint up to ``max_failures`` times, as Ray Train would restart its worker."""
+    in its Tune trial process (one worker on the CPU or its share of a GPU, no Ray Train;
+    ``orchestrate.run.fit_in_process``), and Tune restarts a failed one from its last checkpoint up to
+    ``max_failures`` times, as Ray Train would restart its worker."""
     verbose = opts.run.verbose
     trainable = trainable_for(base, parent=parent, storage=storage, name=name, opts=opts)
     if not verbose:  # Tune's newer console output prints its header box to stdout even at verbose=0
