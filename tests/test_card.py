@@ -55,3 +55,17 @@ def test_logged_student_carries_its_card(tiny_teacher, mlflow_uri, caplog):
     local = mlflow.artifacts.download_artifacts(where)
     assert open(os.path.join(local, "model_card.md")).read() == card.split("---\n", 2)[2]
     assert yaml.safe_load(open(os.path.join(local, "model_card_data.yaml")))["license"] == "unknown"
+
+
+def test_the_student_is_logged_from_the_cpu_where_a_gpu_is_visible(tiny_teacher, mlflow_uri, monkeypatch):
+    """A GPU trial trained in its Tune trial process sees its GPU when it logs its student: the pipeline MLflow saves
+    stays on the CPU (transformers would put it on cuda:0, the GPU other trials share), here a CPU build told CUDA is
+    there — which a move to cuda:0 would fail on."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    tracker = Tracker(mlflow_uri, "cuda-visible")
+    run_id = tracker.start_run("r", {})
+    model_id = tracker.log_student_model(run_id, tiny_teacher(), "classification", None)
+    tracker.end_run(run_id)
+    assert model_id and "logged_model_error" not in MlflowClient(mlflow_uri).get_run(run_id).data.tags

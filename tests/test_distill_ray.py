@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -199,9 +200,11 @@ def test_two_workers_match_one_worker(
     assert all(torch.allclose(w1[k], w2[k], rtol=1e-5, atol=1e-6) for k in w1)  # the same (best) student
 
 
-def test_export_and_final_metrics_take_the_best_epoch(tmp_path):
+def test_export_and_final_metrics_take_the_best_epoch(tmp_path, monkeypatch):
     """The exported student is the checkpoint's best one, and the run's eval_* are the best epoch's."""
+    import contextlib
     import shutil
+    import tempfile
 
     from raydistill.orchestrate.run import export_student, final_metrics
 
@@ -209,12 +212,23 @@ def test_export_and_final_metrics_take_the_best_epoch(tmp_path):
         (tmp_path / "c" / "checkpoint" / which).mkdir(parents=True)
         (tmp_path / "c" / "checkpoint" / which / "which.txt").write_text(which)
 
-    class Checkpoint:  # the part of ray.train.Checkpoint that export_student uses
-        def to_directory(self, path):
-            shutil.copytree(tmp_path / "c", path, dirs_exist_ok=True)
-            return path
+    class Checkpoint:  # the part of ray.train.Checkpoint that export_student uses: a remote one, downloaded
+        @contextlib.contextmanager
+        def as_directory(self):
+            with tempfile.TemporaryDirectory() as path:
+                shutil.copytree(tmp_path / "c", path, dirs_exist_ok=True)
+                yield path
 
     out = export_student(Checkpoint(), str(tmp_path / "out"))
+    assert open(f"{out}/which.txt").read() == "best_student"
+    # a checkpoint on the local disk is read where it is: only the best student is copied, once, to the output
+    from ray.train import Checkpoint as RayCheckpoint
+
+    monkeypatch.setattr(RayCheckpoint, "to_directory", lambda *a, **k: pytest.fail("the whole checkpoint copied"))
+    out = export_student(RayCheckpoint.from_directory(str(tmp_path / "c")), str(tmp_path / "out2"))
+    from raydistill.common.outputs import MARKER
+
+    assert sorted(os.listdir(out)) == sorted([MARKER, "which.txt"])
     assert open(f"{out}/which.txt").read() == "best_student"
     last = {
         "epoch": 3,

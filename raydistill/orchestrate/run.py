@@ -127,11 +127,13 @@ def make_trainer(cfg: RunConfig, *, name: str, storage_path: str, opts: RunOptio
 
 def export_student(checkpoint, output: str) -> str:
     """Copy the run's best student (HF directory + tokenizer) out of a Ray checkpoint (or a checkpoint folder the
-    in-process runner persisted) to ``output``."""
+    in-process runner persisted) to ``output``: the one copy of the student the run writes. A checkpoint on the local
+    disk is read in place (``as_directory``), not first copied whole (its AdamW state and last student are most of it);
+    one in remote storage is downloaded to a temporary folder first."""
     if isinstance(checkpoint, str):
         return _copy_best(checkpoint, output)
-    with tempfile.TemporaryDirectory() as tmp:
-        return _copy_best(checkpoint.to_directory(tmp), output)
+    with checkpoint.as_directory() as root:
+        return _copy_best(root, output)
 
 
 def _copy_best(root: str, output: str) -> str:

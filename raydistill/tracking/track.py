@@ -324,8 +324,12 @@ class Tracker:
             if self.uri:  # None: MLflow's own default, already in force
                 mlflow.set_tracking_uri(self.uri)
             transformers.logging.set_verbosity_error()
-            # the task is a variable; the stubs overload on literals
-            pipe = transformers.pipeline(PIPELINES[kind], model=model_dir, tokenizer=model_dir)  # type: ignore[call-overload]
+            # on the CPU: transformers puts a pipeline on cuda:0 wherever CUDA is visible, which in a GPU trial trained
+            # in its Tune process is the GPU it shares with the trials packed beside it (the task is a variable; the
+            # stubs overload on literals)
+            pipe = transformers.pipeline(  # type: ignore[call-overload]
+                PIPELINES[kind], model=model_dir, tokenizer=model_dir, device="cpu"
+            )
             reqs = [f"{p}=={md.version(p)}" for p in ("transformers", "torch", "tokenizers")]
             # the fluent API is the flavour's only way in; the caller ends the run
             with mlflow.start_run(run_id=run_id):
