@@ -3,10 +3,11 @@ without it, so CI stays green; tests/test_gpu_helpers.py runs the checks these t
 
 * every method end to end on the GPU (the real loop, bf16 autocast where native, fp32 master weights, loss finite and
   falling, the exported student re-scored on the CPU equal to the dev score the run reported);
-* an NCCL process group with one rank: a DDP step over it, and a run on Ray Train (whose GPU trials use NCCL);
+* an NCCL process group with one rank: a DDP step over it, and a run on Ray Train (whose multi-worker GPU trials use
+  NCCL); a 1-worker GPU trial's run in its own process, on its GPU, without Ray Train;
 * the teacher cache built on the GPU, then read by a run that keeps its teacher off the device;
 * a 2-trial sweep with ``--use-gpu --gpus-per-worker 0.5`` (its teacher fine-tuned on the GPU first) whose two trials
-  hold GPU memory at the same time, on one GPU;
+  (each in its Tune trial process) hold GPU memory at the same time, on one GPU;
 * ``best --export --onnx`` of that GPU-trained sweep in a process that sees no GPU.
 """
 
@@ -124,6 +125,27 @@ def test_ray_train_run_on_the_gpu(ray_session, tiny_teacher, sst2, tmp_path, mlf
     assert out["gpu_memory_mb"] > 0 and out["gpu_peak_memory_mb"] >= out["gpu_memory_mb"]
     hist = Tracker(mlflow_uri).client.get_metric_history(out["run_id"], "gpu_memory_mb")
     assert len(hist) == 2
+    again = evaluate_dir(out["student_dir"], "sst2", sst2, max_length=cfg.train.max_length)
+    assert abs(again["eval_accuracy"] - out["best_eval_accuracy"]) <= 1 / dev_size(sst2) + 1e-9
+
+
+def test_in_process_gpu_trial_trains_on_its_gpu_without_ray_train(tiny_teacher, sst2, tmp_path, mlflow_uri):
+    """A sweep's 1-worker GPU trial's path (``execute(in_process=…)``, no Ray): the loop on this process's GPU, each
+    epoch's GPU memory handed to Tune and logged, the student exported and logged as an MLflow model (its pipeline
+    built on the CPU), its dev score matching a CPU re-score."""
+    from raydistill.evaluate import evaluate_dir
+    from raydistill.orchestrate.run import execute
+    from raydistill.tracking.track import Tracker
+
+    cfg = method_cfg("kd", tiny_teacher("classification"), sst2, use_gpu=True, epochs=2).replace(
+        tracking_uri=mlflow_uri, experiment="gpu-in-process", output=str(tmp_path / "student")
+    )
+    reported: list = []
+    out = execute(cfg, storage_path=str(tmp_path / "ray"), name="gpu-in-process", in_process=reported.append)
+    assert [m["epoch"] for m in reported] == [1, 2] and all(m["gpu_peak_memory_mb"] > 0 for m in reported)
+    client = Tracker(mlflow_uri).client
+    assert len(client.get_metric_history(out["run_id"], "gpu_memory_mb")) == 2
+    assert "logged_model_error" not in client.get_run(out["run_id"]).data.tags
     again = evaluate_dir(out["student_dir"], "sst2", sst2, max_length=cfg.train.max_length)
     assert abs(again["eval_accuracy"] - out["best_eval_accuracy"]) <= 1 / dev_size(sst2) + 1e-9
 
