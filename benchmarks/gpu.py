@@ -10,9 +10,10 @@ Part 1, MFU: the package's step (``build_objective``, ``step.Distiller``, ``step
 bf16 autocast, fp32 master weights, AdamW, clipping)
 for TinyBERT task distillation, stage ``intermediate`` (embedding + attention-score + hidden MSE, mapping 3,6,9,12)
 and stage ``pred`` (T²-scaled KL on logits). Teacher 12L-768-3072-12 (BERT-base shape, random weights), student
-4L-312-1200-12, length 128, full-length batches. Counted FLOPs per token (matmuls only, the usual MFU convention):
-teacher forward 2·(4H² + 2HI)·L + 4·T·H·L, student 3× its forward (forward + backward), plus the learned
-projections; MFU = counted FLOP/s ÷ ``--peak-tflops``.
+4L-312-1200-12, length 128, ragged batches (rows of length 64–128, padded as dynamic padding pads). Model FLOPs
+over real (unpadded) tokens only, attention included (``FLOPS_FORMULA``, written into the report): per token of a
+row of real length n, teacher forward 2·(4H² + 2HI)·L + 4·n·H·L, student 3× its forward (forward + backward), plus
+the learned projections; MFU = counted FLOP/s ÷ ``--peak-tflops``.
 
 Part 2, packing: K processes on one GPU (K in ``--pack``, default 1,2,4,8), each a pred-stage trial that trains its
 own 4L-312 student with teacher logits from one shared ``TeacherCache`` (built once, memory-mapped by every
@@ -80,6 +81,18 @@ def step_flops_per_token(sz: dict, stage: str, n_proj: int) -> float:
     return teacher + 3 * (student + proj)
 
 
+FLOPS_FORMULA = (
+    "step FLOPs = sum over real (unpadded) rows i of len_i * [teacher(len_i) + 3 * (student(len_i) + proj)], "
+    "encoder(len) = layers * (2 * (4 H^2 + 2 H I) + 4 * len * H) per token (attention scores and context "
+    "included, over the row's own real tokens), proj = 2 * H_s * H_t per projected layer (intermediate stage)"
+)
+
+
+def step_flops(sz: dict, stage: str, n_proj: int, lengths) -> float:
+    """Model FLOPs of one step over the real tokens of rows with ``lengths`` (``FLOPS_FORMULA``)."""
+    return sum(step_flops_per_token({**sz, "length": int(n)}, stage, n_proj) * int(n) for n in lengths)
+
+
 def make_teacher(root: str, sz: dict) -> str:
     from raydistill.testing import make_tiny_model
 
@@ -114,12 +127,16 @@ def batches(n: int, vocab: int, batch: int, length: int, device, seed: int = 0) 
     out = []
     for _ in range(n):
         ids = torch.randint(5, vocab, (batch, length), generator=g)
+        # ragged rows (one full-length): padding as dynamic padding leaves it; MFU counts the real tokens only
+        lengths = torch.randint(length // 2, length + 1, (batch,), generator=g)
+        lengths[0] = length
+        mask = (torch.arange(length)[None, :] < lengths[:, None]).long()
         out.append(
             {
                 k: v.to(device)
                 for k, v in {
-                    "input_ids": ids,
-                    "attention_mask": torch.ones_like(ids),
+                    "input_ids": ids * mask,
+                    "attention_mask": mask,
                     "token_type_ids": torch.zeros_like(ids),
                     "labels": torch.randint(0, 2, (batch,), generator=g),
                 }.items()
@@ -181,9 +198,10 @@ def mfu(teacher_dir: str, sz: dict, device, stage: str, steps: int, warmup: int,
         step(b)
     sync(device)
     dt = (time.perf_counter() - t0) / steps
-    tokens = sz["batch"] * sz["length"]
-    flops = step_flops_per_token(sz, stage, step.n_proj) * tokens
+    flops = sum(step_flops(sz, stage, step.n_proj, b["attention_mask"].sum(1).tolist()) for b in data[warmup:]) / steps
     out = {
+        "real_tokens_per_step": sum(int(b["attention_mask"].sum()) for b in data[warmup:]) / steps,
+        "flops_formula": FLOPS_FORMULA,
         "stage": stage,
         "s_per_step": dt,
         "examples_per_s": sz["batch"] / dt,

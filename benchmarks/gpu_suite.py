@@ -125,6 +125,7 @@ def part_mfu(a, out: str) -> dict:
                 k: {"examples_per_s": v["examples_per_s"], "vs_1": v["vs_first"]} for k, v in res["packing"].items()
             },
             device=res["machine"]["device"],
+            mfu_formula=res["mfu_pred"].get("flops_formula"),  # model FLOPs over real (unpadded) tokens
         )
     r["ok"] = r["rc"] == 0 and not r["timed_out"]
     return r

@@ -132,6 +132,22 @@ def add_selection_args(p: argparse.ArgumentParser, d: TrainConfig | None = DEFAU
         + ("on" if d and d.group_by_length else "off" if d else "the space's train.group_by_length, else on")
         + ")",
     )
+    p.add_argument(
+        "--attention",
+        choices=("padded", "unpadded"),
+        default=d.attention if d else None,
+        help="unpadded: forwards that read no attention scores run on the batch's real tokens only (flash "
+        "attention's varlen kernel where the model was loaded with it); stages reading scores stay padded "
+        "(default: " + (d.attention if d else "the space's train.attention, else padded") + ")",
+    )
+    p.add_argument(
+        "--compile",
+        action=argparse.BooleanOptionalAction,
+        default=d.compile if d else None,
+        help="torch.compile the student's forward (default: "
+        + ("on" if d and d.compile else "off" if d else "the space's train.compile, else off")
+        + ")",
+    )
 
 
 def train_config(a, **extra) -> dict:
@@ -148,6 +164,8 @@ def train_config(a, **extra) -> dict:
         val_fraction=a.val_fraction,
         select_on=a.select_on,
         group_by_length=a.group_by_length,
+        attention=a.attention,
+        compile=a.compile,
         **extra,
     )
 

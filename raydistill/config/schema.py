@@ -145,6 +145,10 @@ class TrainConfig:
     # batches of similar-length rows (raydistill/data/batches.py): the same rows and steps with fewer padded token
     # slots, so faster epochs (docs/benchmarks/2026-11-24-epoch-speed-mrpc.md)
     group_by_length: bool = True
+    # "unpadded": the forwards that read no attention scores run on the batch's real tokens only
+    # (models/packing.py); stages that read scores (TinyBERT's attention loss, MiniLM) stay padded
+    attention: str = "padded"
+    compile: bool = False  # torch.compile the student (its forward; the loss and optimizer stay eager)
 
     def validate(self) -> None:
         check(self.epochs >= 1, "train.epochs", f"must be >= 1, got {self.epochs}")
@@ -166,6 +170,12 @@ class TrainConfig:
             "train.val_fraction",
             f"must be in (0, 0.5] (the share of the training "
             f"rows held out to choose epochs and trials on), got {self.val_fraction}; pass --val-fraction 0.1",
+        )
+        check(
+            self.attention in ATTENTION_LAYOUTS,
+            "train.attention",
+            f"must be one of {', '.join(ATTENTION_LAYOUTS)}, got {self.attention!r}; pass --attention unpadded "
+            "(real tokens only) or padded",
         )
         check(
             self.select_on in SELECT_ON,
@@ -376,6 +386,7 @@ def _labelled(task: str) -> bool:
 
 
 SELECT_ON = ("val", "dev")  # the split that chooses epochs, trials and recipes
+ATTENTION_LAYOUTS = ("padded", "unpadded")  # train.attention: what the forwards without attention scores see
 SECTIONS: dict[str, type[StudentConfig | DistillConfig | TrainConfig | FileData]] = {
     "student": StudentConfig,
     "distill": DistillConfig,

@@ -37,6 +37,8 @@ TRAIN_FLAGS = (
     "val_fraction",
     "select_on",
     "group_by_length",
+    "attention",
+    "compile",
 )
 
 

@@ -37,7 +37,7 @@ from raydistill.train.checkpoint import copy_dir, load_state, resume_student, sa
 from raydistill.train.faults import Fault
 from raydistill.train.precision import release, step_dtype, teacher_dtype
 from raydistill.train.scoring import dev_metrics
-from raydistill.train.step import Distiller, make_optimizer, teacher_outputs, to_device, train_step
+from raydistill.train.step import Distiller, compile_student, make_optimizer, teacher_outputs, to_device, train_step
 
 
 class NonFiniteLoss(RuntimeError):
@@ -163,6 +163,8 @@ class Trainer:
         """Student and projections on the device, in one module (DDP-wrapped across ranks)."""
         self.student.to(self.device).train()  # from_pretrained (resume, pretrained init) returns eval mode: no dropout
         self.objective.to(self.device)
+        if self.cfg.train.compile:
+            compile_student(self.student)
         model: torch.nn.Module = Distiller(self.student, self.objective)
         if self.distributed:
             ddp_kw: dict[str, Any] = {"find_unused_parameters": len(self.objective.method.stages) > 1}
@@ -382,7 +384,8 @@ def _teacher_cache(cfg, needs: list, teacher, data, device, ctx, t_dtype: str):
     full = [n for n in needs if n.teacher and n.teacher_full]
     hidden = set().union(*(n.teacher_hidden for n in full))
     att = set().union(*(n.teacher_att for n in full))
-    return TeacherCache(cfg.teacher_cache, cache_key(cfg, kind, t_dtype), kind).ensure(
+    unpadded = cfg.train.attention == "unpadded"
+    return TeacherCache(cfg.teacher_cache, cache_key(cfg, kind, t_dtype), kind, unpadded).ensure(
         teacher, data.train, collate, data.pad_id, device, ctx.log, t_dtype, hidden, att, cfg.teacher_cache_gb
     )
 

@@ -7,6 +7,7 @@ import torch
 from raydistill.distill.mapping import layer_pairs
 from raydistill.distill.methods import get_method
 from raydistill.models.features import AttentionCapture
+from raydistill.models.packing import prepare
 from raydistill.models.student import build_student
 from raydistill.models.teacher import load_model
 
@@ -24,6 +25,7 @@ class Objective(torch.nn.Module):
         )
         self.projections = torch.nn.ModuleDict({str(i): torch.nn.Linear(s_h, t_h) for i in sorted(layers)})
         self._captures = {}
+        self.unpadded = False  # forwards without captures on real tokens only (``use_layout``)
         self._models = {"student": student, "teacher": teacher}
 
     def proj(self, layer: int):
@@ -44,6 +46,14 @@ class Objective(torch.nn.Module):
         if key not in self._captures:
             self._captures[key] = AttentionCapture(self._models[who], set(layers), set(qkv))
         return self._captures[key]
+
+    def use_layout(self, attention: str) -> None:
+        """``train.attention``: "unpadded" readies student and teacher for packed forwards (``models.packing``)."""
+        self.unpadded = attention == "unpadded"
+        if self.unpadded:
+            for model in self._models.values():
+                if model is not None:
+                    prepare(model)
 
     def teacher_capture(self, stage: str):
         return self._capture("teacher", stage)
@@ -132,4 +142,6 @@ def build_objective(cfg, resume_student: str | None = None):
     method = method_cls(cfg, kind, pairs, layers)
     if not method_cls.uses_teacher:
         teacher = None
-    return Objective(method, student, teacher), student, teacher, tokenizer
+    objective = Objective(method, student, teacher)
+    objective.use_layout(cfg.train.attention)
+    return objective, student, teacher, tokenizer

@@ -8,6 +8,7 @@ import torch
 
 from raydistill.config.schema import RunConfig
 from raydistill.distill.methods import Outputs
+from raydistill.models.packing import packed_forward
 from raydistill.tasks.encode import MODEL_INPUTS
 from raydistill.train.precision import autocast
 
@@ -16,8 +17,12 @@ def to_device(batch: dict, device) -> dict:
     return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
 
 
-def forward(model, batch: dict, need_hidden: bool, capture=None) -> Outputs:
+def forward(model, batch: dict, need_hidden: bool, capture=None, unpadded: bool = False) -> Outputs:
+    """The model's outputs on ``batch``; ``unpadded``: on its real tokens only (``packing.prepare`` was called), unless
+    ``capture`` reads attention scores or queries/keys/values, which the padded path keeps."""
     inputs = {k: batch[k] for k in MODEL_INPUTS if k in batch}
+    if unpadded and capture is None:
+        return Outputs.from_hf(packed_forward(model, inputs, hidden_states=need_hidden))
     if capture is not None:
         with capture:
             out = model(**inputs, output_hidden_states=need_hidden)
@@ -35,8 +40,16 @@ class Distiller(torch.nn.Module):
 
     def forward(self, batch, teacher_out, stage, world: int = 1):
         needs = self.objective.method.needs(stage)
-        s = forward(self.student, batch, needs.hidden, self.objective.student_capture(stage))
+        capture = self.objective.student_capture(stage)
+        s = forward(self.student, batch, needs.hidden, capture, self.objective.unpadded)
         return self.objective.method.losses(stage, s, teacher_out, batch, self.objective, world=world)
+
+
+def compile_student(student, backend: str = "inductor") -> None:
+    """``train.compile``: the student's forward through torch.compile, in place (``nn.Module.compile``: parameters and
+    state-dict keys unchanged, so checkpoints, DDP and the optimizer see the same module); losses and the optimizer
+    stay eager. Tests pass a CPU-cheap ``backend`` ("aot_eager")."""
+    student.compile(backend=backend)
 
 
 def teacher_outputs(teacher, cache, objective, batch: dict, idx: list[int], stage: str, device, t_dtype: str):
@@ -48,7 +61,7 @@ def teacher_outputs(teacher, cache, objective, batch: dict, idx: list[int], stag
     if cache is not None and cache.serves(needs):
         return cache.outputs(idx, batch, needs)
     with torch.no_grad(), autocast(device, t_dtype):
-        return forward(teacher, batch, needs.hidden, objective.teacher_capture(stage))
+        return forward(teacher, batch, needs.hidden, objective.teacher_capture(stage), objective.unpadded)
 
 
 def optimizer_step(model, loss: torch.Tensor, opt, sched) -> None:

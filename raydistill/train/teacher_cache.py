@@ -56,6 +56,8 @@ def cache_key(cfg, kind: str, dtype: str = "fp32") -> str:
         "kind": kind,
         "dtype": dtype,
     }
+    if cfg.train.attention != "padded":  # the layout's rounding differs; padded keys stay as they were (caches kept)
+        parts["attention"] = cfg.train.attention
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:20]
 
 
@@ -72,8 +74,9 @@ def _rows(offsets, idx) -> np.ndarray:
 
 
 class TeacherCache:
-    def __init__(self, root: str, key: str, kind: str):
+    def __init__(self, root: str, key: str, kind: str, unpadded: bool = False):
         self.dir, self.kind = os.path.join(root, key), kind
+        self.unpadded = unpadded  # built with packed forwards (``models.packing``) where no scores are written
         self.arrays: dict[str, np.memmap] = {}
         self.hidden_layers: frozenset = frozenset()  # full-sequence hidden states cached (0 = embeddings)
         self.att_layers: frozenset = frozenset()  # attention scores cached (0-based layers)
@@ -190,6 +193,7 @@ class TeacherCache:
         """Run the teacher over ``features`` and write its outputs: the base arrays (``base``: [CLS] per layer and
         predictions, into a new folder put in place whole) and/or the full-sequence layers ``add_h`` / ``add_a``."""
         from raydistill.models.features import AttentionCapture
+        from raydistill.models.packing import packed_forward
 
         teacher.to(device).eval()
         out_dir = tempfile.mkdtemp(prefix=".tmp-", dir=os.path.dirname(self.dir)) if base else self.dir
@@ -202,7 +206,11 @@ class TeacherCache:
                 batch = {k: v.to(device) for k, v in collate([features[i] for i in idx], pad_id).items()}
                 inputs = {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids") if k in batch}
                 with AttentionCapture(teacher, add_a) as cap:
-                    out = teacher(**inputs, output_hidden_states=True)
+                    out = (
+                        packed_forward(teacher, inputs, hidden_states=True)
+                        if self.unpadded and not add_a
+                        else teacher(**inputs, output_hidden_states=True)
+                    )
                 real = batch["attention_mask"].bool()
                 if base:
                     w.write_base(out, idx, real)
