@@ -143,9 +143,10 @@ def test_sweep_throughput_smoke(tmp_path):
 
 @pytest.mark.slow
 def test_gpu_suite_smoke(tmp_path):
-    """The GPU suite's three parts on the CPU (issue 25): the GPU tests (skipped here), gpu.py's smoke, and the quality
-    run — a tiny encoder fine-tuned as the teacher, a 2-trial pkd_glue sweep, best --export --onnx — results in
-    --out."""
+    """The GPU suite's four parts on the CPU (issues 25, 40): the GPU tests (skipped here), the quality run — a tiny
+    encoder fine-tuned as the teacher, a 2-trial pkd_glue sweep, best --export --onnx, the sweep again with
+    --ray-train-trials —, gpu.py's smoke per layout, and the augment run (recipe + 2 copies vs recipe vs labels only,
+    1 seed) — results in --out."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     out = tmp_path / "gpu-suite"
     proc = subprocess.run(
@@ -166,9 +167,15 @@ def test_gpu_suite_smoke(tmp_path):
         assert t["skipped"] == t["tests"]  # no CUDA: every GPU test skips, and CI stays green
     m = res["mfu"]
     assert m["ok"] and m["mfu_intermediate"] > 0 and m["mfu_pred"] > 0 and set(m["packing"]) == {"1", "2"}
+    assert set(m["layouts"]) == {"padded", "unpadded"} and all(v["mfu_pkd"] > 0 for v in m["layouts"].values())
     q = res["quality"]
     assert q["ok"] and q["teacher"]["best_eval_accuracy"] >= 0 and (out / "quality" / "teacher").is_dir()
     assert q["sweep"]["trials"] == 2 and q["sweep"]["errors"] == 0 and q["sweep"]["trials_per_hour"] > 0
+    assert q["sweep"]["fixed_cost_s"] > 0 and q["before"]["trials"] == 2 and q["before"]["fixed_cost_s"] > 0
+    assert q["after_vs_before"]["trials_per_hour"] > 0
+    a = res["augment"]["tasks"]["sst2"]
+    assert res["augment"]["ok"] and set(a["variants"]) == {"first_k+aug2", "first_k", "labels"}
+    assert a["variants"]["first_k+aug2"]["vs_labels"]["verdict"] in ("beats", "ties", "loses to")
     b = q["best"]
     assert b["metric"] == "best_val_accuracy" and 0 <= b["val"] <= 1 and 0 <= b["dev"] <= 1
     assert b["onnx_max_abs_diff"] < 1e-4 and (out / "quality" / "best" / "model.onnx").is_file()
