@@ -394,7 +394,8 @@ def _content(spec: FileData) -> str:
     """The fingerprint of what the task reads: the files' bytes, or a dataset's rows (its wanted columns)."""
     if spec.dataset:
         return _rows_fingerprint(replace(spec, fingerprint=""), hubdata.stamp(spec.dataset))
-    return fingerprint(spec.path(s) for s in spec.splits())
+    paths = tuple(spec.path(s) for s in spec.splits())
+    return _fingerprint_of(paths, tuple(_stamp(p) for p in paths))
 
 
 @functools.lru_cache(maxsize=16)
@@ -627,13 +628,12 @@ def _check_unchanged(spec: FileData) -> None:
     days later, ``best`` re-scoring a run): refused where the files' bytes (a dataset's rows) changed since."""
     if not spec.fingerprint:
         return
+    now = _content(spec)
     if spec.dataset:
-        now = _content(spec)
         what, field, fix = spec.dataset, "data.dataset", "restore its rows"
     else:
-        paths = tuple(spec.path(s) for s in spec.splits())
-        now = _fingerprint_of(paths, tuple(_stamp(p) for p in paths))
-        what, field, fix = ", ".join(paths), "data.train_file", "restore the files"
+        what = ", ".join(spec.path(s) for s in spec.splits())
+        field, fix = "data.train_file", "restore the files"
     if now != spec.fingerprint:
         raise UserError(
             field,
