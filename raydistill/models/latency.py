@@ -72,11 +72,16 @@ def student_speed(model, length: int = 128, cache_dir: str | None = None) -> dic
     speed = cache.get(key)
     if not speed or "load" not in speed:  # entries without their load predate the rule below: measured again
         speed = {**measure_latency(model, length=length, device=device), "load": busy()}
-        if device == "cuda" or speed["load"] <= (os.cpu_count() or 1):
+        if device == "cuda" or quiet(speed["load"]):
             cache[key] = speed
             write_memo(path, cache)
     times = {k: v for k, v in speed.items() if k.startswith("latency_ms_")}
     return {"student_params": float(sum(p.numel() for p in model.parameters())), **times}
+
+
+def quiet(load: float) -> bool:
+    """Whether a CPU timing taken at this load is worth memoising: no more runnable threads than cores."""
+    return load <= (os.cpu_count() or 1)
 
 
 def busy() -> float:

@@ -18,7 +18,7 @@ def teacher_reference(cfg: RunConfig, threads: int, log=lambda m: None) -> dict:
     import torch
 
     from raydistill.config.schema import task_of
-    from raydistill.models.latency import busy, memo_dir, read_memo, write_memo
+    from raydistill.models.latency import busy, memo_dir, quiet, read_memo, write_memo
 
     task = task_of(cfg)
     before = torch.get_num_threads()
@@ -32,7 +32,7 @@ def teacher_reference(cfg: RunConfig, threads: int, log=lambda m: None) -> dict:
         out = _measure(cfg, task, threads, log)
     finally:
         torch.set_num_threads(before)
-    if busy() <= (os.cpu_count() or 1):  # a timing slowed by other work is this sweep's, not every later one's
+    if quiet(busy()):  # a timing slowed by other work is this sweep's, not every later one's
         memo[key] = out
         write_memo(path, memo)
     return out
