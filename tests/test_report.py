@@ -52,6 +52,9 @@ def test_teacher_reference_scores_the_students_dev_set_once(tiny_teacher, glue_d
     from raydistill.results import reference
 
     monkeypatch.setenv("RAYDISTILL_CACHE_DIR", str(tmp_path))
+    from raydistill.models import latency
+
+    monkeypatch.setattr(latency, "busy", lambda: 0.0)  # a quiet machine: a timing under load is not memoised
     cfg = RunConfig(
         task="sst2",
         teacher=tiny_teacher("classification", 2),
