@@ -156,3 +156,40 @@ def test_a_second_signal_while_the_command_unwinds_does_not_cut_its_finally_shor
         main()
     assert e.value.code == EXIT_INTERRUPTED and events == ["finally starts", "finally ends"]
     assert capsys.readouterr().err.strip() == "interrupted"
+
+
+def test_a_ctrl_c_that_lands_in_a_weakref_callback_still_ends_the_command(capsys):
+    """Python swallows an exception raised inside a weakref callback or ``__del__`` ("Exception ignored in ..."): a
+    Ctrl-C whose handler ran there was lost, and every later one deferred as "already interrupted", so the sweep ran
+    to the end (CI, test_interrupt_between_trials). The lost interrupt is raised again once the callback returns."""
+    import time
+    import weakref
+
+    events = []
+
+    class Thing:
+        pass
+
+    def callback(_ref):
+        signal.raise_signal(signal.SIGINT)  # the handler runs here, inside the callback
+        _spin()
+
+    @cli
+    def main(argv=None):
+        at_signal(lambda: events.append("at_signal"))
+        thing = Thing()
+        ref = weakref.ref(thing, callback)
+        try:
+            del thing
+            deadline = time.time() + 10
+            while time.time() < deadline:
+                time.sleep(0.01)
+            events.append("ran to the end")
+        finally:
+            del ref
+
+    with pytest.raises(SystemExit) as e:
+        main()
+    err = capsys.readouterr().err
+    assert e.value.code == EXIT_INTERRUPTED and events == ["at_signal"]
+    assert err.strip() == "interrupted" and "Traceback" not in err and "ignored" not in err

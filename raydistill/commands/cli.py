@@ -93,7 +93,7 @@ def named(prog: str):
 def command_scope():
     """What a command runs inside, from the shell (``cli``) or from Python (``raydistill.api``): a fresh interrupt
     record of its own, and its first parse checking the places it writes to."""
-    _INTERRUPT.update(hint="", cleanup=[], at_signal=[], signal=None, later=[])
+    _INTERRUPT.update(hint="", cleanup=[], at_signal=[], signal=None, later=[], lost=False, unwinding=False)
     checking = _CHECK_PATHS.set(True)
     try:
         yield
@@ -127,6 +127,9 @@ def _interrupt(signum, frame):
     command the way Ctrl-C does: runs closed, one line); from then on the handler is deferred: a further signal (a
     terminal's second Ctrl-C, a supervisor's SIGTERM) is noted, not acted on, so the cleanups always finish."""
     if _INTERRUPT["signal"] is not None:
+        if _INTERRUPT["lost"]:  # the first one's KeyboardInterrupt was swallowed (``_raise_lost``): raise it now
+            _INTERRUPT["lost"] = False
+            raise KeyboardInterrupt
         _INTERRUPT["later"].append(signum)
         return
     _INTERRUPT["signal"] = signum
@@ -134,6 +137,25 @@ def _interrupt(signum, frame):
         with contextlib.suppress(Exception):
             fn()
     raise KeyboardInterrupt
+
+
+def _raise_lost(previous_hook):
+    """An ``sys.unraisablehook``: Python swallows an exception raised in a weakref callback or ``__del__``, so a
+    KeyboardInterrupt our handler raised there is lost, and the command would run on with every later signal deferred.
+    It is raised again by the same signal sent from a thread once the callback has returned (raising it inside the
+    hook would be swallowed too). Anything else goes to the previous hook."""
+    import os
+    import threading
+
+    def hook(unraisable):
+        ours = issubclass(unraisable.exc_type, KeyboardInterrupt) and _INTERRUPT["signal"] is not None
+        if not ours or _INTERRUPT["unwinding"]:
+            previous_hook(unraisable)
+            return
+        _INTERRUPT["lost"] = True
+        threading.Timer(0.05, os.kill, (os.getpid(), _INTERRUPT["signal"])).start()
+
+    return hook
 
 
 def exit_status(signum: int | None) -> int:
@@ -181,18 +203,22 @@ def _run(main, argv):
         for sig, handler in before.items():  # an ignored Ctrl-C (a background job) stays ignored
             if handler is signal.default_int_handler or sig == signal.SIGTERM:
                 signal.signal(sig, _interrupt)
+        sys.unraisablehook = _raise_lost(previous_hook := sys.unraisablehook)
         try:
             return main(argv)
         except UserError as e:
             print(f"error: {e}", file=sys.stderr, flush=True)
             raise SystemExit(EXIT_USAGE) from None
         except KeyboardInterrupt:
+            _INTERRUPT.update(unwinding=True, lost=False)
             if _INTERRUPT["signal"] is None:  # raised by Python's own Ctrl-C handler: defer what follows all the same
                 _INTERRUPT["signal"] = signal.SIGINT
             run_cleanups()
             hint = _INTERRUPT["hint"]
             print("interrupted" + (f"; resume with: {hint}" if hint else ""), file=sys.stderr, flush=True)
             raise SystemExit(exit_status(_INTERRUPT["signal"])) from None
+        finally:
+            sys.unraisablehook = previous_hook
 
 
 @contextlib.contextmanager

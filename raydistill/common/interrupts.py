@@ -7,7 +7,15 @@ from __future__ import annotations
 from typing import Any
 
 # one command at a time per process: the cli wrapper resets it when a command starts
-INTERRUPT: dict[str, Any] = {"hint": "", "cleanup": [], "at_signal": [], "signal": None, "later": []}
+INTERRUPT: dict[str, Any] = {
+    "hint": "",
+    "cleanup": [],
+    "at_signal": [],
+    "signal": None,
+    "later": [],
+    "lost": False,  # the first signal's KeyboardInterrupt was swallowed (raised in a weakref callback): raise it again
+    "unwinding": False,  # the command caught its KeyboardInterrupt: from then on every signal is deferred
+}
 
 
 def resume_hint(command: str) -> None:
