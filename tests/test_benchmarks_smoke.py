@@ -173,9 +173,21 @@ def test_gpu_suite_smoke(tmp_path):
     assert q["sweep"]["trials"] == 2 and q["sweep"]["errors"] == 0 and q["sweep"]["trials_per_hour"] > 0
     assert q["sweep"]["fixed_cost_s"] > 0 and q["before"]["trials"] == 2 and q["before"]["fixed_cost_s"] > 0
     assert q["after_vs_before"]["trials_per_hour"] > 0
+    # the augment part is benchmarks/inits.py --augment (the smoke of inits.py's augmentation, too): the augmented set
+    # built once by the product's augment command, the same student trained on it, on the task's rows alone and on
+    # labels only, each compared on the same dev rows
     a = res["augment"]["tasks"]["sst2"]
     assert res["augment"]["ok"] and set(a["variants"]) == {"first_k+aug2", "first_k", "labels"}
     assert a["variants"]["first_k+aug2"]["vs_labels"]["verdict"] in ("beats", "ties", "loses to")
+    assert a["variants"]["first_k+aug2"]["vs_first_k"]["verdict"] in ("beats", "ties", "loses to")
+    steps = json.loads((out / "augment" / "work" / "steps.json").read_text())
+    assert sorted(steps) == ["sst2/2L-32/first_k+aug2/42", "sst2/2L-32/first_k/42", "sst2/2L-32/labels/42"] + [
+        "sst2/augment/2"
+    ]
+    aug = steps["sst2/augment/2"]
+    assert aug["copies"] == 2 and aug["rows"] == 3 * aug["examples"] > 0  # every kept row and two copies of it
+    knobs = json.loads((out / "augment" / "work" / "augmented" / "sst2" / "2" / "augment.json").read_text())
+    assert knobs["candidates"] == "embedding" and knobs["model"] == str(out / "augment" / "teachers" / "sst2")
     b = q["best"]
     assert b["metric"] == "best_val_accuracy" and 0 <= b["val"] <= 1 and 0 <= b["dev"] <= 1
     assert b["onnx_max_abs_diff"] < 1e-4 and (out / "quality" / "best" / "model.onnx").is_file()
@@ -231,34 +243,6 @@ def test_inits_benchmark_smoke(tiny_teacher, glue_dir, tmp_path):
     assert proc.stderr.strip().splitlines() == [
         f"error: --work {tmp_path / 'w'} holds sst2 runs of another recipe (temperature 2 → 4): pass another --work"
     ]
-
-
-@pytest.mark.slow
-def test_inits_benchmark_augment_smoke(tiny_teacher, glue_dir, tmp_path):
-    """benchmarks/inits.py --augment: the augmented set built once by the product's augment command, the same student
-    trained on it and on the task's rows alone, the augmented variant compared to the plain one on the same dev rows."""
-    teacher = tiny_teacher("classification", 2)
-    _, last = _inits(
-        teacher,
-        glue_dir,
-        tmp_path / "w",
-        "--shape",
-        "2,32,64,2",
-        "--inits",
-        "first_k",
-        "--augment",
-        "1,0",
-        "--method",
-        "kd",
-    )
-    m = re.fullmatch(rf"INITS task=sst2 shape=2L-32 first_k\+aug1={NUM} first_k={NUM} verdicts=(\{{.*\}})", last)
-    assert m and json.loads(m[3])["first_k"] in ("beats", "ties", "loses to"), last
-    steps = json.loads((tmp_path / "w" / "steps.json").read_text())
-    assert sorted(steps) == ["sst2/2L-32/first_k+aug1/42", "sst2/2L-32/first_k/42", "sst2/augment/1"]
-    aug = steps["sst2/augment/1"]
-    assert aug["copies"] == 1 and aug["rows"] == 2 * aug["examples"] > 0  # every kept row and one copy of it
-    knobs = json.loads((tmp_path / "w" / "augmented" / "sst2" / "1" / "augment.json").read_text())
-    assert knobs["candidates"] == "embedding" and knobs["model"] == teacher
 
 
 def test_shape_latency_smoke(tiny_teacher):
