@@ -3,6 +3,8 @@ artifacts are logged with retries, metrics spooled to disk instead of dropped.""
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import json
 import os
 import platform
@@ -61,6 +63,29 @@ def check_reachable(uri: str, timeout: float = 5.0) -> None:
             f"MLflow server {uri} is unreachable ({type(e).__name__}); start it "
             "(mlflow server --host 127.0.0.1) or pass --tracking-uri sqlite:////abs/path/mlflow.db",
         ) from None
+
+
+@contextlib.contextmanager
+def _pipeline_classes():
+    """MLflow (3.17) logs a model from a folder by reading its pipeline class's ``__name__`` from
+    ``transformers.pipelines.check_task``, which in transformers 5 gives the class's dotted name instead: within this,
+    the class itself."""
+    from transformers import pipelines
+
+    check_task = pipelines.check_task
+
+    def with_classes(task):
+        name, meta, options = check_task(task)
+        if isinstance(meta.get("impl"), str):
+            module, _, cls = meta["impl"].rpartition(".")
+            meta = {**meta, "impl": getattr(importlib.import_module(module), cls)}
+        return name, meta, options
+
+    pipelines.check_task = with_classes
+    try:
+        yield
+    finally:
+        pipelines.check_task = check_task
 
 
 # task kind → the transformers pipeline a student is logged as (MLflow's transformers flavour)
@@ -324,17 +349,17 @@ class Tracker:
             if self.uri:  # None: MLflow's own default, already in force
                 mlflow.set_tracking_uri(self.uri)
             transformers.logging.set_verbosity_error()
-            # on the CPU: transformers puts a pipeline on cuda:0 wherever CUDA is visible, which in a GPU trial trained
-            # in its Tune process is the GPU it shares with the trials packed beside it (the task is a variable; the
-            # stubs overload on literals)
-            pipe = transformers.pipeline(  # type: ignore[call-overload]
-                PIPELINES[kind], model=model_dir, tokenizer=model_dir, device="cpu"
-            )
             reqs = [f"{p}=={md.version(p)}" for p in ("transformers", "torch", "tokenizers")]
-            # the fluent API is the flavour's only way in; the caller ends the run
-            with mlflow.start_run(run_id=run_id):
+            # logged from the exported folder, files copied: no model is loaded (nor put on the GPU a trial shares),
+            # nor saved a second time. The requirements and the card are given: MLflow would otherwise load a
+            # pipeline to infer the one and ask the Hugging Face Hub for the other.
+            with mlflow.start_run(run_id=run_id), _pipeline_classes():  # the fluent API is the flavour's only way in
                 info = mlflow.transformers.log_model(
-                    pipe, name="student", pip_requirements=reqs, model_card=ModelCard(card) if card else None
+                    os.path.abspath(model_dir),
+                    name="student",
+                    task=PIPELINES[kind],
+                    pip_requirements=reqs,
+                    model_card=ModelCard(card or "---\nlicense: unknown\n---\n"),
                 )
             return info.model_id
         except Exception as e:  # any failure is reported, not raised
