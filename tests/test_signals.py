@@ -193,3 +193,34 @@ def test_a_ctrl_c_that_lands_in_a_weakref_callback_still_ends_the_command(capsys
     err = capsys.readouterr().err
     assert e.value.code == EXIT_INTERRUPTED and events == ["at_signal"]
     assert err.strip() == "interrupted" and "Traceback" not in err and "ignored" not in err
+
+
+def test_a_lost_interrupt_is_not_sent_again_after_the_command_ended():
+    """A command that returns before its lost interrupt is sent again (the resend waits for the callback to return)
+    leaves no stray signal for its caller, whose handlers are back by then."""
+    import time
+    import weakref
+
+    received = []
+
+    class Thing:
+        pass
+
+    def callback(_ref):
+        signal.raise_signal(signal.SIGTERM)  # swallowed inside the callback
+
+    @cli
+    def main(argv=None):
+        thing = Thing()
+        ref = weakref.ref(thing, callback)
+        del thing
+        del ref
+        return "done"
+
+    old = signal.signal(signal.SIGTERM, lambda sig, frame: received.append(sig))  # the caller's, put back
+    try:
+        assert main() == "done"
+        time.sleep(0.3)  # past the resend's delay
+    finally:
+        signal.signal(signal.SIGTERM, old)
+    assert received == []

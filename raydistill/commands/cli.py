@@ -147,13 +147,17 @@ def _raise_lost(previous_hook):
     import os
     import threading
 
+    def resend(signum):
+        if _INTERRUPT["lost"]:  # not if the command ended meanwhile: its caller's handlers would get a stray signal
+            os.kill(os.getpid(), signum)
+
     def hook(unraisable):
         ours = issubclass(unraisable.exc_type, KeyboardInterrupt) and _INTERRUPT["signal"] is not None
         if not ours or _INTERRUPT["unwinding"]:
             previous_hook(unraisable)
             return
         _INTERRUPT["lost"] = True
-        threading.Timer(0.05, os.kill, (os.getpid(), _INTERRUPT["signal"])).start()
+        threading.Timer(0.05, resend, (_INTERRUPT["signal"],)).start()
 
     return hook
 
@@ -218,6 +222,7 @@ def _run(main, argv):
             print("interrupted" + (f"; resume with: {hint}" if hint else ""), file=sys.stderr, flush=True)
             raise SystemExit(exit_status(_INTERRUPT["signal"])) from None
         finally:
+            _INTERRUPT["lost"] = False  # a command that ended before its lost interrupt was sent again: none is sent
             sys.unraisablehook = previous_hook
 
 
