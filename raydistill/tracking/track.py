@@ -20,6 +20,10 @@ from raydistill.common.paths import results_path
 
 # a command prints its own progress; MLflow's bars for a run's few artifacts would flood stderr
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+# against a tracking server MLflow writes "View run … at: URL" to stdout as each run ends, in whichever process ends
+# it: a trial's lines, forwarded by Ray, landed after the command's JSON line (the last stdout line by contract); the
+# sweep's summary and `best` print the UI link themselves
+os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
 
 # called as watcher("open", uri, run_id, name, tags, params) / watcher("close", uri, run_id, status=...) when this
 # process starts / ends a run (orchestrate/guard.py: the runs to mark FAILED if a joined Ray cluster goes away)
