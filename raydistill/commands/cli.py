@@ -15,7 +15,7 @@ from typing import NoReturn
 from raydistill.common.errors import UserError
 from raydistill.common.interrupts import INTERRUPT as _INTERRUPT
 from raydistill.common.outputs import check_output
-from raydistill.common.paths import check_tracking_uri_path, check_writable
+from raydistill.common.paths import check_tracking_uri_path, check_writable, storage_location
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command stopped by Ctrl-C (SIGTERM: 143)
@@ -72,6 +72,8 @@ def _check_paths(ns: argparse.Namespace) -> None:
     for dest in WRITABLE_ARGS:
         value = getattr(ns, dest, None)
         if isinstance(value, str) and value:
+            if dest == "storage_path":
+                storage_location(value)  # "s3:/bucket" refused here, not taken for a local folder
             check_writable(value, dest)
             if dest in RESULT_ARGS:  # the folder rule (outputs.py): nothing the command did not write is lost
                 check_output(value, dest, overwrite=bool(getattr(ns, "overwrite", False)))
