@@ -18,8 +18,14 @@ from typing import Any
 from raydistill.common.errors import UserError
 from raydistill.common.paths import results_path
 
-# a command prints its own progress; MLflow's bars for a run's few artifacts would flood stderr
-os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+
+def _quiet_artifacts() -> None:
+    """A command prints its own progress; MLflow's bars for a run's few artifacts would flood stderr. Set on import
+    and again with each client: an API call gives its caller's environment back (``cli.state_kept``)."""
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+
+
+_quiet_artifacts()
 
 # called as watcher("open", uri, run_id, name, tags, params) / watcher("close", uri, run_id, status=...) when this
 # process starts / ends a run (orchestrate/guard.py: the runs to mark FAILED if a joined Ray cluster goes away)
@@ -174,6 +180,7 @@ class Tracker:
     def client(self) -> Any:
         from mlflow.tracking import MlflowClient
 
+        _quiet_artifacts()
         return MlflowClient(tracking_uri=self.uri)
 
     @cached_property
