@@ -17,7 +17,7 @@ from typing import Any
 
 from raydistill.common.errors import UserError, check
 from raydistill.common.hub import is_local
-from raydistill.common.paths import results_path, write_json_atomic
+from raydistill.common.paths import is_uri, results_path, storage_location, write_json_atomic
 from raydistill.config.schema import RunConfig
 from raydistill.config.sizes import Shape
 from raydistill.orchestrate.resources import DEFAULT_CPUS_PER_WORKER, Cluster, TrialDemand, concurrency
@@ -48,10 +48,10 @@ def log(message: str) -> None:
 
 def state_path(storage_path: str | None, name: str) -> str:
     """Where a sweep keeps what ``--resume`` needs (beside its Tune experiment, or locally for a remote one)."""
-    storage = storage_path or results_path("ray")
-    if "://" in storage:
+    storage = storage_location(storage_path)
+    if is_uri(storage):
         return results_path("sweeps", name, STATE)
-    return os.path.join(os.path.abspath(storage), name, STATE)
+    return os.path.join(storage, name, STATE)
 
 
 @dataclass
@@ -112,14 +112,13 @@ class Sweep:
         machine = None if os.environ.get("RAY_ADDRESS") else Cluster.local()
         if machine:  # the Ray this command starts has this machine's CPUs and GPUs: a trial that can't fit stops here
             concurrency(demand, machine, a.max_concurrent, n_samples)
-        storage = a.storage_path or os.path.join(storage_root, "ray")
         sweep = cls(
             args=a,
             argv=argv,
             spec=spec,
             base=base,
             name=name,
-            storage=storage if "://" in storage else os.path.abspath(storage),
+            storage=storage_location(a.storage_path),
             metric=metric,
             mode=spec.mode,
             n_samples=n_samples,
@@ -276,7 +275,7 @@ class Sweep:
         in_process = (
             self.demand.in_process()
             and self.machine is not None
-            and "://" not in self.storage
+            and not is_uri(self.storage)
             and not a.ray_train_trials
         )
         return trial_opts(
