@@ -201,7 +201,8 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     sweep.prepare()
     rows, run_ids = sweep.search()
     rows, run_ids, confirmed = sweep.confirm(rows, run_ids)
-    return sweep.finish(rows, run_ids, confirmed)
+    control = sweep.control(rows, run_ids, confirmed)
+    return sweep.finish(rows, run_ids, confirmed, control)
 
 
 def _arguments(argv: list[str]) -> tuple[argparse.Namespace, list[str], dict[str, Any]]:
