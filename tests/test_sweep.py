@@ -249,6 +249,8 @@ def test_readme_sweep_runs_on_a_minilm_shaped_teacher_without_set(
             "any-teacher",
             "--set",
             "search.confirm=false",
+            "--set",
+            "search.control=false",
         ]
     )
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
@@ -310,6 +312,8 @@ def test_latency_constrained_search_end_to_end(ray_session, tiny_teacher, glue_d
             "lat",
             "--multi-objective",
             "latency",
+            "--set",
+            "search.control=false",
         ]
     )
     out = last_json(capsys)
