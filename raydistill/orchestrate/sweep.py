@@ -1,8 +1,9 @@
 """A sweep as the driver runs it: one object owns its state (the space, the base config, the parent MLflow run, the
 resume record, the teacher's yardstick, the clock) and the command calls its steps in order — ``plan`` (everything
 checked before Ray starts), ``start`` (Ray, the parent run, the resume record), ``prepare`` (the teacher, augmented
-sets, the yardstick), ``search`` (the trials), ``confirm`` (the top trials with more seeds) and ``finish`` (the
-summary). Ctrl-C between any two steps leaves a sweep that ``--resume`` continues."""
+sets, the yardstick), ``search`` (the trials), ``confirm`` (the top trials with more seeds), ``control`` (the winner's
+student on gold labels alone) and ``finish`` (the summary). Ctrl-C between any two steps leaves a sweep that
+``--resume`` continues."""
 
 from __future__ import annotations
 
