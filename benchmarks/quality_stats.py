@@ -66,6 +66,8 @@ def val_dev_agreement(uri: str, experiment: str, sweep: str, metric: str) -> dic
     pairs = [
         (r.data.metrics[f"best_val_{metric}"], r.data.metrics[f"best_eval_{metric}"])
         for r in runs
-        if f"best_val_{metric}" in r.data.metrics and f"best_eval_{metric}" in r.data.metrics
+        if f"best_val_{metric}" in r.data.metrics
+        and f"best_eval_{metric}" in r.data.metrics
+        and not r.data.tags.get("raydistill.control_of")  # the labels-only control: not a run the search chose among
     ]
     return {"runs": len(pairs), "rho": spearman([p[0] for p in pairs], [p[1] for p in pairs])}

@@ -78,6 +78,7 @@ def predictions(base: RunConfig, tracker: Tracker, s: Student, task: Any, dev: l
 
     from raydistill.models.teacher import load_model, quiet_hf
     from raydistill.tasks.encode import encode, example_predictions
+    from raydistill.train.precision import release
     from raydistill.train.scoring import model_outputs
 
     quiet_hf()
@@ -88,7 +89,7 @@ def predictions(base: RunConfig, tracker: Tracker, s: Student, task: Any, dev: l
         model = load_model(folder, task.kind, field="student").to(device)
         enc = encode(task, dev, tok, s.max_length)
         outs = model_outputs(model, task, enc, tok.pad_token_id or 0, 64, device)
-    del model
+    release(model, device)  # the driver's GPU memory back before the teacher is re-timed
     return example_predictions(task, dev, enc, outs)
 
 
