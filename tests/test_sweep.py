@@ -199,6 +199,7 @@ def check_control(out, parent, controls, glue_dir):
     assert c["winner_dev"] == pytest.approx(out["best"]["best_eval_accuracy"], abs=1e-6)
     assert c["diff"] == pytest.approx(c["winner_dev"] - c["control_median"]) and c["control_range"] == 0
     assert c["ci"][0] <= c["ci"][1]
+    assert out["per_trial_s"] == pytest.approx(out["wall_s"] / (out["trials"] + 1), abs=0.051)  # its run counted
     with open(os.path.join(os.path.dirname(out["pareto_png"]), "summary.txt")) as f:
         assert (
             f"labels-only control (1 seed(s) of the winner's shape and init on gold labels alone): the distilled "

@@ -238,7 +238,8 @@ def _summary(
         "trials": len(rows),
         "errors": sum(r["status"] == "ERROR" for r in rows),
         "wall_s": round(sweep.wall_s, 1),
-        "per_trial_s": round(sweep.wall_s / max(len(rows), 1), 1),
+        # the control's runs took part of the wall time too
+        "per_trial_s": round(sweep.wall_s / max(len(rows) + (sweep.control or {}).get("seeds", 0), 1), 1),
         "metric": sweep.metric,
         "report_metric": report_metric(sweep.metric),
         "select_on": sweep.base.train.select_on,
