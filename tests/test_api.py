@@ -103,9 +103,9 @@ def test_run_sweep_returns_what_the_command_prints(ray_session, tiny_teacher, tm
     monkeypatch.chdir(tmp_path)  # ./raydistill-results lands here
     data, teacher, uri = _reviews(tmp_path), tiny_teacher(), f"sqlite:///{tmp_path / 'mlflow.db'}"
     overrides = {"student.hidden": 32, "student.intermediate": 64, "student.heads": 2, "train.lr": 1e-3}
-    overrides |= {"student.layers": {"choice": [2, 4]}, "search.confirm": False}
+    overrides |= {"student.layers": {"choice": [2, 4]}, "search.confirm": False, "search.control": False}
     typed = ["student.hidden=32", "student.intermediate=64", "student.heads=2", "train.lr=0.001"]
-    typed += ["student.layers={choice: [2, 4]}", "search.confirm=false"]
+    typed += ["student.layers={choice: [2, 4]}", "search.confirm=false", "search.control=false"]
     small = dict(num_samples=1, epochs=1, max_steps=3, batch_size=8, max_length=32, eval_limit=16)
     argv = ["pkd_glue", "--teacher", teacher, *_flags(data), "--no-teacher-cache", "--tracking-uri", uri]
     argv += [x for k, v in small.items() for x in (f"--{k.replace('_', '-')}", str(v))]

@@ -80,6 +80,8 @@ def test_sweep_trains_each_trial_on_its_augmented_set(
             "--set",
             "search.confirm=false",
             "--set",
+            "search.control=false",
+            "--set",
             "augment=1",
             "--set",
             "search.asha=false",

@@ -377,6 +377,7 @@ def test_the_two_stage_and_tinybert_spaces_sweep_a_token_dataset(
     monkeypatch.chdir(tmp_path)
     tiny = ["--set", "student.hidden=32", "--set", "student.intermediate=64", "--set", "student.heads=2"]
     tiny += ["--set", "student.layers=2", "--set", "search.confirm=false", "--set", "train.lr=0.001"]
+    tiny += ["--set", "search.control=false"]
     sweep.main(
         [
             space,

@@ -323,6 +323,10 @@ class Tracker:
     def log_artifact(self, run_id: str, path: str, artifact_path: str | None = None) -> None:
         retry(self.client.log_artifact, run_id, path, artifact_path)
 
+    def download_artifacts(self, run_id: str, path: str, dst: str) -> str:
+        """A run's artifact folder ``path`` copied under ``dst`` (a student a trial on another node exported)."""
+        return retry(self.client.download_artifacts, run_id, path, dst)
+
     def log_dict(self, run_id: str, data: dict, artifact_file: str) -> None:
         retry(self.client.log_dict, run_id, data, artifact_file)
 
