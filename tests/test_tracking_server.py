@@ -34,7 +34,14 @@ def sweep(teacher: str, glue_dir: str, uri: str, cwd) -> dict:
     cmd += ["--teacher", teacher, "--tracking-uri", uri, "--name", "pg", "--experiment", "pg-sweep"]
     for s in ("student.hidden=32", "student.intermediate=64", "student.heads=2", "student.layers=2"):
         cmd += ["--set", s]
-    cmd += ["--set", "train.lr={loguniform: [1.0e-4, 1.0e-2]}", "--set", "search.confirm=false"]
+    cmd += [
+        "--set",
+        "train.lr={loguniform: [1.0e-4, 1.0e-2]}",
+        "--set",
+        "search.confirm=false",
+        "--set",
+        "search.control=false",
+    ]
     cmd += ["--set", "search.asha=false", "--num-samples", "4", "--cpus-per-worker", "0.5"]
     cmd += ["--epochs", str(EPOCHS), "--max-steps", "4", "--batch-size", "16", "--max-length", "32"]
     cmd += ["--eval-limit", "16"]
