@@ -41,6 +41,7 @@ def test_cached_rows_equal_encode_and_are_read_back(tok, tmp_path, monkeypatch):
     want = encode(task, PAIRS, tok, 16)
     first = encoded.encode_cached(task, PAIRS, tok, 16, str(tmp_path))
     assert len(_entries(tmp_path)) == 1 and first.features == want.features
+    assert os.stat(os.path.join(tmp_path, "encoded", _entries(tmp_path)[0])).st_mode & 0o777 == 0o644
     monkeypatch.setattr(encoded, "encode", _no_encode)
     again = encoded.encode_cached(task, PAIRS, tok, 16, str(tmp_path))
     # the very features: keys in encode's order, Python ints, labels (IGNORE for the copy), indices

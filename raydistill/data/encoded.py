@@ -77,6 +77,7 @@ def _save(path: str, enc: Encoded) -> None:
     try:
         with os.fdopen(fd, "wb") as f:
             np.savez(f, **arrays)
+        os.chmod(tmp, 0o644)  # readable by the other users of a shared cache, as the teacher's arrays (mkstemp: 0600)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
