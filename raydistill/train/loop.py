@@ -97,7 +97,13 @@ def load_data(cfg: RunConfig, tokenizer) -> Data:
             return encode(task, ex, tokenizer, cfg.train.max_length)
 
     train_ex, val_ex, eval_ex = train_val_dev(cfg, task)
-    train_enc, eval_enc = enc(train_ex), enc(eval_ex)
+    if cfg.augment_dir and task.kind != "mlm":  # an augmented set: tokenised once, beside the teacher cache
+        from raydistill.data.encoded import encode_cached
+
+        train_enc = encode_cached(task, train_ex, tokenizer, cfg.train.max_length, cfg.teacher_cache)
+    else:
+        train_enc = enc(train_ex)
+    eval_enc = enc(eval_ex)
     return Data(
         task,
         train_enc.features,
