@@ -174,3 +174,13 @@ def test_the_pareto_plot_crowns_the_front_the_table_chose_on_val(tmp_path, monke
     red = {r["trial"] for r, c in zip(rows, colours, strict=True) if c == "tab:red"}
     assert ys == [0.90, 0.85, 0.70] and red == {r["trial"] for r in front} == {"a", "c"}
     assert drawn[3][0] == [0.92]  # the teacher drawn at its val score, the yardstick of the plotted score
+
+
+def test_a_memoised_reference_of_an_older_version_is_measured_again(tiny_teacher, glue_dir, monkeypatch):
+    """A memo written before the majority floor covered every metric holds majority_f1 = 0.0: its key differs."""
+    from raydistill.results import reference
+
+    cfg = RunConfig(task="sst2", teacher=tiny_teacher("classification", 2), data_dir=glue_dir).validate()
+    key = reference._memo_key(cfg)
+    monkeypatch.setattr(reference, "VERSION", reference.VERSION - 1)
+    assert reference._memo_key(cfg) != key
