@@ -165,7 +165,13 @@ def test_the_pareto_plot_crowns_the_front_the_table_chose_on_val(tmp_path, monke
         r.update(status="DONE", latency_ms_b1=ms, student_params=params)
     teacher = {"eval_accuracy": 0.86, "val_accuracy": 0.92, "student_params": 22e6, "latency_ms_b1": 10.0}
     sweep = SimpleNamespace(
-        name="s", metric="best_val_accuracy", mode="max", teacher=teacher, confirmed=None, front_by="latency_ms_b1"
+        name="s",
+        metric="best_val_accuracy",
+        mode="max",
+        teacher=teacher,
+        confirmed=None,
+        control=None,
+        front_by="latency_ms_b1",
     )
     front = summary.mark_front(rows, "best_val_accuracy", "max", "latency_ms_b1")
     _, files, _ = summary._write_summary(sweep, rows, front)
