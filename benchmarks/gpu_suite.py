@@ -28,10 +28,12 @@ augment  per task of ``--augment-tasks`` (MRPC, RTE): the MiniLM teacher fine-tu
          → OUT/augment/ (teachers, work/ with steps.json and inits.jsonl). What finished before the bound is
          reported; the same command with the same --out goes on from it.
 
-OUT/results.json holds every part; the last stdout line is ``GPU_SUITE …``. ``--smoke`` runs the same parts on the
-CPU (no ``--use-gpu``): the GPU tests skip, gpu.py runs its smoke per layout, the quality run uses a tiny encoder and a
-small synthetic SST-2 with 2 trials (and 2 with --ray-train-trials), the augment run the same tiny encoder and
-SST-2 with 2 copies and 1 seed.
+OUT/results.json holds every part, rewritten after each step and whatever ends a part: a part cut by its bound
+(``cut``, ``cut_in``) keeps every number it measured, what finished read from MLflow, steps.json and pytest's log;
+a part that raises keeps its ``error`` and the next part runs. The last stdout line is ``GPU_SUITE …``. ``--smoke``
+runs the same parts on the CPU (no ``--use-gpu``): the GPU tests skip, gpu.py runs its smoke per layout, the quality
+run uses a tiny encoder and a small synthetic SST-2 with 2 trials (and 2 with --ray-train-trials), the augment run
+the same tiny encoder and SST-2 with 2 copies and 1 seed.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -48,6 +51,8 @@ import xml.etree.ElementTree as ET
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)  # this checkout's raydistill
+
+from raydistill.common.paths import write_json_atomic  # after the checkout is on the path
 
 
 def bounded(cmd: list[str], log: str, limit_s: float, cwd: str = ROOT) -> dict:
@@ -66,8 +71,7 @@ def bounded(cmd: list[str], log: str, limit_s: float, cwd: str = ROOT) -> dict:
             timed_out = False
         except subprocess.TimeoutExpired:
             kill_tree(p.pid)
-            out, _ = p.communicate()
-            timed_out = True
+            out, timed_out = _drain(p), True
         f.write(out)
     lines = [ln for ln in out.splitlines() if ln.strip().startswith("{")]
     res = {"rc": p.returncode, "wall_s": round(time.time() - t0, 1), "timed_out": timed_out}
@@ -79,21 +83,23 @@ def bounded(cmd: list[str], log: str, limit_s: float, cwd: str = ROOT) -> dict:
     return res
 
 
+def _drain(p: subprocess.Popen) -> str:
+    """What a killed command wrote to stdout; a process outside its tree (daemonised) may still hold the pipe, so the
+    wait is bounded and the pipe then closed: the part goes on with what was read."""
+    try:
+        return p.communicate(timeout=30)[0] or ""
+    except subprocess.TimeoutExpired:
+        if p.stdout:
+            p.stdout.close()
+        p.wait()
+        return ""
+
+
 def kill_tree(pid: int) -> None:
     """SIGKILL ``pid``, its process group and every descendant (found before any is killed): a benchmark script
-    starts each product command in a session of its own, which the group kill alone would leave running."""
-    parents: dict[int, int] = {}
-    for d in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{d}/stat") as f:
-                parents[int(d)] = int(f.read().rsplit(")", 1)[1].split()[1])
-        except (ValueError, OSError, IndexError):
-            continue
-    tree, todo = [pid], [pid]
-    while todo:
-        kids = [c for c, pp in parents.items() if pp == todo.pop()]
-        tree += kids
-        todo += kids
+    starts each product command in a session of its own, which the group kill alone would leave running. Never
+    raises: a process that ended meanwhile is skipped."""
+    tree = descendants(pid)
     try:
         os.killpg(pid, signal.SIGKILL)
     except OSError:
@@ -103,6 +109,24 @@ def kill_tree(pid: int) -> None:
             os.kill(q, signal.SIGKILL)
         except OSError:
             pass
+
+
+def descendants(pid: int) -> list[int]:
+    """``pid`` and every process below it, from /proc (one parent per process; the tree walked one parent at a
+    time: each process's children looked up once)."""
+    children: dict[int, list[int]] = {}
+    for d in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                children.setdefault(int(f.read().rsplit(")", 1)[1].split()[1]), []).append(int(d))
+        except (ValueError, OSError, IndexError):  # not a process, or one that ended while being read
+            continue
+    tree, todo = [pid], [pid]
+    while todo:
+        kids = [c for c in children.get(todo.pop(), []) if c not in tree]
+        tree += kids
+        todo += kids
+    return tree
 
 
 def machine() -> dict:
@@ -125,37 +149,40 @@ def machine() -> dict:
 
 
 # ---------------------------------------------------------------- the parts
-def part_tests(a, out: str) -> dict:
-    junit = os.path.join(out, "junit.xml")
-    r = bounded(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-m",
-            "gpu",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "tests/test_gpu.py",
-            f"--junitxml={junit}",
-        ],
-        os.path.join(out, "pytest.log"),
-        a.limit_s,
-    )
+# Each part fills ``res`` (its entry of results.json) as it goes and calls ``save()`` after every step, so a part cut
+# by its bound, or failing, still leaves every number it measured on disk.
+
+
+def cut(res: dict, step: str, r: dict) -> bool:
+    """Whether the part's bound cut ``step`` (``r``: what ``bounded`` returned); the part is then flagged ``cut``,
+    with the first step cut as ``cut_in``."""
+    if r["timed_out"]:
+        res["cut"] = True
+        res.setdefault("cut_in", step)
+    return r["timed_out"]
+
+
+def part_tests(a, out: str, res: dict, save) -> None:
+    junit, log = os.path.join(out, "junit.xml"), os.path.join(out, "pytest.log")
+    cmd = [sys.executable, "-m", "pytest", "-m", "gpu", "-v", "-p", "no:cacheprovider", "tests/test_gpu.py"]
+    res.update(bounded([*cmd, f"--junitxml={junit}"], log, a.limit_s))
+    cut(res, "pytest", res)
     if os.path.isfile(junit):
         suite = ET.parse(junit).getroot()
         suite = suite if suite.tag == "testsuite" else suite.find("testsuite")
         counts = {k: int(suite.get(k, 0)) for k in ("tests", "failures", "errors", "skipped")}
-        r.update(counts, passed=counts["tests"] - counts["failures"] - counts["errors"] - counts["skipped"])
-    r["ok"] = r["rc"] == 0 and not r["timed_out"]
-    return r
+        res.update(counts, passed=counts["tests"] - counts["failures"] - counts["errors"] - counts["skipped"])
+    elif os.path.isfile(log):  # cut before pytest wrote its XML: the tests that ended, from its verbose log
+        ended = re.findall(r"::\S+ (PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)", open(log).read())
+        res["ended_before_the_cut"] = {k.lower(): ended.count(k) for k in sorted(set(ended))}
+    res["ok"] = res["rc"] == 0 and not res["timed_out"]
 
 
-def part_mfu(a, out: str) -> dict:
+def part_mfu(a, out: str, res: dict, save) -> None:
     """gpu.py once per layout of ``--mfu-layouts`` (padded, unpadded, +compile), all within the part's bound: the
     first layout's numbers at the top level, every layout's under ``layouts``."""
-    deadline, res = time.time() + a.limit_s, {"layouts": {}}
+    deadline = time.time() + a.limit_s
+    res["layouts"] = {}
     for layout in [x for x in a.mfu_layouts.split(",") if x]:
         attention, _, comp = layout.partition("+")
         res_json = os.path.join(out, f"gpu-{layout}.json")
@@ -163,14 +190,15 @@ def part_mfu(a, out: str) -> dict:
         cmd += ["--compile"] if comp == "compile" else []
         cmd += ["--smoke"] if a.smoke else ["--pack", "1,2,4,8", "--peak-tflops", str(a.peak_tflops)]
         r = bounded(cmd, os.path.join(out, "gpu.log"), deadline - time.time())
+        cut(res, layout, r)
         if os.path.isfile(res_json):
             r.update(mfu_numbers(json.load(open(res_json))))
         r["ok"] = r["rc"] == 0 and not r["timed_out"]
         res["layouts"][layout] = r
+        save()
     first = next(iter(res["layouts"].values()), {"ok": False})
     res.update({k: v for k, v in first.items() if k not in ("json",)})
     res["ok"] = bool(res["layouts"]) and all(r["ok"] for r in res["layouts"].values())
-    return res
 
 
 def mfu_numbers(res: dict) -> dict:
@@ -206,83 +234,83 @@ def smoke_inputs(out: str):
     return data, enc
 
 
-def part_quality(a, out: str) -> dict:
-    deadline = time.time() + a.limit_s
-    log = os.path.join(out, "quality.log")
-    uri = f"sqlite:///{os.path.join(out, 'mlflow.db')}"
+def quality_inputs(a, out: str) -> tuple[str, str, list[str], list[str], list[str]]:
+    """The quality part's data, encoder, and the arguments of its fine-tune and sweeps: (data, encoder, common
+    sizes, fine-tune's, sweep's)."""
     if a.smoke:
         data, encoder = smoke_inputs(out)
         size = ["--max-length", "32", "--batch-size", "16"]
-        ft_extra, sw_extra = ["--epochs", "1"], ["--epochs", "2", "--max-steps", "4", "--set", "search.confirm=false"]
-        gpu_ft, gpu_sw = [], []
-    else:
-        data, encoder = os.path.abspath(a.data_dir), os.path.abspath(a.encoder)
-        size = ["--max-length", str(a.max_length), "--batch-size", "32"]
-        ft_extra = ["--epochs", str(a.teacher_epochs), "--lr", str(a.teacher_lr), "--batch-size", "64"]
-        sw_extra = ["--epochs", str(a.epochs)] + (["--train-limit", str(a.train_limit)] if a.train_limit else [])
-        gpu_ft = ["--use-gpu"]
-        gpu_sw = ["--use-gpu", "--gpus-per-worker", str(a.gpus_per_worker), "--cpus-per-worker", "1"]
-    teacher_dir = os.path.join(out, "teacher")
-    res: dict = {"space": a.space, "num_samples": a.num_samples, "encoder": encoder, "data_dir": data}
-    # the teacher: every SST-2 training row (less the validation split), on the GPU
-    ft = bounded(
-        [
-            sys.executable,
-            "-m",
-            "raydistill.finetune",
-            "--model",
-            encoder,
-            "--output",
-            teacher_dir,
-            "--task",
-            "sst2",
-            "--data-dir",
+        return (
             data,
-            "--tracking-uri",
-            uri,
-            "--experiment",
-            "gpu-quality-teacher",
-            *size,
-            *ft_extra,
-            *gpu_ft,
-        ],
-        log,
-        deadline - time.time(),
-    )
-    res["teacher"] = {
-        "rc": ft["rc"],
-        "wall_s": ft["wall_s"],
-        "timed_out": ft["timed_out"],
-        **{k: v for k, v in ft.get("json", {}).items() if k.startswith(("best_", "eval_", "val_"))},
+            encoder,
+            size,
+            ["--epochs", "1"],
+            ["--epochs", "2", "--max-steps", "4", "--set", "search.confirm=false"],
+        )
+    size = ["--max-length", str(a.max_length), "--batch-size", "32"]
+    ft = ["--epochs", str(a.teacher_epochs), "--lr", str(a.teacher_lr), "--batch-size", "64", "--use-gpu"]
+    sw = ["--epochs", str(a.epochs)] + (["--train-limit", str(a.train_limit)] if a.train_limit else [])
+    sw += ["--use-gpu", "--gpus-per-worker", str(a.gpus_per_worker), "--cpus-per-worker", "1"]
+    return os.path.abspath(a.data_dir), os.path.abspath(a.encoder), size, ft, sw
+
+
+def part_quality(a, out: str, res: dict, save) -> None:
+    """The teacher fine-tuned on SST-2, the packed sweep, best --export --onnx, then the sweep before item 1; each
+    step's numbers saved as it ends, a cut step's from the MLflow store."""
+    deadline = time.time() + a.limit_s
+    log = os.path.join(out, "quality.log")
+    uri = f"sqlite:///{os.path.join(out, 'mlflow.db')}"
+    data, encoder, size, ft_extra, sw_extra = quality_inputs(a, out)
+    teacher_dir = os.path.join(out, "teacher")
+    res.update(space=a.space, num_samples=a.num_samples, encoder=encoder, data_dir=data)
+    # the teacher: every SST-2 training row (less the validation split), on the GPU
+    cmd = [sys.executable, "-m", "raydistill.finetune", "--model", encoder, "--output", teacher_dir, "--task", "sst2"]
+    cmd += ["--data-dir", data, "--tracking-uri", uri, "--experiment", "gpu-quality-teacher", *size, *ft_extra]
+    ft = bounded(cmd, log, deadline - time.time())
+    res["teacher"] = {k: ft[k] for k in ("rc", "wall_s", "timed_out")} | {
+        k: v for k, v in ft.get("json", {}).items() if k.startswith(("best_", "eval_", "val_"))
     }
+    if cut(res, "teacher", ft):  # the epochs that ended before the bound, as MLflow holds them
+        res["teacher"]["logged"] = logged_runs(uri, "gpu-quality-teacher")
+    save()
     if ft["rc"] != 0:
-        return {**res, "ok": False, "failed": "finetune"}
-    sweep_args = [data, teacher_dir, uri, *size, *sw_extra, *gpu_sw]
+        res.update(ok=False, failed="finetune")
+        return
+    sweep_args = [data, teacher_dir, uri, *size, *sw_extra]
     sw = bounded(sweep_cmd(a, "gpu-quality", out, *sweep_args), log, deadline - time.time(), cwd=out)
+    cut(res, "sweep", sw)
     res["sweep"] = sweep_result(sw, uri, "gpu-quality")
+    save()
     if sw["rc"] != 0:
-        return {**res, "ok": False, "failed": "sweep"}
-    b = bounded(
-        [
-            sys.executable,
-            "-m",
-            "raydistill.best",
-            "--experiment",
-            "gpu-quality",
-            "--tracking-uri",
-            uri,
-            "--export",
-            os.path.join(out, "best"),
-            "--onnx",
-        ],
-        log,
-        max(60.0, deadline - time.time()),
-        cwd=out,
-    )
+        res.update(ok=False, failed="sweep")
+        return
+    res["best"] = export_best(uri, out, log, max(60.0, deadline - time.time()), res["sweep"])
+    cut(res, "best", res["best"])
+    res["wall_s"] = round(a.limit_s - (deadline - time.time()), 1)
+    res["ok"] = res["best"]["rc"] == 0 and res["wall_s"] <= a.limit_s
+    save()
+    if a.before_limit_s > 0:  # before item 1: every trial on Ray Train, bounded on its own
+        name = "gpu-quality-ray-train"
+        before = bounded(sweep_cmd(a, name, out, *sweep_args) + ["--ray-train-trials"], log, a.before_limit_s, cwd=out)
+        cut(res, "before", before)
+        res["before"] = sweep_result(before, uri, name)
+        res["after"] = res["sweep"]
+        res["after_vs_before"] = {
+            k: round(res["after"][k] / res["before"][k], 3) if res["after"].get(k) and res["before"].get(k) else None
+            for k in ("trials_per_hour", "fixed_cost_s", "per_trial_s")
+        }
+
+
+def export_best(uri: str, out: str, log: str, limit_s: float, sweep: dict) -> dict:
+    """``raydistill.best --export --onnx`` of the sweep's winner: its val score (what chose it), dev score (what
+    reports it) and % of the teacher."""
+    cmd = [sys.executable, "-m", "raydistill.best", "--experiment", "gpu-quality", "--tracking-uri", uri]
+    b = bounded([*cmd, "--export", os.path.join(out, "best"), "--onnx"], log, limit_s, cwd=out)
     j = b.get("json", {})
-    t_dev = (res["sweep"].get("teacher") or {}).get("eval_accuracy")
-    res["best"] = {
+    t_dev = (sweep.get("teacher") or {}).get("eval_accuracy")
+    return {
         "rc": b["rc"],
+        "timed_out": b["timed_out"],
         "run_name": j.get("run_name"),
         "val": j.get("value"),
         "dev": j.get("report"),
@@ -297,18 +325,6 @@ def part_quality(a, out: str) -> dict:
             if k in ("student_layers", "temperature", "alpha", "beta", "mapping", "lr", "seed")
         },
     }
-    res["wall_s"] = round(a.limit_s - (deadline - time.time()), 1)
-    res["ok"] = b["rc"] == 0 and res["wall_s"] <= a.limit_s
-    if a.before_limit_s > 0:  # before item 1: every trial on Ray Train, bounded on its own
-        name = "gpu-quality-ray-train"
-        cmd = sweep_cmd(a, name, out, *sweep_args) + ["--ray-train-trials"]
-        res["before"] = sweep_result(bounded(cmd, log, a.before_limit_s, cwd=out), uri, name)
-        res["after"] = res["sweep"]
-        res["after_vs_before"] = {
-            k: round(res["after"][k] / res["before"][k], 3) if res["after"].get(k) and res["before"].get(k) else None
-            for k in ("trials_per_hour", "fixed_cost_s", "per_trial_s")
-        }
-    return res
 
 
 def sweep_cmd(a, name: str, out: str, data: str, teacher_dir: str, uri: str, *extra: str) -> list[str]:
@@ -339,8 +355,9 @@ def sweep_cmd(a, name: str, out: str, data: str, teacher_dir: str, uri: str, *ex
 
 
 def sweep_result(sw: dict, uri: str, experiment: str) -> dict:
-    """A bounded sweep's numbers: from its JSON line when it finished; trials per hour over the bound and the fixed
-    cost per trial from the trials MLflow holds when the bound cut it off."""
+    """A bounded sweep's numbers: from its JSON line when it finished; trials per hour over the bound, the fixed
+    cost per trial and the best finished trial on val (with its dev score) from the trials MLflow holds when the
+    bound cut it off."""
     s = sw.get("json", {})
     costs = trial_costs(uri, experiment)
     trials = s.get("trials") or costs["finished"]
@@ -366,61 +383,111 @@ def sweep_result(sw: dict, uri: str, experiment: str) -> dict:
 
 
 def trial_costs(uri: str, experiment: str) -> dict:
-    """Finished trials of ``experiment`` and the means of their start-up metrics (orchestrate/trial.py, run.py)."""
-    import mlflow
-
-    client = mlflow.MlflowClient(tracking_uri=uri)
-    exp = client.get_experiment_by_name(experiment)
-    runs = client.search_runs([exp.experiment_id], max_results=1000) if exp else []
-    rows = [r.data.metrics for r in runs if "fixed_cost_s" in r.data.metrics]
-    out: dict = {"finished": len(rows)}
+    """Finished trials of ``experiment`` (those that logged their fixed cost, confirmation runs included), the means
+    of their start-up metrics (orchestrate/trial.py, run.py), and the best of them on val with its dev score."""
+    rows = [r for r in logged_runs(uri, experiment) if "fixed_cost_s" in r]
+    out: dict = {"finished": len(rows), "confirmations_finished": sum(bool(r["confirm_of"]) for r in rows)}
     for k in ("fixed_cost_s", "time_trial_start_s", "time_run_start_s"):
         vals = [m[k] for m in rows if k in m]
         out[k if k == "fixed_cost_s" else f"mean_{k}"] = round(sum(vals) / len(vals), 2) if vals else None
+    val = next((k for r in rows for k in r if k.startswith("best_val_")), None)
+    scored = [r for r in rows if val and val in r]
+    if val and scored:
+        top = max(scored, key=lambda r: r[val])
+        dev = top.get("best_eval_" + val[len("best_val_") :])
+        out["best_finished"] = {
+            "run_name": top["run_name"],
+            "val": top[val],
+            "dev": dev,
+            "confirm_of": top["confirm_of"],
+        }
     return out
 
 
-def part_augment(a, out: str) -> dict:
+def logged_runs(uri: str, experiment: str | None = None) -> list[dict]:
+    """The runs of ``experiment`` (None: every experiment) in the SQLite MLflow store at ``uri``: name, status, the
+    confirmation tag, and the latest value of each metric — what a command cut by its bound had logged. A store not
+    yet created holds none (and is not created)."""
+    path = uri.removeprefix("sqlite:///")
+    if not os.path.isfile(path):
+        return []
+    import mlflow
+
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    exps = [client.get_experiment_by_name(experiment)] if experiment else client.search_experiments()
+    ids = [e.experiment_id for e in exps if e]
+    runs = client.search_runs(ids, max_results=5000) if ids else []
+    return [
+        {
+            "run_name": r.info.run_name,
+            "status": r.info.status,
+            "confirm_of": r.data.tags.get("raydistill.confirm_of"),
+            **r.data.metrics,
+        }
+        for r in runs
+    ]
+
+
+def augment_inputs(a, out: str) -> tuple[str, str, list[str], str, str, list[str], list[str], list[str]]:
+    """The augment part's data, encoder, tasks, student shape, seeds, and the sizes, teacher and student arguments."""
+    if a.smoke:  # the tiny encoder (4L-32, 2 heads) and the synthetic SST-2: half depth is 2L-32
+        data, encoder = smoke_inputs(out)
+        size = ["--max-length", "32", "--batch-size", "16"]
+        return data, encoder, ["sst2"], "2,32,64,2", "1", size, ["--epochs", "1"], ["--epochs", "1"]
+    size = ["--max-length", "128", "--batch-size", "32"]
+    teacher = ["--epochs", "3", "--lr", "1e-4", "--use-gpu"]
+    tasks, seeds = a.augment_tasks.split(","), str(a.augment_seeds)
+    return (
+        os.path.abspath(a.data_dir),
+        os.path.abspath(a.encoder),
+        tasks,
+        "3,384,1536,12",
+        seeds,
+        size,
+        teacher,
+        ["--use-gpu"],
+    )
+
+
+def part_augment(a, out: str, res: dict, save) -> None:
     """Per task (MRPC, then RTE): the MiniLM teacher fine-tuned on it on the GPU, then ``benchmarks/inits.py``: half-
     depth students (3L-384 of 6L-384, first layers), pkd_glue's first recipe + TinyBERT augmentation ×N (embedding
     candidates, teacher-labelled) vs the recipe alone vs labels only, the same seeds, chosen on val, reported on dev
-    with paired intervals. Finished steps stay in OUT/augment, so a rerun with the same --out goes on from them."""
-    deadline, res = time.time() + a.limit_s, {"copies": a.augment_copies, "tasks": {}}
-    log = os.path.join(out, "augment.log")
-    if a.smoke:  # the tiny encoder (4L-32, 2 heads) and the synthetic SST-2: half depth is 2L-32
-        data, encoder = smoke_inputs(out)
-        tasks, shape, seeds = ["sst2"], "2,32,64,2", "1"
-        size, teacher_extra = ["--max-length", "32", "--batch-size", "16"], ["--epochs", "1"]
-        student_extra, gpu = ["--epochs", "1"], []
-    else:
-        data, encoder = os.path.abspath(a.data_dir), os.path.abspath(a.encoder)
-        tasks, shape, seeds = a.augment_tasks.split(","), "3,384,1536,12", str(a.augment_seeds)
-        size, teacher_extra = ["--max-length", "128", "--batch-size", "32"], ["--epochs", "3", "--lr", "1e-4"]
-        student_extra, gpu = [], ["--use-gpu"]
-    for task in tasks:
+    with paired intervals. Finished steps stay in OUT/augment, so a rerun with the same --out goes on from them; a
+    cut one is reported from them and the MLflow stores."""
+    deadline = time.time() + a.limit_s
+    res.update(copies=a.augment_copies, tasks={})
+    log, work = os.path.join(out, "augment.log"), os.path.join(out, "work")
+    data, encoder, tasks, shape, seeds, size, teacher_extra, student_extra = augment_inputs(a, out)
+    for i, task in enumerate(tasks):
+        if res.get("cut"):  # the bound has passed: the tasks left are said, not started for a second
+            res["not_started"] = tasks[i:]
+            break
         r: dict = res["tasks"].setdefault(task, {})
         teacher = os.path.join(out, "teachers", task)
         if not os.path.isfile(os.path.join(teacher, "config.json")):
-            ft = bounded(
-                [sys.executable, "-m", "raydistill.finetune", "--model", encoder, "--output", teacher, "--task", task]
-                + ["--data-dir", data, "--tracking-uri", f"sqlite:///{out}/teachers.db", *size, *teacher_extra, *gpu],
-                log,
-                deadline - time.time(),
-            )
+            uri, exp = f"sqlite:///{out}/teachers.db", f"gpu-augment-teacher-{task}"
+            cmd = [sys.executable, "-m", "raydistill.finetune", "--model", encoder, "--output", teacher, "--task", task]
+            cmd += ["--data-dir", data, "--tracking-uri", uri, "--experiment", exp, *size, *teacher_extra]
+            ft = bounded(cmd, log, deadline - time.time())
             r["teacher"] = {k: v for k, v in ft.items() if k != "json"} | {
                 k: v for k, v in ft.get("json", {}).items() if k.startswith(("best_", "eval_"))
             }
+            if cut(res, f"{task}/teacher", ft):
+                r["teacher"]["logged"] = logged_runs(uri, exp)
+            save()
             if ft["rc"] != 0:
                 continue
-        work = os.path.join(out, "work")
         cmd = [sys.executable, os.path.join(HERE, "inits.py"), "--teacher", teacher, "--data-dir", data]
         cmd += ["--task", task, "--shape", shape, "--inits", "first_k", "--augment", f"{a.augment_copies},0"]
         cmd += ["--labels-only", "--method", "pkd", "--temperature", "20", "--alpha", "0.7", "--beta", "100"]
-        cmd += ["--mapping", "skip", "--lr", "1e-4", "--seeds", seeds, "--work", work, *size, *student_extra, *gpu]
+        cmd += ["--mapping", "skip", "--lr", "1e-4", "--seeds", seeds, "--work", work, *size, *student_extra]
         run = bounded(cmd, log, deadline - time.time())
         r.update({k: v for k, v in run.items() if k != "json"}, **augment_results(work, task))
+        if cut(res, f"{task}/inits", run):  # the run the bound cut: its epochs as MLflow holds them
+            r["cut_runs"] = [x for x in logged_runs(f"sqlite:///{work}/mlflow.db") if x["status"] != "FINISHED"]
+        save()
     res["ok"] = bool(res["tasks"]) and all(t.get("rc") == 0 and "variants" in t for t in res["tasks"].values())
-    return res
 
 
 def augment_results(work: str, task: str) -> dict:
@@ -536,16 +603,32 @@ def main(argv=None) -> dict:
         print("error: no CUDA device; this suite measures a GPU (use --smoke to check it on CPU)", file=sys.stderr)
         raise SystemExit(2)
     print("machine: " + json.dumps(results["machine"]), flush=True)
+    run_parts(a, parts, out, results)
+    print(summary_line(results))
+    return results
+
+
+def run_parts(a, parts: list[str], out: str, results: dict) -> None:
+    """Each part in turn, its entry of OUT/results.json rewritten after each of its steps and whatever ends it: a
+    part that raises is recorded with its error and the next one runs; an interrupt leaves the file, then stops."""
+    path = os.path.join(out, "results.json")
+
+    def save() -> None:
+        write_json_atomic(path, results, indent=1, default=str)  # a reader never sees half a file
+
+    save()
     for name in parts:
         d = os.path.join(out, name)
         os.makedirs(d, exist_ok=True)
         print(f"--- {name} (≤ {a.limit_s:g} s) → {d}", flush=True)
-        results[name] = PARTS[name](a, d)
-        print(f"{name}: " + json.dumps(results[name], default=str)[:2000], flush=True)
-        with open(os.path.join(out, "results.json"), "w") as f:
-            json.dump(results, f, indent=1, default=str)
-    print(summary_line(results))
-    return results
+        res = results[name] = {"cut": False}
+        try:
+            PARTS[name](a, d, res, save)
+        except Exception as e:  # one part's failure costs neither what it measured nor the parts after it
+            res.update(ok=False, error=f"{type(e).__name__}: {e}"[:1000])
+        finally:
+            save()
+        print(f"{name}: " + json.dumps(res, default=str)[:2000], flush=True)
 
 
 def summary_line(r: dict) -> str:
@@ -585,7 +668,8 @@ def summary_line(r: dict) -> str:
         for task, t in (r["augment"].get("tasks") or {}).items():
             items += [f"{task}_{k}={f(v.get('median'))}" for k, v in (t.get("variants") or {}).items()]
     ok = all(r[k].get("ok") for k in PARTS if k in r)
-    return "GPU_SUITE " + " ".join(items + [f"ok={ok}"])
+    cuts = [k for k in PARTS if k in r and r[k].get("cut")]  # parts their bound cut: their numbers are partial
+    return "GPU_SUITE " + " ".join(items + ([f"cut={','.join(cuts)}"] if cuts else []) + [f"ok={ok}"])
 
 
 if __name__ == "__main__":

@@ -151,12 +151,8 @@ def main() -> None:
         res[init]["ci"] = qs.interval(a.task, preds[init], gold)
     first, verdicts = names[0], {}
     for other in names[1:]:
-        diff = res[first]["median"] - res[other]["median"]
-        ci = qs.interval(a.task, preds[first], gold, other=preds[other])
-        res[first][f"vs_{other}"] = {
-            "diff": diff,
-            "ci": ci,
-            "verdict": qs.verdict(ci, diff, res[other]["range"]),
+        res[first][f"vs_{other}"] = {  # the difference and its interval from the two median-on-val runs
+            **qs.compare(a.task, preds[first], preds[other], gold, res[other]["range"]),
             "same_seed_diffs": [
                 x["dev"] - y["dev"] for x, y in zip(res[first]["runs"], res[other]["runs"], strict=True)
             ],
@@ -174,6 +170,8 @@ def main() -> None:
             f"{init}: seeds {', '.join(f'{v:.4f}' for v in r['seeds'])}; median {r['median']:.4f} (range "
             f"{r['range']:.4f}; CI {r['ci'][0]:.4f}–{r['ci'][1]:.4f}){cmp}"
         )
+    if verdicts:
+        print(f"vs: {qs.PAIR_NOTE}")
     print(
         f"INITS task={a.task} shape={shape} "
         + " ".join(f"{i}={res[i]['median']:.4f}" for i in names)

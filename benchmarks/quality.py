@@ -13,7 +13,8 @@ Per task, each step a real command (its last stdout line is JSON):
                 ASHA, the top trials confirmed with more seeds)
   random        the same sweep with search.algorithm=random (Optuna's RandomSampler), same N and confirmation
 Each reported model is re-scored on the whole dev set here: its score, a bootstrap 95% interval over dev examples, and
-the search row's paired interval against every other row. "beats" only where that interval excludes 0 and the
+the search row against every other row: the difference of their representative runs (a row's median seed on val) on
+dev and its paired interval, both from that one pair of runs. "beats" only where that interval excludes 0 and the
 difference exceeds the other row's seeds' range; otherwise "ties". Results are appended per task to --results (JSONL),
 and every finished step is recorded in WORK/steps.json, so a task cut off mid-way resumes where it stopped.
 
@@ -334,12 +335,9 @@ def significance(a, res: dict) -> dict:
         for row in ROWS[:2] + ROWS[3:]:
             if row in res:
                 o, _ = pred(res[row]["rep"])
-                diff = res["search"]["median"] - res[row]["median"]
-                ci = qs.interval(t, s, gold, other=o)
                 res["search"][f"vs_{row}"] = {
-                    "diff": diff,
-                    "ci": ci,
-                    "verdict": qs.verdict(ci, diff, res[row]["range"]),
+                    **qs.compare(t, s, o, gold, res[row]["range"]),
+                    "pair": [res["search"]["rep"]["dir"], res[row]["rep"]["dir"]],
                 }
     return res
 
@@ -435,6 +433,8 @@ def table(res: dict) -> str:
                 f"{f(r['range']) if many else '—'} | {f(r['ci'][0])}–{f(r['ci'][1])} | "
                 f"{100 * r['pct_of_teacher']:.1f}% | {cmp} |"
             )
+    if any(k.startswith("vs_") for k in res.get("search", {})):
+        lines += ["", f"search vs this row: {qs.PAIR_NOTE}"]
     rhos = [(row, res[row]["val_dev_rho"]) for row in ("search", "random") if res.get(row, {}).get("val_dev_rho")]
     lines += [""] if rhos else []
     for row, rho in rhos:

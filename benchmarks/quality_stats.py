@@ -1,5 +1,6 @@
-"""The noise of a dev score, for benchmarks/quality.py: each reported model's per-example dev predictions, and how
-well validation predicts dev across a sweep's runs. The intervals and the verdict rule ("beats" only where the paired
+"""The noise of a dev score, for benchmarks/quality.py: each reported model's per-example dev predictions, one model
+against another (the difference and its paired interval from the same pair of runs), and how well validation
+predicts dev across a sweep's runs. The intervals and the verdict rule ("beats" only where the paired
 interval excludes 0 and the difference exceeds the other row's seeds' range; otherwise "ties") are the package's
 (``raydistill/results/significance.py``, which a sweep's labels-only control uses too), re-exported here."""
 
@@ -8,6 +9,8 @@ from __future__ import annotations
 from raydistill.results.significance import interval, median_index, score, seeds_summary, verdict
 
 __all__ = [
+    "PAIR_NOTE",
+    "compare",
     "dev_predictions",
     "interval",
     "median_index",
@@ -17,6 +20,22 @@ __all__ = [
     "val_dev_agreement",
     "verdict",
 ]
+
+
+PAIR_NOTE = (
+    "the difference and its paired 95% interval both come from one pair of runs re-scored on the same dev rows, each "
+    "side's representative (its median seed on val; a single run stands for itself), not from the medians of dev, "
+    "which may be other seeds'"
+)
+
+
+def compare(task_name: str, preds: list, other: list, gold: list, other_range: float = 0.0) -> dict:
+    """One model against another on the same dev rows: the difference of their scores, its paired interval and the
+    verdict, all three from this one pair of runs. A row's median of dev may be another seed than the run standing
+    for it; a difference of medians beside this pair's interval would mix two seeds."""
+    diff = score(task_name, preds, gold) - score(task_name, other, gold)
+    ci = interval(task_name, preds, gold, other=other)
+    return {"diff": diff, "ci": ci, "verdict": verdict(ci, diff, other_range)}
 
 
 def dev_predictions(model_dir: str, task_name: str, data_dir: str, max_length: int = 128) -> tuple[list, list]:

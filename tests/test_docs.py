@@ -111,3 +111,24 @@ def test_readme_commands_exist():
         if r.returncode != 0 or "usage" not in (r.stdout + r.stderr).lower():
             failed.append(f"{' '.join(argv[1:])}: exit {r.returncode}: {(r.stderr or r.stdout).strip()[-300:]}")
     assert not failed, "README commands that do not answer --help:\n" + "\n".join(failed)
+
+
+GROUPED_CARVE = "2026-11-26"  # the day the validation split became a carve by group (issue 36)
+
+
+def test_results_rows_say_which_split_chose_them():
+    """Issue 45 item 8: a README results row chosen before the grouped carve says so, and so does its report's top;
+    a row the grouped split chose says that."""
+    section = ROOT.joinpath("README.md").read_text(encoding="utf-8").split("## Results", 1)[1].split("\n## ", 1)[0]
+    rows = [ln for ln in section.splitlines() if ln.startswith("| [")]
+    header = next(ln for ln in section.splitlines() if ln.startswith("| task"))
+    cols = [c.strip() for c in header.strip("|").split("|")]
+    assert rows and "chosen on" in cols and "date" in cols, header
+    for row in rows:
+        cells = dict(zip(cols, (c.strip() for c in row.strip("|").split("|")), strict=True))
+        report = ROOT / LINK.search(cells[cols[0]]).group(1)
+        if cells["date"] < GROUPED_CARVE:
+            assert "row-wise" in cells["chosen on"], row
+            assert "row-wise validation split" in report.read_text(encoding="utf-8")[:1500], report
+        else:
+            assert "grouped" in cells["chosen on"], row

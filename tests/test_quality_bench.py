@@ -12,6 +12,8 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
+
 BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
 sys.path.insert(0, str(BENCH))
 
@@ -42,6 +44,34 @@ def test_rows_are_represented_by_the_median_seed_on_val_and_rescored_at_their_ow
     out = quality.significance(type("A", (), {"data": "/data"})(), res)
     assert out["labels"]["dir"] == "s1"  # by dev the median would have been s2
     assert dict(calls) == {"t": 96, "s1": 64, "b": 48}  # each at its run's length, never a fixed 128
+
+
+def test_the_difference_and_its_paired_interval_come_from_the_same_pair_of_runs(monkeypatch):
+    """Issue 45 item 8: the median of dev may be another seed than the median on val, whose predictions the paired
+    interval resamples; "+x (CI …)" then mixed two seeds. Both now come from the representative runs."""
+    gold = [1] * 10
+    right = {"search": 8, "s0": 9, "s1": 5, "s2": 7, "t": 10}  # rows each model gets right
+
+    def predictions(model_dir, task, data_dir, max_length=128):
+        return [1] * right[model_dir] + [0] * (10 - right[model_dir]), gold
+
+    monkeypatch.setattr(quality_stats, "dev_predictions", predictions)
+    runs = [  # dev median: s2 (0.7); val median: s1 (0.5)
+        {"dir": "s0", "dev": 0.9, "val": 0.70, "max_length": 64},
+        {"dir": "s1", "dev": 0.5, "val": 0.80, "max_length": 64},
+        {"dir": "s2", "dev": 0.7, "val": 0.90, "max_length": 64},
+    ]
+    res = {
+        "task": "sst2",
+        "metric": "accuracy",
+        "teacher": {"dir": "t", "dev": 1.0, "max_length": 64},
+        "labels": {"runs": runs},
+        "search": {"runs": [{"dir": "search", "dev": 0.8, "val": 0.85, "max_length": 64}]},
+    }
+    vs = quality.significance(type("A", (), {"data": "/data"})(), res)["search"]["vs_labels"]
+    assert vs["pair"] == ["search", "s1"] and vs["diff"] == pytest.approx(0.8 - 0.5)  # not 0.8 - 0.7, the medians
+    assert vs["ci"][0] <= vs["diff"] <= vs["ci"][1]
+    assert quality_stats.PAIR_NOTE in quality.table(res) and "+0.3000, CI" in quality.table(res)
 
 
 CHILD = textwrap.dedent("""

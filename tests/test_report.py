@@ -111,3 +111,82 @@ def test_best_within_a_latency_or_size_bound(tmp_path, capsys):
     assert e.value.field == "max_latency_ms" and "the smallest is 3.0" in str(e.value)
     best.main(["--experiment", "e", "--tracking-uri", uri, "--metric", "best_eval_accuracy", "--max-latency-ms", "6"])
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["run_name"] == "t2"
+
+
+def test_the_majority_floor_of_every_metric_is_the_constant_answer_scored():
+    """Issue 45 item 6: the floor is the training rows' most common label scored by the task's own metric functions
+    on the dev labels — F1 of a constant positive answer is not 0, so a weak teacher warns on f1 and macro-F1 too."""
+    from dataclasses import replace
+
+    from raydistill.results.reference import majority, weak_teacher
+    from raydistill.tasks import get_task
+
+    train = [{"text": f"t{i}", "label": int(i < 70)} for i in range(100)]  # 70% positive
+    dev = [{"text": f"d{i}", "label": int(i < 68)} for i in range(100)]  # 68% positive
+    mrpc = get_task("mrpc")
+    floor = majority(mrpc, train, dev)
+    assert floor["majority_accuracy"] == pytest.approx(0.68)
+    assert floor["majority_f1"] == pytest.approx(2 * 0.68 / 1.68)  # precision 0.68, recall 1
+    on_f1 = replace(mrpc, main_metric="f1")  # a file task choosing on f1
+    assert "within 2 points" in weak_teacher({**floor, "eval_f1": 0.81}, on_f1)
+    assert weak_teacher({**floor, "eval_f1": 0.90}, on_f1) is None
+    macro = replace(mrpc, metrics=("macro_f1", "mcc"), main_metric="macro_f1")
+    floor = majority(macro, train, dev)
+    assert floor["majority_macro_f1"] == pytest.approx(0.68 / 1.68) and floor["majority_mcc"] == 0.0
+    assert weak_teacher({**floor, "eval_macro_f1": 0.41}, macro)
+    stsb = get_task("stsb")
+    scores = [{"text": f"s{i}", "label": i / 20} for i in range(100)]
+    assert majority(stsb, scores, scores) == {"majority_pearson": 0.0, "majority_spearman": 0.0}
+
+
+def test_the_pareto_plot_crowns_the_front_the_table_chose_on_val(tmp_path, monkeypatch):
+    """Issue 45 item 6: pareto.png plots the validation score that chose and highlights the same front as the table
+    and pareto_front.txt; on dev it would crown a trial val ranks below another as fast."""
+    from types import SimpleNamespace
+
+    import matplotlib.axes
+
+    from raydistill.results import summary
+
+    monkeypatch.chdir(tmp_path)
+    drawn = []
+    real = matplotlib.axes.Axes.scatter
+    monkeypatch.setattr(
+        matplotlib.axes.Axes,
+        "scatter",
+        lambda self, x, y, **kw: drawn.append((list(y), kw.get("c"))) or real(self, x, y, **kw),
+    )
+    rows = [  # a and b are as fast: val prefers a, dev prefers b
+        {"trial": "a", "exported": True, "best_val_accuracy": 0.90, "best_eval_accuracy": 0.80},
+        {"trial": "b", "exported": True, "best_val_accuracy": 0.85, "best_eval_accuracy": 0.84},
+        {"trial": "c", "exported": True, "best_val_accuracy": 0.70, "best_eval_accuracy": 0.70},
+    ]
+    for r, ms, params in zip(rows, (5.0, 5.0, 2.0), (11e6, 11e6, 5e6), strict=True):
+        r.update(status="DONE", latency_ms_b1=ms, student_params=params)
+    teacher = {"eval_accuracy": 0.86, "val_accuracy": 0.92, "student_params": 22e6, "latency_ms_b1": 10.0}
+    sweep = SimpleNamespace(
+        name="s",
+        metric="best_val_accuracy",
+        mode="max",
+        teacher=teacher,
+        confirmed=None,
+        control=None,
+        front_by="latency_ms_b1",
+    )
+    front = summary.mark_front(rows, "best_val_accuracy", "max", "latency_ms_b1")
+    _, files, _ = summary._write_summary(sweep, rows, front)
+    assert files[-1].endswith("pareto.png") and [r["trial"] for r in front] == ["c", "a"]
+    ys, colours = drawn[2]  # the latency panel's trials (the size panel's: trials, then the teacher's star)
+    red = {r["trial"] for r, c in zip(rows, colours, strict=True) if c == "tab:red"}
+    assert ys == [0.90, 0.85, 0.70] and red == {r["trial"] for r in front} == {"a", "c"}
+    assert drawn[3][0] == [0.92]  # the teacher drawn at its val score, the yardstick of the plotted score
+
+
+def test_a_memoised_reference_of_an_older_version_is_measured_again(tiny_teacher, glue_dir, monkeypatch):
+    """A memo written before the majority floor covered every metric holds majority_f1 = 0.0: its key differs."""
+    from raydistill.results import reference
+
+    cfg = RunConfig(task="sst2", teacher=tiny_teacher("classification", 2), data_dir=glue_dir).validate()
+    key = reference._memo_key(cfg)
+    monkeypatch.setattr(reference, "VERSION", reference.VERSION - 1)
+    assert reference._memo_key(cfg) != key

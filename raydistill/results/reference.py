@@ -10,11 +10,16 @@ import os
 
 from raydistill.config.schema import RunConfig
 
+# what a memoised reference holds; raised when it changes, so an older memo is measured again (2: the majority floor of
+# every metric, scored by the task's metric functions; before, the main metric's only, and 0.0 for F1)
+VERSION = 2
+
 
 def teacher_reference(cfg: RunConfig, threads: int, log=lambda m: None) -> dict:
     """``eval_<metric>`` of the teacher on ``cfg``'s dev set and ``val_<metric>`` on its validation split,
     ``student_params`` and ``latency_ms_b1`` (the same names a trial logs), measured with ``threads`` torch threads;
-    ``majority_<main metric>``: what always answering the training rows' most common label scores on dev."""
+    ``majority_<metric>`` (every metric of the task): what always answering the training rows' most common label (a
+    regression: their mean) scores on dev."""
     import torch
 
     from raydistill.config.schema import task_of
@@ -50,6 +55,7 @@ def _memo_key(cfg: RunConfig) -> str:
     key = hashlib.sha256(
         json.dumps(
             [
+                VERSION,
                 fingerprint(cfg.teacher),
                 data_fingerprint(cfg),
                 length,
@@ -95,17 +101,21 @@ def _measure(cfg: RunConfig, task, threads: int, log) -> dict:
 
 
 def majority(task, train: list, dev: list) -> dict:
-    """The dev score of a constant answer: the training rows' most common label (classification: accuracy, or 0 for
-    MCC and F1 of a constant), or 0 for a regression's correlation — the floor a teacher must clear."""
-    m = task.main_metric
-    if task.kind == "regression":
-        return {f"majority_{m}": 0.0}
-    if task.kind != "classification" or not train or not dev:
+    """``majority_<metric>`` for every metric of the task: what a constant answer scores on dev, scored by the task's
+    own metric functions on dev's labels — the floor a teacher must clear. The constant is the training rows' most
+    common label (classification) or their mean (regression; a correlation of a constant is 0). Computed, not looked
+    up, so F1 of a constant positive answer (MRPC, a file task choosing on f1) and macro-F1 come out right."""
+    from raydistill.tasks.metrics import compute
+
+    if task.kind not in ("classification", "regression") or not train or not dev:
         return {}
     labels = [e["label"] for e in train]
-    top = max(set(labels), key=labels.count)
-    acc = sum(e["label"] == top for e in dev) / len(dev)
-    return {f"majority_{m}": acc if m == "accuracy" else 0.0}
+    if task.kind == "regression":
+        constant = sum(float(x) for x in labels) / len(labels)
+    else:
+        constant = max(sorted(set(labels)), key=labels.count)  # ties: the lowest label, whatever the set's order
+    gold = [e["label"] for e in dev]
+    return {f"majority_{m}": v for m, v in compute(task, [constant] * len(gold), gold).items()}
 
 
 def weak_teacher(ref: dict, task) -> str | None:

@@ -60,9 +60,10 @@ def pareto_front(points: list[tuple[float, float]], maximize_y: bool = True) -> 
 def pareto_plot(
     rows: list[dict], metric: str, path: str, maximize: bool = True, teacher: dict | None = None, keep: float = 0.97
 ) -> str | None:
-    """Dev score vs parameters and vs batch-1 latency, Pareto-optimal trials highlighted; with ``teacher`` (its
-    ``metric``, ``student_params`` and ``latency_ms_b1``) the teacher's point, its score and ``keep`` × its score are
-    drawn too, so a student's standing needs no arithmetic. Returns the PNG path."""
+    """``metric`` (a sweep passes the validation score that chose, as its table's front does) vs parameters and vs
+    batch-1 latency, Pareto-optimal trials highlighted; with ``teacher`` (its ``metric``, ``student_params`` and
+    ``latency_ms_b1``) the teacher's point, its score and ``keep`` × its score are drawn too, so a student's standing
+    needs no arithmetic. Returns the PNG path."""
     import matplotlib
 
     matplotlib.use("Agg")

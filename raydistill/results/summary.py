@@ -200,12 +200,14 @@ def _write_summary(
     ] + [k for k in SHOW if any(r.get(k) is not None for r in front)]
     with open(os.path.join(out_dir, "pareto_front.txt"), "w") as f:
         f.write(f"Pareto front: {metric} vs {front_by}, cheapest first\n" + table(front, front_cols) + "\n")
+    # on the score that chose, like the table's front and pareto_front.txt: a front drawn on dev would crown trials
+    # the sweep could not have picked
     png = pareto_plot(
         [r for r in rows if r["exported"]],
-        report,
+        metric,
         os.path.join(out_dir, "pareto.png"),
         maximize=sweep.mode == "max",
-        teacher={**teacher, report: teacher_score(teacher, report)} if teacher else None,
+        teacher={**teacher, metric: teacher_score(teacher, metric)} if teacher else None,
     )
     files = [os.path.join(out_dir, f) for f in ("summary.txt", "summary.json", "pareto_front.txt")]
     return text, files + ([png] if png else []), front_cols
