@@ -6,7 +6,7 @@ interval excludes 0 and the difference exceeds the other row's seeds' range; oth
 
 from __future__ import annotations
 
-from raydistill.results.significance import interval, median_index, score, seeds_summary, verdict
+from raydistill.results.significance import compare, interval, median_index, score, seeds_summary, verdict
 
 __all__ = [
     "PAIR_NOTE",
@@ -27,15 +27,6 @@ PAIR_NOTE = (
     "side's representative (its median seed on val; a single run stands for itself), not from the medians of dev, "
     "which may be other seeds'"
 )
-
-
-def compare(task_name: str, preds: list, other: list, gold: list, other_range: float = 0.0) -> dict:
-    """One model against another on the same dev rows: the difference of their scores, its paired interval and the
-    verdict, all three from this one pair of runs. A row's median of dev may be another seed than the run standing
-    for it; a difference of medians beside this pair's interval would mix two seeds."""
-    diff = score(task_name, preds, gold) - score(task_name, other, gold)
-    ci = interval(task_name, preds, gold, other=other)
-    return {"diff": diff, "ci": ci, "verdict": verdict(ci, diff, other_range)}
 
 
 def dev_predictions(model_dir: str, task_name: str, data_dir: str, max_length: int = 128) -> tuple[list, list]:

@@ -130,6 +130,14 @@ def test_the_verdict_on_hand_made_predictions(monkeypatch, winner_wrong, control
     assert c["verdict"] == verdict and c["metric"] == "accuracy" and c["dev_rows"] == 200
     assert c["winner_dev"] == pytest.approx(1 - 1 / winner_wrong if winner_wrong == 10 else 0.5)
     assert c["control_range"] == pytest.approx(0.005) and c["ci"][0] <= c["diff"] <= c["ci"][1]
+    # the difference is of the same pair as the interval: the control's median seed on val, not its seeds' median of
+    # dev (another seed's, or between two)
+    from raydistill.results.significance import median_index
+
+    rep = median_index([0.6, 0.5])
+    assert c["control_rep_trial"] == ["c1", "c2"][rep] and c["control_rep_dev"] == c["control_dev"][rep]
+    assert c["diff"] == pytest.approx(c["winner_dev"] - c["control_dev"][rep])
+    assert c["control_median"] != c["control_dev"][rep]
     assert f"the distilled winner {verdict} it" in control.line(c)
 
 

@@ -4,8 +4,9 @@ on the same dev rows, one prediction per example, then the rule of ``results/sig
 "beats" the control only where the paired 95% interval of (winner − control) over dev examples lies above 0 and the
 difference exceeds the control seeds' range; "loses to" the mirror image; otherwise it "ties", an answer in itself.
 
-The control's median seed by validation score stands for it in the paired interval (dev chooses nothing), the median
-of its seeds' dev scores in the difference: the quality benchmark's rule (``benchmarks/quality.py``)."""
+The control's median seed by validation score stands for it (dev chooses nothing): the difference and its paired
+interval both come from that one pair of runs (``significance.compare``, the quality benchmark's rule); the median
+of the control seeds' dev scores is shown beside them, not subtracted (it may be another seed's)."""
 
 from __future__ import annotations
 
@@ -53,21 +54,21 @@ def compare(base: RunConfig, tracker: Tracker, metric: str, winner: Student, con
     devs = [sig.score(task, p, gold, metric=m) for p in preds]
     seeds = sig.seeds_summary(devs)
     rep = sig.median_index([c.val if c.val is not None else d for c, d in zip(controls, devs, strict=True)])
-    winner_dev = sig.score(task, wp, gold, metric=m)
-    diff = winner_dev - seeds["median"]
-    ci = sig.interval(task, wp, gold, other=preds[rep], metric=m)
+    pair = sig.compare(task, wp, preds[rep], gold, seeds["range"], metric=m)
     return {
         "metric": m,
         "dev_rows": len(gold),
         "winner_trial": winner.trial,
-        "winner_dev": winner_dev,
+        "winner_dev": sig.score(task, wp, gold, metric=m),
         "control_trials": [c.trial for c in controls],
         "control_dev": devs,
         "control_median": seeds["median"],
         "control_range": seeds["range"],
-        "diff": diff,
-        "ci": list(ci),
-        "verdict": sig.verdict(ci, diff, seeds["range"]),
+        "control_rep_trial": controls[rep].trial,
+        "control_rep_dev": devs[rep],
+        "diff": pair["diff"],
+        "ci": list(pair["ci"]),
+        "verdict": pair["verdict"],
     }
 
 
@@ -109,7 +110,8 @@ def line(c: dict) -> str:
     return (
         f"labels-only control ({len(c['control_dev'])} seed(s) of the winner's shape and init on gold labels alone): "
         f"the distilled winner {c['verdict']} it — dev {c['metric']} {c['winner_dev']:.4f} vs "
-        f"{c['control_median']:.4f} (median; seeds' range {c['control_range']:.4f}), difference {c['diff']:+.4f}, "
+        f"{c.get('control_rep_dev', c['control_median']):.4f} (its median seed on val; seeds' median "
+        f"{c['control_median']:.4f}, range {c['control_range']:.4f}), difference {c['diff']:+.4f}, "
         f"paired 95% CI {lo:+.4f}…{hi:+.4f} over {c['dev_rows']} dev examples"
     )
 

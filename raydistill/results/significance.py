@@ -95,6 +95,17 @@ def verdict(diff_ci: tuple[float, float], diff: float, seeds_range: float = 0.0)
     return "ties"
 
 
+def compare(
+    task: Any, preds: list, other: list, gold: list, other_range: float = 0.0, metric: str | None = None
+) -> dict:
+    """One model against another on the same dev rows: the difference of their scores, its paired interval and the
+    verdict, all three from this one pair of runs. A row's median of dev may be another seed than the run standing
+    for it; a difference of medians beside this pair's interval would mix two seeds."""
+    diff = score(task, preds, gold, metric=metric) - score(task, other, gold, metric=metric)
+    ci = interval(task, preds, gold, other=other, metric=metric)
+    return {"diff": diff, "ci": ci, "verdict": verdict(ci, diff, other_range)}
+
+
 def seeds_summary(values: list[float]) -> dict:
     """Median and range of a row's seeds."""
     return {
