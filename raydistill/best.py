@@ -241,7 +241,7 @@ def parser() -> Parser:
     )
     p.add_argument("--sweep", help="only trials of this sweep name (default: every sweep in the experiment)")
     p.add_argument("--export", help="write the best student to this folder (model + tokenizer; default: no export)")
-    add_overwrite(p, "--export")
+    add_overwrite(p, "raydistill best --export", "--export")
     p.add_argument("--onnx", action="store_true", help="with --export: also write model.onnx and compare latency")
     p.add_argument(
         "--quantize",
