@@ -1,11 +1,22 @@
-"""The noise of a dev score, for benchmarks/quality.py: each reported model's per-example dev predictions, a bootstrap
-95% interval over dev examples of its score and of its difference to another model on the same rows, and the
-verdict rule: "beats" only where the difference's interval excludes 0 and the difference exceeds the other row's seeds'
-range; otherwise "ties"."""
+"""The noise of a dev score, for benchmarks/quality.py: each reported model's per-example dev predictions, and how
+well validation predicts dev across a sweep's runs. The intervals and the verdict rule ("beats" only where the paired
+interval excludes 0 and the difference exceeds the other row's seeds' range; otherwise "ties") are the package's
+(``raydistill/results/significance.py``, which a sweep's labels-only control uses too), re-exported here."""
 
 from __future__ import annotations
 
-import statistics
+from raydistill.results.significance import interval, median_index, score, seeds_summary, verdict
+
+__all__ = [
+    "dev_predictions",
+    "interval",
+    "median_index",
+    "score",
+    "seeds_summary",
+    "spearman",
+    "val_dev_agreement",
+    "verdict",
+]
 
 
 def dev_predictions(model_dir: str, task_name: str, data_dir: str, max_length: int = 128) -> tuple[list, list]:
@@ -29,57 +40,6 @@ def dev_predictions(model_dir: str, task_name: str, data_dir: str, max_length: i
     preds = arr.reshape(-1).tolist() if task.kind == "regression" else arr.argmax(-1).tolist()
     gold = [examples[enc.example_index[i]]["label"] for i in range(len(enc.features))]
     return preds, gold
-
-
-def score(task_name: str, preds: list, gold: list, idx=None) -> float:
-    """The task's main metric of ``preds`` on the rows ``idx`` (all rows when None)."""
-    from raydistill.tasks import get_task
-    from raydistill.tasks.metrics import compute
-
-    task = get_task(task_name)
-    idx = range(len(gold)) if idx is None else idx
-    return compute(task, [preds[i] for i in idx], [gold[i] for i in idx])[task.main_metric]
-
-
-def interval(task_name: str, preds: list, gold: list, other: list | None = None, n: int = 1000) -> tuple[float, float]:
-    """Bootstrap 95% interval over dev examples of the score of ``preds`` (or of its difference to ``other``'s score
-    on the same resampled rows)."""
-    from raydistill.config.selection import bootstrap_ci
-
-    if other is None:
-        return bootstrap_ci(lambda idx: score(task_name, preds, gold, idx), len(gold), n=n)
-    return bootstrap_ci(
-        lambda idx: score(task_name, preds, gold, idx) - score(task_name, other, gold, idx), len(gold), n=n
-    )
-
-
-def verdict(diff_ci: tuple[float, float], diff: float, seeds_range: float = 0.0) -> str:
-    """The search row against another: "beats" where the paired interval of (search − other) lies above 0 and the
-    difference exceeds the other row's seeds' range; "loses to" the mirror image; else "ties"."""
-    lo, hi = diff_ci
-    if lo > 0 and diff > seeds_range:
-        return "beats"
-    if hi < 0 and -diff > seeds_range:
-        return "loses to"
-    return "ties"
-
-
-def seeds_summary(values: list[float]) -> dict:
-    """Median and range of a row's seeds."""
-    return {
-        "median": statistics.median(values),
-        "min": min(values),
-        "max": max(values),
-        "range": max(values) - min(values),
-        "seeds": values,
-    }
-
-
-def median_index(values: list[float]) -> int:
-    """The seed whose score is the median (the lower middle for an even count): its predictions stand for the row.
-    Callers pass validation scores, so the split that reports never picks the run it reports."""
-    order = sorted(range(len(values)), key=lambda i: values[i])
-    return order[(len(values) - 1) // 2]
 
 
 def spearman(x: list[float], y: list[float]) -> float | None:
@@ -106,6 +66,8 @@ def val_dev_agreement(uri: str, experiment: str, sweep: str, metric: str) -> dic
     pairs = [
         (r.data.metrics[f"best_val_{metric}"], r.data.metrics[f"best_eval_{metric}"])
         for r in runs
-        if f"best_val_{metric}" in r.data.metrics and f"best_eval_{metric}" in r.data.metrics
+        if f"best_val_{metric}" in r.data.metrics
+        and f"best_eval_{metric}" in r.data.metrics
+        and not r.data.tags.get("raydistill.control_of")  # the labels-only control: not a run the search chose among
     ]
     return {"runs": len(pairs), "rho": spearman([p[0] for p in pairs], [p[1] for p in pairs])}

@@ -6,7 +6,8 @@ Each function is the command of the same name run in this process (``raydistill 
 returns the dict the command prints as its last line of JSON; bad input raises ``UserError`` with the field and the
 one-line message the command prints; a run that fails raises ``RunFailed``. Ray is started (or the cluster in
 RAY_ADDRESS joined) only where this process is not connected to one already, and then stopped on the way out; a Ray
-the caller started is used and left running. Ctrl-C ends the runs a call opened KILLED, then goes on as
+the caller started is used and left running; the caller's environment variables, library log levels and signal
+handlers are as they were after the call. Ctrl-C ends the runs a call opened KILLED, then goes on as
 KeyboardInterrupt. docs/api.md shows it in use.
 
 The functions' names differ from the command modules' (``raydistill.sweep`` is the module ``python -m
@@ -102,13 +103,14 @@ def best_student(experiment: str, **settings: Any) -> dict[str, Any]:
 
 def _call(run, positional: list[str], parser: argparse.ArgumentParser, flags: dict[str, Any]) -> dict[str, Any]:
     """The command ``run`` on the flags' command line, as its ``cli`` runs it (its interrupt record, the places it
-    writes to checked; the caller's signal handlers kept), inside a Ray of its own unless the caller has one; Ctrl-C:
-    its cleanups, then re-raised."""
-    from raydistill.commands.cli import command_scope, handlers_kept, run_cleanups
+    writes to checked; the caller's signal handlers, environment variables and library log levels kept), inside a Ray
+    of its own unless the caller has one; Ctrl-C: its cleanups, then re-raised."""
+    from raydistill.commands.cli import command_scope, handlers_kept, run_cleanups, state_kept
     from raydistill.orchestrate.connect import owned_ray
 
     argv = positional + _argv(parser, flags)
-    with command_scope(), handlers_kept(), owned_ray():  # the caller's signal handlers back after Ray stops
+    # the caller's environment, log levels and signal handlers back after Ray stops
+    with state_kept(), command_scope(), handlers_kept(), owned_ray():
         try:
             return run(argv)
         except KeyboardInterrupt:

@@ -55,7 +55,7 @@ def _examples(task, data_dir, split: str | None) -> list:
         from raydistill.data.splits import split_train
 
         rows, held = split_train(task, data_dir)
-        return [rows[i] for i in sorted(held)]
+        return [rows[i] for i in held.val]
     return task.loader(task, data_dir, split or task.eval_split)
 
 

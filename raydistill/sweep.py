@@ -2,7 +2,8 @@
 
 This module is the command: flags, the space and the base config checked before Ray starts, resume state, then
 ``orchestrate.tuner.run_sweep`` (each trial one distillation run, an MLflow child run under one parent per sweep), the
-confirmation of the top trials with more seeds (``orchestrate.confirm``) and ``summary.finish`` (summary table, Pareto
+confirmation of the top trials with more seeds (``orchestrate.confirm``), the labels-only control
+(``orchestrate.control``, judged by ``results.control``) and ``summary.finish`` (summary table, Pareto
 plot), then one JSON object — the best trial — as the last line of stdout. Trials are chosen on a validation split
 carved from the training rows (``best_val_*``) and reported on dev (``best_eval_*``).
 """
@@ -205,7 +206,8 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     sweep.prepare()
     rows, run_ids = sweep.search()
     rows, run_ids, confirmed = sweep.confirm(rows, run_ids)
-    return sweep.finish(rows, run_ids, confirmed)
+    control = sweep.control(rows, run_ids, confirmed)
+    return sweep.finish(rows, run_ids, confirmed, control)
 
 
 def _arguments(argv: list[str]) -> tuple[argparse.Namespace, list[str], dict[str, Any]]:

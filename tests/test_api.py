@@ -80,12 +80,15 @@ def test_run_distill_returns_what_the_command_prints_and_leaves_the_callers_ray(
     want = main([*argv, "--output", str(tmp_path / "cmd")])
     assert _printed(capsys) == want
     handlers = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    state = _state()
     got = run_distill(
         "kd", teacher=teacher, data=data, no_teacher_cache=True, tracking_uri=uri, output=str(tmp_path / "api"), **small
     )
     _same(got, want)
-    # the caller's signal handlers are theirs again (Ray Train's driver leaves a SIGINT handler of its own)
+    # the caller's signal handlers are theirs again (Ray Train's driver leaves a SIGINT handler of its own), and its
+    # environment and log levels
     assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == handlers
+    assert _state() == state
     assert capsys.readouterr().out == ""  # the dict is returned, not printed
     assert os.path.isfile(tmp_path / "api" / "config.json")
     # the caller's Ray is left running, and is the one the run used
@@ -100,9 +103,9 @@ def test_run_sweep_returns_what_the_command_prints(ray_session, tiny_teacher, tm
     monkeypatch.chdir(tmp_path)  # ./raydistill-results lands here
     data, teacher, uri = _reviews(tmp_path), tiny_teacher(), f"sqlite:///{tmp_path / 'mlflow.db'}"
     overrides = {"student.hidden": 32, "student.intermediate": 64, "student.heads": 2, "train.lr": 1e-3}
-    overrides |= {"student.layers": {"choice": [2, 4]}, "search.confirm": False}
+    overrides |= {"student.layers": {"choice": [2, 4]}, "search.confirm": False, "search.control": False}
     typed = ["student.hidden=32", "student.intermediate=64", "student.heads=2", "train.lr=0.001"]
-    typed += ["student.layers={choice: [2, 4]}", "search.confirm=false"]
+    typed += ["student.layers={choice: [2, 4]}", "search.confirm=false", "search.control=false"]
     small = dict(num_samples=1, epochs=1, max_steps=3, batch_size=8, max_length=32, eval_limit=16)
     argv = ["pkd_glue", "--teacher", teacher, *_flags(data), "--no-teacher-cache", "--tracking-uri", uri]
     argv += [x for k, v in small.items() for x in (f"--{k.replace('_', '-')}", str(v))]
@@ -277,6 +280,77 @@ def test_ray_is_stopped_only_where_the_call_started_it(monkeypatch):
             fake.up = True  # what ran inside started (or used) Ray, then was interrupted
             raise KeyboardInterrupt
         assert (fake.up, fake.stopped) == ((True, 0) if up_before else (False, 1))
+
+
+CHANGED = ("RAY_TRAIN_V2_ENABLED", "TUNE_DISABLE_SIGINT_HANDLER", "RAY_AIR_NEW_OUTPUT", "OMP_NUM_THREADS")
+
+
+def _state() -> dict:
+    """What a command changes process-wide: every environment variable, the library loggers' levels, transformers'
+    verbosity and progress bars."""
+    import logging
+
+    from transformers.utils import logging as hf_logging
+
+    from raydistill.commands.cli import LIBRARY_LOGGERS
+
+    levels = {n: logging.getLogger(n).level for n in LIBRARY_LOGGERS}
+    return {
+        "env": dict(os.environ),
+        "levels": levels,
+        "hf": (hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()),
+    }
+
+
+@pytest.mark.parametrize("ends", ["returns", "raises"])
+def test_a_call_leaves_the_callers_environment_and_log_levels(monkeypatch, ends):
+    """What the commands set for their own Ray, Tune and logs (``RAY_TRAIN_V2_ENABLED``,
+    ``TUNE_DISABLE_SIGINT_HANDLER``, ``RAY_AIR_NEW_OUTPUT``, the thread pools' sizes, transformers' verbosity and
+    bars) is the caller's again after the call, whether it returns or raises; a variable the caller had set and the
+    command changed or removed too."""
+    import logging
+
+    from transformers.utils import logging as hf_logging
+
+    from raydistill import api
+    from raydistill.models.teacher import quiet_hf
+    from raydistill.orchestrate import connect
+    from raydistill.orchestrate.resources import confine_threads
+
+    class Up:  # the caller's Ray: used, left running
+        is_initialized = staticmethod(lambda: True)
+
+    monkeypatch.setattr(connect, "ray", Up)
+    for key in CHANGED:
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("MKL_NUM_THREADS", "7")  # the caller's own, which the command overwrites
+    monkeypatch.setenv("RAYDISTILL_CALLER", "kept")
+    before_ray = logging.getLogger("ray").level
+    hf_logging.set_verbosity_info()
+    hf_logging.enable_progress_bar()
+    logging.getLogger("ray").setLevel(logging.DEBUG)
+    before = _state()
+
+    def command(argv):  # what the commands do to the process (connect.init_ray, tuner.run_tune, loop, trials)
+        os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")
+        os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"
+        os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+        del os.environ["RAYDISTILL_CALLER"]
+        confine_threads(1, torch_threads=False)
+        quiet_hf()
+        logging.getLogger("ray").setLevel(logging.INFO)
+        if ends == "raises":
+            raise UserError("teacher", "refused")
+        return {"done": True}
+
+    try:
+        api._call(command, [], argparse.ArgumentParser(), {})
+    except UserError:
+        assert ends == "raises"
+    after = _state()
+    hf_logging.set_verbosity_warning()  # the suite's own levels again, whatever the assertion finds
+    logging.getLogger("ray").setLevel(before_ray)
+    assert after == before
 
 
 def test_the_package_names_the_api_lazily():

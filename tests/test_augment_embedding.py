@@ -176,7 +176,8 @@ def test_command_defaults_to_embedding_and_skips_held_out_rows(korean_dir, tiny_
     from raydistill.data.splits import split_train
     from raydistill.tasks import get_task
 
-    rows, held = split_train(get_task("nsmc"), korean_dir)
+    rows, cut = split_train(get_task("nsmc"), korean_dir)
+    held = cut.out_of_train
     augment_main(
         [
             "--task",
@@ -250,7 +251,8 @@ def test_the_teacher_gives_every_augmented_copy_its_own_soft_targets(tiny_teache
     from raydistill.data.splits import split_train, val_indices
     from raydistill.tasks import get_task
 
-    train_rows, held = split_train(get_task("sst2"), glue_dir)
+    train_rows, cut = split_train(get_task("sst2"), glue_dir)
+    held = cut.out_of_train
     val = set(val_indices(train_rows, get_task("sst2"), cfg.train.val_fraction, held))
     rows = [r for r in rows if r["source_index"] not in val]
     assert len(data.train) == len(rows) and 0 < len(rows) < 18  # one of the 6 source rows is a validation row

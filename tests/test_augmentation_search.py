@@ -44,7 +44,8 @@ def test_sets_built_once_and_the_limit_counts_source_rows(tiny_teacher, glue_dir
 
     cfg = base.replace(augment_dir=dirs[2])
     train, val, _ = train_val_dev(cfg, get_task("sst2"))
-    rows, held = split_train(get_task("sst2"), glue_dir)
+    rows, cut = split_train(get_task("sst2"), glue_dir)
+    held = cut.out_of_train
     val_idx = set(val_indices(rows, get_task("sst2"), 0.1, held))
     sources = {r[SOURCE] for r in train}
     assert len(sources) == 20 and not sources & val_idx  # 20 source rows, each with its copies; no validation row
@@ -78,6 +79,8 @@ def test_sweep_trains_each_trial_on_its_augmented_set(
             "student.size=2L-32-64-2",
             "--set",
             "search.confirm=false",
+            "--set",
+            "search.control=false",
             "--set",
             "augment=1",
             "--set",

@@ -1391,6 +1391,13 @@ CASES = [
         what="`--set search.confirm.seeds=-1`",
     ),
     Case(
+        "sweep-control-not-bool",
+        "sweep",
+        lambda E: sweep(E, "--set", "search.control=2"),
+        "search.control",
+        what="`--set search.control=2`",
+    ),
+    Case(
         "sweep-algorithm-unknown",
         "sweep",
         lambda E: sweep(E, "--set", "search.algorithm=grid"),

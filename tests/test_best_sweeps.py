@@ -129,7 +129,15 @@ def test_the_readmes_own_data_steps_export_the_users_student(ray_session, tiny_t
     _csv("reviews-dev.csv", ("neg", "pos"), sentiment, 32)
     _csv("topics.csv", ("sport", "world"), topics, 96)
     small = ["--num-samples", "1", "--epochs", "1", "--max-steps", "3", "--batch-size", "8", "--max-length", "32"]
-    small += ["--eval-limit", "16", "--no-teacher-cache", "--set", "search.confirm=false"]
+    small += [
+        "--eval-limit",
+        "16",
+        "--no-teacher-cache",
+        "--set",
+        "search.confirm=false",
+        "--set",
+        "search.control=false",
+    ]
     small += [
         x
         for s in ("student.layers=2", "student.hidden=32", "student.intermediate=64", "student.heads=2")

@@ -206,3 +206,82 @@ def test_eval_limit_bounds_the_validation_split_too(glue_dir):
     assert len(val) == 8 and len(dev) == 8 and dev == dev_all[:8] and len(train) == 20
     assert all(r in val_all for r in val) and val == train_val_dev(quick, get_task("sst2"))[1]  # fixed
     assert not {r["text"] for r in train} & {r["text"] for r in val_all}  # the rows left out go to no side
+
+
+# ------------------------------------------------------------------ the carve's key; the dev set held out of one file
+
+
+def _phrase_file(tmp_path, n=80) -> str:
+    """Whole sentences and the phrases cut from them (SST-2's layout), some phrases repeated, as one CSV."""
+    import csv
+
+    rows = []
+    for k in range(n):
+        y = k % 2
+        words = [f"w{k}a", f"w{k}b", "good" if y else "bad", f"w{k}c", f"w{k}d"]
+        rows.append((" ".join(words), y))
+        rows += [(" ".join(words[i : i + 2]), y) for i in range(0, 4, 2)]
+        rows.append((" ".join(words[:2]), y))  # the same phrase twice: one group
+    path = tmp_path / "phrases.csv"
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows([("text", "label"), *rows])
+    return str(path)
+
+
+def _files_cfg(train_file, **data):
+    from raydistill.config.schema import RunConfig
+
+    train = {k: data.pop(k) for k in ("val_fraction", "train_limit", "eval_limit") if k in data}
+    return RunConfig.from_dict({"teacher": "x", "data": {"train_file": train_file, **data}, "train": train})
+
+
+def test_phrase_rows_is_part_of_the_carves_key_and_the_data_fingerprint(tmp_path):
+    """The same file with and without --phrase-rows: another carve (by sentence), not the one saved for the other
+    (key 2 had no phrase_rows: the second run reused the first's split), and another data fingerprint."""
+    from raydistill.config.schema import task_of
+    from raydistill.data.splits import data_fingerprint, train_val_dev
+
+    path = _phrase_file(tmp_path)
+    plain, phrases = _files_cfg(path), _files_cfg(path, phrase_rows=True)
+    _, val_plain, _ = train_val_dev(plain, task_of(plain))
+    C._MEMO.clear()  # the next run is another process: only the saved carve is shared
+    task = task_of(phrases)
+    train, val, dev = train_val_dev(phrases, task)
+    assert val != val_plain and all(len(r["text"].split()) == 5 for r in val)  # whole sentences only
+    assert C.inside_count(task, train, val) == 0
+    fingerprints = {data_fingerprint(plain), data_fingerprint(phrases)}
+    for changed in ({"val_fraction": 0.2}, {"train_limit": 50}, {"eval_limit": 4}):
+        fingerprints.add(data_fingerprint(_files_cfg(path, phrase_rows=True, **changed)))
+    assert len(fingerprints) == 5
+
+
+@pytest.mark.parametrize("phrase_rows", [True, False])
+def test_the_dev_set_held_out_of_one_file_is_grouped_as_validation(tmp_path, phrase_rows):
+    """No --eval-file: the tenth held out as dev is drawn by validation's rule, so no dev row sits inside a training
+    row (phrase rows: dev holds whole sentences and the phrases inside them leave training; else the same text stays
+    on one side). Row by row, dev shared text with training."""
+    from raydistill.config.schema import task_of
+    from raydistill.data.splits import split_train, train_val_dev
+
+    cfg = _files_cfg(_phrase_file(tmp_path), phrase_rows=phrase_rows)
+    task = task_of(cfg)
+    train, val, dev = train_val_dev(cfg, task)
+    rows, held = split_train(task, None)
+    assert dev == [rows[i] for i in held.val] and len(dev) == pytest.approx(0.1 * (80 if phrase_rows else 320), abs=2)
+    assert C.inside_count(task, train, dev) == 0 and C.inside_count(task, train, val) == 0
+    assert not {C.norm(r["text"]) for r in dev} & {C.norm(r["text"]) for r in val}
+    if phrase_rows:
+        assert all(len(r["text"].split()) == 5 for r in dev) and held.dropped
+
+
+def test_a_file_too_small_to_hold_out_dev_names_the_flag(tmp_path):
+    from raydistill.config.schema import task_of
+    from raydistill.data.splits import train_val_dev
+
+    path = tmp_path / "few.csv"
+    path.write_text("text,label\n" + "".join(f"row {k},{'ab'[k % 2]}\n" for k in range(8)), encoding="utf-8")
+    cfg = _files_cfg(str(path))
+    with pytest.raises(UserError) as e:
+        train_val_dev(cfg, task_of(cfg))
+    assert e.value.field == "data.eval_file" and "too few to carve a 0.1 dev split" in e.value.message
+    assert "--eval-file FILE" in e.value.message

@@ -437,7 +437,7 @@ def test_every_pip_install_is_pinned():
                     f"{where}: an editable install needs -c constraints.txt: {cmd!r}"
                 )
     assert n >= 9, f"found only {n} pip installs: the parser missed some"
-    assert {"uv", "boto3", "google-cloud-storage", "psycopg2-binary", "mlflow", "torch", "ray"} <= set(seen), seen
+    assert {"uv", "boto3", "google-cloud-storage", "psycopg", "mlflow", "torch", "ray"} <= set(seen), seen
     for name, versions in seen.items():
         assert len(versions) == 1, f"{name} pinned to {sorted(versions)} in different places under cluster/"
         if name in constraints:
@@ -447,14 +447,14 @@ def test_every_pip_install_is_pinned():
 
 
 def test_mlflow_image_pins_its_extras_and_constraints():
-    """The MLflow server image: mlflow, boto3, google-cloud-storage, psycopg2-binary each ==, MLflow's own dependencies
+    """The MLflow server image: mlflow, boto3, google-cloud-storage, psycopg[binary] each ==, MLflow's own dependencies
     through constraints.txt, and a base image pinned to a patch release."""
     text = (CLUSTER / "Dockerfile").read_text()
     stage = text.split("AS mlflow-server", 1)[1].split("\nFROM ", 1)[0]
     installs = [args for r in _dockerfile_runs() if "mlflow==" in r for args in _pip_installs(r)]
     (args,) = installs
     reqs, opts = _requirements(args)
-    assert {re.sub(r"==.*", "", r) for r in reqs} == {"mlflow", "boto3", "google-cloud-storage", "psycopg2-binary"}
+    assert {re.sub(r"==.*", "", r) for r in reqs} == {"mlflow", "boto3", "google-cloud-storage", "psycopg[binary]"}
     assert opts.get("-c") == ["/tmp/constraints.txt"] and "COPY constraints.txt /tmp/constraints.txt" in stage
     for base in re.findall(r"^FROM (\S+)", text, re.M):
         tag = base.rsplit(":", 1)[-1] if ":" in base.rsplit("/", 1)[-1] else ""

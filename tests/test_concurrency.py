@@ -53,6 +53,8 @@ def sweep_cmd(teacher, glue_dir, db, name, *extra):
         "16",
         "--set",
         "search.confirm=false",
+        "--set",
+        "search.control=false",
         "--tracking-uri",
         f"sqlite:///{db}",
         "--name",

@@ -302,6 +302,31 @@ def test_tags_from_the_data_and_an_unnamed_or_wider_teacher(klue, tiny_teacher, 
     assert e.value.field == "teacher" and "B-DT" in e.value.message
 
 
+@pytest.mark.parametrize("names", [("I-PS", "B-DT", "O", "I-DT", "B-PS"), None])
+def test_token_tags_take_the_teachers_order_and_the_student_the_runs_names(tmp_path, tiny_teacher, names):
+    """A named token teacher whose order is not the data's own (O first, then by type): each row's tag index is the
+    teacher's index of that tag. The student built for the run answers with those names, and with the data's where
+    the teacher's are placeholders (it kept LABEL_0… before)."""
+    from raydistill.train.objective import build_objective
+
+    few = [
+        {"chars": ["김", "씨", "는"], "ner": ["B-PS", "I-PS", "O"]},
+        {"chars": ["오", "늘"], "ner": ["B-DT", "I-DT"]},
+    ]
+    data = {"train_file": _jsonl(tmp_path / "few.jsonl", few * 10), "tokens_column": "chars", "tags_column": "ner"}
+    student = {"layers": 2, "hidden": 32, "intermediate": 64, "heads": 2, "init": "first_k"}
+    teacher = tiny_teacher("token", 5, label_names=names)
+    cfg = RunConfig.from_dict({"teacher": teacher, "data": data, "student": student})
+    own = ("O", "B-DT", "I-DT", "B-PS", "I-PS")  # the data's order, where nothing names the tags
+    assert cfg.data.labels == (names or own)
+    task = task_of(cfg)
+    got = [[task.label_names[i] for i in r["labels"]] for r in task.loader(task, None, "train")]
+    assert got == [r["ner"] for r in few * 10]
+    student_model = build_objective(cfg)[1]
+    assert student_model.config.id2label == dict(enumerate(names or own))
+    assert student_model.config.label2id == {n: i for i, n in enumerate(names or own)}
+
+
 def test_a_space_carries_a_dataset_and_token_columns(klue, tmp_path, tiny_teacher):
     from types import SimpleNamespace
 
@@ -352,6 +377,7 @@ def test_the_two_stage_and_tinybert_spaces_sweep_a_token_dataset(
     monkeypatch.chdir(tmp_path)
     tiny = ["--set", "student.hidden=32", "--set", "student.intermediate=64", "--set", "student.heads=2"]
     tiny += ["--set", "student.layers=2", "--set", "search.confirm=false", "--set", "train.lr=0.001"]
+    tiny += ["--set", "search.control=false"]
     sweep.main(
         [
             space,

@@ -129,6 +129,8 @@ def test_sweep_goes_on_past_failed_trials(ray_session, tiny_teacher, glue_dir, t
             "student.size=2L-32-64-2",
             "--set",
             "search.confirm=false",
+            "--set",
+            "search.control=false",
             "--epochs",
             "1",
             "--max-steps",
@@ -277,6 +279,8 @@ def test_killed_sweep_driver_resumes_without_rerunning_finished_trials(tiny_teac
         "search.asha=false",  # this test is about resume; ASHA stops are covered in test_sweep
         "--set",
         "search.confirm=false",
+        "--set",
+        "search.control=false",
         "--epochs",
         "2",
         "--max-steps",

@@ -252,7 +252,7 @@ def test_every_method_holds_out_dev_from_nsmc_train(korean_dir):
 
     train, dev = splits["kd"]
     _, val, _ = train_val_dev(nsmc_cfg(korean_dir), task)
-    assert len(dev) == 9 and len(val) == 9 and len(train) == 78 and dev != test[:9]
+    assert (len(dev), len(val), len(train)) == (10, 9, 77) and dev != test[:10]  # 10% of 96 rows, rounded per label
     # train, the validation split and dev partition NSMC's train split
     assert sorted(map(json.dumps, train + val + dev)) == sorted(map(json.dumps, full))
 
@@ -261,7 +261,8 @@ def _held(korean_dir):
     from raydistill.data.splits import split_train
     from raydistill.tasks import get_task
 
-    return split_train(get_task("nsmc"), korean_dir)
+    rows, held = split_train(get_task("nsmc"), korean_dir)
+    return rows, held.out_of_train  # dev, and (phrase rows only) the training rows inside a dev sentence
 
 
 def test_augmented_rows_of_held_out_examples_never_train(korean_dir, tmp_path):

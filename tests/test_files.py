@@ -255,10 +255,12 @@ def test_data_summary_on_files_and_its_bad_input_exit_2(tmp_path):
 # ------------------------------------------------------------------ labels aligned with the teacher by name
 
 
-def _reviews(tmp_path, labels=("POSITIVE", "negative")):
+def _reviews(tmp_path, labels=("positive", "NEGATIVE")):
+    """Labels whose sorted order (NEGATIVE, positive: upper case first) is not a named teacher's (positive,
+    negative), so a run that ignored the teacher's order would show."""
     rng = __import__("random").Random(3)
-    words = {"POSITIVE": "great fun", "negative": "awful bore"}
-    rows = [(f"a {words[lab]} movie {i}", lab) for i in range(40) for lab in [labels[rng.randint(0, 1)]]]
+    words = {"positive": "great fun", "negative": "awful bore"}
+    rows = [(f"a {words[lab.lower()]} movie {i}", lab) for i in range(40) for lab in [labels[rng.randint(0, 1)]]]
     return _csv(tmp_path, "reviews.csv", rows, header=("review", "sentiment"))
 
 
@@ -276,7 +278,7 @@ def test_labels_take_a_named_teachers_order(tmp_path, tiny_teacher):
     teacher = tiny_teacher("classification", 2, label_names=("positive", "negative"))
     data = {"train_file": _reviews(tmp_path), "text_column": "review", "label_column": "sentiment"}
     cfg = RunConfig.from_dict({"teacher": teacher, "data": data})
-    assert cfg.data.labels == ("positive", "negative")  # sorted, they would be ("POSITIVE", "negative")
+    assert cfg.data.labels == ("positive", "negative")  # sorted, they would be ("NEGATIVE", "positive")
     task = task_of(cfg)
     rows = task.loader(task, None, "train")
     raw = [lab for _, lab in csv.reader(open(data["train_file"], encoding="utf-8"))][1:]
@@ -289,35 +291,56 @@ def test_placeholder_and_mismatched_teacher_labels(tmp_path, tiny_teacher, capsy
     capsys.readouterr()
     cfg = RunConfig.from_dict({"teacher": tiny_teacher("classification", 2), "data": data})  # LABEL_0, LABEL_1
     report()
-    assert cfg.data.labels == ("POSITIVE", "negative")
-    assert "unnamed (LABEL_0…); the file's take its indices in sorted order: 0=POSITIVE, 1=negative" in (
+    assert cfg.data.labels == ("NEGATIVE", "positive")
+    assert "unnamed (LABEL_0…); the file's take its indices in sorted order: 0=NEGATIVE, 1=positive" in (
         capsys.readouterr().err
     )
     other = tiny_teacher("classification", 2, label_names=("pos", "neg"))
     with pytest.raises(UserError) as e:
         RunConfig.from_dict({"teacher": other, "data": data})
-    assert e.value.field == "teacher" and "(pos, neg)" in e.value.message and "(POSITIVE, negative)" in e.value.message
+    assert e.value.field == "teacher" and "(pos, neg)" in e.value.message and "(NEGATIVE, positive)" in e.value.message
     nums = _csv(tmp_path, "scores.csv", [("a", "1"), ("b", "2"), ("c", "3")])
     regression = RunConfig.from_dict({"teacher": tiny_teacher("regression", 1), "data": {"train_file": nums}})
     assert regression.data.kind == "regression"  # whole numbers, but the teacher's head is a regression head
 
 
-def test_an_exported_student_answers_with_the_teachers_names(tmp_path, tiny_teacher):
-    from transformers import pipeline
+@pytest.mark.parametrize(
+    "names,want",
+    [
+        (("positive", "negative"), ("positive", "negative")),  # a named teacher: its names, in its order
+        (None, ("positive", "NEGATIVE")),  # LABEL_0/1: the file's names, in the order the run printed (sorted)
+    ],
+)
+def test_an_exported_student_answers_with_the_run_s_label_names(tmp_path, tiny_teacher, names, want):
+    """The student, trained until it tells the two kinds of review apart, answers through ``pipeline()`` with the
+    exact label of each review: the named teacher's name, or the file's where the teacher's are placeholders (it
+    answered LABEL_1 before); its config maps each index to the name the run printed for it."""
+    from transformers import AutoConfig, pipeline
 
     from raydistill.orchestrate.run import export_student, fit_in_process
 
-    teacher = tiny_teacher("classification", 2, label_names=("positive", "negative"))
+    teacher = tiny_teacher("classification", 2, label_names=names)
     data = {"train_file": _reviews(tmp_path), "text_column": "review", "label_column": "sentiment"}
-    student = {"layers": 2, "hidden": 32, "intermediate": 64, "heads": 2, "init": "first_k"}
-    train = {"epochs": 1, "max_steps": 2, "batch_size": 8, "max_length": 16, "select_on": "dev"}
+    student = {"layers": 2, "hidden": 32, "intermediate": 64, "heads": 2, "init": "random"}
+    train = {"epochs": 6, "batch_size": 4, "max_length": 16, "select_on": "dev", "lr": 1e-2}
     cfg = RunConfig.from_dict(
-        {"teacher": teacher, "data": data, "student": student, "train": train, "output": str(tmp_path / "out")}
+        {
+            "teacher": teacher,
+            "data": data,
+            "student": student,
+            "train": train,
+            "distill": {
+                "method": "kd",
+                "alpha": 0.0,
+            },  # the gold labels only: what a random tiny teacher knows is noise
+            "output": str(tmp_path / "out"),
+        }
     )
     _, ckpt = fit_in_process(cfg, run_dir=str(tmp_path / "run"), threads=1, resume=False, on_epoch=lambda m: None)
     out = export_student(ckpt, str(tmp_path / "student"))
-    answer = pipeline("text-classification", model=out, tokenizer=out)("a great fun movie")[0]["label"]
-    assert answer in ("positive", "negative")
+    assert AutoConfig.from_pretrained(out).id2label == dict(enumerate(cfg.data.labels))
+    answer = pipeline("text-classification", model=out, tokenizer=out)
+    assert [answer(t)[0]["label"] for t in ("a great fun movie", "an awful bore movie")] == list(want)
 
 
 # ------------------------------------------------------------------ a space's data section, the sweep's task

@@ -228,6 +228,8 @@ def gpu_sweep(tiny_teacher, tmp_path_factory):
         "--set",
         "search.confirm=false",
         "--set",
+        "search.control=false",
+        "--set",
         "student.layers=2",
         "--set",
         "student.hidden=32",

@@ -34,6 +34,8 @@ def _cmd(teacher, glue_dir, db, name, *extra):
         "--set",
         "search.confirm=false",
         "--set",
+        "search.control=false",
+        "--set",
         "search.asha=false",
         "--epochs",
         "2",

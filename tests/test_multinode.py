@@ -68,6 +68,8 @@ TINY_SPACE = [
     "train.lr=0.001",
     "--set",
     "search.confirm=false",
+    "--set",
+    "search.control=false",
 ]
 
 

@@ -77,16 +77,19 @@ def test_val_dev_agreement_reads_every_run_of_one_sweep(tmp_path):
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     c = mlflow.MlflowClient(uri)
     exp = c.create_experiment("q")
-    # an ASHA-stopped trial (KILLED) counts; a run with no dev score yet and another sweep's run do not
+    # an ASHA-stopped trial (KILLED) counts; a run with no dev score yet, another sweep's run and the sweep's
+    # labels-only control (no run the search chose among) do not
     rows = [
         ("s", "FINISHED", 0.6, 0.5),
         ("s", "FINISHED", 0.7, 0.6),
         ("s", "KILLED", 0.8, 0.55),
         ("s", "FAILED", 0.9, None),
         ("other", "FINISHED", 0.5, 0.9),
+        ("s control", "FINISHED", 0.1, 0.9),
     ]
     for sweep, status, val, dev in rows:
-        r = c.create_run(exp, tags={"raydistill.sweep": sweep})
+        tags = {"raydistill.sweep": sweep.split()[0]}
+        r = c.create_run(exp, tags={**tags, **({"raydistill.control_of": "t"} if "control" in sweep else {})})
         c.log_metric(r.info.run_id, "best_val_accuracy", val)
         if dev is not None:
             c.log_metric(r.info.run_id, "best_eval_accuracy", dev)

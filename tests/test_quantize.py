@@ -312,6 +312,8 @@ def test_tiny_sweep_then_best_onnx_quantize(ray_session, tiny_teacher, glue_dir,
             "q8",
             "--experiment",
             "q8",
+            "--set",
+            "search.control=false",
         ]
     )
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["trials"] == 1

@@ -80,7 +80,7 @@ def test_tiny_sweep_end_to_end(ray_session, tiny_teacher, glue_dir, tmp_path, ca
     # ranked by its one fresh seed alone (the trial's own score beside it), the fresh run exported
     assert conf["seeds"] == 1 and out["best"]["trial"] == conf["exported_trial"] != conf["config_of"]
     assert conf["search_best_val_accuracy"] is not None
-    assert set(out["timings"]) >= {"ray_start", "teacher", "teacher_reference", "trials", "confirm"}
+    assert set(out["timings"]) >= {"ray_start", "teacher", "teacher_reference", "trials", "confirm", "control"}
     assert "viewStateShareKey=raydistill-tiny" in out["mlflow_ui"]["url"]
     assert os.path.isfile(out["pareto_png"])
 
@@ -89,8 +89,10 @@ def test_tiny_sweep_end_to_end(ray_session, tiny_teacher, glue_dir, tmp_path, ca
     runs = c.search_runs([exp.experiment_id])
     parent = [r for r in runs if r.data.tags.get("raydistill.role") == "sweep"]
     teacher = [r for r in runs if r.data.tags.get("raydistill.role") == "teacher"]
-    children = [r for r in runs if r.data.tags.get("raydistill.trial_id")]
+    controls = [r for r in runs if r.data.tags.get("raydistill.control_of")]
+    children = [r for r in runs if r.data.tags.get("raydistill.trial_id") and r not in controls]
     assert len(parent) == 1 and len(teacher) == 1 and len(children) == 4
+    check_control(out, parent[0], controls, glue_dir)
     confirms = [r for r in children if r.data.tags.get("raydistill.confirm_of")]
     assert len(confirms) == 1 and confirms[0].data.tags["raydistill.confirm_of"] == conf["config_of"]
     assert (
@@ -181,6 +183,33 @@ def test_tiny_sweep_end_to_end(ray_session, tiny_teacher, glue_dir, tmp_path, ca
     assert again["eval_accuracy"] == pytest.approx(b["report"], abs=1e-9)  # recomputed from the directory alone
 
 
+def check_control(out, parent, controls, glue_dir):
+    """On by default: the winner's student trained on gold labels alone with as many fresh seeds as the confirmation
+    (one here), re-scored beside the winner on the same dev rows; the verdict in the JSON line, the summary table and
+    the parent run."""
+    c = out["control"]
+    assert c["verdict"] in ("beats", "ties", "loses to") and c["metric"] == "accuracy" and c["dev_rows"] == 32
+    assert c["winner_trial"] == out["best"]["trial"] and c["seeds"] == 1 and len(c["control_dev"]) == 1
+    (run,) = controls
+    assert run.data.tags["raydistill.control_of"] == out["best"]["trial"] and run.data.params["method"] == "finetune"
+    assert run.data.params["init"] == "first_k" and run.info.status == "FINISHED"  # the winner's init, not random
+    assert run.data.params["seed"] == str(43)  # the confirmation's fresh seed
+    # re-scored on the run's own dev rows: what its run logged, and the winner's too
+    assert c["control_dev"][0] == pytest.approx(run.data.metrics["best_eval_accuracy"], abs=1e-6)
+    assert c["winner_dev"] == pytest.approx(out["best"]["best_eval_accuracy"], abs=1e-6)
+    assert c["diff"] == pytest.approx(c["winner_dev"] - c["control_median"]) and c["control_range"] == 0
+    assert c["ci"][0] <= c["ci"][1]
+    assert out["per_trial_s"] == pytest.approx(out["wall_s"] / (out["trials"] + 1), abs=0.051)  # its run counted
+    with open(os.path.join(os.path.dirname(out["pareto_png"]), "summary.txt")) as f:
+        assert (
+            f"labels-only control (1 seed(s) of the winner's shape and init on gold labels alone): the distilled "
+            f"winner {c['verdict']} it" in f.read()
+        )
+    assert parent.data.tags["raydistill.control_verdict"] == c["verdict"]
+    assert parent.data.metrics["control_diff"] == pytest.approx(c["diff"])
+    assert parent.data.metrics["control_diff_ci_lo"] == pytest.approx(c["ci"][0])
+
+
 def test_readme_sweep_runs_on_a_minilm_shaped_teacher_without_set(
     ray_session, tiny_teacher, glue_dir, tmp_path, capsys, monkeypatch
 ):
@@ -221,6 +250,8 @@ def test_readme_sweep_runs_on_a_minilm_shaped_teacher_without_set(
             "any-teacher",
             "--set",
             "search.confirm=false",
+            "--set",
+            "search.control=false",
         ]
     )
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
@@ -282,6 +313,8 @@ def test_latency_constrained_search_end_to_end(ray_session, tiny_teacher, glue_d
             "lat",
             "--multi-objective",
             "latency",
+            "--set",
+            "search.control=false",
         ]
     )
     out = last_json(capsys)

@@ -15,7 +15,7 @@ from typing import NoReturn
 from raydistill.common.errors import UserError
 from raydistill.common.interrupts import INTERRUPT as _INTERRUPT
 from raydistill.common.outputs import KINDS, check_not_read, check_output
-from raydistill.common.paths import check_tracking_uri_path, check_writable
+from raydistill.common.paths import check_tracking_uri_path, check_writable, storage_location
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command stopped by Ctrl-C (SIGTERM: 143)
@@ -74,6 +74,8 @@ def _check_paths(ns: argparse.Namespace) -> None:
     for dest in WRITABLE_ARGS:
         value = getattr(ns, dest, None)
         if isinstance(value, str) and value:
+            if dest == "storage_path":
+                storage_location(value)  # "s3:/bucket" refused here, not taken for a local folder
             check_writable(value, dest)
             if dest in RESULT_ARGS:  # the folder rule (outputs.py): nothing the command did not write is lost
                 check_not_read(value, dest, ns)  # first: no --overwrite lets a command write into what it reads
@@ -250,3 +252,36 @@ def handlers_kept():
         for sig, handler in before.items():
             if handler is not None:
                 signal.signal(sig, handler)
+
+
+# the library loggers a command quiets (models/teacher.quiet_hf, the MLflow model log, a dataset load): the levels
+# transformers' and the others' ``set_verbosity`` set are these loggers' own
+LIBRARY_LOGGERS = ("transformers", "datasets", "huggingface_hub", "mlflow", "ray", "ray.tune", "ray.train")
+
+
+@contextlib.contextmanager
+def state_kept():
+    """The process-wide state a command changes, put back on the way out for a caller in the same process
+    (``raydistill.api``, a notebook): every environment variable as it was (``RAY_TRAIN_V2_ENABLED``,
+    ``TUNE_DISABLE_SIGINT_HANDLER``, ``RAY_AIR_NEW_OUTPUT``, the thread pools' sizes: set for the command's own Ray
+    and Tune, they would change what the caller's next Ray or Tune does), the library loggers' levels and
+    transformers' progress bars."""
+    import logging
+    import os
+
+    from transformers.utils import logging as hf_logging
+
+    env = dict(os.environ)
+    levels = {name: logging.getLogger(name).level for name in LIBRARY_LOGGERS}
+    bars = hf_logging.is_progress_bar_enabled()
+    try:
+        yield
+    finally:
+        for key in set(os.environ) - set(env):
+            del os.environ[key]
+        for key, value in env.items():
+            if os.environ.get(key) != value:
+                os.environ[key] = value
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
+        (hf_logging.enable_progress_bar if bars else hf_logging.disable_progress_bar)()

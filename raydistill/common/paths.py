@@ -4,17 +4,42 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from typing import Any
 
 from raydistill.common.errors import check
 
 RESULTS_DIR = "raydistill-results"  # the product's own folder, in the directory a command runs in
+URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")  # s3://bucket/x, gs://…, file:///…: Ray's storage reads these itself
+# schemes a --storage-path names remote storage with: "s3:/bucket" (one slash) is a typo, not a local folder "s3:"
+STORAGE_SCHEMES = ("s3", "gs", "gcs", "hdfs", "abfs", "abfss", "az", "file", "http", "https")
 
 
 def results_path(*parts: str) -> str:
     """An absolute path under the results folder (``./raydistill-results`` of the directory the command runs in)."""
     return os.path.abspath(os.path.join(RESULTS_DIR, *parts))
+
+
+def is_uri(value: str) -> bool:
+    return bool(URI.match(value))
+
+
+def storage_location(value: str | None, field: str = "storage_path") -> str:
+    """Where Ray keeps a command's runs (``--storage-path``): a URI as given (``s3://bucket/runs``: made absolute it
+    would become a local folder ``./s3:``), a local folder made absolute (Ray runs trials in another directory), and
+    ``./raydistill-results/ray`` where none is given. A remote scheme without ``//`` is refused."""
+    if not value:
+        return results_path("ray")
+    if is_uri(value):
+        return value
+    scheme, colon, _ = value.partition(":")
+    check(
+        not (colon and scheme.lower() in STORAGE_SCHEMES),
+        field,
+        f"{value!r} is neither a URI nor a local folder; write {scheme.lower()}://BUCKET/PATH, or a folder path",
+    )
+    return os.path.abspath(os.path.expanduser(value))
 
 
 def write_json_atomic(path: str, obj: Any, unique: bool = False, **dump: Any) -> None:
@@ -50,7 +75,7 @@ def unwritable(path: str) -> str | None:
 def check_writable(path: str, field: str) -> None:
     """``path`` (a folder the command will create or replace) can be written. Remote URIs (s3://, gs://) are left
     to their own client."""
-    if not path or "://" in path:
+    if not path or is_uri(path):
         return
     why = unwritable(path)
     check(why is None, field, f"{why}; pass a directory you can write to (--{field.replace('_', '-')} DIR)")

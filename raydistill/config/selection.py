@@ -57,6 +57,20 @@ def check_search(search: dict[str, Any]) -> None:
     if algo not in ALGORITHMS:
         raise UserError("search.algorithm", f"must be one of {', '.join(ALGORITHMS)}, got {algo!r}")
     confirm_of(search)
+    control_seeds(search)
+
+
+def control_seeds(search: dict[str, Any]) -> int:
+    """How many seeds the labels-only control trains (``search.control``, default true: the winner's shape and init
+    trained on gold labels alone, ``orchestrate/control.py``): as many as the confirmation's fresh seeds, so both
+    sides of the comparison have the same number of draws; ``DEFAULT_CONFIRM``'s where the sweep confirms nothing;
+    0 with ``control: false``."""
+    c = search.get("control", True)
+    if not isinstance(c, bool):
+        raise UserError("search.control", f"must be true or false, got {c!r}; e.g. --set search.control=false")
+    if not c:
+        return 0
+    return confirm_of(search)["seeds"] or DEFAULT_CONFIRM["seeds"]
 
 
 def confirm_of(search: dict[str, Any]) -> dict[str, int]:
@@ -75,6 +89,9 @@ def confirm_of(search: dict[str, Any]) -> dict[str, int]:
     return out
 
 
+CONTROL_TAG = "raydistill.control_of"  # a labels-only control run: the trial whose student it shadows
+
+
 def group_key(tags: dict[str, str]) -> str:
     """Which configuration a trial run trained: a confirmation run names the trial it repeats with another seed."""
     return tags.get("raydistill.confirm_of") or tags.get("raydistill.trial_id") or ""
@@ -85,10 +102,13 @@ def pick_confirmed(runs: list[Run], metric: str, mode: str = "max") -> tuple[Run
     confirmed configurations compete, ranked by the mean of ``metric`` over their *fresh* seeds (the confirmation
     runs; the original trial's score, biased upward by the selection that made it a finalist, is left out); the
     winner's best fresh run by ``metric`` is returned, with that mean. ``runs`` are MLflow runs (``.data.tags``,
-    ``.data.metrics``). Without confirmation runs, the single best run (mean = its own value)."""
+    ``.data.metrics``). Without confirmation runs, the single best run (mean = its own value). A sweep's labels-only
+    control runs (``CONTROL_TAG``) never compete."""
     groups: dict[str, list[Run]] = {}
     fresh: dict[str, list[Run]] = {}
     for r in runs:
+        if r.data.tags.get(CONTROL_TAG):  # a labels-only control is the yardstick, never a candidate
+            continue
         if metric in r.data.metrics and math.isfinite(r.data.metrics[metric]):
             groups.setdefault(group_key(r.data.tags), []).append(r)
             if r.data.tags.get("raydistill.confirm_of"):

@@ -58,7 +58,17 @@ TOP_KEYS = {
     "num_workers",
     "augment",
 }
-SEARCH_KEYS = {"algorithm", "seed", "asha", "objectives", "grace_period", "reduction_factor", "start_from", "confirm"}
+SEARCH_KEYS = {
+    "algorithm",
+    "seed",
+    "asha",
+    "objectives",
+    "grace_period",
+    "reduction_factor",
+    "start_from",
+    "confirm",
+    "control",
+}
 DOMAINS = ("choice", "uniform", "loguniform", "int")
 # Optuna/MLflow param names for each searchable field
 PARAM = {
@@ -150,7 +160,7 @@ def parse(raw: dict[str, Any], default_name: str = "sweep", overridden: frozense
     check(isinstance(search, dict), "search", "must be a mapping")
     for k in search:
         check(k in SEARCH_KEYS, f"search.{k}", f"unknown key; known: {', '.join(sorted(SEARCH_KEYS))}")
-    check_search(search)  # algorithm and confirm, before Ray
+    check_search(search)  # algorithm, confirm and control, before Ray
     from raydistill.config.augment import check_augment
 
     check_augment(raw.get("augment"))

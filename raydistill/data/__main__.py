@@ -83,12 +83,12 @@ def carve_summary(task, data_dir, val_fraction: float) -> dict:
     from raydistill.data.carve import carve, inside_count
     from raydistill.data.splits import split_train
 
-    rows, held = split_train(task, data_dir)
     try:
-        cut = carve(rows, task, val_fraction, held)
+        rows, held = split_train(task, data_dir)
+        cut = carve(rows, task, val_fraction, held.out_of_train)
     except UserError as e:  # too few rows to carve: the summary still counts the splits, and says why
         return {"val_fraction": val_fraction, "error": str(e)}
-    train = [r for i, r in enumerate(rows) if i not in held and i not in cut.out_of_train]
+    train = [r for i, r in enumerate(rows) if i not in held.out_of_train and i not in cut.out_of_train]
     return {
         "val_fraction": val_fraction,
         "validation": len(cut.val),

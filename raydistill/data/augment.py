@@ -296,7 +296,8 @@ def _source_rows(task, data_dir, limit) -> tuple[list[dict], set[int]]:
     the held-out row numbers."""
     from raydistill.data.splits import SOURCE, split_train
 
-    rows, held = split_train(task, data_dir)  # augment after the hold-out: dev rows never get copies
+    rows, cut = split_train(task, data_dir)  # augment after the hold-out: dev rows never get copies
+    held = cut.out_of_train
     examples = [{**ex, SOURCE: i} for i, ex in enumerate(rows) if i not in held]
     if limit is not None:
         examples = examples[:limit]

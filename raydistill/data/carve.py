@@ -15,7 +15,10 @@ trains. Rows that share text form a group, and a group goes to one side whole:
 Within that, validation takes ``frac`` of the units, stratified: per label (classification), per fifth of the score
 range by rank (regression), or one stratum (token, QA), drawn with the fixed ``VAL_SEED`` so every run and trial of a
 task chooses on the same rows. The carve is computed once per data (``carve`` keeps it in memory and on disk: the
-containment pass over SST-2 takes seconds).
+containment pass over SST-2 takes seconds), keyed by everything that changes its rows (``_digest``).
+
+The dev set a task holds out of its only training rows (NSMC; your file without --eval-file; ``splits.DEV``) is
+drawn by the same rule, its own seed, before validation is carved from what is left.
 """
 
 from __future__ import annotations
@@ -36,7 +39,26 @@ from raydistill.common.paths import results_path, write_json_atomic
 
 VAL_SEED = 7  # a property of the data: every run and trial of a task chooses on the same rows
 CARVE_VERSION = 2  # part of every data fingerprint: a teacher cache or sweep from the row-wise carve (1) is rebuilt
+# the saved carve's key: 3 added the task's phrase_rows and the side (a file task with and without --phrase-rows has
+# one name and one kind, so key 2 handed a --phrase-rows run the carve made without it)
+KEY_VERSION = 3
 FIX = "raise --val-fraction, or choose on dev with --select-on dev"
+
+
+@dataclass(frozen=True)
+class Side:
+    """What a carve draws: the validation split (it chooses) or the dev set held out of a task's only training rows
+    (it reports: NSMC, your file without --eval-file). One rule for both; each its own seed, and its own flag and fix
+    when the rows are too few."""
+
+    name: str
+    seed: int
+    field: str
+    fix: str
+    labels_checked: bool  # validation refuses a label left with no row on one side; dev reports what it holds
+
+
+VALIDATION = Side("validation", VAL_SEED, "val_fraction", FIX, True)
 
 
 @dataclass(frozen=True)
@@ -120,14 +142,18 @@ def _targets(label: dict[int, Hashable], n_units: int, frac: float) -> dict[Hash
     return {s: round(frac * n_units * c / total) for s, c in counts.items()}
 
 
-def _check_sizes(task, n_keep: int, n_units: int, frac: float) -> None:
+def _check_sizes(task, n_keep: int, n_units: int, frac: float, side: Side) -> None:
     unit = "sentences" if getattr(task, "phrase_rows", False) else "training rows"
-    if n_units * frac < 2 or n_keep - n_units * frac < 2:
-        raise UserError(
-            "val_fraction",
-            f"task {task.name} has {n_units} {unit}: too few to carve a {frac:g} validation split "
-            f"and still train; {FIX}",
-        )
+    if n_units * frac < (2 if side.labels_checked else 1) or n_keep - n_units * frac < 2:
+        _too_few(task, n_units, unit, frac, side)
+
+
+def _too_few(task, n_units: int, unit: str, frac: float, side: Side):
+    raise UserError(
+        side.field,
+        f"task {task.name} has {n_units} {unit}: too few to carve a {frac:g} {side.name} split and still train; "
+        f"{side.fix}",
+    )
 
 
 def _check_labels(task, frac: float, val: list[int], train: set[int], label: dict[int, Hashable], target: dict) -> None:
@@ -144,41 +170,48 @@ def _check_labels(task, frac: float, val: list[int], train: set[int], label: dic
             )
 
 
-def _grouped(rows: list, task, frac: float, keep: list[int]) -> Carve:
+def _grouped(rows: list, task, frac: float, keep: list[int], side: Side) -> Carve:
     label = strata(rows, keep, task.kind)
     groups: dict[Hashable, list[int]] = {}
     for i in keep:
         groups.setdefault(group_key(rows[i], task.kind), []).append(i)
     units = list(groups.values())
-    val, target = _draw(task, frac, units, label, len(keep))
-    _check_labels(task, frac, val, set(keep) - set(val), label, target)
+    val, target = _draw(task, frac, units, label, len(keep), side)
+    if side.labels_checked:
+        _check_labels(task, frac, val, set(keep) - set(val), label, target)
     return Carve(tuple(val))
 
 
-def _draw(task, frac: float, units: list[list[int]], label: dict[int, Hashable], n_target: int) -> tuple[list, dict]:
-    """The validation rows: whole ``units`` in a fixed shuffled order, ``frac`` of ``n_target`` rows per stratum
-    (shared out as the strata share all kept rows); and those per-stratum targets."""
-    _check_sizes(task, len(label), len(units), frac)
-    random.Random(VAL_SEED).shuffle(units)
+def _draw(
+    task, frac: float, units: list[list[int]], label: dict[int, Hashable], n_target: int, side: Side
+) -> tuple[list, dict]:
+    """The side's rows: whole ``units`` in a fixed shuffled order (the side's seed), ``frac`` of ``n_target`` rows per
+    stratum (shared out as the strata share all kept rows); and those per-stratum targets."""
+    _check_sizes(task, len(label), len(units), frac, side)
+    random.Random(side.seed).shuffle(units)
     target = _targets(label, n_target, frac)
-    return sorted(_fill(units, label, target)), target
+    val = sorted(_fill(units, label, target))
+    if not val:  # every stratum's share rounded to no row
+        _too_few(task, len(units), "groups of rows", frac, side)
+    return val, target
 
 
-def _phrases(rows: list, task, frac: float, keep: list[int]) -> Carve:
+def _phrases(rows: list, task, frac: float, keep: list[int], side: Side) -> Carve:
     texts = {i: norm(rows[i]["text"]) for i in keep}
     label = strata(rows, keep, task.kind)
     by_text: dict[str, list[int]] = {}
     for i in sentences(texts):
         by_text.setdefault(texts[i], []).append(i)
     units = [by_text[t] for t in sorted(by_text)]
-    val, target = _draw(task, frac, units, label, len(units))
+    val, target = _draw(task, frac, units, label, len(units), side)
     val_set = set(val)
     joined = "\x00".join(texts[i] for i in val)
     inside = {i for i in keep if i not in val_set and texts[i] and texts[i] in joined}
     rest = [i for i in keep if i not in val_set and i not in inside]
     around = _containing(texts, val, rest)
     dropped = sorted(inside | around)
-    _check_labels(task, frac, val, set(rest) - around, label, target)
+    if side.labels_checked:
+        _check_labels(task, frac, val, set(rest) - around, label, target)
     return Carve(tuple(val), tuple(dropped))
 
 
@@ -209,9 +242,13 @@ def inside_count(task, train: list, val: list) -> int:
     return sum(1 for r in val if group_key(r, task.kind) in keys)
 
 
-def _digest(rows: list, task, frac: float, exclude: AbstractSet[int]) -> str:
+def _digest(rows: list, task, frac: float, exclude: AbstractSet[int], side: Side) -> str:
+    """The carve's key: everything that changes which rows it takes (the rows themselves: their columns, labels and
+    order; the fraction, the rows excluded, the grouping rule, the side and its seed)."""
     h = hashlib.sha256()
-    h.update(json.dumps([CARVE_VERSION, task.name, task.kind, frac, sorted(exclude)]).encode())
+    phrases = bool(getattr(task, "phrase_rows", False))
+    head = [KEY_VERSION, CARVE_VERSION, task.name, task.kind, phrases, frac, sorted(exclude), side.name, side.seed]
+    h.update(json.dumps(head).encode())
     for r in rows:
         h.update(json.dumps(r, sort_keys=True, ensure_ascii=False, default=str).encode())
     return h.hexdigest()[:20]
@@ -220,21 +257,22 @@ def _digest(rows: list, task, frac: float, exclude: AbstractSet[int]) -> str:
 _MEMO: dict[str, Carve] = {}
 
 
-def carve(rows: list, task, frac: float, exclude: AbstractSet[int] = frozenset()) -> Carve:
-    """The validation split of ``rows`` (less ``exclude``, the rows held out as dev): the module docstring's rule,
-    computed once per data and kept in memory and in ``raydistill-results/splits/`` (trials run in other
-    processes). Refuses a fraction that leaves a label with no validation or no training row."""
-    key = _digest(rows, task, frac, exclude)
+def carve(rows: list, task, frac: float, exclude: AbstractSet[int] = frozenset(), side: Side = VALIDATION) -> Carve:
+    """The validation split of ``rows`` (less ``exclude``, the rows held out as dev), or with ``side`` the dev set
+    held out of them: the module docstring's rule, computed once per data and kept in memory and in
+    ``raydistill-results/splits/`` (trials run in other processes). Refuses a fraction that leaves a label with no
+    validation or no training row."""
+    key = _digest(rows, task, frac, exclude, side)
     if key in _MEMO:
         return _MEMO[key]
-    path = results_path("splits", f"{task.name}-{key}.json")
+    path = results_path("splits", f"{task.name}-{side.name}-{key}.json")
     if os.path.isfile(path):
         with open(path, encoding="utf-8") as f:
             saved = json.load(f)
         out = Carve(tuple(saved["val"]), tuple(saved["dropped"]))
     else:
         keep = [i for i in range(len(rows)) if i not in exclude]
-        out = (_phrases if getattr(task, "phrase_rows", False) else _grouped)(rows, task, frac, keep)
+        out = (_phrases if getattr(task, "phrase_rows", False) else _grouped)(rows, task, frac, keep, side)
         with contextlib.suppress(OSError):  # a read-only working directory: computed again next time
             os.makedirs(os.path.dirname(path), exist_ok=True)
             write_json_atomic(path, {"val": list(out.val), "dropped": list(out.dropped)}, unique=True)

@@ -8,12 +8,15 @@ import random
 from collections.abc import Set as AbstractSet
 
 from raydistill.common.errors import UserError
-from raydistill.data.carve import CARVE_VERSION, VAL_SEED, Carve, carve
+from raydistill.data.carve import CARVE_VERSION, VAL_SEED, Carve, Side, carve
 
-HOLDOUT = 0.1  # share of train held out as validation when a task has no separate dev split
+HOLDOUT = 0.1  # share of train held out as dev when a task has no separate dev split
 # The task hold-out is a property of the data, not of the run: a fixed seed gives every run, whatever its --seed,
 # the same dev set, and lets an augmented set (built before any run) leave out exactly the rows runs hold out.
 HOLDOUT_SEED = 42
+# the dev set held out of a task's only training rows: drawn by validation's rule (whole groups, by sentence for
+# phrase rows), so it shares no text with training either
+DEV = Side("dev", HOLDOUT_SEED, "data.eval_file", "pass a dev set of your own: --eval-file FILE", False)
 SOURCE = "source_index"  # on augmented rows: index, in the task's train split, of the row they were made from
 
 
@@ -28,15 +31,17 @@ def holdout_split(examples: list, seed: int, frac: float = HOLDOUT) -> tuple[lis
     return [e for i, e in enumerate(examples) if i not in val], [examples[i] for i in sorted(val)]
 
 
-def split_train(task, data_dir) -> tuple[list, set[int]]:
-    """Every row of the task's train split, and the indices held out of it as the dev set.
+def split_train(task, data_dir) -> tuple[list, Carve]:
+    """Every row of the task's train split, and what is held out of it as the dev set: ``held.val`` the dev rows,
+    ``held.out_of_train`` those and the training phrases inside (or around) a dev sentence (phrase rows).
 
-    One rule for every method: a task whose dev set would be its labelled test split (NSMC) holds out 10% of train
-    (seed ``HOLDOUT_SEED``) as dev, so no run picks epochs or hyper-parameters on the test set, which stays for a
-    final number (``raydistill.evaluate``). Other tasks hold out nothing.
+    One rule for every method: a task whose dev set would be its labelled test split (NSMC; your file without
+    --eval-file) holds out 10% of train as dev, by validation's grouped rule with its own seed (``DEV``), so no run
+    picks epochs or hyper-parameters on the test set, which stays for a final number (``raydistill.evaluate``), and
+    dev shares no text with training. Other tasks hold out nothing.
     """
     rows = task.loader(task, data_dir, "train")
-    return rows, holdout_indices(len(rows), HOLDOUT_SEED) if task.eval_split == "test" else set()
+    return rows, carve(rows, task, HOLDOUT, side=DEV) if task.eval_split == "test" else Carve(())
 
 
 def val_indices(rows: list, task, frac: float, exclude: AbstractSet[int] = frozenset()) -> list[int]:
@@ -60,10 +65,11 @@ def train_val_dev(cfg, task) -> tuple[list, list, list]:
         train, dev = general_examples(cfg)
         return train, [], dev
     rows, held = split_train(task, cfg.data_dir)
-    cut = carve(rows, task, cfg.train.val_fraction, held) if cfg.train.select_on == "val" else Carve(())
-    val_idx, out_of_train = list(cut.val), held | cut.out_of_train
+    frac = cfg.train.val_fraction
+    cut = carve(rows, task, frac, held.out_of_train) if cfg.train.select_on == "val" else Carve(())
+    val_idx, out_of_train = list(cut.val), held.out_of_train | cut.out_of_train
     train = [ex for i, ex in enumerate(rows) if i not in out_of_train]
-    dev = [rows[i] for i in sorted(held)] if held else task.loader(task, cfg.data_dir, task.eval_split)
+    dev = [rows[i] for i in held.val] if held.val else task.loader(task, cfg.data_dir, task.eval_split)
     if cfg.augment_dir:
         aug = augmented_train(os.path.join(cfg.augment_dir, "train.jsonl"), out_of_train)
         if cfg.train.train_limit and all(SOURCE in r for r in aug):  # the limit counts source rows, copies follow

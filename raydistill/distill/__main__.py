@@ -171,7 +171,9 @@ def _add_run_args(p: Parser) -> None:
     )
     p.add_argument("--output", default="outputs/student", help="folder to write the student to")
     add_overwrite(p, "raydistill distill")
-    p.add_argument("--storage-path", default=None, help="Ray results folder (default ./raydistill-results/ray)")
+    p.add_argument(
+        "--storage-path", default=None, help="Ray results folder or s3:// URI (default ./raydistill-results/ray)"
+    )
     p.add_argument("--run-name", default=None, help="MLflow run name (default: METHOD-TASK-SIZE-time)")
     add_teacher_args(p)
     p.add_argument("--placement-strategy", default="PACK", help="PACK or SPREAD the DDP workers over nodes")
@@ -268,14 +270,14 @@ def run(argv=None) -> dict:
 
     report()  # the columns guessed in the user's files, once the checks passed
     from raydistill.common.interrupts import at_signal, on_interrupt
-    from raydistill.common.paths import results_path
+    from raydistill.common.paths import storage_location
     from raydistill.orchestrate.connect import init_ray, mute_workers, shutdown
     from raydistill.orchestrate.run import RunOptions, execute
 
     if init_ray(verbose=a.verbose):  # a Ray the caller started (raydistill.api) is theirs to stop
         on_interrupt(shutdown)  # Ctrl-C: the run is ended KILLED (execute), Ray stopped, then the one line
     at_signal(mute_workers)  # Ctrl-C: workers Ray kills while the command unwinds print nothing
-    storage = os.path.abspath(a.storage_path) if a.storage_path else results_path("ray")
+    storage = storage_location(a.storage_path)
     # a fresh Ray Train run name each time: Train V2 resumes any earlier run stored under the same name
     shape = f"{cfg.student.layers}L{cfg.student.hidden}"
     name = f"{cfg.distill.method}-{cfg.task}-{shape}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"

@@ -40,6 +40,7 @@ from raydistill.config.sizes import FIELDS, Shape, check_shape
 from raydistill.models import prune
 from raydistill.models.heads import auto_class
 from raydistill.models.teacher import KNOWN_FAMILIES, encoder_layers, family, head_kind
+from raydistill.tasks.files import PLACEHOLDER
 
 log = logging.getLogger(__name__)
 
@@ -305,6 +306,18 @@ def build_student(teacher, spec: StudentConfig, examples=None):
     if name == "prune":
         return _prune(teacher, spec, arg or None, examples)
     return INITS[name](teacher, spec, arg or None)
+
+
+def name_labels(config, names: tuple[str, ...]) -> None:
+    """Give a model ``config`` whose label names are transformers' placeholders (``LABEL_0``…, a teacher nobody
+    named) the run's ``names``, index for index: the student then answers with the data's labels in the order the
+    run trained (and printed: ``tasks.files.align``). A config with real names keeps them (a named teacher's order is
+    the run's order already), as does one whose head has another size."""
+    old = [str(v) for _, v in sorted((getattr(config, "id2label", None) or {}).items(), key=lambda kv: int(kv[0]))]
+    if not names or len(old) != len(names) or not all(PLACEHOLDER.fullmatch(n) for n in old):
+        return
+    config.id2label = dict(enumerate(names))
+    config.label2id = {n: i for i, n in enumerate(names)}
 
 
 def count_params(model, trainable_only: bool = False) -> int:

@@ -31,13 +31,22 @@ def confirm_points(rows: list[dict], seed: int, seeds: int) -> list[dict]:
 
 
 def run_confirm(
-    points: list[dict], base, *, storage: str, name: str, parent: str, opts: TrialOpts, n_at_once: int, resume: bool
+    points: list[dict],
+    base,
+    *,
+    storage: str,
+    name: str,
+    parent: str,
+    opts: TrialOpts,
+    n_at_once: int,
+    resume: bool,
+    suffix: str = "confirm",
 ) -> list:
     """Train every point (a trial config with its seed and the trial it repeats) as a trial of its own Tune
-    experiment ``NAME-confirm`` beside the sweep's, with the sweep's ``opts`` (``tuner.trial_opts``); returns the Tune
-    results. Restored on ``resume``."""
+    experiment ``NAME-<suffix>`` beside the sweep's (``NAME-confirm``; the labels-only control's ``NAME-control``),
+    with the sweep's ``opts`` (``tuner.trial_opts``); returns the Tune results. Restored on ``resume``."""
     trainable = trainable_for(base, parent=parent, storage=storage, name=name, opts=opts)
-    exp = f"{name}-confirm"
+    exp = f"{name}-{suffix}"
     if resume and tune.Tuner.can_restore(os.path.join(storage, exp)):
         tuner = tune.Tuner.restore(
             os.path.join(storage, exp), trainable=trainable, resume_unfinished=True, resume_errored=False

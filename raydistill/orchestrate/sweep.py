@@ -1,8 +1,9 @@
 """A sweep as the driver runs it: one object owns its state (the space, the base config, the parent MLflow run, the
 resume record, the teacher's yardstick, the clock) and the command calls its steps in order — ``plan`` (everything
 checked before Ray starts), ``start`` (Ray, the parent run, the resume record), ``prepare`` (the teacher, augmented
-sets, the yardstick), ``search`` (the trials), ``confirm`` (the top trials with more seeds) and ``finish`` (the
-summary). Ctrl-C between any two steps leaves a sweep that ``--resume`` continues."""
+sets, the yardstick), ``search`` (the trials), ``confirm`` (the top trials with more seeds), ``control`` (the winner's
+student on gold labels alone) and ``finish`` (the summary). Ctrl-C between any two steps leaves a sweep that
+``--resume`` continues."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from typing import Any
 
 from raydistill.common.errors import UserError, check
 from raydistill.common.hub import is_local
-from raydistill.common.paths import results_path, write_json_atomic
+from raydistill.common.paths import is_uri, results_path, storage_location, write_json_atomic
 from raydistill.config.schema import RunConfig
 from raydistill.config.sizes import Shape
 from raydistill.orchestrate.resources import DEFAULT_CPUS_PER_WORKER, Cluster, TrialDemand, concurrency
@@ -48,10 +49,10 @@ def log(message: str) -> None:
 
 def state_path(storage_path: str | None, name: str) -> str:
     """Where a sweep keeps what ``--resume`` needs (beside its Tune experiment, or locally for a remote one)."""
-    storage = storage_path or results_path("ray")
-    if "://" in storage:
+    storage = storage_location(storage_path)
+    if is_uri(storage):
         return results_path("sweeps", name, STATE)
-    return os.path.join(os.path.abspath(storage), name, STATE)
+    return os.path.join(storage, name, STATE)
 
 
 @dataclass
@@ -71,6 +72,7 @@ class Sweep:
     machine: Cluster | None  # this machine, when the sweep starts its own Ray
     teacher_shape: Shape
     confirm_plan: dict[str, int]
+    control_seeds: int  # the labels-only control's seeds (search.control; 0: none)
     state: dict[str, Any] = field(default_factory=dict)
     parent: str = ""
     n_at_once: int = 1
@@ -90,7 +92,7 @@ class Sweep:
         """The space, the base config and every check that needs no Ray: a sweep that cannot run stops here, before
         anything is logged. ``teacher_cache``: the teacher-output cache folder (None: no cache)."""
         from raydistill.config import space as sp
-        from raydistill.config.selection import confirm_of
+        from raydistill.config.selection import confirm_of, control_seeds
         from raydistill.train.preflight import teacher_config
 
         spec = sp.load(a.space, a.set)
@@ -113,14 +115,13 @@ class Sweep:
         machine = None if os.environ.get("RAY_ADDRESS") else Cluster.local()
         if machine:  # the Ray this command starts has this machine's CPUs and GPUs: a trial that can't fit stops here
             concurrency(demand, machine, a.max_concurrent, n_samples)
-        storage = a.storage_path or os.path.join(storage_root, "ray")
         sweep = cls(
             args=a,
             argv=argv,
             spec=spec,
             base=base,
             name=name,
-            storage=storage if "://" in storage else os.path.abspath(storage),
+            storage=storage_location(a.storage_path),
             metric=metric,
             mode=spec.mode,
             n_samples=n_samples,
@@ -128,6 +129,7 @@ class Sweep:
             machine=machine,
             teacher_shape=Shape.of(teacher_config(teacher)),
             confirm_plan=confirm_of(spec.search) if not a.multi_objective else {"top": 0, "seeds": 0},
+            control_seeds=control_seeds(spec.search),
             state=state,
         )
         sweep._preflight()
@@ -277,7 +279,7 @@ class Sweep:
         in_process = (
             self.demand.in_process()
             and self.machine is not None
-            and "://" not in self.storage
+            and not is_uri(self.storage)
             and not a.ray_train_trials
         )
         return trial_opts(
@@ -341,6 +343,77 @@ class Sweep:
         self.clock.lap("confirm")
         return rows + c_rows, {**run_ids, **c_ids}, confirmed
 
+    def control(
+        self, rows: list[dict[str, Any]], run_ids: dict[str, str], confirmed: list[dict[str, Any]] | None
+    ) -> dict[str, Any] | None:
+        """``search.control``: the winner's student trained on gold labels alone with fresh seeds, and the verdict of
+        the winner against it on dev (``results.control``); None where the space asks for no control. A control that
+        cannot be judged says why and never costs the sweep its summary."""
+        if not self.control_seeds:
+            return None
+        from raydistill.orchestrate.confirm import run_confirm
+        from raydistill.orchestrate.control import control_points
+        from raydistill.results.summary import winner
+
+        best = winner(rows, self.metric, confirmed)
+        if best is None:
+            return {"verdict": None, "reason": "no trial exported a student"}
+        points = control_points(best, self.base, self.base.train.seed, self.control_seeds)
+        log(f"labels-only control: the winner's student ({best['trial']}) on gold labels alone, {len(points)} seed(s)")
+        results = run_confirm(
+            points,
+            self.base,
+            storage=self.storage,
+            name=self.name,
+            parent=self.parent,
+            n_at_once=self.n_at_once,
+            resume=self.args.resume,
+            opts=self.opts,
+            suffix="control",
+        )
+        c_rows, c_ids = self.rows(results)
+        out = self._judge(best, c_rows, {**run_ids, **c_ids}, points[0])
+        self.clock.lap("control")
+        return out
+
+    def _judge(
+        self, best: dict[str, Any], c_rows: list[dict[str, Any]], run_ids: dict[str, str], point: dict[str, Any]
+    ) -> dict[str, Any]:
+        """The winner against the control's exported students, with what the control trained."""
+        from raydistill.results.control import compare
+
+        done = [r for r in c_rows if r["exported"]]
+        errors = {r["trial"]: r["error"] for r in c_rows if r["status"] == "ERROR"}
+        about = {"method": "finetune", "init": point["init"], "seeds": len(c_rows), "errors": errors}
+        if not done:
+            return {"verdict": None, "reason": "no control run exported a student", **about}
+        try:
+            return {
+                **compare(
+                    self.base,
+                    self.tracker,
+                    self.metric,
+                    self._student(best, run_ids),
+                    [self._student(r, run_ids) for r in done],
+                ),
+                **about,
+            }
+        except Exception as e:  # the sweep's own results stand; the control says why it has no verdict
+            from raydistill.common.errors import failure_reason
+
+            return {"verdict": None, "reason": f"the comparison failed: {failure_reason(e)[:200]}", **about}
+
+    def _student(self, row: dict[str, Any], run_ids: dict[str, str]) -> Any:
+        from raydistill.results.control import Student
+
+        return Student(
+            trial=row["trial"],
+            run_id=run_ids.get(row["trial"], ""),
+            folder=os.path.join(os.path.dirname(self.base.output), row["trial"]),
+            max_length=int(row["config"].get("max_length", self.base.train.max_length)),
+            val=row.get(self.metric),
+        )
+
     def rows(self, results: Any) -> tuple[list[dict[str, Any]], dict[str, str]]:
         """Summary rows of Tune results, with what their MLflow runs logged, and each trial's run id."""
         from raydistill.results.summary import summarize
@@ -354,7 +427,11 @@ class Sweep:
 
     # ------------------------------------------------------------------ the end
     def finish(
-        self, rows: list[dict[str, Any]], run_ids: dict[str, str], confirmed: list[dict[str, Any]] | None
+        self,
+        rows: list[dict[str, Any]],
+        run_ids: dict[str, str],
+        confirmed: list[dict[str, Any]] | None,
+        control: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """The teacher re-timed beside the students, then the summary (results.summary)."""
         from raydistill.orchestrate.resources import threads
@@ -378,6 +455,7 @@ class Sweep:
             front_by=SECOND_OBJECTIVE.get(self.args.multi_objective) or "latency_ms_b1",
             run_ids=run_ids,
             confirmed=confirmed,
+            control=control,
             timings={k: round(v, 2) for k, v in self.clock.spent.items()},
         )
         return finish(outcome, rows)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from raydistill.config.schema import RunConfig
+from raydistill.config.selection import CONTROL_TAG
 
 if TYPE_CHECKING:
     from raydistill.orchestrate.run import RunOptions
@@ -52,6 +53,7 @@ def run_trial(
     trial_id = ray.tune.get_context().get_trial_id()
     config = dict(config.get("point") or config)  # a confirmation trial: one grid point of configurations
     confirm_of = config.pop("confirm_of", None)  # the trial whose configuration it trains with another seed
+    control_of = config.pop("control_of", None)  # the trial whose student it shadows on gold labels alone
     n_aug = config.pop("augment", 0)  # augmented copies per row: the set the sweep built for that N
     cfg = trial_config(base, config)
     if n_aug:
@@ -78,6 +80,7 @@ def run_trial(
             "raydistill.trial_id": trial_id,
             "raydistill.sweep": sweep_name,
             **({"raydistill.confirm_of": confirm_of, "raydistill.role": "confirm"} if confirm_of else {}),
+            **({CONTROL_TAG: control_of, "raydistill.role": "control"} if control_of else {}),
         },
     )
     wall = time.perf_counter() - t_start  # the trial's fixed cost: its seconds outside training steps

@@ -51,7 +51,7 @@ def summarize(
                 "latency_ms_b32": m.get("latency_ms_b32"),
                 "trial_wall_s": m.get("trial_wall_s"),
                 "fixed_cost_s": m.get("fixed_cost_s"),
-                **{k: v for k, v in cfg.items() if k != "confirm_of"},
+                **{k: v for k, v in cfg.items() if k not in ("confirm_of", "control_of")},
                 "error": failure_reason(r.error)[:160]
                 if r.error
                 else ("no exported student" if status == "DONE" and not exported else ""),
@@ -116,6 +116,7 @@ class SweepOutcome:
     run_ids: dict[str, str] = field(default_factory=dict)  # trial id → its MLflow run
     confirmed: list[dict[str, Any]] | None = None
     timings: dict[str, float] | None = None
+    control: dict[str, Any] | None = None  # the winner against its labels-only control (results.control)
 
 
 def finish(sweep: SweepOutcome, rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -129,7 +130,10 @@ def finish(sweep: SweepOutcome, rows: list[dict[str, Any]]) -> dict[str, Any]:
     sweep.tracker.close_children(
         sweep.parent,
         stopped={r["trial"] for r in rows if r["status"] == "STOPPED"},
-        errors={r["trial"]: r["error"] for r in rows if r["status"] == "ERROR"},
+        errors={
+            **{r["trial"]: r["error"] for r in rows if r["status"] == "ERROR"},
+            **(sweep.control or {}).get("errors", {}),
+        },
     )
     best = _best(sweep, rows)
     summary = _summary(sweep, rows, best, front, front_cols, png=files[-1] if files[-1].endswith(".png") else None)
@@ -177,6 +181,10 @@ def _write_summary(
             f"mean {metric} over the fresh seeds wins (the search's own score, search_{metric}, is shown, not averaged "
             "in), its best fresh run is exported\n" + table(sweep.confirmed, list(sweep.confirmed[0]))
         )
+    if sweep.control:
+        from raydistill.results.control import line
+
+        text += "\n\n" + line(sweep.control)
     with open(os.path.join(out_dir, "summary.txt"), "w") as f:
         f.write(text + "\n")
     with open(os.path.join(out_dir, "summary.json"), "w") as f:
@@ -204,11 +212,15 @@ def _write_summary(
 
 
 def _best(sweep: SweepOutcome, rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    return winner(rows, sweep.metric, sweep.confirmed)
+
+
+def winner(rows: list[dict[str, Any]], metric: str, confirmed: list[dict[str, Any]] | None) -> dict[str, Any] | None:
     """The best exported trial; a confirmed sweep's is its winner's best seed (best mean over seeds)."""
-    done = [r for r in rows if r["exported"] and r.get(sweep.metric) is not None]
+    done = [r for r in rows if r["exported"] and r.get(metric) is not None]
     best = done[0] if done else None
-    if sweep.confirmed:
-        best = next((r for r in rows if r["trial"] == sweep.confirmed[0]["exported_trial"]), best)
+    if confirmed:
+        best = next((r for r in rows if r["trial"] == confirmed[0]["exported_trial"]), best)
     return best
 
 
@@ -226,7 +238,8 @@ def _summary(
         "trials": len(rows),
         "errors": sum(r["status"] == "ERROR" for r in rows),
         "wall_s": round(sweep.wall_s, 1),
-        "per_trial_s": round(sweep.wall_s / max(len(rows), 1), 1),
+        # the control's runs took part of the wall time too
+        "per_trial_s": round(sweep.wall_s / max(len(rows) + (sweep.control or {}).get("seeds", 0), 1), 1),
         "metric": sweep.metric,
         "report_metric": report_metric(sweep.metric),
         "select_on": sweep.base.train.select_on,
@@ -235,6 +248,7 @@ def _summary(
         "best": {k: best.get(k) for k in [*keys, "speedup_b1", *SHOW] if k in best} if best else None,
         "pareto_front": [{k: r.get(k) for k in front_cols} for r in front],
         "confirmed": sweep.confirmed or None,
+        "control": sweep.control,
         "timings": sweep.timings,
         "teacher": sweep.teacher,
         "parent_run_id": sweep.parent,
@@ -262,6 +276,10 @@ def _log_best(sweep: SweepOutcome, rows: list[dict[str, Any]], best: dict[str, A
     )
     if best and best["trial"] in run_ids:
         tracker.set_tags(parent, {"raydistill.winner_run_id": run_ids[best["trial"]]})
+    if sweep.control:
+        from raydistill.results.control import log_control
+
+        log_control(tracker, parent, sweep.control)
     tracker.end_run(parent)
     for r in rows:  # the yardstick columns on each trial's own run too (the UI compares runs, not summary files)
         if r.get("pct_of_teacher") is not None and r["trial"] in run_ids:

@@ -179,12 +179,13 @@ def qa_predictions(examples, encoded: Encoded, outputs: dict) -> list[str]:
     return [text for _, text in best]
 
 
-def score(task, examples: list[dict], encoded: Encoded, outputs: dict) -> dict[str, float]:
-    """``task.metrics`` (0-1 scale) from model outputs; see the module docstring for the ``outputs`` layout."""
+def example_predictions(task, examples: list[dict], encoded: Encoded, outputs: dict) -> tuple[list, list]:
+    """(predictions, references), one per example, in the form ``metrics.compute`` scores: a class id or a score
+    (classification, regression), a tag list (token classification), an answer string (QA). One per example, so a
+    metric can be resampled over examples (``results.significance``)."""
     n = len(encoded)
     if task.kind == "qa":
-        answers = qa_predictions(examples, encoded, outputs)
-        return metrics.compute(task, answers, [e["answers"]["text"] for e in examples])
+        return qa_predictions(examples, encoded, outputs), [e["answers"]["text"] for e in examples]
     logits = _rows(outputs, "logits", n)
     if task.kind == "token":
         names = task.label_names
@@ -195,8 +196,13 @@ def score(task, examples: list[dict], encoded: Encoded, outputs: dict) -> dict[s
             for pos, w in enumerate(encoded.word_ids[i]):
                 if w is not None:
                     tags[ex][w] = names[int(np.argmax(row[pos]))]
-        return metrics.compute(task, tags, [[names[j] for j in e["labels"]] for e in examples])
+        return tags, [[names[j] for j in e["labels"]] for e in examples]
     refs = [examples[encoded.example_index[i]]["label"] for i in range(n)]
     arr = np.asarray(logits, dtype=float)
     preds = arr.reshape(n) if task.kind == "regression" else arr.argmax(-1)
-    return metrics.compute(task, preds.tolist(), refs)
+    return preds.tolist(), refs
+
+
+def score(task, examples: list[dict], encoded: Encoded, outputs: dict) -> dict[str, float]:
+    """``task.metrics`` (0-1 scale) from model outputs; see the module docstring for the ``outputs`` layout."""
+    return metrics.compute(task, *example_predictions(task, examples, encoded, outputs))

@@ -18,8 +18,18 @@ from typing import Any
 from raydistill.common.errors import UserError
 from raydistill.common.paths import results_path
 
-# a command prints its own progress; MLflow's bars for a run's few artifacts would flood stderr
-os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+
+def _quiet_mlflow() -> None:
+    """A command prints its own progress; MLflow's bars for a run's few artifacts would flood stderr. Against a
+    tracking server MLflow writes "View run … at: URL" to stdout as each run ends, in whichever process ends it: a
+    trial's lines, forwarded by Ray, landed after the command's JSON line (the last stdout line by contract); the
+    sweep's summary and `best` print the UI link themselves. Set on import and again with each client: an API call
+    gives its caller's environment back (``cli.state_kept``)."""
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
+
+
+_quiet_mlflow()
 
 # called as watcher("open", uri, run_id, name, tags, params) / watcher("close", uri, run_id, status=...) when this
 # process starts / ends a run (orchestrate/guard.py: the runs to mark FAILED if a joined Ray cluster goes away)
@@ -174,6 +184,7 @@ class Tracker:
     def client(self) -> Any:
         from mlflow.tracking import MlflowClient
 
+        _quiet_mlflow()
         return MlflowClient(tracking_uri=self.uri)
 
     @cached_property
@@ -311,6 +322,10 @@ class Tracker:
 
     def log_artifact(self, run_id: str, path: str, artifact_path: str | None = None) -> None:
         retry(self.client.log_artifact, run_id, path, artifact_path)
+
+    def download_artifacts(self, run_id: str, path: str, dst: str) -> str:
+        """A run's artifact folder ``path`` copied under ``dst`` (a student a trial on another node exported)."""
+        return retry(self.client.download_artifacts, run_id, path, dst)
 
     def log_dict(self, run_id: str, data: dict, artifact_file: str) -> None:
         retry(self.client.log_dict, run_id, data, artifact_file)

@@ -8,7 +8,7 @@ from raydistill.distill.mapping import layer_pairs
 from raydistill.distill.methods import get_method
 from raydistill.models.features import AttentionCapture
 from raydistill.models.packing import prepare
-from raydistill.models.student import build_student
+from raydistill.models.student import build_student, name_labels
 from raydistill.models.teacher import load_model
 
 
@@ -127,6 +127,8 @@ def build_objective(cfg, resume_student: str | None = None):
     tokenizer = AutoTokenizer.from_pretrained(cfg.teacher)
     if not resume_student and not pretrained_init:
         student = build_student(teacher, cfg.student, examples=prune_examples(cfg, tokenizer))
+    if kind in ("classification", "token"):  # a placeholder-named teacher's copy answers with the run's names
+        name_labels(student.config, label_names)
     pairs = []
     if method_cls.maps_layers:
         assert teacher is not None  # a method that maps layers distils from a teacher (loaded above)

@@ -1,0 +1,113 @@
+"""The noise of a dev score, and when one model beats another: a bootstrap 95% interval over dev examples of a score
+and of the difference of two models' scores on the same resampled rows (paired), and the verdict rule — "beats" only
+where the paired interval lies above 0 and the difference exceeds the other side's seeds' range; "loses to" the mirror
+image; otherwise "ties". Ray-free: a sweep's labels-only control (``orchestrate/control.py``) and the quality
+benchmarks (``benchmarks/quality_stats.py``) read the same rule from here.
+
+Predictions are one per dev example, in the form ``tasks.encode.example_predictions`` gives: a class id, a score
+(regression), a tag list (token classification) or an answer string (QA), so any task's metric can be resampled."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from raydistill.config.selection import bootstrap_ci
+
+
+def _task(task: Any) -> Any:
+    """A built-in task's name or a ``Task`` (the user's data)."""
+    from raydistill.tasks import get_task
+
+    return get_task(task) if isinstance(task, str) else task
+
+
+def scorer(task: Any, preds: list, gold: list, metric: str | None = None) -> Callable[[Sequence[int]], float]:
+    """The task's ``metric`` (default its main one) of ``preds`` as a function of the rows scored. A metric that is a
+    sum over examples — accuracy, QA's exact match and F1 (means of per-question scores), entity-level precision,
+    recall and F1 (from per-sentence entity counts: seqeval scores sentences apart) — is split into per-example terms
+    once, so a bootstrap of thousands of resamples costs seconds, not hours of re-running seqeval; any other metric
+    (F1, MCC, correlations) is computed on the rows each time."""
+    from raydistill.tasks.metrics import SCALAR, qa_scores
+
+    t = _task(task)
+    m = metric or t.main_metric
+    if t.kind == "token":
+        counts = np.array([_entity_counts(p, g) for p, g in zip(preds, gold, strict=True)], dtype=float).reshape(-1, 3)
+        return lambda idx: _entity_metric(counts[list(idx)].sum(0), m)
+    if t.kind == "qa":
+        terms = np.array([qa_scores([p], [g])[m] for p, g in zip(preds, gold, strict=True)], dtype=float)
+    elif m == "accuracy":
+        terms = np.array([p == g for p, g in zip(preds, gold, strict=True)], dtype=float)
+    else:
+        fn = SCALAR[m]
+        return lambda idx: fn([preds[i] for i in idx], [gold[i] for i in idx])
+    return lambda idx: float(terms[list(idx)].mean()) if len(idx) else 0.0
+
+
+def _entity_counts(pred: list[str], gold: list[str]) -> tuple[int, int, int]:
+    """One sentence's (entities right, entities predicted, gold entities), as seqeval's default mode finds them."""
+    from seqeval.metrics.sequence_labeling import get_entities
+
+    p, g = set(get_entities(pred)), set(get_entities(gold))
+    return len(p & g), len(p), len(g)
+
+
+def _entity_metric(sums: Any, metric: str) -> float:
+    """Entity-level micro precision, recall or F1 from summed counts (0 where undefined: seqeval's zero_division)."""
+    tp, n_pred, n_gold = (float(x) for x in sums)
+    values = {
+        "precision": tp / n_pred if n_pred else 0.0,
+        "recall": tp / n_gold if n_gold else 0.0,
+        "f1": 2 * tp / (n_pred + n_gold) if n_pred + n_gold else 0.0,
+    }
+    return values[metric]
+
+
+def score(task: Any, preds: list, gold: list, idx: Any = None, metric: str | None = None) -> float:
+    """The task's ``metric`` (default its main one) of ``preds`` on the rows ``idx`` (all rows when None)."""
+    return scorer(task, preds, gold, metric)(range(len(gold)) if idx is None else idx)
+
+
+def interval(
+    task: Any, preds: list, gold: list, other: list | None = None, n: int = 1000, metric: str | None = None
+) -> tuple[float, float]:
+    """Bootstrap 95% interval over dev examples of the score of ``preds`` (or of its difference to ``other``'s score
+    on the same resampled rows: the paired interval)."""
+    mine = scorer(task, preds, gold, metric)
+    if other is None:
+        return bootstrap_ci(mine, len(gold), n=n)
+    theirs = scorer(task, other, gold, metric)
+    return bootstrap_ci(lambda idx: mine(idx) - theirs(idx), len(gold), n=n)
+
+
+def verdict(diff_ci: tuple[float, float], diff: float, seeds_range: float = 0.0) -> str:
+    """One row against another: "beats" where the paired interval of (row − other) lies above 0 and the difference
+    exceeds the other row's seeds' range; "loses to" the mirror image; else "ties"."""
+    lo, hi = diff_ci
+    if lo > 0 and diff > seeds_range:
+        return "beats"
+    if hi < 0 and -diff > seeds_range:
+        return "loses to"
+    return "ties"
+
+
+def seeds_summary(values: list[float]) -> dict:
+    """Median and range of a row's seeds."""
+    return {
+        "median": statistics.median(values),
+        "min": min(values),
+        "max": max(values),
+        "range": max(values) - min(values),
+        "seeds": values,
+    }
+
+
+def median_index(values: list[float]) -> int:
+    """The seed whose score is the median (the lower middle for an even count): its predictions stand for the row.
+    Callers pass validation scores, so the split that reports never picks the run it reports."""
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    return order[(len(values) - 1) // 2]
