@@ -11,16 +11,43 @@ logs the numbers to the trial's run (``raydistill.export.quantize``);
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import shutil
 import sys
 import time
+from typing import Any
 
 from raydistill.commands.cli import HelpFormatter, Parser, add_overwrite, cli
-from raydistill.common.errors import check
+from raydistill.common.errors import UserError, check
 from raydistill.common.outputs import adding_to
 from raydistill.tracking.track import Tracker
+
+ALL = "all"  # --sweep all: every sweep of the experiment, where they agree on what a score means
+SAME = ("task", "data_fingerprint", "metric", "mode")  # what sweeps ranked together must share (their parent runs)
+
+
+@dataclasses.dataclass(frozen=True)
+class Scope:
+    """The trials a pick ranks: those of ``sweeps`` (empty: every trial of an experiment that recorded no sweep),
+    ``parent`` the sweep run holding the objective and mode (None: none recorded), ``said`` the words naming them,
+    ``hint`` how to rank others where the experiment holds more, ``known`` the experiment's sweeps, newest first."""
+
+    sweeps: tuple[str, ...]
+    parent: Any
+    said: str
+    hint: str = ""
+    known: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class Pick:
+    run: Any
+    metric: str
+    mean: float | None  # None where no score is finite (pick_confirmed)
+    mode: str
+    scope: Scope
 
 
 def find_best(
@@ -31,51 +58,111 @@ def find_best(
     max_latency_ms: float | None = None,
     max_params: float | None = None,
 ):
-    """The best finished trial run of ``tracker``'s experiment by a per-run final ``metric`` (default: the sweep's
-    own, ``best_val_*``: chosen on the validation split) in ``mode`` (default: the sweep's own, recorded with its parent
-    run; else max). A sweep that confirmed its top configurations with more seeds is decided by their mean, and the
-    winner's best seed is returned, as the sweep's summary names it. Returns (run, metric, mean, mode)."""
+    """``choose`` as (run, metric, mean, mode)."""
+    p = choose(tracker, metric, mode, sweep, max_latency_ms, max_params)
+    return p.run, p.metric, p.mean, p.mode
+
+
+def choose(
+    tracker: Tracker,
+    metric: str | None,
+    mode: str | None,
+    sweep: str | None = None,
+    max_latency_ms: float | None = None,
+    max_params: float | None = None,
+) -> Pick:
+    """The best finished trial run of one sweep of ``tracker``'s experiment: ``sweep`` by name, the latest without
+    one, or every sweep (``all``) where they share task, data and metric. Ranked by a per-run final ``metric``
+    (default: the sweep's own, ``best_val_*``: chosen on the validation split) in ``mode`` (default: the sweep's own,
+    recorded with its parent run; else max). A sweep that confirmed its top configurations with more seeds is decided
+    by their mean, and the winner's best seed is returned, as the sweep's summary names it."""
     from raydistill.config.selection import pick_confirmed
 
-    experiment_id, runs = _finished_trials(tracker, sweep)
-    parent = _sweep_parent(tracker, experiment_id, sweep)
+    experiment_id = _experiment_id(tracker)
+    scope = _scope(tracker, experiment_id, sweep)
+    runs = _finished_trials(tracker, experiment_id, scope)
+    parent = scope.parent
     mode = mode or (parent.data.params.get("mode") if parent else None) or "max"
     if metric is None:
         metric = _sweep_metric(runs, parent)
     metric, scored = _scored(runs, metric)
     best, mean = pick_confirmed(_within_bounds(scored, max_latency_ms, max_params), metric, mode)
-    return best, metric, mean, mode
+    return Pick(best, metric, mean, mode, scope)
 
 
-def _finished_trials(tracker: Tracker, sweep: str | None) -> tuple[str, list]:
-    """The experiment's id and its finished trial runs (of ``sweep`` when given); none is the user's error."""
+def _experiment_id(tracker: Tracker) -> str:
+    """The experiment's id; a name it does not know is the user's error, naming the experiments that start so (the
+    sweep's default experiment is SPACE-TASK)."""
     c, experiment = tracker.client, tracker.experiment
     exp = c.get_experiment_by_name(experiment)
-    check(
-        exp is not None,
-        "experiment",
-        f"no MLflow experiment {experiment!r} at {tracker.uri}; check --experiment and --tracking-uri",
+    if exp is None:
+        near = sorted(e.name for e in c.search_experiments(max_results=1000) if e.name.startswith(experiment))
+        raise UserError(
+            "experiment",
+            f"no MLflow experiment {experiment!r} at {tracker.uri}; "
+            + (f"the store has {', '.join(near[:6])}; " if near else "")
+            + "check --experiment (a sweep's default: SPACE-TASK, e.g. pkd_glue-rte) and --tracking-uri",
+        )
+    return exp.experiment_id
+
+
+def _scope(tracker: Tracker, experiment_id: str, sweep: str | None) -> Scope:
+    """Which sweep(s) to rank, from the experiment's sweep runs (newest first)."""
+    parents = tracker.client.search_runs(
+        [experiment_id],
+        filter_string="tags.`raydistill.role` = 'sweep'",
+        max_results=1000,
+        order_by=["attributes.start_time DESC"],
     )
+    exp, known = repr(tracker.experiment), tuple(p.info.run_name for p in parents)
+    if sweep and sweep != ALL:
+        named = [p for p in parents if p.info.run_name == sweep]
+        return Scope((sweep,), named[0] if named else None, f"sweep {sweep!r}", known=known)
+    if not parents:  # trials an older raydistill (or a hand-made store) logged without a sweep run: all of them
+        return Scope((), None, f"every trial of experiment {exp} (it records no sweep)")
+    if sweep == ALL:
+        _check_comparable(parents)
+        return Scope(known, parents[0], f"all {len(known)} sweeps of experiment {exp}", known=known)
+    name, n = parents[0].info.run_name, len(parents)
+    if n == 1:
+        return Scope((name,), parents[0], f"sweep {name!r}", known=known)
+    hint = " (--sweep NAME picks another, --sweep all ranks those of one task, data and metric together)"
+    return Scope((name,), parents[0], f"sweep {name!r}, the latest of {n} in experiment {exp}", hint, known)
+
+
+def _check_comparable(parents: list) -> None:
+    """``--sweep all`` ranks scores that mean the same: every sweep of one task, data and metric; else one line
+    naming the sweeps that differ."""
+    first = parents[-1]  # the oldest: what the others are compared with
+
+    def differs(p) -> list[str]:
+        return [k for k in SAME if p.data.params.get(k) != first.data.params.get(k)]
+
+    odd = [f"{p.info.run_name} ({', '.join(differs(p))})" for p in parents if differs(p)]
+    check(
+        not odd,
+        "sweep",
+        f"--sweep all ranks sweeps of one task, data and metric; these differ from {first.info.run_name!r}: "
+        f"{'; '.join(odd)}; pass --sweep NAME for one of them",
+    )
+
+
+def _finished_trials(tracker: Tracker, experiment_id: str, scope: Scope) -> list:
+    """The finished trial runs of ``scope``; none is the user's error."""
     filt = "attributes.status = 'FINISHED' and tags.`raydistill.trial_id` != ''"
-    if sweep:
-        filt += f" and tags.`raydistill.sweep` = '{sweep}'"
-    runs = c.search_runs([exp.experiment_id], filter_string=filt, max_results=5000)
+    if len(scope.sweeps) == 1:
+        filt += f" and tags.`raydistill.sweep` = '{scope.sweeps[0]}'"
+    runs = tracker.client.search_runs([experiment_id], filter_string=filt, max_results=5000)
+    if len(scope.sweeps) > 1:
+        runs = [r for r in runs if r.data.tags.get("raydistill.sweep") in scope.sweeps]
+    others = [k for k in scope.known if k not in scope.sweeps]
     check(
         bool(runs),
-        "experiment",
-        f"experiment {experiment!r} has no finished trials yet" + (f" in sweep {sweep!r}" if sweep else ""),
+        "experiment" if not scope.sweeps else "sweep",
+        f"{scope.said} has no finished trials yet"
+        + (f"; pass --sweep NAME for another of the experiment's sweeps: {', '.join(others[:6])}" if others else ""),
     )
-    return exp.experiment_id, runs
-
-
-def _sweep_parent(tracker: Tracker, experiment_id: str, sweep: str | None):
-    """The parent run holding the sweep's own objective and direction: of ``sweep`` when given, else of the newest
-    sweep; None where no sweep recorded one."""
-    pf = "tags.`raydistill.role` = 'sweep'" + (f" and attributes.run_name = '{sweep}'" if sweep else "")
-    parents = tracker.client.search_runs(
-        [experiment_id], filter_string=pf, max_results=1, order_by=["attributes.start_time DESC"]
-    )
-    return parents[0] if parents else None
+    return runs
 
 
 def _sweep_metric(runs: list, parent) -> str | None:
@@ -224,7 +311,8 @@ def parser() -> Parser:
     p.add_argument(
         "--experiment",
         required=True,
-        help="MLflow experiment of the sweep (the sweep's --experiment; by default the space's name)",
+        help="MLflow experiment of the sweep (the sweep's --experiment; by default SPACE-TASK, e.g. pkd_glue-rte, "
+        "pkd_glue-reviews for reviews.csv)",
     )
     p.add_argument("--tracking-uri", help="MLflow URI the sweep logged to (default: sqlite under ./raydistill-results)")
     p.add_argument(
@@ -239,9 +327,13 @@ def parser() -> Parser:
         help="whether higher or lower --metric is better "
         "(default: the sweep's own mode, recorded with its parent run; max for sweeps that did not record one)",
     )
-    p.add_argument("--sweep", help="only trials of this sweep name (default: every sweep in the experiment)")
+    p.add_argument(
+        "--sweep",
+        help="the sweep whose trials to rank (its name, as the sweep's summary prints it), or 'all': every sweep in "
+        "the experiment, refused unless they share task, data and metric (default: the latest sweep in the experiment)",
+    )
     p.add_argument("--export", help="write the best student to this folder (model + tokenizer; default: no export)")
-    add_overwrite(p, "--export")
+    add_overwrite(p, "raydistill best --export", "--export")
     p.add_argument("--onnx", action="store_true", help="with --export: also write model.onnx and compare latency")
     p.add_argument(
         "--quantize",
@@ -280,8 +372,10 @@ def run(argv=None) -> dict:
     (``raydistill.api``'s ``best_student`` runs the same). Bad input is a UserError before MLflow is read."""
     a = parser().parse_args(argv)
     tracker = Tracker(_checked(a), a.experiment)
-    best, metric, mean, mode = find_best(tracker, a.metric, a.mode, a.sweep, a.max_latency_ms, a.max_params)
-    out = _result(best, metric, mean, mode)
+    pick = choose(tracker, a.metric, a.mode, a.sweep, a.max_latency_ms, a.max_params)
+    best = pick.run
+    out = _result(best, pick.metric, pick.mean, pick.mode)
+    print(_summary(pick, out), file=sys.stderr, flush=True)
     if a.export:
         out["export"] = export(tracker, best.info.run_id, os.path.abspath(a.export))
         with adding_to(out["export"], "raydistill best --export"):
@@ -326,13 +420,14 @@ def _checked(a: argparse.Namespace) -> str:
     return uri
 
 
-def _result(best, metric: str, mean: float, mode: str) -> dict:
+def _result(best, metric: str, mean: float | None, mode: str) -> dict:
     """The chosen run as the command prints it: what chose it, what it reports, its params, size and speed."""
     from raydistill.config.selection import report_metric
 
     report = report_metric(metric)
     m = best.data.metrics
     return {
+        "sweep": best.data.tags.get("raydistill.sweep"),
         "run_id": best.info.run_id,
         "run_name": best.info.run_name,
         "metric": metric,
@@ -344,6 +439,14 @@ def _result(best, metric: str, mean: float, mode: str) -> dict:
         "params": dict(best.data.params),
         **{k: m[k] for k in ("student_params", "latency_ms_b1", "latency_ms_b32") if k in m},
     }
+
+
+def _summary(pick: Pick, out: dict) -> str:
+    """The one stderr line saying which sweep the pick ranked, what won, and how to rank others."""
+    trial = pick.run.data.tags.get("raydistill.trial_id") or out["run_name"]
+    if len(pick.scope.sweeps) > 1:
+        trial += f" of sweep {out['sweep']!r}"
+    return f"best of {pick.scope.said}: trial {trial}, {pick.metric} {out['value']:.4g}{pick.scope.hint}"
 
 
 def _onnx_and_int8(a: argparse.Namespace, tracker: Tracker, best, folder: str) -> dict:

@@ -45,7 +45,7 @@ def parser():
         "--model", required=True, help="pretrained encoder: a hub name (bert-base-uncased) or a local model folder"
     )
     p.add_argument("--output", required=True, help="folder to write the fine-tuned teacher to")
-    add_overwrite(p)
+    add_overwrite(p, "raydistill finetune")
     add_train_args(p, general=False)
     p.add_argument(
         "--use-gpu",
@@ -87,6 +87,9 @@ def run(argv=None) -> dict:
     (``raydistill.api``'s ``finetune_teacher`` runs the same). Bad input is a UserError before anything loads."""
     a = parser().parse_args(argv)
     from raydistill.config.schema import task_of
+    from raydistill.train.finetune import check_resume_folder
+
+    check_resume_folder(a.output)  # a user's OUTPUT.resume: refused before anything loads, --overwrite or not
     from raydistill.tasks import check_labelled
     from raydistill.train.precision import run_device
     from raydistill.train.preflight import preflight

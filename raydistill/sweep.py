@@ -142,7 +142,11 @@ def _add_sweep_args(p: Parser) -> None:
     from raydistill.commands.args import add_teacher_args
 
     p.add_argument("--tracking-uri", help="MLflow URI (default: sqlite under ./raydistill-results)")
-    p.add_argument("--experiment", help="MLflow experiment (default: the space's name)")
+    p.add_argument(
+        "--experiment",
+        help="MLflow experiment (default: SPACE-TASK, e.g. pkd_glue-rte; your own data: the file's name, "
+        "pkd_glue-reviews for reviews.csv)",
+    )
     p.add_argument("--storage-path", help="Ray results folder or s3:// URI (default ./raydistill-results/ray)")
     p.add_argument("--name", help="sweep run name (default: SPACE-TASK-timestamp)")
     p.add_argument("--resume", action="store_true", help="continue the sweep --name in --storage-path")

@@ -134,10 +134,10 @@ def test_run_sweep_returns_what_the_command_prints(ray_session, tiny_teacher, tm
     from raydistill import best
     from raydistill.api import best_student
 
-    pick = ["--experiment", "pkd_glue", "--sweep", "by-api", "--tracking-uri", uri]
+    pick = ["--experiment", "pkd_glue-reviews-train", "--sweep", "by-api", "--tracking-uri", uri]  # SPACE-DATA
     want = best.main([*pick, "--export", str(tmp_path / "cmd-student")])
     assert _printed(capsys) == json.loads(json.dumps(want, default=str))
-    got = best_student("pkd_glue", sweep="by-api", tracking_uri=uri, export=str(tmp_path / "api-student"))
+    got = best_student("pkd_glue-reviews-train", sweep="by-api", tracking_uri=uri, export=str(tmp_path / "api-student"))
     assert {**got, "export": None} == {**want, "export": None}
     assert os.path.isfile(os.path.join(got["export"], "config.json"))
 

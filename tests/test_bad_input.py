@@ -83,6 +83,13 @@ def paths(tiny_teacher, glue_dir, korean_dir, tmp_path_factory):
     (root / "empty").mkdir()
     (root / "users").mkdir()
     (root / "users" / "notes.txt").write_text("the user's own file\n")  # the folder rule: never written into
+    (root / "taken.resume").mkdir()  # a user's folder named as a fine-tune's OUTPUT.resume
+    (root / "taken.resume" / "notes.txt").write_text("the user's own file\n")
+    (root / "a-split").mkdir()  # another command's result (issue 45): a data split
+    (root / "a-split" / "train.jsonl").write_text('{"text": "a good movie", "label": "positive"}\n')
+    (root / "a-split" / MARKER).write_text(
+        json.dumps({"written_by": "raydistill data split", "kind": "data split", "files": ["train.jsonl"]})
+    )
     return SimpleNamespace(
         teacher=teacher,
         base=tiny_teacher("base"),
@@ -102,6 +109,8 @@ def paths(tiny_teacher, glue_dir, korean_dir, tmp_path_factory):
         file=str(a_file),
         empty_dir=str(root / "empty"),
         users=str(root / "users"),
+        taken=str(root / "taken"),
+        a_split=str(root / "a-split"),
         csv_ok=own("reviews.csv", "body,tag\na good movie,pos\na bad movie,neg\n"),
         csv_no_label=own("no-label.csv", "body,tag\na good movie,pos\na bad movie,\nfine,\n"),
         csv_header_only=own("header-only.csv", "body,tag\n"),
@@ -283,6 +292,14 @@ CASES = [
         "output",
         what="`data split --output` folder holding files raydistill did not write",
         says="pass --overwrite",
+    ),
+    Case(
+        "data-split-output-is-data-dir",
+        "data",
+        lambda E: ["split", "--task", "sst2", "--data-dir", E.glue, "--output", E.glue],
+        "output",
+        what="`data split --output` the `--data-dir` it reads",
+        says="the folder --data-dir reads",
     ),
     Case(
         "data-split-val-fraction-too-small",
@@ -586,6 +603,22 @@ CASES = [
         "output",
         what="`--output` folder holding files raydistill did not write",
         says="pass --overwrite",
+    ),
+    Case(
+        "finetune-output-inside-model",
+        "finetune",
+        lambda E: finetune(E, "--output", os.path.join(E.base, "teacher"), "--overwrite"),
+        "output",
+        what="`--output` inside the `--model` folder it reads (`--overwrite` too)",
+        says="which --model reads",
+    ),
+    Case(
+        "finetune-users-resume-folder",
+        "finetune",
+        lambda E: finetune(E, "--output", E.taken, "--overwrite"),
+        "output",
+        what="a user's folder `OUTPUT.resume` beside `--output` (`--overwrite` too)",
+        says="move it away",
     ),
     Case(
         "finetune-output-unwritable",
@@ -932,6 +965,14 @@ CASES = [
         "output",
         what="`--output` folder holding files raydistill did not write",
         says="pass --overwrite",
+    ),
+    Case(
+        "distill-output-is-teacher",
+        "distill",
+        lambda E: distill(E, "--output", E.teacher, "--overwrite"),
+        "output",
+        what="`--output` the `--teacher` it reads (`--overwrite` too)",
+        says="the folder --teacher reads",
     ),
     Case(
         "distill-output-unwritable",
@@ -1419,6 +1460,14 @@ CASES = [
         says="pass --overwrite",
     ),
     Case(
+        "best-export-other-commands-result",
+        "best",
+        lambda E: ["--experiment", "x", "--tracking-uri", E.uri, "--export", E.a_split],
+        "export",
+        what="`--export` folder holding another command's result (a data split)",
+        says="pass --overwrite",
+    ),
+    Case(
         "best-export-is-a-file",
         "best",
         lambda E: ["--experiment", "x", "--tracking-uri", E.uri, "--export", E.file],
@@ -1525,6 +1574,14 @@ CASES = [
         "output",
         what="`--output` folder holding files raydistill did not write",
         says="pass --overwrite",
+    ),
+    Case(
+        "augment-output-inside-mlm",
+        "augment",
+        lambda E: augment(E, "--output", os.path.join(E.mlm, "augmented")),
+        "output",
+        what="`--output` inside the `--mlm` model folder it reads",
+        says="which --mlm reads",
     ),
     Case(
         "augment-output-unwritable",
@@ -1749,7 +1806,7 @@ def test_refusal_keeps_what_is_already_there(E, trapped, capsys, monkeypatch):
         with open(os.path.join(folder, "keep.txt"), "w") as f:
             f.write("earlier result\n")
     with open(os.path.join(E.out, MARKER), "w") as f:  # an earlier result of raydistill's: the folder rule lets it by
-        json.dump({"files": ["keep.txt"]}, f)
+        json.dump({"written_by": "raydistill distill", "files": ["keep.txt"]}, f)
     capsys.readouterr()
     for case in (
         "distill-temperature-0",

@@ -9,6 +9,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from raydistill import finetune
+from raydistill.common.outputs import owner
 from raydistill.tracking.track import Tracker
 from raydistill.train import finetune as train_finetune
 
@@ -61,6 +62,7 @@ def test_interrupted_finetune_resumes_from_its_last_epoch(tiny_teacher, glue_dir
     )
     state = json.load(open(f"{out}.resume/resume.json"))
     assert state["epoch"] == 2 and not os.path.exists(out)
+    assert owner(f"{out}.resume") == ("raydistill finetune", train_finetune.RESUME_KIND)  # the product's own folder
     c = MlflowClient(uri)
     assert c.get_run(state["run_id"]).info.status == "KILLED"
 

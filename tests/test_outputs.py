@@ -264,3 +264,182 @@ def test_general_distillation_holds_out_the_same_text_whatever_the_seed(tmp_path
         ]
 
     assert held_out(1) == held_out(2) == held_out(42) and len(held_out(1)) == 5
+
+
+# ------------------------------------------------------------------ ownership (issue 45): whose result, what is read
+def _files_of(folder) -> dict[str, bytes]:
+    """Every file under ``folder`` with its bytes: what must come out of a refusal unchanged."""
+    out = {}
+    for d, _, names in os.walk(folder):
+        for n in names:
+            with open(os.path.join(d, n), "rb") as f:
+                out[os.path.relpath(os.path.join(d, n), folder)] = f.read()
+    return out
+
+
+def test_a_command_replaces_only_its_own_kind_of_result(tmp_path):
+    """The marker records the command and the kind; another command's result needs --overwrite. A marker written
+    before kinds were recorded has the kind of the command it names; one naming none is of unknown origin."""
+    from raydistill.common.errors import UserError
+
+    dest = str(tmp_path / "teacher")
+    publish(_result(dest, {"config.json": "{}"}), dest, "raydistill finetune")
+    mark = json.load(open(os.path.join(dest, MARKER)))
+    assert (mark["written_by"], mark["kind"]) == ("raydistill finetune", "teacher")
+    check_output(dest, "output", command="raydistill finetune")  # a re-run: no flag
+    for command in ("raydistill distill", "raydistill best --export", "raydistill data split", "raydistill augment"):
+        with pytest.raises(UserError) as e:
+            check_output(dest, "output", command=command)
+        assert e.value.field == "output" and "holds a teacher written by raydistill finetune" in str(e.value)
+        assert "--overwrite" in str(e.value)
+        check_output(dest, "output", overwrite=True, command=command)  # the user said so
+    with open(os.path.join(dest, MARKER), "w") as f:  # as raydistill wrote it before kinds were recorded
+        json.dump({"written_by": "raydistill distill", "files": ["config.json"]}, f)
+    check_output(dest, "output", command="raydistill distill")
+    with pytest.raises(UserError, match="holds a student written by raydistill distill"):
+        check_output(dest, "output", command="raydistill best --export")
+    with open(os.path.join(dest, MARKER), "w") as f:
+        json.dump({"files": ["config.json"]}, f)
+    with pytest.raises(UserError, match="a result of unknown origin"):
+        check_output(dest, "output", command="raydistill distill")
+
+
+def test_no_folder_a_command_reads_is_written_into(tmp_path):
+    """``--output``/``--export`` equal to, inside or holding a folder the command reads, or holding a file it reads,
+    compared after realpath; refused whatever --overwrite says. A folder beside a file it reads is fine."""
+    from types import SimpleNamespace as NS
+
+    from raydistill.common.errors import UserError
+    from raydistill.common.outputs import check_not_read
+
+    teacher, data, project = tmp_path / "t", tmp_path / "glue", tmp_path / "project"
+    for d in (teacher, data, project):
+        d.mkdir()
+    (project / "reviews.csv").write_text("text,label\n")
+    os.symlink(teacher, tmp_path / "link")
+    reads = NS(teacher=str(teacher), data_dir=str(data), train_file=str(project / "reviews.csv"), model="bert-base")
+
+    def refused(out, says):
+        with pytest.raises(UserError) as e:
+            check_not_read(str(out), "output", reads)
+        assert e.value.field == "output" and says in str(e.value) and "another folder" in str(e.value), str(e.value)
+
+    refused(teacher, "is the folder --teacher reads")
+    refused(tmp_path / "link", "is the folder --teacher reads")  # the same folder through a link
+    refused(project / ".." / "t", "is the folder --teacher reads")
+    refused(teacher / "student", "lies inside")
+    refused(tmp_path, "holds")
+    refused(data / "SST-2", "lies inside")
+    refused(project, "which --train-file reads")  # the file's own folder: its result would sit on the file
+    check_not_read(str(project / "student"), "output", reads)  # beside the file, not on it
+    check_not_read(str(tmp_path / "bert-base"), "output", reads)  # a hub name is no folder of the user's
+    with pytest.raises(UserError, match="--init reads"):
+        check_not_read(str(teacher), "output", NS(init=f"checkpoint:{teacher}"))
+
+
+def test_the_folder_a_finetune_keeps_its_epochs_in_is_its_own(tmp_path):
+    """``OUTPUT.resume`` is created by the product with its marker and removed only carrying it; a user's folder of
+    that name is refused; an older raydistill's (no marker, its record and files only) is adopted."""
+    from raydistill.common.errors import UserError
+    from raydistill.common.outputs import owner, remove_if_ours
+    from raydistill.train.finetune import RESUME_FILES, RESUME_KIND, ResumeRecord, check_resume_folder
+
+    out = str(tmp_path / "teacher")
+    record = ResumeRecord(out, "fp")
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    (ckpt / "w.bin").write_text("1")
+    record.keep(str(ckpt), 1)
+    assert owner(out + ".resume") == ("raydistill finetune", RESUME_KIND)
+    check_resume_folder(out)
+    (tmp_path / "teacher.resume" / USER_FILE).write_text("mine")  # the user's file put in it: not removed
+    remove_if_ours(record.folder, RESUME_KIND, RESUME_FILES)
+    assert open(os.path.join(record.folder, USER_FILE)).read() == "mine"
+    with pytest.raises(UserError) as e:
+        check_resume_folder(out)
+    assert e.value.field == "output" and "move it away or choose another --output" in str(e.value)
+    users = _user_folder(tmp_path / "x.resume")  # a user's folder that happens to have the name
+    with pytest.raises(UserError):
+        check_resume_folder(str(tmp_path / "x"))
+    assert os.listdir(users) == [USER_FILE]
+    old = tmp_path / "old.resume"  # an older raydistill's record: adopted, then removed whole at the end
+    (old / "checkpoint").mkdir(parents=True)
+    (old / "resume.json").write_text(json.dumps({"fingerprint": "f", "run_id": "r", "epoch": 1}))
+    check_resume_folder(str(tmp_path / "old"))
+    assert owner(str(old)) == ("raydistill finetune", RESUME_KIND)
+    remove_if_ours(str(old), RESUME_KIND, RESUME_FILES)
+    assert not old.exists()
+
+
+def _fail_if_called(what):
+    def fail(*a, **k):
+        raise AssertionError(f"{what} was called: the folder was not refused up front")
+
+    return fail
+
+
+def test_distill_into_the_teacher_it_reads_is_refused_and_the_teacher_kept(
+    tiny_teacher, glue_dir, tmp_path, capsys, monkeypatch
+):
+    """`finetune --output T`, then `distill --teacher T --output T` replaced the teacher by a 2-layer student (exit 0);
+    now one line naming both flags, exit 2, before Ray, --overwrite or not, and the teacher's bytes unchanged."""
+    from raydistill import finetune
+    from raydistill.distill.__main__ import main as distill
+    from raydistill.orchestrate import connect
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    teacher = str(tmp_path / "T")
+    small = ["--epochs", "1", "--max-steps", "2", "--batch-size", "8", "--max-length", "16", "--eval-limit", "16"]
+    common = ["--task", "sst2", "--data-dir", glue_dir, "--tracking-uri", uri, *small]
+    finetune.main(["--model", tiny_teacher("base"), "--output", teacher, *common])
+    before = _files_of(teacher)
+    monkeypatch.setattr(connect, "init_ray", _fail_if_called("init_ray"))
+    capsys.readouterr()
+    argv = ["--method", "kd", "--teacher", teacher, "--output", teacher, "--student-layers", "2", *common]
+    for extra in ([], ["--overwrite"]):
+        with pytest.raises(SystemExit) as e:
+            distill([*argv, *extra])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert e.value.code == 2 and len(err) == 1, err
+        assert err[0].startswith(f"error: output: {os.path.realpath(teacher)} is ") and "--teacher reads" in err[0]
+    assert _files_of(teacher) == before
+
+
+def test_best_export_over_a_data_split_is_refused_and_the_split_kept(tiny_teacher, glue_dir, tmp_path, capsys):
+    """`data split --output D`, then `best --export D` deleted the split's files (exit 0): another command's result
+    needs --overwrite."""
+    from raydistill import best
+    from raydistill.data.__main__ import main as data
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    _logged_student(uri, tiny_teacher("classification", 2), tmp_path)  # a student best would export
+    split = str(tmp_path / "D")
+    data(["split", "--task", "sst2", "--data-dir", glue_dir, "--output", split])
+    before = _files_of(split)
+    assert {"train.jsonl", "validation.jsonl", "dev.jsonl"} <= set(before)
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as e:
+        best.main(["--experiment", "e", "--tracking-uri", uri, "--export", split])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert e.value.code == 2 and len(err) == 1, err
+    assert err[0].startswith(f"error: export: {split} holds a data split written by raydistill data split"), err
+    assert "--overwrite" in err[0] and _files_of(split) == before
+
+
+def test_finetune_never_writes_into_a_users_resume_folder(tiny_teacher, glue_dir, tmp_path, capsys):
+    """`finetune --output X` wrote its checkpoints into a user's `X.resume/` (and removed it where its names
+    matched)."""
+    from raydistill import finetune
+
+    users = _user_folder(tmp_path / "X.resume")
+    (tmp_path / "X.resume" / "checkpoint").mkdir()
+    before = _files_of(users)
+    argv = ["--model", tiny_teacher("base"), "--output", str(tmp_path / "X"), "--task", "sst2", "--data-dir", glue_dir]
+    argv += ["--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}", "--max-steps", "2", "--max-length", "16"]
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as e:
+        finetune.main([*argv, "--overwrite"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert e.value.code == 2 and len(err) == 1 and err[0].startswith(f"error: output: {users} exists"), err
+    assert _files_of(users) == before and sorted(os.listdir(users)) == ["checkpoint", USER_FILE]
+    assert not os.path.exists(tmp_path / "X") and not os.path.exists(tmp_path / "mlflow.db")

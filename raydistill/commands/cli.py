@@ -14,14 +14,15 @@ from typing import NoReturn
 
 from raydistill.common.errors import UserError
 from raydistill.common.interrupts import INTERRUPT as _INTERRUPT
-from raydistill.common.outputs import check_output
+from raydistill.common.outputs import KINDS, check_not_read, check_output
 from raydistill.common.paths import check_tracking_uri_path, check_writable, storage_location
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command stopped by Ctrl-C (SIGTERM: 143)
 # arguments that name a place the command writes to: checked writable right after parsing (see ``cli``)
 WRITABLE_ARGS = ("output", "storage_path", "export")
-RESULT_ARGS = ("output", "export")  # result folders: refused when they hold files raydistill did not write
+# result folders: refused when they hold what the command did not write, or anything it reads
+RESULT_ARGS = ("output", "export")
 
 
 # Armed by ``cli`` for one command: the first ``Parser.parse_args`` in it (the entry point's own) checks the paths
@@ -37,7 +38,8 @@ class Parser(argparse.ArgumentParser):
     argparse's own errors (wrong type, bad choice, missing or unknown flag) are a one-line UserError instead of the
     usage block argparse prints. The entry point's parse checks every argument in ``WRITABLE_ARGS`` (``--output``,
     ``--storage-path``, ``--export``) writable before any work, and refuses a result folder (``--output``,
-    ``--export``) holding files raydistill did not write without ``--overwrite``. Run as ``raydistill COMMAND``
+    ``--export``) that is, holds or lies in a folder the command reads, and one holding files raydistill did not write
+    or another command's result without ``--overwrite``. Run as ``raydistill COMMAND``
     (``named``), a command's own parser shows that name instead of ``python -m raydistill.X``."""
 
     def __init__(self, *args, **kwargs):
@@ -76,7 +78,9 @@ def _check_paths(ns: argparse.Namespace) -> None:
                 storage_location(value)  # "s3:/bucket" refused here, not taken for a local folder
             check_writable(value, dest)
             if dest in RESULT_ARGS:  # the folder rule (outputs.py): nothing the command did not write is lost
-                check_output(value, dest, overwrite=bool(getattr(ns, "overwrite", False)))
+                check_not_read(value, dest, ns)  # first: no --overwrite lets a command write into what it reads
+                writer = getattr(ns, "result_writer", "")
+                check_output(value, dest, overwrite=bool(getattr(ns, "overwrite", False)), command=writer)
     if isinstance(getattr(ns, "tracking_uri", None), str):
         check_tracking_uri_path(ns.tracking_uri)
 
@@ -113,14 +117,18 @@ def run_cleanups() -> None:
             print(f"warning: cleanup after the interrupt failed: {e}", file=sys.stderr, flush=True)
 
 
-def add_overwrite(p: argparse.ArgumentParser, flag: str = "--output") -> None:
-    """``--overwrite`` for a command that writes a result folder (the folder rule: outputs.py)."""
+def add_overwrite(p: argparse.ArgumentParser, writer: str, flag: str = "--output") -> None:
+    """``--overwrite`` for a command that writes a result folder (the folder rule: outputs.py); ``writer``: the
+    command as its result's marker names it (``outputs.KINDS``), which may replace its own results without it."""
+    assert writer in KINDS, writer
+    p.set_defaults(result_writer=writer)
     p.add_argument(
         "--overwrite",
         action="store_true",
-        help=f"write into a {flag} folder that holds files raydistill "
-        "did not write: same-named files are replaced, the others stay (without it such a folder is "
-        "refused; an empty folder or one holding an earlier result needs no flag)",
+        help=f"write into a {flag} folder that holds files raydistill did not write or another command's result: "
+        "that result's files and same-named files are replaced, the others stay (without it such a folder is "
+        "refused; an empty folder or one holding this command's earlier result needs no flag; never a folder the "
+        "command reads)",
     )
 
 

@@ -1,11 +1,15 @@
 """Result folders the user names (``distill --output``, ``finetune --output``, ``best --export``, ``augment
---output``): a command writes into them and never deletes what it did not write.
+--output``, ``data split --output``): a command writes into them and never deletes what it did not write, and never
+writes into what it reads.
 
-Each result folder carries ``MARKER``, the list of files the command wrote. A folder that is empty or carries the
-marker takes a new result without a flag; one holding anything else is refused before any work unless the user
-passes ``--overwrite``, and then only same-named files are replaced. A new result is staged in a hidden sibling
-folder and moved in file by file with SIGINT/SIGTERM held back, rolled back on any error, so the folder holds either
-the old result or the new one whole. docs/RELIABILITY.md states the rule.
+Each result folder carries ``MARKER``: the command that wrote it, the kind of result (``KINDS``) and the files it
+wrote. A folder that is empty or carries the command's own marker (a re-run) takes a new result without a flag; one
+holding anything else — the user's files, or another command's result — is refused before any work unless the user
+passes ``--overwrite``, and then only the old result's files and same-named ones are replaced. A marker written
+before kinds were recorded has the kind of the command it names. No ``--overwrite`` lets a command write into a
+folder it reads (``check_not_read``). A new result is staged in a hidden sibling folder and moved in file by file
+with SIGINT/SIGTERM held back, rolled back on any error, so the folder holds either the old result or the new one
+whole. docs/RELIABILITY.md states the rule.
 """
 
 from __future__ import annotations
@@ -22,10 +26,38 @@ from raydistill.common.errors import UserError
 from raydistill.common.paths import write_json_atomic
 
 MARKER = ".raydistill-written.json"
+# the kind of result each command writes, recorded in its marker: a command replaces only its own (a re-run)
+KINDS = {
+    "raydistill finetune": "teacher",
+    "raydistill distill": "student",
+    "raydistill best --export": "exported student",
+    "raydistill data split": "data split",
+    "raydistill augment": "augmented training set",
+}
+# the flags naming what a command reads: folders read whole, and files (the user's other files sit beside them)
+READ_FOLDERS = ("teacher", "model", "mlm", "data_dir", "augment_dir", "dataset")
+READ_FILES = ("train_file", "eval_file", "test_file", "unlabeled_text")
 
 
-def check_output(path: str, flag: str, overwrite: bool = False) -> None:
-    """Refuse, before any work, a result folder that holds files raydistill did not write (unless ``overwrite``)."""
+def kind_of(command: str) -> str:
+    return KINDS.get(command, "result")
+
+
+def owner(folder: str) -> tuple[str, str] | None:
+    """(command, kind) of the result in ``folder`` as its marker records them (an older marker: the kind of the
+    command it names); None without a readable marker."""
+    try:
+        with open(os.path.join(folder, MARKER), encoding="utf-8") as f:
+            mark = json.load(f)
+        by = str(mark.get("written_by") or "")
+        return by, str(mark.get("kind") or (kind_of(by) if by else ""))
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def check_output(path: str, flag: str, overwrite: bool = False, command: str = "") -> None:
+    """Refuse, before any work, a result folder that holds files raydistill did not write or another command's
+    result (unless ``overwrite``): ``command`` (``KINDS``' keys) may replace only a result of its own."""
     if not path or "://" in path:
         return
     p = os.path.abspath(os.path.expanduser(path))
@@ -38,6 +70,51 @@ def check_output(path: str, flag: str, overwrite: bool = False) -> None:
             f"{p} holds files raydistill did not write; choose an empty folder or pass --overwrite "
             f"(files it did not write stay, same-named ones are replaced)",
         )
+    mark = owner(p) if entries else None
+    if entries and command and mark != (command, kind_of(command)):
+        by, kind = mark or ("", "")
+        what = f"a {kind} written by {by}" if by else "a result of unknown origin"
+        raise UserError(
+            flag,
+            f"{p} holds {what}, which {command} does not replace; choose another folder or pass --overwrite "
+            f"(its files are replaced, files it did not write stay)",
+        )
+
+
+def check_not_read(out: str, flag: str, args: object) -> None:
+    """No command writes into what it reads: the ``flag`` folder ``out`` may not be, lie inside or contain a folder
+    ``args`` names to read (``READ_FOLDERS``, ``--init checkpoint:DIR``), nor contain a file it reads
+    (``READ_FILES``: a folder inside a file's folder never touches the file, and the working directory is often that
+    folder). Paths are compared after ``realpath`` (links, ``..``); a name that is no local path (a hub name) is not
+    a folder. Refused before any work, ``--overwrite`` or not: one line naming both flags."""
+    if not out or "://" in out:
+        return
+    o = os.path.realpath(os.path.expanduser(out))
+    for name, path in _reads(args):
+        r = os.path.realpath(os.path.expanduser(path))
+        if not os.path.exists(r):
+            continue
+        holds, inside = _under(r, o), _under(o, r) and os.path.isdir(r)
+        if holds or inside:
+            read = f"--{name.replace('_', '-')} reads"
+            how = f"is the folder {read}" if o == r else f"{'holds' if holds else 'lies inside'} {r}, which {read}"
+            raise UserError(
+                flag, f"{o} {how}; write to another folder (no command writes into what it reads, --overwrite or not)"
+            )
+
+
+def _reads(args: object) -> list[tuple[str, str]]:
+    """(flag, path) of every local thing the flags in ``args`` say a command reads."""
+    out = [(n, getattr(args, n, None)) for n in READ_FOLDERS + READ_FILES]
+    init = getattr(args, "init", None)
+    if isinstance(init, str) and init.startswith("checkpoint:"):
+        out.append(("init", init[len("checkpoint:") :]))
+    return [(n, p) for n, p in out if isinstance(p, str) and p and "://" not in p]
+
+
+def _under(path: str, folder: str) -> bool:
+    """``path`` is ``folder`` or lies inside it (both real paths)."""
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
 def written(folder: str) -> list[str]:
@@ -88,8 +165,9 @@ def signals_held():
             signal.raise_signal(got[0])
 
 
-def _write_marker(folder: str, files: list[str], command: str) -> None:
-    write_json_atomic(os.path.join(folder, MARKER), {"written_by": command, "files": sorted(set(files))}, indent=1)
+def _write_marker(folder: str, files: list[str], command: str, kind: str = "") -> None:
+    mark = {"written_by": command, "kind": kind or kind_of(command), "files": sorted(set(files))}
+    write_json_atomic(os.path.join(folder, MARKER), mark, indent=1)
 
 
 def _move(src_root: str, dst_root: str, rel: str) -> None:
@@ -172,8 +250,24 @@ def staging_parent(dest: str) -> str:
     return q
 
 
-def remove_if_ours(folder: str, names: set[str]) -> None:
-    """Remove the working folder ``folder`` the product made, only when everything in it has one of ``names``
-    (a user's folder that happens to share the name is left alone)."""
-    if os.path.isdir(folder) and set(os.listdir(folder)) <= names:
+def mark_working(folder: str, command: str, kind: str) -> None:
+    """Make ``folder`` a working folder of the product's (``OUTPUT.resume``): created where missing, carrying a marker
+    of ``kind`` that lists no files (the folder is the product's whole)."""
+    os.makedirs(folder, exist_ok=True)
+    _write_marker(folder, [], command, kind)
+
+
+def is_working(folder: str, kind: str, names: set[str]) -> bool:
+    """``folder`` is a working folder the product made: it carries a marker of ``kind`` and holds nothing but
+    ``names`` (a user's file put in it keeps it from being removed)."""
+    if not os.path.isdir(folder):
+        return False
+    entries = set(os.listdir(folder))
+    return MARKER in entries and entries <= names | {MARKER} and (owner(folder) or ("", ""))[1] == kind
+
+
+def remove_if_ours(folder: str, kind: str, names: set[str]) -> None:
+    """Remove the working folder ``folder`` only when the product made it (``is_working``): a user's folder that
+    happens to share the name is left alone."""
+    if is_working(folder, kind, names):
         shutil.rmtree(folder, ignore_errors=True)

@@ -183,7 +183,7 @@ def main(argv=None):
     )
     _data_dir_arg(p)
     p.add_argument("--output", required=True, help="folder to write the three files into (empty or new)")
-    add_overwrite(p)
+    add_overwrite(p, "raydistill data split")
     args = parser.parse_args(argv)
     from raydistill.commands.args import data_section
     from raydistill.tasks.files import report

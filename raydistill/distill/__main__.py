@@ -170,7 +170,7 @@ def _add_run_args(p: Parser) -> None:
         help="--task general: the corpus, a text file with one text per line (default: none)",
     )
     p.add_argument("--output", default="outputs/student", help="folder to write the student to")
-    add_overwrite(p)
+    add_overwrite(p, "raydistill distill")
     p.add_argument(
         "--storage-path", default=None, help="Ray results folder or s3:// URI (default ./raydistill-results/ray)"
     )

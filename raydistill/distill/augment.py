@@ -73,7 +73,7 @@ def parser() -> Parser:
         "whose input word embeddings propose the candidates (--candidates embedding; default: none)",
     )
     ap.add_argument("--output", required=True, help="writes OUTPUT/train.jsonl (cache under OUTPUT/cache)")
-    add_overwrite(ap)
+    add_overwrite(ap, "raydistill augment")
     add_data_args(ap)
     _add_sampling_args(ap)
     return ap

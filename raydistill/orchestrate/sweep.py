@@ -102,6 +102,7 @@ class Sweep:
         teacher = a.teacher or spec.teacher or "bert-base-uncased"
         teacher = os.path.abspath(os.path.expanduser(teacher)) if is_local(teacher) else teacher  # trials run elsewhere
         task, data = _task(a, spec, teacher)
+        a.experiment = a.experiment or default_experiment(spec.name, task.name, state)
         name = a.name or f"{spec.name}-{task.name}-{time.strftime('%Y%m%d-%H%M%S')}"
         n_samples = a.num_samples if a.num_samples is not None else spec.num_samples
         demand = _demand(a, n_samples)
@@ -170,7 +171,7 @@ class Sweep:
         from raydistill.train.loop import Clock
 
         a = self.args
-        self.state = {**self.state, "argv": self.argv, "name": self.name}
+        self.state = {**self.state, "argv": self.argv, "name": self.name, "experiment": self.base.experiment}
         self._save()  # resumable from here on: Ctrl-C, SIGTERM or a lost driver
         resume_hint(
             f"python -m raydistill.sweep --resume --name {self.name}"
@@ -480,6 +481,15 @@ def _task(a: argparse.Namespace, spec: Any, teacher: str) -> tuple[Any, Any]:
     return get_task(task_name), FileData()
 
 
+def default_experiment(space: str, task: str, state: dict[str, Any]) -> str:
+    """A sweep's MLflow experiment without ``--experiment``: the space and what it ran on (``pkd_glue-rte``,
+    ``pkd_glue-reviews`` for reviews.csv), so sweeps of other tasks or data are not ranked together by ``best``. A
+    resumed sweep keeps its own: the one its record names, or the space's name for one an older raydistill started."""
+    if state.get("parent_run_id"):
+        return str(state.get("experiment") or space)
+    return f"{space}-{task.removeprefix('file-')}"
+
+
 def _demand(a: argparse.Namespace, n_samples: int) -> TrialDemand:
     """What one trial asks of the cluster, its counts and Ray options checked."""
     from raydistill.train.preflight import check_ray_options
@@ -505,7 +515,7 @@ def _base_config(
             data=data,
             train=_train_section(a, spec),
             tracking_uri=resolve_tracking_uri(a.tracking_uri),
-            experiment=a.experiment or spec.name,
+            experiment=a.experiment,
             output=output,
             fault=a.inject_fault,
             teacher_cache=teacher_cache,

@@ -13,12 +13,53 @@ import os
 import shutil
 import sys
 
+from raydistill.common.errors import UserError
 from raydistill.common.paths import write_json_atomic
 from raydistill.config.schema import RunConfig, StudentConfig
 from raydistill.tracking.track import Tracker
 
 DONE = "raydistill_finetune.json"
 RESUME_FILES = {"resume.json", "resume.json.tmp", "checkpoint", "next"}  # all OUTPUT.resume ever holds
+COMMAND = "raydistill finetune"
+RESUME_KIND = "fine-tune checkpoint"  # OUTPUT.resume's marker: the product's own folder, removed whole
+
+
+def resume_folder(output: str) -> str:
+    return os.path.abspath(output).rstrip("/") + ".resume"
+
+
+def check_resume_folder(output: str) -> None:
+    """``OUTPUT.resume`` is the product's alone: created by it, removed only carrying its marker. A folder of that name
+    it did not make (or that holds a file of the user's) is refused before any work, ``--overwrite`` or not. One an
+    older raydistill made (no marker, its files and record only) is adopted."""
+    folder = resume_folder(output)
+    if not os.path.lexists(folder) or is_ours(folder):
+        return
+    raise UserError(
+        "output",
+        f"{folder} exists and is not a fine-tune checkpoint raydistill made (finetune keeps its epochs in "
+        "OUTPUT.resume); move it away or choose another --output",
+    )
+
+
+def is_ours(folder: str) -> bool:
+    """``folder`` is a fine-tune's ``OUTPUT.resume``: carrying its marker, or an older raydistill's (its record names
+    a fingerprint and a run, nothing else is in it), which gets the marker now."""
+    from raydistill.common.outputs import MARKER, is_working, mark_working
+
+    if is_working(folder, RESUME_KIND, RESUME_FILES):
+        return True
+    if not os.path.isdir(folder) or MARKER in os.listdir(folder) or not set(os.listdir(folder)) <= RESUME_FILES:
+        return False
+    try:
+        with open(os.path.join(folder, "resume.json"), encoding="utf-8") as f:
+            kept = json.load(f)
+    except (OSError, ValueError):
+        return False
+    if not (isinstance(kept, dict) and kept.get("fingerprint") and kept.get("run_id")):
+        return False
+    mark_working(folder, COMMAND, RESUME_KIND)
+    return True
 
 
 def fingerprint(cfg: RunConfig) -> str:
@@ -38,6 +79,8 @@ def finetune(cfg: RunConfig, output: str, log=print, parent_run_id: str | None =
     from raydistill.common.outputs import publish, remove_if_ours
     from raydistill.train.precision import run_device
 
+    check_resume_folder(output)  # a user's OUTPUT.resume is never written into (the command checked it up front)
+
     device = run_device(cfg.train)  # the GPU with --use-gpu (and a sweep's --use-gpu), else the CPU
     fp = fingerprint(cfg)
     prev = _finished(output, fp)
@@ -55,8 +98,8 @@ def finetune(cfg: RunConfig, output: str, log=print, parent_run_id: str | None =
     best = os.path.join(record.ckpt, "best_student")  # the epoch chosen on val
     with open(os.path.join(best, DONE), "w") as f:
         json.dump({"fingerprint": fp, "metrics": metrics, "config": cfg.to_params()}, f, indent=1)
-    publish(best, output, "raydistill finetune")
-    remove_if_ours(record.folder, RESUME_FILES)
+    publish(best, output, COMMAND)
+    remove_if_ours(record.folder, RESUME_KIND, RESUME_FILES)
     return metrics
 
 
@@ -76,7 +119,7 @@ class ResumeRecord:
 
     def __init__(self, output: str, fp: str):
         self.output, self.fp = output, fp
-        self.folder = output.rstrip("/") + ".resume"
+        self.folder = resume_folder(output)  # the product's own (check_resume_folder)
         self.state = os.path.join(self.folder, "resume.json")
         self.ckpt = os.path.join(self.folder, "checkpoint")
         self.kept = json.load(open(self.state)) if os.path.isfile(self.state) else {}
@@ -92,7 +135,7 @@ class ResumeRecord:
             tracker.reopen_run(self.run_id)
             log(f"resuming the fine-tune in {self.output} after its epoch {self.kept['epoch']} (fingerprint {self.fp})")
             return self.run_id
-        remove_if_ours(self.folder, RESUME_FILES)  # a user's folder of the same name is left alone
+        remove_if_ours(self.folder, RESUME_KIND, RESUME_FILES)  # a stale record of another fine-tune
         self.run_id = tracker.start_run(
             f"finetune-{cfg.task}",
             {**cfg.to_params(), "fingerprint": self.fp},
@@ -103,9 +146,11 @@ class ResumeRecord:
 
     def keep(self, ckpt_dir: str, epoch: int | None) -> None:
         """The epoch's checkpoint replaces the previous one, then the record that names it."""
+        from raydistill.common.outputs import mark_working
         from raydistill.train.checkpoint import copy_dir
 
-        os.makedirs(self.folder, exist_ok=True)
+        if not os.path.isdir(self.folder):
+            mark_working(self.folder, COMMAND, RESUME_KIND)
         copy_dir(ckpt_dir, os.path.join(self.folder, "next"))  # hard links where it can
         shutil.rmtree(self.ckpt, ignore_errors=True)
         os.replace(os.path.join(self.folder, "next"), self.ckpt)
