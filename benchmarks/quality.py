@@ -203,9 +203,14 @@ def task_rows(a, task_name: str, step: Steps, work: str, log: str) -> dict:
             ]
         }
     for row, extra in (
-        ("recipe", ["--num-samples", "1", "--set", "search.confirm=false"]),
+        # the sweep's own labels-only control runs with the search row (the product's default, its verdict recorded);
+        # the labels row already stands against the recipe and random rows, so their sweeps skip it
+        ("recipe", ["--num-samples", "1", "--set", "search.confirm=false", "--set", "search.control=false"]),
         ("search", ["--num-samples", str(a.num_samples)]),
-        ("random", ["--num-samples", str(a.num_samples), "--set", "search.algorithm=random"]),
+        (
+            "random",
+            ["--num-samples", str(a.num_samples), "--set", "search.algorithm=random", "--set", "search.control=false"],
+        ),
     ):
         if row not in a.rows:
             continue
@@ -270,6 +275,7 @@ def sweep_and_export(
         "sweep_wall_s": sw["wall_s"],
         "timings": sw.get("timings"),
         "confirmed": bool(sw.get("confirmed")),
+        "control": sw.get("control"),  # the sweep's own labels-only verdict (the search row)
         "params": {k: v for k, v in b["params"].items() if k in SEARCHED},
     }
 
