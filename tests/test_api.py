@@ -217,6 +217,21 @@ def test_bad_input_raises_what_the_command_prints(tiny_teacher, tmp_path, capsys
         assert len(line.splitlines()) == 1
 
 
+def test_a_refused_call_leaves_no_line_for_the_next_command(tiny_teacher, tmp_path, capsys, monkeypatch):
+    """A call refused after its data resolved (epochs=0) kept its 'data: …' line pending, and the next command in the
+    process printed it as its own (a one-line refusal became two)."""
+    from raydistill.api import run_distill
+    from raydistill.tasks import files
+
+    monkeypatch.chdir(tmp_path)
+    data, teacher = _reviews(tmp_path), tiny_teacher()
+    with pytest.raises(UserError):
+        run_distill("kd", teacher=teacher, data=data, epochs=0)
+    capsys.readouterr()
+    files.report()  # what the next command prints of its data
+    assert capsys.readouterr().err == ""
+
+
 def test_settings_the_command_lacks_are_refused_by_name(tiny_teacher, tmp_path):
     from raydistill.api import run_distill, run_sweep
 

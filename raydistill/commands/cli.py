@@ -99,12 +99,16 @@ def named(prog: str):
 def command_scope():
     """What a command runs inside, from the shell (``cli``) or from Python (``raydistill.api``): a fresh interrupt
     record of its own, and its first parse checking the places it writes to."""
+    from raydistill.tasks.files import forget_unreported
+
     _INTERRUPT.update(hint="", cleanup=[], at_signal=[], signal=None, later=[], lost=False, unwinding=False)
     checking = _CHECK_PATHS.set(True)
+    forget_unreported()
     try:
         yield
     finally:
         _CHECK_PATHS.reset(checking)
+        forget_unreported()  # a refused command's data lines are not the next command's to print
 
 
 def run_cleanups() -> None:

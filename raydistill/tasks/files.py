@@ -537,6 +537,14 @@ def _say(line: str) -> None:
         _pending.append(line)
 
 
+def forget_unreported() -> None:
+    """Drop the lines a command found but never printed (refused after its data resolved): the next command in this
+    process (an API caller's) must not print them as its own, and may say them again."""
+    for line in _pending:
+        _said.discard(line)
+    _pending.clear()
+
+
 def report() -> None:
     """Print what ``resolve`` found (the columns it guessed, rows left out) on stderr, each line once."""
     while _pending:
