@@ -304,6 +304,75 @@ def test_placeholder_and_mismatched_teacher_labels(tmp_path, tiny_teacher, capsy
     assert regression.data.kind == "regression"  # whole numbers, but the teacher's head is a regression head
 
 
+def _numbered_reviews(tmp_path):
+    """The reviews of ``_reviews`` with their labels written as numbers: 1 positive, 0 negative."""
+    path = _reviews(tmp_path, labels=("positive", "negative"))
+    rows = list(csv.reader(open(path, encoding="utf-8")))
+    numbered = [(text, {"negative": "0", "positive": "1"}[lab]) for text, lab in rows[1:]]
+    return _csv(tmp_path, "numbered.csv", numbered, header=("review", "sentiment")), [lab for _, lab in rows[1:]]
+
+
+def test_a_label_map_names_a_files_numbers_as_the_teacher_does(tmp_path, tiny_teacher, capsys):
+    """0/1 in the file, positive/negative in the teacher: refused with the map as the fix; with ``label_map`` each
+    row's label index is the teacher's index of its value's name, and a logged run is read again with the map."""
+    teacher = tiny_teacher("classification", 2, label_names=("positive", "negative"))
+    path, names = _numbered_reviews(tmp_path)
+    data = {"train_file": path, "text_column": "review", "label_column": "sentiment"}
+    with pytest.raises(UserError) as e:
+        RunConfig.from_dict({"teacher": teacher, "data": data})
+    assert e.value.field == "teacher" and "--label-map (such as 0=positive,1=negative" in e.value.message
+    report()
+    capsys.readouterr()
+    cfg = RunConfig.from_dict({"teacher": teacher, "data": {**data, "label_map": "0=negative, 1=positive"}})
+    report()
+    assert cfg.data.labels == ("positive", "negative") and "(--label-map 0=negative, 1=positive)" in (
+        capsys.readouterr().err
+    )
+    task = task_of(cfg)
+    assert [task.label_names[r["label"]] for r in task.loader(task, None, "train")] == names
+    params = cfg.to_params()
+    assert params["label_map"] == "0=negative, 1=positive"
+    params.pop("task_labels")  # read again from the file, with the map
+    assert task_of_params(params).label_names == ("positive", "negative")
+
+
+def test_without_a_named_teacher_the_maps_order_is_the_labels(tmp_path, tiny_teacher):
+    path, _ = _numbered_reviews(tmp_path)
+    data = {"train_file": path, "text_column": "review", "label_column": "sentiment", "label_map": "1=pos,0=neg"}
+    assert resolve(FileData(**data)).labels == ("pos", "neg")
+    placeholder = RunConfig.from_dict({"teacher": tiny_teacher("classification", 2), "data": data})
+    assert placeholder.data.labels == ("pos", "neg")
+
+
+@pytest.mark.parametrize(
+    "label_map,says",
+    [
+        ("0=negative", "label '1' is not in --label-map 0=negative"),  # a value the map lacks
+        ("0=negative,1=good", "'good' is not a label of the teacher (its labels: positive, negative)"),
+        ("0:negative,1:positive", "'0:negative' is not VALUE=NAME"),  # malformed
+        ("0=negative,0=positive", "value '0' is mapped twice"),
+        ("0=negative,", "'' is not VALUE=NAME"),
+    ],
+)
+def test_a_bad_label_map_is_refused_in_one_line(tmp_path, tiny_teacher, label_map, says):
+    teacher = tiny_teacher("classification", 2, label_names=("positive", "negative"))
+    path, _ = _numbered_reviews(tmp_path)
+    data = {"train_file": path, "text_column": "review", "label_column": "sentiment", "label_map": label_map}
+    with pytest.raises(UserError) as e:
+        RunConfig.from_dict({"teacher": teacher, "data": data})
+    assert e.value.field == "data.label_map" and says in e.value.message and "\n" not in e.value.message
+    with pytest.raises(UserError) as e:
+        resolve(FileData(**{**data, "label_map": "1=pos,0=neg"}, kind="regression"))
+    assert e.value.field == "data.label_map"
+
+
+def test_the_api_takes_a_label_map_as_text_or_a_dict():
+    from raydistill.api import Data, _data
+
+    assert _data(Data(train_file="f.csv", label_map={0: "neg", 1: "pos"}))["label_map"] == "0=neg,1=pos"
+    assert _data({"train_file": "f.csv", "label_map": "0=neg,1=pos"})["label_map"] == "0=neg,1=pos"
+
+
 @pytest.mark.parametrize(
     "names,want",
     [

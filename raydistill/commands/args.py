@@ -76,6 +76,13 @@ def add_data_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--text-pair-column", help="second text of a pair task (default: text_pair / sentence2 beside them)")
     g.add_argument("--label-column", help="column of the label (default: label or labels)")
     g.add_argument(
+        "--label-map",
+        metavar="VALUE=NAME,...",
+        help="the file's label values renamed before anything reads them, such as 0=negative,1=positive for a file "
+        "of numbers and a teacher whose labels are named; without a named teacher the map's order is the labels' "
+        "(default: the values as they are)",
+    )
+    g.add_argument(
         "--tokens-column",
         help="token classification: the column of each row's list of tokens (JSON Lines, Parquet or a dataset; "
         "default: tokens or words, where --tags-column, --task-kind token or a token teacher asks for it)",

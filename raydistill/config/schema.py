@@ -343,6 +343,7 @@ DATA_PARAMS = FILE_PARAMS + (
     "eval_split",
     "tokens_column",
     "tags_column",
+    "label_map",
 )
 
 

@@ -65,6 +65,9 @@ class FileData:
     kind: str = ""  # classification | regression | token; "" = from the teacher's head, the columns, the labels
     metric: str = ""  # the main metric, among METRICS[kind]; "" = DEFAULT_METRIC[kind]
     labels: tuple[str, ...] = ()  # class or tag names in index order; () = the data's (named, else sorted)
+    # the file's label values renamed before anything reads them ("0=neg,1=pos": numbers in a file, names in the
+    # teacher); kept as the text the user gave so it survives params, YAML and JSON unchanged; "" = none
+    label_map: str = ""
     phrase_rows: bool = False  # training rows are phrases of whole sentences (SST-2): carve validation by sentence
     fingerprint: str = ""  # hash of the files' bytes (a dataset: of its rows); set once resolved
 
@@ -114,7 +117,7 @@ def section_of(flags) -> dict:
         return {}
     names = {"kind": "task_kind", "metric": "task_metric"}
     keys = [*FILES, "dataset", "dataset_config", "train_split", "eval_split", "text_column", "text_pair_column"]
-    keys += ["label_column", "tokens_column", "tags_column", "kind", "metric"]
+    keys += ["label_column", "label_map", "tokens_column", "tags_column", "kind", "metric"]
     return {k: getattr(flags, names.get(k, k), None) or "" for k in keys} | {
         "phrase_rows": bool(getattr(flags, "phrase_rows", False))
     }
@@ -228,7 +231,7 @@ def _no_lists(spec: FileData, split: str) -> None:
 
 
 def _token_columns(spec: FileData) -> tuple[FileData, list[str]]:
-    for f in ("text_column", "text_pair_column", "label_column"):
+    for f in ("text_column", "text_pair_column", "label_column", "label_map"):
         if getattr(spec, f):
             raise UserError(
                 f"data.{f}",
@@ -274,9 +277,13 @@ def _is_number(v: str) -> bool:
     return True
 
 
+def _whole(v: str) -> bool:
+    return v.strip().lstrip("-").isdigit()
+
+
 def _label_order(values: set[str]) -> tuple[str, ...]:
     """Labels in index order: numbers numerically, other names alphabetically."""
-    if all(v.strip().lstrip("-").isdigit() for v in values):
+    if all(_whole(v) for v in values):
         return tuple(sorted(values, key=lambda v: int(v)))
     return tuple(sorted(values))
 
@@ -289,6 +296,8 @@ def _kind_and_labels(spec: FileData, values: list[str]) -> FileData:
         numeric = all(_is_number(v) for v in values)
         kind = "regression" if numeric and not all(float(v).is_integer() for v in values) else "classification"
     if kind == "regression":
+        if spec.label_map:
+            raise UserError("data.label_map", "--label-map names classes; a regression label is a number: leave it out")
         bad = next((v for v in values if not _is_number(v)), None)
         if bad is not None:
             raise UserError(
@@ -297,7 +306,8 @@ def _kind_and_labels(spec: FileData, values: list[str]) -> FileData:
                 "(or pass --task-kind classification)",
             )
         return replace(spec, kind=kind, labels=())
-    labels = tuple(spec.labels) or _named(spec, spec.label_column) or _label_order(set(values))
+    named = tuple(spec.labels) or _map_names(spec) or _named(spec, spec.label_column)
+    labels = named or _label_order(set(values))
     return _checked_labels(replace(spec, kind=kind, labels=labels), set(values))
 
 
@@ -370,9 +380,12 @@ def _resolve_labels(spec: FileData, head: Head | None) -> tuple[FileData, list[s
     """A text task's columns, kind and labels (aligned with a classification teacher's), and what to say of them."""
     spec, guessed = _columns(spec)
     _check_other_splits(spec)
+    parse_label_map(spec.label_map) if spec.label_map else ()  # a malformed map refused before any row is read
     values = [lab for _, lab in _labels(spec, "train")]
     spec = _kind_and_labels(spec, values)
     named = head and head.kind != "token" and spec.kind == "classification"
+    if named and head and head.names:
+        _check_map_names(spec, head)
     spec, note = align(spec, set(values), head) if head and named else (spec, "")
     return spec, guessed, note
 
@@ -413,6 +426,7 @@ def describe(spec: FileData, guessed=()) -> str:
     else:
         cols = f"text {spec.text_column!r}" + (f", pair {spec.text_pair_column!r}" if spec.text_pair_column else "")
         cols, flags = f"{cols}, label {spec.label_column!r}", "--text-column / --label-column"
+        cols += f" (--label-map {spec.label_map})" if spec.label_map else ""
     what = "tags" if spec.kind == "token" else "labels"
     labels = f", {len(spec.labels)} {what}: {', '.join(spec.labels)[:200]}" if spec.labels else ""
     guess = f" (guessed {', '.join(guessed)}; {flags} choose)" if guessed else ""
@@ -425,6 +439,59 @@ def _source(spec: FileData) -> str:
     name = spec.dataset + (f" ({spec.dataset_config})" if spec.dataset_config else "")
     dev = f"dev {spec.eval_split!r}" if spec.eval_split else "dev: 10% of train held out (--eval-split NAME chooses)"
     return f"{name}, train {spec.train_split!r}, {dev}"
+
+
+# --------------------------------------------------------------------------- label values renamed (--label-map)
+
+MAP_FIX = "write it as VALUE=NAME pairs, such as --label-map 0=negative,1=positive"
+
+
+@functools.lru_cache(maxsize=16)
+def parse_label_map(text: str) -> tuple[tuple[str, str], ...]:
+    """``0=neg,1=pos`` as ``(("0", "neg"), ("1", "pos"))`` in the order given; a malformed map is refused."""
+    pairs: list[tuple[str, str]] = []
+    for item in text.split(","):
+        value, eq, name = (part.strip() for part in item.partition("="))
+        if not eq or not value or not name:
+            raise UserError("data.label_map", f"{item.strip()!r} is not VALUE=NAME; {MAP_FIX}")
+        if value in dict(pairs):
+            raise UserError("data.label_map", f"value {value!r} is mapped twice; map each value once")
+        pairs.append((value, name))
+    return tuple(pairs)
+
+
+def _map_names(spec: FileData) -> tuple[str, ...]:
+    """The names a label map gives, in its order (index 0 is the first value's name): its order is the labels'
+    where no teacher names them."""
+    return tuple(dict.fromkeys(name for _, name in parse_label_map(spec.label_map))) if spec.label_map else ()
+
+
+def _renamed(spec: FileData, where: str, rows: list) -> list:
+    """Rows whose label is the map's name for the file's value; a value the map lacks is refused."""
+    table = dict(parse_label_map(spec.label_map))
+    out = []
+    for n, text, pair, raw in rows:
+        name = table.get(raw, table.get(raw.strip()))
+        if name is None:
+            raise UserError(
+                "data.label_map",
+                f"{where} {spec.unit} {n}: label {raw!r} is not in --label-map {spec.label_map}; map every value "
+                "the file holds",
+            )
+        out.append((n, text, pair, name))
+    return out
+
+
+def _check_map_names(spec: FileData, head: Head) -> None:
+    """Every name a label map gives is one of the named teacher's labels (case ignored)."""
+    theirs = {n.lower() for n in head.names}
+    stray = [n for n in _map_names(spec) if n.lower() not in theirs]
+    if stray:
+        raise UserError(
+            "data.label_map",
+            f"{stray[0]!r} is not a label of the teacher (its labels: {', '.join(head.names)[:200]}); map the "
+            "file's values to those names",
+        )
 
 
 # --------------------------------------------------------------------------- labels aligned with the teacher
@@ -470,7 +537,9 @@ def align(spec: FileData, values: set[str], head: Head) -> tuple[FileData, str]:
     data never uses)."""
     if not head.names:
         order = ", ".join(f"{i}={n}" for i, n in enumerate(spec.labels))[:200]
-        if spec.kind == "classification" and not spec.dataset:
+        if spec.kind == "classification" and spec.label_map:
+            whose = "--label-map's names take its indices in the map's order"
+        elif spec.kind == "classification" and not spec.dataset:
             whose = "the file's take its indices in sorted order"
         else:
             whose = f"the data's {'tags' if spec.kind == 'token' else 'labels'} take its indices in this order"
@@ -482,10 +551,19 @@ def align(spec: FileData, values: set[str], head: Head) -> tuple[FileData, str]:
         raise UserError(
             "teacher",
             f"its labels ({', '.join(head.names)[:200]}) are not the labels of {_short(spec)} "
-            f"({', '.join(sorted(values))[:200]}); pass a teacher fine-tuned on these labels, or fix the "
-            f"{'tags' if spec.kind == 'token' else 'label'} column",
+            f"({', '.join(sorted(values))[:200]}); {_numbers_hint(spec, values, head)}pass a teacher fine-tuned on "
+            f"these labels, or fix the {'tags' if spec.kind == 'token' else 'label'} column",
         )
     return replace(spec, labels=head.names), ""
+
+
+def _numbers_hint(spec: FileData, values: set[str], head: Head) -> str:
+    """Whole numbers in the file and names in the teacher: the map that says which is which, as the fix."""
+    if spec.kind != "classification" or spec.label_map or not values or not all(_whole(v) for v in values):
+        return ""
+    order = _label_order(values)
+    example = ",".join(f"{v}={n}" for v, n in zip(order, head.names, strict=False))
+    return f"say which number is which name with --label-map (such as {example}, if that is the order), or "
 
 
 @functools.lru_cache(maxsize=64)
@@ -569,7 +647,7 @@ def _rows(spec: FileData, split: str) -> list[tuple[int, str, str | None, str]]:
         )
     if not kept:
         raise UserError(spec.field(split), f"{where} has no rows with a text; the {split} split would be empty")
-    return kept
+    return _renamed(spec, where, kept) if spec.label_map else kept
 
 
 def _token_rows(spec: FileData, split: str) -> list[tuple[int, list[str], list[str]]]:
