@@ -193,6 +193,32 @@ def test_columns_kind_and_labels_are_guessed_and_said(tmp_path, capsys):
     assert forced.kind == "classification" and forced.labels == ("0.5", "2")
 
 
+def test_a_label_column_is_guessed_from_common_names_in_any_case(tmp_path, capsys):
+    """A six-class file of questions with a ``category`` column needs no --label-column; ``Target`` and ``Y`` are
+    found in another case; the guess is said in the one line, and a file with none names every name it tried."""
+    classes = ("billing", "account", "shipping", "returns", "technical", "other")
+    rows = [(f"question {i} about {c}", c) for i in range(5) for c in classes]
+    report()
+    capsys.readouterr()
+    spec = resolve(FileData(train_file=_csv(tmp_path, "q.csv", rows, header=("question", "category"))))
+    report()
+    assert (spec.text_column, spec.label_column, spec.kind) == ("question", "category", "classification")
+    assert spec.labels == tuple(sorted(classes))
+    line = capsys.readouterr().err.strip()
+    assert "guessed text column 'question', label column 'category'" in line and len(line.splitlines()) == 1
+    for name in ("class", "Target", "Y", "LABELS"):
+        assert resolve(FileData(train_file=_csv(tmp_path, "c.csv", rows, header=("Text", name)))).label_column == name
+    paired = resolve(
+        FileData(
+            train_file=_csv(tmp_path, "p.csv", [("a", "b", "x"), ("c", "d", "y")], ("Sentence1", "SENTENCE2", "Label"))
+        )
+    )
+    assert (paired.text_column, paired.text_pair_column, paired.label_column) == ("Sentence1", "SENTENCE2", "Label")
+    e = _refused(FileData(train_file=_csv(tmp_path, "n.csv", rows, header=("text", "topic"))))
+    assert e.field == "data.label_column"
+    assert "no column named label, labels, category, class, target or y; pass --label-column" in e.message
+
+
 def test_empty_texts_are_dropped_with_a_count(tmp_path, capsys):
     report()
     spec = resolve(FileData(train_file=_csv(tmp_path, "t.csv", [("a", "x"), ("", "y"), ("b", "y")])))

@@ -72,9 +72,13 @@ def add_data_args(p: argparse.ArgumentParser) -> None:
         help="the dataset's split that reports eval_* (default: validation where it has one, else 10%% of the "
         "training rows held out as dev)",
     )
-    g.add_argument("--text-column", help="column of the text (default: text, sentence1, sentence or question)")
+    g.add_argument(
+        "--text-column", help="column of the text (default: text, sentence1, sentence or question, in any case)"
+    )
     g.add_argument("--text-pair-column", help="second text of a pair task (default: text_pair / sentence2 beside them)")
-    g.add_argument("--label-column", help="column of the label (default: label or labels)")
+    g.add_argument(
+        "--label-column", help="column of the label (default: label, labels, category, class, target or y, in any case)"
+    )
     g.add_argument(
         "--label-map",
         metavar="VALUE=NAME,...",

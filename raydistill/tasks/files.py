@@ -36,9 +36,10 @@ METRICS = {
     "token": tagging.METRICS,
 }
 DEFAULT_METRIC = {"classification": "accuracy", "regression": "pearson", "token": "f1"}
-# guessed columns, first match wins: a text column and the pair column that goes with it
+# guessed columns, first match wins (the exact name, else the name in any case): a text column and the pair column
+# that goes with it; a label column
 TEXT_GUESS = (("text", "text_pair"), ("sentence1", "sentence2"), ("sentence", None), ("question", "sentence"))
-LABEL_GUESS = ("label", "labels")
+LABEL_GUESS = ("label", "labels", "category", "class", "target", "y")
 SPLIT_FILE = {"train": "train_file", "validation": "eval_file", "test": "test_file"}
 SPLIT_NAME = {"train": "train_split", "validation": "eval_split"}  # a dataset's splits
 FILES = tuple(SPLIT_FILE.values())
@@ -194,11 +195,17 @@ def _pick(given: str, field: str, flag: str, header: list[str], path: str, guess
             raise UserError(field, f"{path} has no column {given!r}; its columns: {', '.join(header)}")
         return given, False
     for g in guesses:
-        if g in header:
-            return g, True
-    raise UserError(
-        field, f"{path}: no column named {' or '.join(guesses)}; pass {flag} (its columns: {', '.join(header)})"
-    )
+        if _find(header, g):
+            return _find(header, g), True
+    named = ", ".join(guesses[:-1]) + " or " + guesses[-1] if len(guesses) > 1 else "".join(guesses)
+    raise UserError(field, f"{path}: no column named {named}; pass {flag} (its columns: {', '.join(header)})")
+
+
+def _find(header: list[str], name: str) -> str:
+    """The header's column called ``name``: that exact name, else the first in another case (``Category``); ""."""
+    if not name or name in header:
+        return name
+    return next((h for h in header if h.lower() == name.lower()), "")
 
 
 def _columns(spec: FileData) -> tuple[FileData, list[str]]:
@@ -210,8 +217,7 @@ def _columns(spec: FileData) -> tuple[FileData, list[str]]:
     if pair:
         _pick(pair, "data.text_pair_column", "--text-pair-column", header, where, ())
     elif g or not spec.text_column:
-        pair = dict(TEXT_GUESS).get(text) or ""
-        pair = pair if pair in header else ""
+        pair = _find(header, dict(TEXT_GUESS).get(text.lower()) or "")
         guessed += [f"pair column {pair!r}"] if pair else []
     label, g = _pick(spec.label_column, "data.label_column", "--label-column", header, where, LABEL_GUESS)
     guessed += [f"label column {label!r}"] if g else []
