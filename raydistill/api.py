@@ -41,6 +41,7 @@ class Data:
     dataset_config: str | None = None
     train_split: str | None = None
     eval_split: str | None = None
+    delimiter: str | None = None  # a CSV's field delimiter (default: sniffed among , ; tab |)
     text_column: str | None = None
     text_pair_column: str | None = None
     label_column: str | None = None

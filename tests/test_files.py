@@ -219,6 +219,53 @@ def test_a_label_column_is_guessed_from_common_names_in_any_case(tmp_path, capsy
     assert "no column named label, labels, category, class, target or y; pass --label-column" in e.message
 
 
+def _delimited(tmp_path, name, rows, delimiter, header=("question", "category")):
+    path = tmp_path / name
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        csv.writer(f, delimiter=delimiter).writerows([header, *rows])
+    return str(path)
+
+
+@pytest.mark.parametrize("delimiter,named", [(";", "semicolon"), ("|", "pipe"), ("\t", "tab")])
+def test_a_csv_files_delimiter_is_sniffed_and_said(tmp_path, capsys, delimiter, named):
+    """``question;category`` is read as two columns (its texts hold commas), the delimiter said in the data line;
+    a comma file whose texts hold semicolons stays a comma file."""
+    rows = [(f"is {i}, or {i + 1}, right?", ("math", "fact")[i % 2]) for i in range(30)]
+    report()
+    capsys.readouterr()
+    spec = resolve(FileData(train_file=_delimited(tmp_path, "q.csv", rows, delimiter)))
+    report()
+    assert (spec.text_column, spec.label_column, spec.labels) == ("question", "category", ("fact", "math"))
+    assert f"data: q.csv ({named}-separated): text 'question'" in capsys.readouterr().err
+    task = task_of(RunConfig.from_dict({"teacher": "x", "data": spec}))
+    assert [r["text"] for r in task.loader(task, None, "train")] == [t for t, _ in rows]
+    commas = [(f"a; b; {i}", "xy"[i % 2]) for i in range(30)]
+    assert resolve(FileData(train_file=_delimited(tmp_path, "c.csv", commas, ","))).text_column == "question"
+
+
+def test_a_given_delimiter_is_used_and_named_in_column_errors(tmp_path):
+    rows = [(f"q {i}", "xy"[i % 2]) for i in range(10)]
+    path = _delimited(tmp_path, "q.csv", rows, ";")
+    spec = resolve(FileData(train_file=path, delimiter=";"))
+    assert spec.delimiter == ";" and RunConfig.from_dict({"teacher": "x", "data": spec}).to_params()["delimiter"] == ";"
+    e = _refused(FileData(train_file=path, delimiter=","))
+    assert e.field == "data.text_column"
+    assert "; its columns: question;category, read as comma-separated (--delimiter chooses)" in e.message
+    e = _refused(FileData(train_file=path, label_column="label"))
+    assert "its columns: question, category, read as semicolon-separated (--delimiter chooses)" in e.message
+    assert resolve(FileData(train_file=_delimited(tmp_path, "t.csv", rows, "\t"), delimiter="\\t")).delimiter == "\t"
+    ragged = tmp_path / "r.csv"
+    ragged.write_text("question;category\na;x\nb;y;z\n", encoding="utf-8")
+    e = _refused(FileData(train_file=str(ragged), delimiter=";"))
+    assert "line 3: expected 2 semicolon-separated fields, got 3 (--delimiter chooses)" in e.message
+    for bad, says in ((";;", "is not one character"), ('"', "is not one character")):
+        e = _refused(FileData(train_file=path, delimiter=bad))
+        assert e.field == "data.delimiter" and says in e.message
+    (tmp_path / "j.jsonl").write_text('{"text": "a", "label": "x"}\n{"text": "b", "label": "y"}\n')
+    e = _refused(FileData(train_file=str(tmp_path / "j.jsonl"), delimiter=";"))
+    assert e.field == "data.delimiter" and "not a CSV or TSV file" in e.message
+
+
 def test_empty_texts_are_dropped_with_a_count(tmp_path, capsys):
     report()
     spec = resolve(FileData(train_file=_csv(tmp_path, "t.csv", [("a", "x"), ("", "y"), ("b", "y")])))

@@ -73,6 +73,11 @@ def add_data_args(p: argparse.ArgumentParser) -> None:
         "training rows held out as dev)",
     )
     g.add_argument(
+        "--delimiter",
+        help="a .csv or .tsv file's field delimiter, one character (\\t or tab: a tab) (default: a tab for .tsv; "
+        "for .csv the first of , ; tab | that splits the header and the first rows alike)",
+    )
+    g.add_argument(
         "--text-column", help="column of the text (default: text, sentence1, sentence or question, in any case)"
     )
     g.add_argument("--text-pair-column", help="second text of a pair task (default: text_pair / sentence2 beside them)")

@@ -344,6 +344,7 @@ DATA_PARAMS = FILE_PARAMS + (
     "tokens_column",
     "tags_column",
     "label_map",
+    "delimiter",
 )
 
 

@@ -27,7 +27,15 @@ from raydistill.common.errors import UserError
 from raydistill.tasks import dataset as hubdata
 from raydistill.tasks import tags as tagging
 from raydistill.tasks.base import Task
-from raydistill.tasks.readers import as_text, columns_of, file_format, fingerprint, read_columns
+from raydistill.tasks.readers import (
+    as_text,
+    columns_of,
+    delimiter_name,
+    delimiter_of,
+    file_format,
+    fingerprint,
+    read_columns,
+)
 
 KINDS = ("classification", "regression", "token")
 METRICS = {
@@ -69,6 +77,7 @@ class FileData:
     # the file's label values renamed before anything reads them ("0=neg,1=pos": numbers in a file, names in the
     # teacher); kept as the text the user gave so it survives params, YAML and JSON unchanged; "" = none
     label_map: str = ""
+    delimiter: str = ""  # a CSV's or TSV's field delimiter; "" = a tab for TSV, sniffed for CSV (readers.py)
     phrase_rows: bool = False  # training rows are phrases of whole sentences (SST-2): carve validation by sentence
     fingerprint: str = ""  # hash of the files' bytes (a dataset: of its rows); set once resolved
 
@@ -117,7 +126,8 @@ def section_of(flags) -> dict:
     if not getattr(flags, "train_file", None) and not getattr(flags, "dataset", None):
         return {}
     names = {"kind": "task_kind", "metric": "task_metric"}
-    keys = [*FILES, "dataset", "dataset_config", "train_split", "eval_split", "text_column", "text_pair_column"]
+    keys = [*FILES, "dataset", "dataset_config", "train_split", "eval_split", "delimiter", "text_column"]
+    keys += ["text_pair_column"]
     keys += ["label_column", "label_map", "tokens_column", "tags_column", "kind", "metric"]
     return {k: getattr(flags, names.get(k, k), None) or "" for k in keys} | {
         "phrase_rows": bool(getattr(flags, "phrase_rows", False))
@@ -137,13 +147,21 @@ def _header(spec: FileData, split: str) -> list[str]:
     """A split's column names."""
     if spec.dataset:
         return hubdata.columns(_split(spec, split))
-    return columns_of(spec.path(split), spec.field(split))
+    return columns_of(spec.path(split), spec.field(split), spec.delimiter)
+
+
+def _its_columns(spec: FileData, split: str, header: list[str]) -> str:
+    """ "its columns: a, b", and for a CSV or TSV file the delimiter that split them (a wrong one gives one column)."""
+    path = spec.path(split)
+    used = delimiter_of(path, file_format(path, spec.field(split)), spec.delimiter) if path else ""
+    said = f", read as {delimiter_name(used)}-separated (--delimiter chooses)" if used else ""
+    return f"its columns: {', '.join(header)}{said}"
 
 
 def _read(spec: FileData, split: str, wanted: list[str], lists=()) -> list[tuple[int, list]]:
     """``(row number, values)`` of a split's rows: the wanted columns as text, those in ``lists`` as they are."""
     if not spec.dataset:
-        return read_columns(spec.path(split), spec.field(split), wanted, lists)
+        return read_columns(spec.path(split), spec.field(split), wanted, lists, spec.delimiter)
     rows = hubdata.read(_split(spec, split), wanted)
     return [(n, [v if c in lists else as_text(v) for c, v in zip(wanted, vals, strict=True)]) for n, vals in rows]
 
@@ -170,7 +188,9 @@ def _located(spec: FileData) -> FileData:
                     f"data.{f}", f"{flag} goes with --dataset NAME; for files pass --train-file, --eval-file"
                 )
         paths = [os.path.abspath(os.path.expanduser(getattr(spec, f))) if getattr(spec, f) else "" for f in FILES]
-        return replace(spec, train_file=paths[0], eval_file=paths[1], test_file=paths[2])
+        return _delimited(replace(spec, train_file=paths[0], eval_file=paths[1], test_file=paths[2]))
+    if spec.delimiter:
+        raise UserError("data.delimiter", "--delimiter goes with .csv and .tsv files; leave it out for --dataset")
     files = [f for f in FILES if getattr(spec, f)]
     if files:
         flag = "--" + files[0].replace("_", "-")
@@ -185,20 +205,38 @@ def _located(spec: FileData) -> FileData:
     return spec
 
 
+def _delimited(spec: FileData) -> FileData:
+    """A given delimiter as one character (``\\t`` or ``tab`` written out: a tab), for CSV or TSV files only."""
+    if not spec.delimiter:
+        return spec
+    d = {"\\t": "\t", "tab": "\t"}.get(spec.delimiter, spec.delimiter)
+    if len(d) != 1 or d in '"\r\n':
+        raise UserError(
+            "data.delimiter",
+            f"{spec.delimiter!r} is not one character (nor a quote or a line break); pass such as --delimiter ';'",
+        )
+    for split in spec.splits():
+        if file_format(spec.path(split), spec.field(split)) not in ("csv", "tsv"):
+            raise UserError("data.delimiter", f"{spec.path(split)} is not a CSV or TSV file; leave --delimiter out")
+    return replace(spec, delimiter=d)
+
+
 # --------------------------------------------------------------------------- completing the description
 
 
-def _pick(given: str, field: str, flag: str, header: list[str], path: str, guesses) -> tuple[str, bool]:
-    """The column ``given`` (checked against the header) or the first of ``guesses`` there; (name, guessed)."""
+def _pick(given: str, field: str, flag: str, header: list[str], where: tuple[str, str], guesses) -> tuple[str, bool]:
+    """The column ``given`` (checked against the header) or the first of ``guesses`` there; (name, guessed).
+    ``where``: the split's source and its columns as messages say them (``_its_columns``)."""
+    path, cols = where
     if given:
         if given not in header:
-            raise UserError(field, f"{path} has no column {given!r}; its columns: {', '.join(header)}")
+            raise UserError(field, f"{path} has no column {given!r}; {cols}")
         return given, False
     for g in guesses:
         if _find(header, g):
             return _find(header, g), True
     named = ", ".join(guesses[:-1]) + " or " + guesses[-1] if len(guesses) > 1 else "".join(guesses)
-    raise UserError(field, f"{path}: no column named {named}; pass {flag} (its columns: {', '.join(header)})")
+    raise UserError(field, f"{path}: no column named {named}; pass {flag}; {cols}")
 
 
 def _find(header: list[str], name: str) -> str:
@@ -209,7 +247,8 @@ def _find(header: list[str], name: str) -> str:
 
 
 def _columns(spec: FileData) -> tuple[FileData, list[str]]:
-    header, where = _header(spec, "train"), spec.where("train")
+    header = _header(spec, "train")
+    where = spec.where("train"), _its_columns(spec, "train", header)
     guessed = []
     text, g = _pick(spec.text_column, "data.text_column", "--text-column", header, where, [t for t, _ in TEXT_GUESS])
     guessed += [f"text column {text!r}"] if g else []
@@ -244,7 +283,8 @@ def _token_columns(spec: FileData) -> tuple[FileData, list[str]]:
                 f"token classification reads --tokens-column and --tags-column; leave --{f.replace('_', '-')} out",
             )
     _no_lists(spec, "train")
-    header, where = _header(spec, "train"), spec.where("train")
+    header = _header(spec, "train")
+    where = spec.where("train"), _its_columns(spec, "train", header)
     toks, g = _pick(spec.tokens_column, "data.tokens_column", "--tokens-column", header, where, tagging.TOKENS_GUESS)
     guessed = [f"tokens column {toks!r}"] if g else []
     tags, g = _pick(spec.tags_column, "data.tags_column", "--tags-column", header, where, tagging.TAGS_GUESS)
@@ -271,7 +311,8 @@ def _check_other_splits(spec: FileData) -> None:
         missing = [c for c in _wanted(spec) if c not in header]
         if missing:
             raise UserError(
-                spec.field(split), f"{spec.where(split)} has no column {missing[0]!r}; its columns: {', '.join(header)}"
+                spec.field(split),
+                f"{spec.where(split)} has no column {missing[0]!r}; {_its_columns(spec, split, header)}",
             )
 
 
@@ -441,7 +482,10 @@ def describe(spec: FileData, guessed=()) -> str:
 
 def _source(spec: FileData) -> str:
     if not spec.dataset:
-        return os.path.basename(spec.train_file)
+        fmt = file_format(spec.train_file, "data.train_file")
+        used = delimiter_of(spec.train_file, fmt, spec.delimiter)
+        said = f" ({delimiter_name(used)}-separated)" if used and used != {"csv": ",", "tsv": "\t"}[fmt] else ""
+        return os.path.basename(spec.train_file) + said
     name = spec.dataset + (f" ({spec.dataset_config})" if spec.dataset_config else "")
     dev = f"dev {spec.eval_split!r}" if spec.eval_split else "dev: 10% of train held out (--eval-split NAME chooses)"
     return f"{name}, train {spec.train_split!r}, {dev}"
