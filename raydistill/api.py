@@ -41,9 +41,11 @@ class Data:
     dataset_config: str | None = None
     train_split: str | None = None
     eval_split: str | None = None
+    delimiter: str | None = None  # a CSV's field delimiter (default: sniffed among , ; tab |)
     text_column: str | None = None
     text_pair_column: str | None = None
     label_column: str | None = None
+    label_map: str | dict[Any, str] | None = None  # the file's label values to the teacher's names: "0=neg,1=pos"
     tokens_column: str | None = None  # entity tags: a list of tokens and one of BIO tags per row
     tags_column: str | None = None
     task_kind: str | None = None  # classification | regression | token (default: the teacher's head, the columns)
@@ -167,7 +169,10 @@ def _data(data: Data | dict[str, Any] | None) -> dict[str, Any]:
             check(key in known, "data", f"no field {key!r}; one of: {', '.join(sorted(known))}")
         data = Data(**data)
     check(isinstance(data, Data), "data", f"a raydistill.api.Data or a dict of its fields, got {type(data).__name__}")
-    return {k: v for k, v in dataclasses.asdict(data).items() if v is not None and v is not False}
+    flags = {k: v for k, v in dataclasses.asdict(data).items() if v is not None and v is not False}
+    if isinstance(flags.get("label_map"), dict):  # {0: "neg", 1: "pos"}: the flag's text, in the dict's order
+        flags["label_map"] = ",".join(f"{value}={name}" for value, name in flags["label_map"].items())
+    return flags
 
 
 def _yaml(value: Any) -> str:

@@ -342,6 +342,27 @@ CASES = [
         says="pass --text-column",
     ),
     Case(
+        "data-label-map-malformed",
+        "data",
+        lambda E: (
+            ["summary", "--train-file", E.csv_ok, "--text-column", "body", "--label-column", "tag"]
+            + ["--label-map", "pos:positive"]
+        ),
+        "data.label_map",
+        what="`--label-map` that is not VALUE=NAME pairs",
+    ),
+    Case(
+        "data-label-map-value-missing",
+        "data",
+        lambda E: (
+            ["summary", "--train-file", E.csv_ok, "--text-column", "body", "--label-column", "tag"]
+            + ["--label-map", "pos=positive"]
+        ),
+        "data.label_map",
+        what="a label value the `--label-map` does not map",
+        says="'neg' is not in --label-map",
+    ),
+    Case(
         "data-label-missing-values",
         "data",
         lambda E: ["summary", "--train-file", E.csv_no_label, "--text-column", "body", "--label-column", "tag"],

@@ -83,6 +83,58 @@ def test_link_checker_sees_a_broken_link(tmp_path):
     assert slug("`search`: the [YAML](a.md) keys") == "search-the-yaml-keys"
 
 
+# a pointer from the code to the docs: README.md or a docs/ or benchmarks/ file, with a #anchor or, in parentheses,
+# a section by its heading ("(docs/methods.md, "The loss convention")"); a bare README names no file
+POINTER = re.compile(r"(?<![\w/.-])((?:docs|benchmarks)/[\w./-]*\.md|README\.md)(?:#([\w-]+)|, \"?([^)\"]+)\"?\))?")
+BARE_README = re.compile(r"\bREADME\b(?!\.md)")
+
+
+def code_texts(source: str) -> list[tuple[int, str]]:
+    """(line, text) of every string (messages, docstrings, f-strings' literal parts) and comment of a module."""
+    import ast
+    import io
+    import tokenize
+
+    out = [
+        (node.lineno, node.value)
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+    ]
+    tokens = tokenize.generate_tokens(io.StringIO(source).readline)
+    return out + [(t.start[0], t.string) for t in tokens if t.type == tokenize.COMMENT]
+
+
+def broken_pointers(text: str) -> list[str]:
+    """What in ``text`` points at a file, heading or section of the docs that does not exist."""
+    bad = [f"{text[max(m.start() - 40, 0) : m.end() + 20]!r}: README names no file" for m in BARE_README.finditer(text)]
+    for m in POINTER.finditer(text):
+        dest = ROOT / m.group(1)
+        anchor = m.group(2) or (slug(m.group(3)) if m.group(3) else "")
+        if not dest.is_file():
+            bad.append(f"{m.group(0)!r}: no such file")
+        elif anchor and anchor not in anchors(dest):
+            bad.append(f"{m.group(0)!r}: no heading with the anchor {anchor!r} in {m.group(1)}")
+    return bad
+
+
+def test_every_pointer_from_the_code_to_the_docs_exists():
+    """Issue 48 item 6: a message (or docstring, or comment) that says where to read on names a file that exists
+    and, where it names a section, a heading of it (the offline error pointed to a README section "Offline")."""
+    bad = []
+    for py in sorted((ROOT / "raydistill").rglob("*.py")):
+        for line, text in code_texts(py.read_text(encoding="utf-8")):
+            bad += [f"{py.relative_to(ROOT)}:{line}: {b}" for b in broken_pointers(text)]
+    assert not bad, "broken pointers to the docs:\n" + "\n".join(bad)
+
+
+def test_the_pointer_checker_sees_a_broken_pointer():
+    assert broken_pointers("run offline (see README, Offline)")
+    assert broken_pointers("(README.md#offline)") and broken_pointers("(docs/CLUSTER.md, section 2)")
+    assert broken_pointers("docs/no-such-file.md")
+    assert not broken_pointers("(README.md#quickstart-minutes-on-a-laptop-cpu-offline)")
+    assert not broken_pointers('(docs/methods.md, "The loss convention") and docs/benchmarks/README.md#machine')
+
+
 def readme_commands() -> list[list[str]]:
     """The argv that asks each command of the README's commands table for its ``--help``: the first column's
     ``python -m MODULE`` (or ``raydistill SUB``), with its subcommand where it names one (``summary|split``: each)."""

@@ -193,6 +193,79 @@ def test_columns_kind_and_labels_are_guessed_and_said(tmp_path, capsys):
     assert forced.kind == "classification" and forced.labels == ("0.5", "2")
 
 
+def test_a_label_column_is_guessed_from_common_names_in_any_case(tmp_path, capsys):
+    """A six-class file of questions with a ``category`` column needs no --label-column; ``Target`` and ``Y`` are
+    found in another case; the guess is said in the one line, and a file with none names every name it tried."""
+    classes = ("billing", "account", "shipping", "returns", "technical", "other")
+    rows = [(f"question {i} about {c}", c) for i in range(5) for c in classes]
+    report()
+    capsys.readouterr()
+    spec = resolve(FileData(train_file=_csv(tmp_path, "q.csv", rows, header=("question", "category"))))
+    report()
+    assert (spec.text_column, spec.label_column, spec.kind) == ("question", "category", "classification")
+    assert spec.labels == tuple(sorted(classes))
+    line = capsys.readouterr().err.strip()
+    assert "guessed text column 'question', label column 'category'" in line and len(line.splitlines()) == 1
+    for name in ("class", "Target", "Y", "LABELS"):
+        assert resolve(FileData(train_file=_csv(tmp_path, "c.csv", rows, header=("Text", name)))).label_column == name
+    paired = resolve(
+        FileData(
+            train_file=_csv(tmp_path, "p.csv", [("a", "b", "x"), ("c", "d", "y")], ("Sentence1", "SENTENCE2", "Label"))
+        )
+    )
+    assert (paired.text_column, paired.text_pair_column, paired.label_column) == ("Sentence1", "SENTENCE2", "Label")
+    e = _refused(FileData(train_file=_csv(tmp_path, "n.csv", rows, header=("text", "topic"))))
+    assert e.field == "data.label_column"
+    assert "no column named label, labels, category, class, target or y; pass --label-column" in e.message
+
+
+def _delimited(tmp_path, name, rows, delimiter, header=("question", "category")):
+    path = tmp_path / name
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        csv.writer(f, delimiter=delimiter).writerows([header, *rows])
+    return str(path)
+
+
+@pytest.mark.parametrize("delimiter,named", [(";", "semicolon"), ("|", "pipe"), ("\t", "tab")])
+def test_a_csv_files_delimiter_is_sniffed_and_said(tmp_path, capsys, delimiter, named):
+    """``question;category`` is read as two columns (its texts hold commas), the delimiter said in the data line;
+    a comma file whose texts hold semicolons stays a comma file."""
+    rows = [(f"is {i}, or {i + 1}, right?", ("math", "fact")[i % 2]) for i in range(30)]
+    report()
+    capsys.readouterr()
+    spec = resolve(FileData(train_file=_delimited(tmp_path, "q.csv", rows, delimiter)))
+    report()
+    assert (spec.text_column, spec.label_column, spec.labels) == ("question", "category", ("fact", "math"))
+    assert f"data: q.csv ({named}-separated): text 'question'" in capsys.readouterr().err
+    task = task_of(RunConfig.from_dict({"teacher": "x", "data": spec}))
+    assert [r["text"] for r in task.loader(task, None, "train")] == [t for t, _ in rows]
+    commas = [(f"a; b; {i}", "xy"[i % 2]) for i in range(30)]
+    assert resolve(FileData(train_file=_delimited(tmp_path, "c.csv", commas, ","))).text_column == "question"
+
+
+def test_a_given_delimiter_is_used_and_named_in_column_errors(tmp_path):
+    rows = [(f"q {i}", "xy"[i % 2]) for i in range(10)]
+    path = _delimited(tmp_path, "q.csv", rows, ";")
+    spec = resolve(FileData(train_file=path, delimiter=";"))
+    assert spec.delimiter == ";" and RunConfig.from_dict({"teacher": "x", "data": spec}).to_params()["delimiter"] == ";"
+    e = _refused(FileData(train_file=path, delimiter=","))
+    assert e.field == "data.text_column"
+    assert "; its columns: question;category, read as comma-separated (--delimiter chooses)" in e.message
+    e = _refused(FileData(train_file=path, label_column="label"))
+    assert "its columns: question, category, read as semicolon-separated (--delimiter chooses)" in e.message
+    assert resolve(FileData(train_file=_delimited(tmp_path, "t.csv", rows, "\t"), delimiter="\\t")).delimiter == "\t"
+    ragged = tmp_path / "r.csv"
+    ragged.write_text("question;category\na;x\nb;y;z\n", encoding="utf-8")
+    e = _refused(FileData(train_file=str(ragged), delimiter=";"))
+    assert "line 3: expected 2 semicolon-separated fields, got 3 (--delimiter chooses)" in e.message
+    for bad, says in ((";;", "is not one character"), ('"', "is not one character")):
+        e = _refused(FileData(train_file=path, delimiter=bad))
+        assert e.field == "data.delimiter" and says in e.message
+    (tmp_path / "j.jsonl").write_text('{"text": "a", "label": "x"}\n{"text": "b", "label": "y"}\n')
+    e = _refused(FileData(train_file=str(tmp_path / "j.jsonl"), delimiter=";"))
+    assert e.field == "data.delimiter" and "not a CSV or TSV file" in e.message
+
+
 def test_empty_texts_are_dropped_with_a_count(tmp_path, capsys):
     report()
     spec = resolve(FileData(train_file=_csv(tmp_path, "t.csv", [("a", "x"), ("", "y"), ("b", "y")])))
@@ -302,6 +375,75 @@ def test_placeholder_and_mismatched_teacher_labels(tmp_path, tiny_teacher, capsy
     nums = _csv(tmp_path, "scores.csv", [("a", "1"), ("b", "2"), ("c", "3")])
     regression = RunConfig.from_dict({"teacher": tiny_teacher("regression", 1), "data": {"train_file": nums}})
     assert regression.data.kind == "regression"  # whole numbers, but the teacher's head is a regression head
+
+
+def _numbered_reviews(tmp_path):
+    """The reviews of ``_reviews`` with their labels written as numbers: 1 positive, 0 negative."""
+    path = _reviews(tmp_path, labels=("positive", "negative"))
+    rows = list(csv.reader(open(path, encoding="utf-8")))
+    numbered = [(text, {"negative": "0", "positive": "1"}[lab]) for text, lab in rows[1:]]
+    return _csv(tmp_path, "numbered.csv", numbered, header=("review", "sentiment")), [lab for _, lab in rows[1:]]
+
+
+def test_a_label_map_names_a_files_numbers_as_the_teacher_does(tmp_path, tiny_teacher, capsys):
+    """0/1 in the file, positive/negative in the teacher: refused with the map as the fix; with ``label_map`` each
+    row's label index is the teacher's index of its value's name, and a logged run is read again with the map."""
+    teacher = tiny_teacher("classification", 2, label_names=("positive", "negative"))
+    path, names = _numbered_reviews(tmp_path)
+    data = {"train_file": path, "text_column": "review", "label_column": "sentiment"}
+    with pytest.raises(UserError) as e:
+        RunConfig.from_dict({"teacher": teacher, "data": data})
+    assert e.value.field == "teacher" and "--label-map (such as 0=positive,1=negative" in e.value.message
+    report()
+    capsys.readouterr()
+    cfg = RunConfig.from_dict({"teacher": teacher, "data": {**data, "label_map": "0=negative, 1=positive"}})
+    report()
+    assert cfg.data.labels == ("positive", "negative") and "(--label-map 0=negative, 1=positive)" in (
+        capsys.readouterr().err
+    )
+    task = task_of(cfg)
+    assert [task.label_names[r["label"]] for r in task.loader(task, None, "train")] == names
+    params = cfg.to_params()
+    assert params["label_map"] == "0=negative, 1=positive"
+    params.pop("task_labels")  # read again from the file, with the map
+    assert task_of_params(params).label_names == ("positive", "negative")
+
+
+def test_without_a_named_teacher_the_maps_order_is_the_labels(tmp_path, tiny_teacher):
+    path, _ = _numbered_reviews(tmp_path)
+    data = {"train_file": path, "text_column": "review", "label_column": "sentiment", "label_map": "1=pos,0=neg"}
+    assert resolve(FileData(**data)).labels == ("pos", "neg")
+    placeholder = RunConfig.from_dict({"teacher": tiny_teacher("classification", 2), "data": data})
+    assert placeholder.data.labels == ("pos", "neg")
+
+
+@pytest.mark.parametrize(
+    "label_map,says",
+    [
+        ("0=negative", "label '1' is not in --label-map 0=negative"),  # a value the map lacks
+        ("0=negative,1=good", "'good' is not a label of the teacher (its labels: positive, negative)"),
+        ("0:negative,1:positive", "'0:negative' is not VALUE=NAME"),  # malformed
+        ("0=negative,0=positive", "value '0' is mapped twice"),
+        ("0=negative,", "'' is not VALUE=NAME"),
+    ],
+)
+def test_a_bad_label_map_is_refused_in_one_line(tmp_path, tiny_teacher, label_map, says):
+    teacher = tiny_teacher("classification", 2, label_names=("positive", "negative"))
+    path, _ = _numbered_reviews(tmp_path)
+    data = {"train_file": path, "text_column": "review", "label_column": "sentiment", "label_map": label_map}
+    with pytest.raises(UserError) as e:
+        RunConfig.from_dict({"teacher": teacher, "data": data})
+    assert e.value.field == "data.label_map" and says in e.value.message and "\n" not in e.value.message
+    with pytest.raises(UserError) as e:
+        resolve(FileData(**{**data, "label_map": "1=pos,0=neg"}, kind="regression"))
+    assert e.value.field == "data.label_map"
+
+
+def test_the_api_takes_a_label_map_as_text_or_a_dict():
+    from raydistill.api import Data, _data
+
+    assert _data(Data(train_file="f.csv", label_map={0: "neg", 1: "pos"}))["label_map"] == "0=neg,1=pos"
+    assert _data({"train_file": "f.csv", "label_map": "0=neg,1=pos"})["label_map"] == "0=neg,1=pos"
 
 
 @pytest.mark.parametrize(

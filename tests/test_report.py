@@ -190,3 +190,44 @@ def test_a_memoised_reference_of_an_older_version_is_measured_again(tiny_teacher
     key = reference._memo_key(cfg)
     monkeypatch.setattr(reference, "VERSION", reference.VERSION - 1)
     assert reference._memo_key(cfg) != key
+
+
+def test_parameter_counts_read_as_sizes_in_the_tables(tmp_path, monkeypatch):
+    """Issue 48 item 6: summary.txt and pareto_front.txt say 17.4M, not 1.739e+07; summary.json keeps the number."""
+    import json
+    from types import SimpleNamespace
+
+    from raydistill.results import summary
+    from raydistill.results.report import size
+
+    assert [size(n) for n in (17.39e6, 4.386e6, 110.1e6, 880e3, 1.2e9, 512)] == [
+        "17.4M",
+        "4.4M",
+        "110M",
+        "880K",
+        "1.2B",
+        "512",
+    ]
+    monkeypatch.chdir(tmp_path)
+    rows = [
+        {"trial": "a", "exported": True, "status": "DONE", "best_val_accuracy": 0.9, "best_eval_accuracy": 0.8},
+        {"trial": "b", "exported": True, "status": "DONE", "best_val_accuracy": 0.8, "best_eval_accuracy": 0.7},
+    ]
+    for r, params in zip(rows, (17.39e6, 4.386e6), strict=True):
+        r.update(student_params=params, latency_ms_b1=2.0)
+    sweep = SimpleNamespace(
+        name="s",
+        metric="best_val_accuracy",
+        mode="max",
+        teacher={},
+        confirmed=None,
+        control=None,
+        front_by="latency_ms_b1",
+    )
+    front = summary.mark_front(rows, "best_val_accuracy", "max", "latency_ms_b1")
+    text, files, _ = summary._write_summary(sweep, rows, front)
+    written = {os.path.basename(f): open(f, encoding="utf-8").read() for f in files if not f.endswith(".png")}
+    for name in ("summary.txt", "pareto_front.txt"):
+        assert "e+0" not in written[name] and "17.4M" in written[name], written[name]
+    assert "4.4M" in text
+    assert [r["student_params"] for r in json.loads(written["summary.json"])] == [17.39e6, 4.386e6]

@@ -72,9 +72,25 @@ def add_data_args(p: argparse.ArgumentParser) -> None:
         help="the dataset's split that reports eval_* (default: validation where it has one, else 10%% of the "
         "training rows held out as dev)",
     )
-    g.add_argument("--text-column", help="column of the text (default: text, sentence1, sentence or question)")
+    g.add_argument(
+        "--delimiter",
+        help="a .csv or .tsv file's field delimiter, one character (\\t or tab: a tab) (default: a tab for .tsv; "
+        "for .csv the first of , ; tab | that splits the header and the first rows alike)",
+    )
+    g.add_argument(
+        "--text-column", help="column of the text (default: text, sentence1, sentence or question, in any case)"
+    )
     g.add_argument("--text-pair-column", help="second text of a pair task (default: text_pair / sentence2 beside them)")
-    g.add_argument("--label-column", help="column of the label (default: label or labels)")
+    g.add_argument(
+        "--label-column", help="column of the label (default: label, labels, category, class, target or y, in any case)"
+    )
+    g.add_argument(
+        "--label-map",
+        metavar="VALUE=NAME,...",
+        help="the file's label values renamed before anything reads them, such as 0=negative,1=positive for a file "
+        "of numbers and a teacher whose labels are named; without a named teacher the map's order is the labels' "
+        "(default: the values as they are)",
+    )
     g.add_argument(
         "--tokens-column",
         help="token classification: the column of each row's list of tokens (JSON Lines, Parquet or a dataset; "

@@ -343,6 +343,8 @@ DATA_PARAMS = FILE_PARAMS + (
     "eval_split",
     "tokens_column",
     "tags_column",
+    "label_map",
+    "delimiter",
 )
 
 

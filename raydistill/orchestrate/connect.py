@@ -55,7 +55,7 @@ def init_ray(num_cpus: int | None = None, log_to_driver: bool = True, verbose: b
                     f"the cluster at {address} refused this client's token "
                     f"(RAY_AUTH_MODE is {mode}): export RAY_AUTH_MODE=token and the cluster's token "
                     "as RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token "
-                    "(docs/CLUSTER.md, section 2)",
+                    "(docs/CLUSTER.md#2-authenticate-ray-token-auth-ray--252)",
                 ) from None
             raise
         from raydistill.orchestrate.guard import watch

@@ -256,12 +256,13 @@ class Sweep:
         from raydistill.config.selection import report_metric
         from raydistill.orchestrate.resources import threads
         from raydistill.results.reference import teacher_reference, weak_teacher
+        from raydistill.results.report import size
 
         ref = teacher_reference(self.base, threads(self.demand.cpus_per_worker), log)  # every trial's yardstick
         metrics = dict.fromkeys((self.metric, report_metric(self.metric)))
         shown = [m[len("best_") :] for m in metrics if m.startswith("best_")]
         log(
-            "teacher: " + ", ".join(f"{m}={ref.get(m)}" for m in shown) + f", {ref['student_params'] / 1e6:.1f}M "
+            "teacher: " + ", ".join(f"{m}={ref.get(m)}" for m in shown) + f", {size(ref['student_params'])} "
             f"params, {ref['latency_ms_b1']:.1f} ms at batch 1"
         )
         warning = weak_teacher(ref, task_of(self.base))

@@ -27,14 +27,26 @@ PARAMS = (
 )
 
 
-def fmt(v) -> str:
+def size(n: float) -> str:
+    """A parameter count as a person reads it: ``17.4M``, ``880.0K``, ``110M`` (``1.739e+07`` reads as nothing)."""
+    for unit, scale in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if abs(n) >= scale:
+            x = n / scale
+            return f"{x:.1f}{unit}" if abs(x) < 100 else f"{x:.0f}{unit}"
+    return f"{n:g}"
+
+
+def fmt(v, column: str = "") -> str:
+    """A table cell: a parameter count (a ``*_params`` column) as ``17.4M``, other floats to 4 significant digits."""
+    if column.endswith("_params") and isinstance(v, int | float) and not isinstance(v, bool):
+        return size(v)
     if isinstance(v, float):
         return f"{v:.4g}"
     return "" if v is None else str(v)
 
 
 def table(rows: list[dict], columns: list[str]) -> str:
-    cells = [[fmt(r.get(c)) for c in columns] for r in rows]
+    cells = [[fmt(r.get(c), c) for c in columns] for r in rows]
     widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(columns)]
 
     def line(vals):

@@ -27,7 +27,15 @@ from raydistill.common.errors import UserError
 from raydistill.tasks import dataset as hubdata
 from raydistill.tasks import tags as tagging
 from raydistill.tasks.base import Task
-from raydistill.tasks.readers import as_text, columns_of, file_format, fingerprint, read_columns
+from raydistill.tasks.readers import (
+    as_text,
+    columns_of,
+    delimiter_name,
+    delimiter_of,
+    file_format,
+    fingerprint,
+    read_columns,
+)
 
 KINDS = ("classification", "regression", "token")
 METRICS = {
@@ -36,9 +44,10 @@ METRICS = {
     "token": tagging.METRICS,
 }
 DEFAULT_METRIC = {"classification": "accuracy", "regression": "pearson", "token": "f1"}
-# guessed columns, first match wins: a text column and the pair column that goes with it
+# guessed columns, first match wins (the exact name, else the name in any case): a text column and the pair column
+# that goes with it; a label column
 TEXT_GUESS = (("text", "text_pair"), ("sentence1", "sentence2"), ("sentence", None), ("question", "sentence"))
-LABEL_GUESS = ("label", "labels")
+LABEL_GUESS = ("label", "labels", "category", "class", "target", "y")
 SPLIT_FILE = {"train": "train_file", "validation": "eval_file", "test": "test_file"}
 SPLIT_NAME = {"train": "train_split", "validation": "eval_split"}  # a dataset's splits
 FILES = tuple(SPLIT_FILE.values())
@@ -65,6 +74,10 @@ class FileData:
     kind: str = ""  # classification | regression | token; "" = from the teacher's head, the columns, the labels
     metric: str = ""  # the main metric, among METRICS[kind]; "" = DEFAULT_METRIC[kind]
     labels: tuple[str, ...] = ()  # class or tag names in index order; () = the data's (named, else sorted)
+    # the file's label values renamed before anything reads them ("0=neg,1=pos": numbers in a file, names in the
+    # teacher); kept as the text the user gave so it survives params, YAML and JSON unchanged; "" = none
+    label_map: str = ""
+    delimiter: str = ""  # a CSV's or TSV's field delimiter; "" = a tab for TSV, sniffed for CSV (readers.py)
     phrase_rows: bool = False  # training rows are phrases of whole sentences (SST-2): carve validation by sentence
     fingerprint: str = ""  # hash of the files' bytes (a dataset: of its rows); set once resolved
 
@@ -113,8 +126,9 @@ def section_of(flags) -> dict:
     if not getattr(flags, "train_file", None) and not getattr(flags, "dataset", None):
         return {}
     names = {"kind": "task_kind", "metric": "task_metric"}
-    keys = [*FILES, "dataset", "dataset_config", "train_split", "eval_split", "text_column", "text_pair_column"]
-    keys += ["label_column", "tokens_column", "tags_column", "kind", "metric"]
+    keys = [*FILES, "dataset", "dataset_config", "train_split", "eval_split", "delimiter", "text_column"]
+    keys += ["text_pair_column"]
+    keys += ["label_column", "label_map", "tokens_column", "tags_column", "kind", "metric"]
     return {k: getattr(flags, names.get(k, k), None) or "" for k in keys} | {
         "phrase_rows": bool(getattr(flags, "phrase_rows", False))
     }
@@ -133,13 +147,21 @@ def _header(spec: FileData, split: str) -> list[str]:
     """A split's column names."""
     if spec.dataset:
         return hubdata.columns(_split(spec, split))
-    return columns_of(spec.path(split), spec.field(split))
+    return columns_of(spec.path(split), spec.field(split), spec.delimiter)
+
+
+def _its_columns(spec: FileData, split: str, header: list[str]) -> str:
+    """ "its columns: a, b", and for a CSV or TSV file the delimiter that split them (a wrong one gives one column)."""
+    path = spec.path(split)
+    used = delimiter_of(path, file_format(path, spec.field(split)), spec.delimiter) if path else ""
+    said = f", read as {delimiter_name(used)}-separated (--delimiter chooses)" if used else ""
+    return f"its columns: {', '.join(header)}{said}"
 
 
 def _read(spec: FileData, split: str, wanted: list[str], lists=()) -> list[tuple[int, list]]:
     """``(row number, values)`` of a split's rows: the wanted columns as text, those in ``lists`` as they are."""
     if not spec.dataset:
-        return read_columns(spec.path(split), spec.field(split), wanted, lists)
+        return read_columns(spec.path(split), spec.field(split), wanted, lists, spec.delimiter)
     rows = hubdata.read(_split(spec, split), wanted)
     return [(n, [v if c in lists else as_text(v) for c, v in zip(wanted, vals, strict=True)]) for n, vals in rows]
 
@@ -166,7 +188,9 @@ def _located(spec: FileData) -> FileData:
                     f"data.{f}", f"{flag} goes with --dataset NAME; for files pass --train-file, --eval-file"
                 )
         paths = [os.path.abspath(os.path.expanduser(getattr(spec, f))) if getattr(spec, f) else "" for f in FILES]
-        return replace(spec, train_file=paths[0], eval_file=paths[1], test_file=paths[2])
+        return _delimited(replace(spec, train_file=paths[0], eval_file=paths[1], test_file=paths[2]))
+    if spec.delimiter:
+        raise UserError("data.delimiter", "--delimiter goes with .csv and .tsv files; leave it out for --dataset")
     files = [f for f in FILES if getattr(spec, f)]
     if files:
         flag = "--" + files[0].replace("_", "-")
@@ -181,25 +205,50 @@ def _located(spec: FileData) -> FileData:
     return spec
 
 
+def _delimited(spec: FileData) -> FileData:
+    """A given delimiter as one character (``\\t`` or ``tab`` written out: a tab), for CSV or TSV files only."""
+    if not spec.delimiter:
+        return spec
+    d = {"\\t": "\t", "tab": "\t"}.get(spec.delimiter, spec.delimiter)
+    if len(d) != 1 or d in '"\r\n':
+        raise UserError(
+            "data.delimiter",
+            f"{spec.delimiter!r} is not one character (nor a quote or a line break); pass such as --delimiter ';'",
+        )
+    for split in spec.splits():
+        if file_format(spec.path(split), spec.field(split)) not in ("csv", "tsv"):
+            raise UserError("data.delimiter", f"{spec.path(split)} is not a CSV or TSV file; leave --delimiter out")
+    return replace(spec, delimiter=d)
+
+
 # --------------------------------------------------------------------------- completing the description
 
 
-def _pick(given: str, field: str, flag: str, header: list[str], path: str, guesses) -> tuple[str, bool]:
-    """The column ``given`` (checked against the header) or the first of ``guesses`` there; (name, guessed)."""
+def _pick(given: str, field: str, flag: str, header: list[str], where: tuple[str, str], guesses) -> tuple[str, bool]:
+    """The column ``given`` (checked against the header) or the first of ``guesses`` there; (name, guessed).
+    ``where``: the split's source and its columns as messages say them (``_its_columns``)."""
+    path, cols = where
     if given:
         if given not in header:
-            raise UserError(field, f"{path} has no column {given!r}; its columns: {', '.join(header)}")
+            raise UserError(field, f"{path} has no column {given!r}; {cols}")
         return given, False
     for g in guesses:
-        if g in header:
-            return g, True
-    raise UserError(
-        field, f"{path}: no column named {' or '.join(guesses)}; pass {flag} (its columns: {', '.join(header)})"
-    )
+        if _find(header, g):
+            return _find(header, g), True
+    named = ", ".join(guesses[:-1]) + " or " + guesses[-1] if len(guesses) > 1 else "".join(guesses)
+    raise UserError(field, f"{path}: no column named {named}; pass {flag}; {cols}")
+
+
+def _find(header: list[str], name: str) -> str:
+    """The header's column called ``name``: that exact name, else the first in another case (``Category``); ""."""
+    if not name or name in header:
+        return name
+    return next((h for h in header if h.lower() == name.lower()), "")
 
 
 def _columns(spec: FileData) -> tuple[FileData, list[str]]:
-    header, where = _header(spec, "train"), spec.where("train")
+    header = _header(spec, "train")
+    where = spec.where("train"), _its_columns(spec, "train", header)
     guessed = []
     text, g = _pick(spec.text_column, "data.text_column", "--text-column", header, where, [t for t, _ in TEXT_GUESS])
     guessed += [f"text column {text!r}"] if g else []
@@ -207,8 +256,7 @@ def _columns(spec: FileData) -> tuple[FileData, list[str]]:
     if pair:
         _pick(pair, "data.text_pair_column", "--text-pair-column", header, where, ())
     elif g or not spec.text_column:
-        pair = dict(TEXT_GUESS).get(text) or ""
-        pair = pair if pair in header else ""
+        pair = _find(header, dict(TEXT_GUESS).get(text.lower()) or "")
         guessed += [f"pair column {pair!r}"] if pair else []
     label, g = _pick(spec.label_column, "data.label_column", "--label-column", header, where, LABEL_GUESS)
     guessed += [f"label column {label!r}"] if g else []
@@ -228,14 +276,15 @@ def _no_lists(spec: FileData, split: str) -> None:
 
 
 def _token_columns(spec: FileData) -> tuple[FileData, list[str]]:
-    for f in ("text_column", "text_pair_column", "label_column"):
+    for f in ("text_column", "text_pair_column", "label_column", "label_map"):
         if getattr(spec, f):
             raise UserError(
                 f"data.{f}",
                 f"token classification reads --tokens-column and --tags-column; leave --{f.replace('_', '-')} out",
             )
     _no_lists(spec, "train")
-    header, where = _header(spec, "train"), spec.where("train")
+    header = _header(spec, "train")
+    where = spec.where("train"), _its_columns(spec, "train", header)
     toks, g = _pick(spec.tokens_column, "data.tokens_column", "--tokens-column", header, where, tagging.TOKENS_GUESS)
     guessed = [f"tokens column {toks!r}"] if g else []
     tags, g = _pick(spec.tags_column, "data.tags_column", "--tags-column", header, where, tagging.TAGS_GUESS)
@@ -262,7 +311,8 @@ def _check_other_splits(spec: FileData) -> None:
         missing = [c for c in _wanted(spec) if c not in header]
         if missing:
             raise UserError(
-                spec.field(split), f"{spec.where(split)} has no column {missing[0]!r}; its columns: {', '.join(header)}"
+                spec.field(split),
+                f"{spec.where(split)} has no column {missing[0]!r}; {_its_columns(spec, split, header)}",
             )
 
 
@@ -274,9 +324,13 @@ def _is_number(v: str) -> bool:
     return True
 
 
+def _whole(v: str) -> bool:
+    return v.strip().lstrip("-").isdigit()
+
+
 def _label_order(values: set[str]) -> tuple[str, ...]:
     """Labels in index order: numbers numerically, other names alphabetically."""
-    if all(v.strip().lstrip("-").isdigit() for v in values):
+    if all(_whole(v) for v in values):
         return tuple(sorted(values, key=lambda v: int(v)))
     return tuple(sorted(values))
 
@@ -289,6 +343,8 @@ def _kind_and_labels(spec: FileData, values: list[str]) -> FileData:
         numeric = all(_is_number(v) for v in values)
         kind = "regression" if numeric and not all(float(v).is_integer() for v in values) else "classification"
     if kind == "regression":
+        if spec.label_map:
+            raise UserError("data.label_map", "--label-map names classes; a regression label is a number: leave it out")
         bad = next((v for v in values if not _is_number(v)), None)
         if bad is not None:
             raise UserError(
@@ -297,7 +353,8 @@ def _kind_and_labels(spec: FileData, values: list[str]) -> FileData:
                 "(or pass --task-kind classification)",
             )
         return replace(spec, kind=kind, labels=())
-    labels = tuple(spec.labels) or _named(spec, spec.label_column) or _label_order(set(values))
+    named = tuple(spec.labels) or _map_names(spec) or _named(spec, spec.label_column)
+    labels = named or _label_order(set(values))
     return _checked_labels(replace(spec, kind=kind, labels=labels), set(values))
 
 
@@ -370,9 +427,12 @@ def _resolve_labels(spec: FileData, head: Head | None) -> tuple[FileData, list[s
     """A text task's columns, kind and labels (aligned with a classification teacher's), and what to say of them."""
     spec, guessed = _columns(spec)
     _check_other_splits(spec)
+    parse_label_map(spec.label_map) if spec.label_map else ()  # a malformed map refused before any row is read
     values = [lab for _, lab in _labels(spec, "train")]
     spec = _kind_and_labels(spec, values)
     named = head and head.kind != "token" and spec.kind == "classification"
+    if named and head and head.names:
+        _check_map_names(spec, head)
     spec, note = align(spec, set(values), head) if head and named else (spec, "")
     return spec, guessed, note
 
@@ -413,6 +473,7 @@ def describe(spec: FileData, guessed=()) -> str:
     else:
         cols = f"text {spec.text_column!r}" + (f", pair {spec.text_pair_column!r}" if spec.text_pair_column else "")
         cols, flags = f"{cols}, label {spec.label_column!r}", "--text-column / --label-column"
+        cols += f" (--label-map {spec.label_map})" if spec.label_map else ""
     what = "tags" if spec.kind == "token" else "labels"
     labels = f", {len(spec.labels)} {what}: {', '.join(spec.labels)[:200]}" if spec.labels else ""
     guess = f" (guessed {', '.join(guessed)}; {flags} choose)" if guessed else ""
@@ -421,10 +482,66 @@ def describe(spec: FileData, guessed=()) -> str:
 
 def _source(spec: FileData) -> str:
     if not spec.dataset:
-        return os.path.basename(spec.train_file)
+        fmt = file_format(spec.train_file, "data.train_file")
+        used = delimiter_of(spec.train_file, fmt, spec.delimiter)
+        said = f" ({delimiter_name(used)}-separated)" if used and used != {"csv": ",", "tsv": "\t"}[fmt] else ""
+        return os.path.basename(spec.train_file) + said
     name = spec.dataset + (f" ({spec.dataset_config})" if spec.dataset_config else "")
     dev = f"dev {spec.eval_split!r}" if spec.eval_split else "dev: 10% of train held out (--eval-split NAME chooses)"
     return f"{name}, train {spec.train_split!r}, {dev}"
+
+
+# --------------------------------------------------------------------------- label values renamed (--label-map)
+
+MAP_FIX = "write it as VALUE=NAME pairs, such as --label-map 0=negative,1=positive"
+
+
+@functools.lru_cache(maxsize=16)
+def parse_label_map(text: str) -> tuple[tuple[str, str], ...]:
+    """``0=neg,1=pos`` as ``(("0", "neg"), ("1", "pos"))`` in the order given; a malformed map is refused."""
+    pairs: list[tuple[str, str]] = []
+    for item in text.split(","):
+        value, eq, name = (part.strip() for part in item.partition("="))
+        if not eq or not value or not name:
+            raise UserError("data.label_map", f"{item.strip()!r} is not VALUE=NAME; {MAP_FIX}")
+        if value in dict(pairs):
+            raise UserError("data.label_map", f"value {value!r} is mapped twice; map each value once")
+        pairs.append((value, name))
+    return tuple(pairs)
+
+
+def _map_names(spec: FileData) -> tuple[str, ...]:
+    """The names a label map gives, in its order (index 0 is the first value's name): its order is the labels'
+    where no teacher names them."""
+    return tuple(dict.fromkeys(name for _, name in parse_label_map(spec.label_map))) if spec.label_map else ()
+
+
+def _renamed(spec: FileData, where: str, rows: list) -> list:
+    """Rows whose label is the map's name for the file's value; a value the map lacks is refused."""
+    table = dict(parse_label_map(spec.label_map))
+    out = []
+    for n, text, pair, raw in rows:
+        name = table.get(raw, table.get(raw.strip()))
+        if name is None:
+            raise UserError(
+                "data.label_map",
+                f"{where} {spec.unit} {n}: label {raw!r} is not in --label-map {spec.label_map}; map every value "
+                "the file holds",
+            )
+        out.append((n, text, pair, name))
+    return out
+
+
+def _check_map_names(spec: FileData, head: Head) -> None:
+    """Every name a label map gives is one of the named teacher's labels (case ignored)."""
+    theirs = {n.lower() for n in head.names}
+    stray = [n for n in _map_names(spec) if n.lower() not in theirs]
+    if stray:
+        raise UserError(
+            "data.label_map",
+            f"{stray[0]!r} is not a label of the teacher (its labels: {', '.join(head.names)[:200]}); map the "
+            "file's values to those names",
+        )
 
 
 # --------------------------------------------------------------------------- labels aligned with the teacher
@@ -470,7 +587,9 @@ def align(spec: FileData, values: set[str], head: Head) -> tuple[FileData, str]:
     data never uses)."""
     if not head.names:
         order = ", ".join(f"{i}={n}" for i, n in enumerate(spec.labels))[:200]
-        if spec.kind == "classification" and not spec.dataset:
+        if spec.kind == "classification" and spec.label_map:
+            whose = "--label-map's names take its indices in the map's order"
+        elif spec.kind == "classification" and not spec.dataset:
             whose = "the file's take its indices in sorted order"
         else:
             whose = f"the data's {'tags' if spec.kind == 'token' else 'labels'} take its indices in this order"
@@ -482,10 +601,19 @@ def align(spec: FileData, values: set[str], head: Head) -> tuple[FileData, str]:
         raise UserError(
             "teacher",
             f"its labels ({', '.join(head.names)[:200]}) are not the labels of {_short(spec)} "
-            f"({', '.join(sorted(values))[:200]}); pass a teacher fine-tuned on these labels, or fix the "
-            f"{'tags' if spec.kind == 'token' else 'label'} column",
+            f"({', '.join(sorted(values))[:200]}); {_numbers_hint(spec, values, head)}pass a teacher fine-tuned on "
+            f"these labels, or fix the {'tags' if spec.kind == 'token' else 'label'} column",
         )
     return replace(spec, labels=head.names), ""
+
+
+def _numbers_hint(spec: FileData, values: set[str], head: Head) -> str:
+    """Whole numbers in the file and names in the teacher: the map that says which is which, as the fix."""
+    if spec.kind != "classification" or spec.label_map or not values or not all(_whole(v) for v in values):
+        return ""
+    order = _label_order(values)
+    example = ",".join(f"{v}={n}" for v, n in zip(order, head.names, strict=False))
+    return f"say which number is which name with --label-map (such as {example}, if that is the order), or "
 
 
 @functools.lru_cache(maxsize=64)
@@ -577,7 +705,7 @@ def _rows(spec: FileData, split: str) -> list[tuple[int, str, str | None, str]]:
         )
     if not kept:
         raise UserError(spec.field(split), f"{where} has no rows with a text; the {split} split would be empty")
-    return kept
+    return _renamed(spec, where, kept) if spec.label_map else kept
 
 
 def _token_rows(spec: FileData, split: str) -> list[tuple[int, list[str], list[str]]]:

@@ -1,11 +1,14 @@
 """Reading the user's files with every value as text: CSV and TSV (the csv module; TSV with ``csv.QUOTE_NONE``, as
-GLUE's text has stray quotes), JSON, JSON Lines and Parquet (json and pyarrow directly, where pandas and ``datasets``
-would turn "NA" or "null" into missing and "True" into a boolean); the columns checked before any row is read."""
+GLUE's text has stray quotes; a CSV's delimiter given, else sniffed among ``, ; tab |`` from its first lines), JSON,
+JSON Lines and Parquet (json and pyarrow directly, where pandas and ``datasets`` would turn "NA" or "null" into missing
+and "True" into a boolean); the columns checked before any row is read."""
 
 from __future__ import annotations
 
 import csv
+import functools
 import hashlib
+import io
 import json
 import os
 from collections.abc import Iterator
@@ -14,6 +17,9 @@ from raydistill.common.errors import UserError
 
 FORMATS = {".csv": "csv", ".tsv": "tsv", ".json": "json", ".jsonl": "jsonl", ".parquet": "parquet"}
 FIX_FORMAT = "give a .csv, .tsv, .json, .jsonl or .parquet file"
+DELIMITERS = {",": "comma", ";": "semicolon", "\t": "tab", "|": "pipe"}  # sniffed in this order; named in messages
+SNIFF_ROWS = 20  # the first rows that must all split into the header's number of fields
+SNIFF_CHARS = 1 << 16
 
 
 def as_text(v) -> str | None:
@@ -34,11 +40,46 @@ def file_format(path: str, field: str) -> str:
     return fmt
 
 
-def _csv_rows(path: str, fmt: str) -> Iterator[tuple[int, list[str]]]:
-    csv.field_size_limit(2**31 - 1)
-    opts = {"delimiter": "\t", "quoting": csv.QUOTE_NONE} if fmt == "tsv" else {}
+def delimiter_name(d: str) -> str:
+    """How messages name a delimiter: ``semicolon``, or the character quoted."""
+    return DELIMITERS.get(d, repr(d))
+
+
+def delimiter_of(path: str, fmt: str, given: str = "") -> str:
+    """The delimiter a CSV or TSV file is read with: the one given, a tab for TSV, else the CSV's sniffed one ("" for
+    the other formats)."""
+    if fmt not in ("csv", "tsv"):
+        return ""
+    if given or fmt == "tsv":
+        return given or "\t"
+    st = os.stat(path)
+    return _sniffed(path, st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=32)
+def _sniffed(path: str, mtime: int, size: int) -> str:  # mtime, size: sniffed again only if the file changed
+    """The first of ``, ; tab |`` that splits the header into 2+ fields and each of the first rows into as many (a
+    comma file stays a comma file whatever its text holds); else ``csv.Sniffer``'s guess among them; else a comma."""
     with open(path, encoding="utf-8-sig", newline="") as f:
-        reader = csv.reader(f, **opts)  # type: ignore[arg-type]
+        sample = f.read(SNIFF_CHARS)
+    for d in DELIMITERS:
+        rows = [r for r in csv.reader(io.StringIO(sample), delimiter=d) if r]
+        rows = rows[:-1] if len(sample) == SNIFF_CHARS and len(rows) > 1 else rows  # the last may be cut short
+        if rows and len(rows[0]) > 1 and all(len(r) == len(rows[0]) for r in rows[:SNIFF_ROWS]):
+            return d
+    try:
+        return csv.Sniffer().sniff(sample, delimiters="".join(DELIMITERS)).delimiter
+    except csv.Error:
+        return ","
+
+
+def _csv_rows(path: str, fmt: str, delimiter: str) -> Iterator[tuple[int, list[str]]]:
+    csv.field_size_limit(2**31 - 1)
+    with open(path, encoding="utf-8-sig", newline="") as f:
+        if fmt == "tsv":
+            reader = csv.reader(f, delimiter=delimiter, quoting=csv.QUOTE_NONE)
+        else:
+            reader = csv.reader(f, delimiter=delimiter)
         for row in reader:
             if row:  # blank lines
                 yield reader.line_num, row
@@ -78,12 +119,13 @@ def _parquet(path: str, columns: list[str] | None):
         raise UserError("", f"{path} is not a Parquet file pyarrow can read: {str(e).splitlines()[0][:200]}") from None
 
 
-def columns_of(path: str, field: str) -> list[str]:
-    """The file's column names, read before any row (a header, the first record's keys, the Parquet schema)."""
+def columns_of(path: str, field: str, delimiter: str = "") -> list[str]:
+    """The file's column names, read before any row (a header, the first record's keys, the Parquet schema);
+    ``delimiter``: a CSV's or TSV's, "" for its own (``delimiter_of``)."""
     fmt = file_format(path, field)
     try:
         if fmt in ("csv", "tsv"):
-            return next(iter(_csv_rows(path, fmt)), (0, []))[1]
+            return next(iter(_csv_rows(path, fmt, delimiter_of(path, fmt, delimiter))), (0, []))[1]
         if fmt == "parquet":
             return _parquet(path, None)
         first = next(iter(_json_records(path, fmt)), (0, {}))[1]
@@ -96,13 +138,13 @@ def columns_of(path: str, field: str) -> list[str]:
     return list(first)
 
 
-def read_columns(path: str, field: str, wanted: list[str], lists=()) -> list[tuple[int, list]]:
+def read_columns(path: str, field: str, wanted: list[str], lists=(), delimiter: str = "") -> list[tuple[int, list]]:
     """``(line or record number, values of the wanted columns as text)`` for every row; a value absent is None; the
     columns in ``lists`` (tokens, tags) as they are, a list where the file holds one."""
     fmt = file_format(path, field)
     try:
         if fmt in ("csv", "tsv"):
-            return _csv_columns(path, fmt, field, wanted)
+            return _csv_columns(path, fmt, field, wanted, delimiter_of(path, fmt, delimiter))
         records = _parquet(path, wanted) if fmt == "parquet" else _json_records(path, fmt)
         return [(n, _record(path, field, n, r, wanted, lists)) for n, r in _numbered(records)]
     except UserError as e:
@@ -123,15 +165,18 @@ def _record(path, field, n, r, wanted, lists=()) -> list:
     return [r.get(c) if c in lists else as_text(r.get(c)) for c in wanted]
 
 
-def _csv_columns(path, fmt, field, wanted) -> list[tuple[int, list[str | None]]]:
-    rows = _csv_rows(path, fmt)
+def _csv_columns(path, fmt, field, wanted, delimiter) -> list[tuple[int, list[str | None]]]:
+    rows = _csv_rows(path, fmt, delimiter)
     _, header = next(rows)
     idx = [header.index(c) for c in wanted]
     out: list[tuple[int, list[str | None]]] = []
     for n, row in rows:
         if len(row) != len(header):
-            sep = "tab-separated" if fmt == "tsv" else "comma-separated"
-            raise UserError(field, f"{path} line {n}: expected {len(header)} {sep} fields, got {len(row)}")
+            raise UserError(
+                field,
+                f"{path} line {n}: expected {len(header)} {delimiter_name(delimiter)}-separated fields, got "
+                f"{len(row)} (--delimiter chooses)",
+            )
         out.append((n, [row[i] for i in idx]))
     return out
 

@@ -68,7 +68,8 @@ def teacher_config(name_or_dir: str, field: str = "teacher", trust_remote_code: 
         raise UserError(
             field,
             f"{name_or_dir!r} is not a local directory and the Hugging Face hub is unreachable; "
-            f"run offline with a local model and data: --{field} DIR --data-dir DIR (see README, Offline)",
+            f"run offline with a local model and data: --{field} DIR --data-dir DIR "
+            "(see README.md#quickstart-minutes-on-a-laptop-cpu-offline)",
         )
     unreadable: tuple[type[Exception], ...] = (OSError, ValueError, KeyError, TypeError, json.JSONDecodeError)
     try:
