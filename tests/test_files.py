@@ -393,7 +393,12 @@ def test_a_label_map_names_a_files_numbers_as_the_teacher_does(tmp_path, tiny_te
     data = {"train_file": path, "text_column": "review", "label_column": "sentiment"}
     with pytest.raises(UserError) as e:
         RunConfig.from_dict({"teacher": teacher, "data": data})
-    assert e.value.field == "teacher" and "--label-map (such as 0=positive,1=negative" in e.value.message
+    assert e.value.field == "teacher" and "--label-map VALUE=NAME" in e.value.message
+    # no pairing guessed (here the teacher's order, 0=positive, would have been the wrong one)
+    assert (
+        "0=positive" not in e.value.message
+        and "numbers 0, 1 is which of the teacher's names positive, negative" in (e.value.message)
+    )
     report()
     capsys.readouterr()
     cfg = RunConfig.from_dict({"teacher": teacher, "data": {**data, "label_map": "0=negative, 1=positive"}})

@@ -611,9 +611,14 @@ def _numbers_hint(spec: FileData, values: set[str], head: Head) -> str:
     """Whole numbers in the file and names in the teacher: the map that says which is which, as the fix."""
     if spec.kind != "classification" or spec.label_map or not values or not all(_whole(v) for v in values):
         return ""
-    order = _label_order(values)
-    example = ",".join(f"{v}={n}" for v, n in zip(order, head.names, strict=False))
-    return f"say which number is which name with --label-map (such as {example}, if that is the order), or "
+    # no pairing offered: the file's numbers say nothing of which name they stand for, and a guess copied as is
+    # would swap the classes silently
+    numbers = ", ".join(_label_order(values))
+    names = ", ".join(head.names)
+    return (
+        f"say which of the numbers {numbers} is which of the teacher's names {names} with --label-map VALUE=NAME,… "
+        "(from how the file was labelled), or "
+    )
 
 
 @functools.lru_cache(maxsize=64)
