@@ -344,9 +344,9 @@ def test_a_space_carries_a_dataset_and_token_columns(klue, tmp_path, tiny_teache
 
 
 @pytest.mark.slow
-def test_distill_command_on_klue_rows_scores_as_on_the_builtin_task(ray_session, klue, tiny_teacher, tmp_path):
-    """``python -m raydistill.distill`` end to end (Ray Train workers, MLflow) on the JSON Lines, on the dataset folder
-    and on the built-in klue_ner: the same val_* and eval_* scores with the same seed."""
+def test_distill_command_on_klue_rows_scores_as_on_the_builtin_task(klue, tiny_teacher, tmp_path):
+    """``python -m raydistill.distill`` end to end (its one worker in the command's process, MLflow) on the JSON Lines,
+    on the dataset folder and on the built-in klue_ner: the same val_* and eval_* scores with the same seed."""
     from raydistill.distill.__main__ import main
 
     teacher = _klue_teacher(tiny_teacher, klue)

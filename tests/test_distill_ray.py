@@ -1,4 +1,5 @@
-"""Distillation as Ray Train runs (slow): the CLI end to end, MLflow contents, and DDP equivalence."""
+"""The distill command end to end (slow): its MLflow contents and student (one worker, in the command's process), and
+DDP equivalence (2 Ray Train workers train as that one)."""
 
 from __future__ import annotations
 
@@ -31,9 +32,7 @@ def distill(argv, capsys):
     return json.loads(last)
 
 
-def test_distill_cli_logs_mlflow_run_and_saves_student(
-    ray_session, tiny_teacher, glue_dir, mlflow_uri, tmp_path, capsys
-):
+def test_distill_cli_logs_mlflow_run_and_saves_student(tiny_teacher, glue_dir, mlflow_uri, tmp_path, capsys):
     from mlflow.tracking import MlflowClient
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 

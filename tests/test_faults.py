@@ -65,7 +65,7 @@ def test_worker_killed_mid_epoch_restarts_from_checkpoint(
 
 
 @pytest.mark.slow
-def test_nan_loss_fails_the_run_with_its_reason(ray_session, tiny_teacher, glue_dir, mlflow_uri, tmp_path, capsys):
+def test_nan_loss_fails_the_run_with_its_reason(tiny_teacher, glue_dir, mlflow_uri, tmp_path, capsys):
     from mlflow.tracking import MlflowClient
 
     from raydistill.distill.__main__ import main

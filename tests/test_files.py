@@ -515,9 +515,9 @@ def test_a_space_carries_the_data_section(tmp_path, tiny_teacher):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(SHARED))
-def test_distill_command_on_files_scores_as_on_the_builtin_task(ray_session, same_rows, name, tiny_teacher, tmp_path):
-    """``python -m raydistill.distill`` end to end (Ray Train, MLflow) on the files and on the built-in task: the same
-    val_* and eval_* scores with the same seed."""
+def test_distill_command_on_files_scores_as_on_the_builtin_task(same_rows, name, tiny_teacher, tmp_path):
+    """``python -m raydistill.distill`` end to end (its one worker in the command's process, MLflow) on the files and
+    on the built-in task: the same val_* and eval_* scores with the same seed."""
     from raydistill.distill.__main__ import main
 
     teacher = tiny_teacher("regression" if name == "stsb" else "classification", 1 if name == "stsb" else 2)

@@ -6,6 +6,7 @@ trial's device logic is checked here with CUDA mocked (tests/gpu_checks.py runs 
 from __future__ import annotations
 
 import os
+from types import SimpleNamespace
 
 import pytest
 
@@ -175,3 +176,69 @@ def test_a_1_worker_gpu_trial_trains_in_process_unless_ray_train_is_asked_for(
     monkeypatch.setattr(tune, "with_parameters", lambda f, **kw: f)  # no Ray object store needed for the bundle
     bundle = trainable_for(None, parent="p", storage="/s", name="n", opts=opts)._resources.required_resources
     assert bundle == ({"CPU": 1.0, "GPU": 0.125} if in_process else {"memory": 1.0})
+
+
+def test_a_1_worker_distill_command_trains_here_without_ray(tiny_teacher, glue_dir, tmp_path, capsys, monkeypatch):
+    """``python -m raydistill.distill`` with one worker (issue 47): the loop in this process, no Ray started; the same
+    outputs as on Ray Train — the epoch's checkpoint under --storage-path, the student exported, the MLflow run
+    FINISHED with one point per epoch, the JSON line — and the caller's torch threads back afterwards (the API)."""
+    import json
+
+    import torch
+    from mlflow.tracking import MlflowClient
+
+    from raydistill.distill.__main__ import main
+    from raydistill.orchestrate import connect
+    from tests.test_distill_ray import TINY_STUDENT
+
+    def no_ray(*a, **kw):
+        raise AssertionError("Ray started")
+
+    monkeypatch.setattr(connect, "init_ray", no_ray)
+    before = torch.get_num_threads()
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    main(
+        [
+            *("--method", "kd", "--task", "sst2", "--teacher", tiny_teacher("classification", 2)),
+            *("--data-dir", glue_dir, *TINY_STUDENT, "--epochs", "2", "--max-steps", "4", "--batch-size", "16"),
+            *("--max-length", "32", "--eval-limit", "16", "--output", str(tmp_path / "s"), "--tracking-uri", uri),
+            *("--storage-path", str(tmp_path / "ray")),
+        ]
+    )
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert torch.get_num_threads() == before
+    assert out["epoch"] == 2 and out["student_dir"] == str(tmp_path / "s")
+    assert (tmp_path / "s" / "config.json").is_file()
+    (run_dir,) = os.listdir(tmp_path / "ray")
+    assert os.listdir(tmp_path / "ray" / run_dir) == ["checkpoint_000002"]
+    c = MlflowClient(uri)
+    assert c.get_run(out["run_id"]).info.status == "FINISHED"
+    assert sorted(m.step for m in c.get_metric_history(out["run_id"], "eval_accuracy")) == [1, 2]
+
+
+@pytest.mark.parametrize(
+    "flags, env, ray_train",
+    [
+        ([], {}, False),
+        (["--ray-train"], {}, True),
+        (["--num-workers", "2"], {}, True),
+        (["--max-failures", "1"], {}, True),
+        ([], {"RAY_ADDRESS": "auto"}, True),
+        (["--storage-path", "s3://bucket/ray"], {}, True),
+        (["--inject-fault", "kill:rank=0,epoch=1,step=1,once=/x"], {}, True),
+        (["--inject-fault", "nan:epoch=1"], {}, False),
+    ],
+)
+def test_the_distill_command_trains_on_ray_train_only_where_it_must(flags, env, ray_train, monkeypatch, tmp_path):
+    """Ray Train where the run needs it (asked for, DDP, restarts, a cluster, remote checkpoints, a worker-killing
+    fault); otherwise the one worker trains in the command's process."""
+    from raydistill.distill.__main__ import on_ray_train, parser
+
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    if not env:
+        monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    a = parser().parse_args(["--method", "kd", "--teacher", "t", "--output", str(tmp_path / "s"), *flags])
+    storage = a.storage_path or str(tmp_path)
+    cfg = SimpleNamespace(train=SimpleNamespace(num_workers=a.num_workers), fault=a.inject_fault)
+    assert on_ray_train(a, cfg, storage) is ray_train

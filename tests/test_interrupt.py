@@ -149,3 +149,20 @@ def test_interrupt_mid_trial_then_resume(tiny_teacher, glue_dir, tmp_path):
     st = _statuses(db)
     trials = [s for s, role in st if role == "trial"]
     assert trials == ["FINISHED", "FINISHED"] and ("FINISHED", "sweep") in st  # resumed into the same runs
+
+
+def test_interrupt_a_1_worker_distill_run_in_process(tiny_teacher, glue_dir, tmp_path):
+    """Ctrl-C mid-epoch of ``distill``'s one worker, trained in the command's process (no Ray): one line, exit 130,
+    no traceback, the MLflow run ended KILLED and tagged interrupted (as on Ray Train)."""
+    from tests.test_distill_ray import TINY_STUDENT
+
+    db = tmp_path / "m.db"
+    cmd = [sys.executable, "-m", "raydistill.distill", "--method", "kd", "--task", "sst2", "--data-dir", glue_dir]
+    cmd += ["--teacher", tiny_teacher("classification", 2), *TINY_STUDENT, "--epochs", "200", "--batch-size", "16"]
+    cmd += ["--max-length", "32", "--eval-limit", "16", "--tracking-uri", f"sqlite:///{db}", "--output", "s"]
+    code, out, err = _interrupt_when(cmd, str(tmp_path), lambda e: "[rank0]" in e)
+    lines = [ln for ln in err.strip().splitlines() if ln.strip()]
+    assert code == 130 and lines[-1].startswith("interrupted"), err[-3000:]
+    assert "Traceback" not in err and not out.strip()
+    assert _statuses(db) == [("KILLED", "trial")]
+    assert sqlite3.connect(db).execute("select value from tags where key = 'interrupted'").fetchall() == [("true",)]

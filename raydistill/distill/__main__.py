@@ -1,4 +1,5 @@
-"""python -m raydistill.distill: one distillation run as a Ray Train TorchTrainer job with N DDP workers.
+"""python -m raydistill.distill: one distillation run, in this process (one worker) or as a Ray Train TorchTrainer job
+with N DDP workers.
 
 The last line of stdout is one JSON object with the final dev metrics (keys ``eval_*``).
 """
@@ -25,8 +26,9 @@ from raydistill.config.schema import DistillConfig, RunConfig, StudentConfig
 
 DESCRIPTION = (
     "One distillation run: a student learns from a fine-tuned teacher on a task (--task general: general "
-    "distillation on raw text from --unlabeled-text). It trains on Ray Train with --num-workers data-parallel "
-    "workers, logs to MLflow, writes the best epoch's student to --output, and prints its scores as one "
+    "distillation on raw text from --unlabeled-text). One worker trains in this process, with no Ray started; "
+    "--num-workers data-parallel workers, restarts (--max-failures), a cluster (RAY_ADDRESS) or --ray-train train on "
+    "Ray Train. It logs to MLflow, writes the best epoch's student to --output, and prints its scores as one "
     "JSON object on the last line of stdout. Bad input is refused before anything starts."
 )
 
@@ -155,9 +157,25 @@ def _add_layer_args(p: Parser, d: DistillConfig) -> None:
 
 def _add_run_args(p: Parser) -> None:
     """Workers and recovery, the data beyond the task's own rows, where the student and the run go."""
-    p.add_argument("--num-workers", type=int, default=1, help="data-parallel (DDP) workers on Ray Train")
+    p.add_argument(
+        "--num-workers",
+        type=int,
+        default=1,
+        help="data-parallel (DDP) workers on Ray Train (1: trained in this process, unless Ray Train is asked for)",
+    )
     p.add_argument("--use-gpu", action="store_true", help="one GPU per worker")
-    p.add_argument("--max-failures", type=int, default=0, help="worker failures to recover from a checkpoint")
+    p.add_argument(
+        "--max-failures",
+        type=int,
+        default=0,
+        help="worker failures to recover from a checkpoint (above 0: on Ray Train, which restarts the workers)",
+    )
+    p.add_argument(
+        "--ray-train",
+        action="store_true",
+        help="train on Ray Train even with one worker (always so with --num-workers above 1, --max-failures above 0, "
+        "RAY_ADDRESS set or a remote --storage-path); without it one worker trains in this process, no Ray started",
+    )
     p.add_argument(
         "--augment-dir",
         default=None,
@@ -172,7 +190,9 @@ def _add_run_args(p: Parser) -> None:
     p.add_argument("--output", default="outputs/student", help="folder to write the student to")
     add_overwrite(p, "raydistill distill")
     p.add_argument(
-        "--storage-path", default=None, help="Ray results folder or s3:// URI (default ./raydistill-results/ray)"
+        "--storage-path",
+        default=None,
+        help="folder or s3:// URI of the run's checkpoints (Ray Train's results; default ./raydistill-results/ray)",
     )
     p.add_argument("--run-name", default=None, help="MLflow run name (default: METHOD-TASK-SIZE-time)")
     add_teacher_args(p)
@@ -269,23 +289,59 @@ def run(argv=None) -> dict:
     from raydistill.tasks.files import report
 
     report()  # the columns guessed in the user's files, once the checks passed
-    from raydistill.common.interrupts import at_signal, on_interrupt
     from raydistill.common.paths import storage_location
+
+    storage = storage_location(a.storage_path)  # a URI as given, a folder made absolute
+    # a fresh run name each time: Train V2 resumes any earlier run stored under the same name
+    shape = f"{cfg.student.layers}L{cfg.student.hidden}"
+    name = f"{cfg.distill.method}-{cfg.task}-{shape}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+    try:
+        if on_ray_train(a, cfg, storage):
+            return _on_ray_train(a, cfg, storage, name)
+        return _in_process(cfg, storage, name)
+    except Exception as e:
+        raise RunFailed(f"training failed: {failure_reason(e)}") from e
+
+
+def on_ray_train(a, cfg: RunConfig, storage: str) -> bool:
+    """Whether the run needs Ray Train: asked for (``--ray-train``), several DDP workers, restarts of failed workers,
+    a cluster to run on (``RAY_ADDRESS``), checkpoints in remote storage, or a fault that kills a worker (a test hook:
+    in this process it would end the command). Otherwise its one worker trains in this process: Ray's start, Ray
+    Train's controller and worker are most of a small run's time (docs/benchmarks/2026-11-23-sweep-throughput.md)."""
+    from raydistill.common.paths import is_uri
+
+    return bool(
+        a.ray_train
+        or cfg.train.num_workers > 1
+        or a.max_failures != 0
+        or os.environ.get("RAY_ADDRESS")
+        or is_uri(storage)
+        or cfg.fault.startswith("kill")
+    )
+
+
+def _on_ray_train(a, cfg: RunConfig, storage: str, name: str) -> dict:
+    """The run as a Ray Train job, on the Ray this process joins or starts (stopped on Ctrl-C if it started it)."""
+    from raydistill.common.interrupts import at_signal, on_interrupt
     from raydistill.orchestrate.connect import init_ray, mute_workers, shutdown
     from raydistill.orchestrate.run import RunOptions, execute
 
     if init_ray(verbose=a.verbose):  # a Ray the caller started (raydistill.api) is theirs to stop
         on_interrupt(shutdown)  # Ctrl-C: the run is ended KILLED (execute), Ray stopped, then the one line
     at_signal(mute_workers)  # Ctrl-C: workers Ray kills while the command unwinds print nothing
-    storage = storage_location(a.storage_path)
-    # a fresh Ray Train run name each time: Train V2 resumes any earlier run stored under the same name
-    shape = f"{cfg.student.layers}L{cfg.student.hidden}"
-    name = f"{cfg.distill.method}-{cfg.task}-{shape}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
     opts = RunOptions(max_failures=a.max_failures, placement_strategy=a.placement_strategy, verbose=a.verbose)
-    try:
-        return execute(cfg, storage_path=storage, name=name, opts=opts)
-    except Exception as e:
-        raise RunFailed(f"training failed: {failure_reason(e)}") from e
+    return execute(cfg, storage_path=storage, name=name, opts=opts)
+
+
+def _in_process(cfg: RunConfig, storage: str, name: str) -> dict:
+    """The run's one worker in this process (``orchestrate.run.fit_in_process``, as a sweep's 1-worker trial): the
+    same loop, MLflow run, checkpoints under ``storage``, export and scores, on one CPU thread as a Ray Train worker
+    of one CPU has; the caller's torch threads and thread settings back afterwards (``raydistill.api``)."""
+    from raydistill.orchestrate.resources import threads_kept
+    from raydistill.orchestrate.run import execute
+
+    with threads_kept():
+        return execute(cfg, storage_path=storage, name=name, in_process=lambda metrics: None)
 
 
 if __name__ == "__main__":

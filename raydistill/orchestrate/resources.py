@@ -10,6 +10,7 @@ PENDING forever.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 from dataclasses import dataclass
@@ -110,6 +111,26 @@ def confine_threads(n: int, torch_threads: bool = True) -> None:
         import torch
 
         torch.set_num_threads(n)
+
+
+@contextlib.contextmanager
+def threads_kept():
+    """Inside, a run may ``confine_threads`` this process (the distill command's in-process worker); afterwards the
+    caller's torch thread count and thread variables are back (a notebook calling ``raydistill.api``). A pool that
+    already started keeps its size either way."""
+    import torch
+
+    names = (*THREAD_ENV, "TOKENIZERS_PARALLELISM")
+    env, n = {k: os.environ.get(k) for k in names}, torch.get_num_threads()
+    try:
+        yield
+    finally:
+        torch.set_num_threads(n)
+        for k, v in env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def gpu_memory(device) -> dict:
