@@ -258,7 +258,8 @@ def test_readme_sweep_runs_on_a_minilm_shaped_teacher_without_set(
     assert out["trials"] == 1 and out["errors"] == 0
     c = MlflowClient(uri)
     runs = c.search_runs(
-        [c.get_experiment_by_name("pkd_glue").experiment_id], filter_string="tags.`raydistill.trial_id` != ''"
+        [c.get_experiment_by_name("pkd_glue-sst2").experiment_id],  # the default experiment: SPACE-TASK
+        filter_string="tags.`raydistill.trial_id` != ''",
     )
     p = runs[0].data.params
     assert (p["student_layers"], p["student_hidden"], p["student_intermediate"], p["student_heads"]) == (

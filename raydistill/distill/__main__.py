@@ -295,8 +295,11 @@ def run(argv=None) -> dict:
     # a fresh run name each time: Train V2 resumes any earlier run stored under the same name
     shape = f"{cfg.student.layers}L{cfg.student.hidden}"
     name = f"{cfg.distill.method}-{cfg.task}-{shape}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+    ray_train = on_ray_train(a, cfg, storage)
+    if ray_train:  # outside the try: a cluster that refuses this driver (its token) is one line naming the fix, exit 2
+        _join_ray(a)
     try:
-        if on_ray_train(a, cfg, storage):
+        if ray_train:
             return _on_ray_train(a, cfg, storage, name)
         return _in_process(cfg, storage, name)
     except Exception as e:
@@ -320,15 +323,20 @@ def on_ray_train(a, cfg: RunConfig, storage: str) -> bool:
     )
 
 
-def _on_ray_train(a, cfg: RunConfig, storage: str, name: str) -> dict:
-    """The run as a Ray Train job, on the Ray this process joins or starts (stopped on Ctrl-C if it started it)."""
+def _join_ray(a) -> None:
+    """The Ray this process joins or starts for Ray Train (stopped on Ctrl-C if it started it)."""
     from raydistill.common.interrupts import at_signal, on_interrupt
     from raydistill.orchestrate.connect import init_ray, mute_workers, shutdown
-    from raydistill.orchestrate.run import RunOptions, execute
 
     if init_ray(verbose=a.verbose):  # a Ray the caller started (raydistill.api) is theirs to stop
         on_interrupt(shutdown)  # Ctrl-C: the run is ended KILLED (execute), Ray stopped, then the one line
     at_signal(mute_workers)  # Ctrl-C: workers Ray kills while the command unwinds print nothing
+
+
+def _on_ray_train(a, cfg: RunConfig, storage: str, name: str) -> dict:
+    """The run as a Ray Train job, on the Ray ``_join_ray`` joined or started."""
+    from raydistill.orchestrate.run import RunOptions, execute
+
     opts = RunOptions(max_failures=a.max_failures, placement_strategy=a.placement_strategy, verbose=a.verbose)
     return execute(cfg, storage_path=storage, name=name, opts=opts)
 
