@@ -332,6 +332,22 @@ def parser() -> Parser:
         help="the sweep whose trials to rank (its name, as the sweep's summary prints it), or 'all': every sweep in "
         "the experiment, refused unless they share task, data and metric (default: the latest sweep in the experiment)",
     )
+    _add_output_args(p)
+    p.add_argument(
+        "--max-latency-ms",
+        type=float,
+        help="the best trial whose batch-1 latency (latency_ms_b1) is at most this (default: no bound)",
+    )
+    p.add_argument(
+        "--max-params",
+        type=float,
+        help="the best trial whose student has at most this many parameters (default: no bound)",
+    )
+    return p
+
+
+def _add_output_args(p: Parser) -> None:
+    """Where the chosen student goes: a folder (+ ONNX, INT8) and the model registry."""
     p.add_argument("--export", help="write the best student to this folder (model + tokenizer; default: no export)")
     add_overwrite(p, "raydistill best --export", "--export")
     p.add_argument("--onnx", action="store_true", help="with --export: also write model.onnx and compare latency")
@@ -347,17 +363,6 @@ def parser() -> Parser:
         help="register the best student in the MLflow model registry under this name, "
         f"with the alias '{ALIAS}' on the new version (default: not registered)",
     )
-    p.add_argument(
-        "--max-latency-ms",
-        type=float,
-        help="the best trial whose batch-1 latency (latency_ms_b1) is at most this (default: no bound)",
-    )
-    p.add_argument(
-        "--max-params",
-        type=float,
-        help="the best trial whose student has at most this many parameters (default: no bound)",
-    )
-    return p
 
 
 @cli
