@@ -325,12 +325,23 @@ class Sweep:
         if not (plan["top"] and plan["seeds"]):
             return rows, run_ids, None
         from raydistill.config.selection import report_metric
-        from raydistill.orchestrate.confirm import candidates, confirm_points, confirmed_rows, run_confirm
+        from raydistill.orchestrate.confirm import candidates, confirm_points, confirmed_rows
 
         top = candidates(rows, self.metric, plan["top"])
         log(f"confirming the top {len(top)} trial(s) with {plan['seeds']} more seed(s) each (search.confirm)")
-        results = run_confirm(
-            confirm_points(top, self.base.train.seed, plan["seeds"]),
+        results = self.retrain(confirm_points(top, self.base.train.seed, plan["seeds"]), "confirm")
+        c_rows, c_ids = self.rows(results)
+        confirmed = confirmed_rows(rows, c_rows, self.metric, report_metric(self.metric), self.mode)
+        self.clock.lap("confirm")
+        return rows + c_rows, {**run_ids, **c_ids}, confirmed
+
+    def retrain(self, points: list[dict[str, Any]], suffix: str) -> list:
+        """Trials trained again outside the search (the confirmation's fresh seeds, the labels-only control), as the
+        Tune experiment ``NAME-suffix`` beside the sweep's."""
+        from raydistill.orchestrate.confirm import run_confirm
+
+        return run_confirm(
+            points,
             self.base,
             storage=self.storage,
             name=self.name,
@@ -338,11 +349,8 @@ class Sweep:
             n_at_once=self.n_at_once,
             resume=self.args.resume,
             opts=self.opts,
+            suffix=suffix,
         )
-        c_rows, c_ids = self.rows(results)
-        confirmed = confirmed_rows(rows, c_rows, self.metric, report_metric(self.metric), self.mode)
-        self.clock.lap("confirm")
-        return rows + c_rows, {**run_ids, **c_ids}, confirmed
 
     def control(
         self, rows: list[dict[str, Any]], run_ids: dict[str, str], confirmed: list[dict[str, Any]] | None
@@ -352,7 +360,6 @@ class Sweep:
         cannot be judged says why and never costs the sweep its summary."""
         if not self.control_seeds:
             return None
-        from raydistill.orchestrate.confirm import run_confirm
         from raydistill.orchestrate.control import control_points
         from raydistill.results.summary import winner
 
@@ -361,17 +368,7 @@ class Sweep:
             return {"verdict": None, "reason": "no trial exported a student"}
         points = control_points(best, self.base, self.base.train.seed, self.control_seeds)
         log(f"labels-only control: the winner's student ({best['trial']}) on gold labels alone, {len(points)} seed(s)")
-        results = run_confirm(
-            points,
-            self.base,
-            storage=self.storage,
-            name=self.name,
-            parent=self.parent,
-            n_at_once=self.n_at_once,
-            resume=self.args.resume,
-            opts=self.opts,
-            suffix="control",
-        )
+        results = self.retrain(points, "control")
         c_rows, c_ids = self.rows(results)
         out = self._judge(best, c_rows, {**run_ids, **c_ids}, points[0])
         self.clock.lap("control")
