@@ -36,6 +36,7 @@ import platform
 import subprocess
 import sys
 import time
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import quality_stats as qs
@@ -44,7 +45,7 @@ from quality import default_encoder, run
 HERE = os.path.dirname(os.path.abspath(__file__))
 RECORDS = os.path.join(HERE, "..", "docs", "benchmarks", "records", "transfer.json")
 RECIPE = ["--temperature", "20", "--alpha", "0.7", "--beta", "100", "--mapping", "skip"]  # pkd_glue's start_from[0]
-ROWS = {
+ROWS: dict[str, dict[str, Any]] = {
     "labels": {"method": "finetune", "loss": [], "aug": False},
     "recipe": {"method": "pkd", "loss": RECIPE, "aug": False},
     "recipe+aug20": {"method": "pkd", "loss": RECIPE, "aug": True},
