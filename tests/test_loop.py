@@ -150,6 +150,46 @@ def test_teacher_dtype_follows_config_and_hardware(monkeypatch):
     assert precision.teacher_dtype(TrainConfig(), cpu) == "fp32"
 
 
+def test_cpu_bf16_step_is_opt_in_and_params_say_what_ran(monkeypatch):
+    """``train.cpu_bf16`` autocasts the student step only where the CPU has native bf16; the run's params name what
+    ran (the asked-for ``bf16: True`` on a CPU trains fp32), not what was asked."""
+    import torch
+
+    from raydistill.train import precision
+
+    cpu = torch.device("cpu")
+    monkeypatch.setattr(precision, "cpu_bf16", lambda: True)
+    assert precision.step_dtype(TrainConfig(cpu_bf16=True), cpu) == "bf16"
+    assert precision.effective(TrainConfig(cpu_bf16=True)) == {
+        "student_step_precision": "bf16",
+        "teacher_precision": "bf16",
+    }
+    assert precision.effective(TrainConfig(teacher_bf16=False))["teacher_precision"] == "fp32"
+    monkeypatch.setattr(precision, "cpu_bf16", lambda: False)  # asked for, not there: fp32, and the params say so
+    assert precision.step_dtype(TrainConfig(cpu_bf16=True), cpu) == "fp32"
+    assert precision.effective(TrainConfig(cpu_bf16=True)) == {
+        "student_step_precision": "fp32",
+        "teacher_precision": "fp32",
+    }
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # a cluster's driver: what its GPU workers run
+    assert precision.effective(TrainConfig(use_gpu=True))["student_step_precision"] == "bf16 where the GPU has it"
+
+
+def test_cpu_bf16_step_trains_and_moves_losses_little(tiny_teacher, glue_dir, monkeypatch):
+    """A bf16-autocast student step (opt-in) trains the same rows and steps; its losses stay within a few percent of
+    fp32 (rounding, not another recipe)."""
+    from raydistill.train import precision
+
+    monkeypatch.setattr(precision, "cpu_bf16", lambda: True)
+    teacher = tiny_teacher("classification", 2, dropout=0.0)
+    cfg = cfg_for("sst2", teacher, glue_dir, "kd", epochs=1, alpha=0.5, temperature=2.0)
+    fp32, _ = run_local(cfg)
+    logs: list = []
+    bf16 = run(cfg.replace(train=dataclasses.replace(cfg.train, cpu_bf16=True)), Context(log=logs.append))
+    assert any("student step under bf16 autocast" in m for m in logs)
+    assert bf16["train_loss"] == pytest.approx(fp32["train_loss"], rel=5e-2), (bf16["train_loss"], fp32["train_loss"])
+
+
 @pytest.mark.parametrize(
     "method,extra",
     [("kd", {"alpha": 0.5, "temperature": 2.0}), ("tinybert", {"mapping": "uniform", "stage": "intermediate"})],

@@ -157,6 +157,15 @@ def add_selection_args(p: argparse.ArgumentParser, d: TrainConfig | None = DEFAU
         "(default: " + (d.attention if d else "the space's train.attention, else padded") + ")",
     )
     p.add_argument(
+        "--cpu-bf16",
+        action=argparse.BooleanOptionalAction,
+        default=d.cpu_bf16 if d else None,
+        help="the student step under bf16 autocast on a CPU with native bf16 (AMX, AVX512-BF16), fp32 master weights: "
+        "~1.7x the steps/s on such a CPU, scores move by rounding; elsewhere fp32 (default: "
+        + ("on" if d and d.cpu_bf16 else "off" if d else "the space's train.cpu_bf16, else off")
+        + ")",
+    )
+    p.add_argument(
         "--compile",
         action=argparse.BooleanOptionalAction,
         default=d.compile if d else None,
@@ -182,6 +191,7 @@ def train_config(a, **extra) -> dict:
         group_by_length=a.group_by_length,
         attention=a.attention,
         compile=a.compile,
+        cpu_bf16=a.cpu_bf16,
         **extra,
     )
 

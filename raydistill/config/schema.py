@@ -137,6 +137,9 @@ class TrainConfig:
     num_workers: int = 1
     use_gpu: bool = False
     bf16: bool = True  # bf16 autocast of the whole step, on GPU
+    # the same on a CPU with native bf16 matmul (AMX, AVX512-BF16): faster steps, rounding moves the scores, so opt-in
+    # (docs/benchmarks/2026-11-27-augmented-speed.md); a CPU without it trains fp32, and the run's params say so
+    cpu_bf16: bool = False
     teacher_bf16: bool = True  # frozen teacher forward under bf16 autocast where native (GPU; CPU AVX512-BF16/AMX)
     # What chooses (best epoch, trial, recipe) never sees what reports: a stratified share of the training rows is the
     # validation split everything chooses on ("val"); the dev set only reports. "dev": choose on dev (the old way).

@@ -333,6 +333,7 @@ def _fit(
 def _run_params(cfg: RunConfig) -> dict:
     from raydistill.data.splits import data_fingerprint
     from raydistill.models.teacher import fingerprint
+    from raydistill.train.precision import effective
 
     return {
         **cfg.to_params(),
@@ -340,6 +341,7 @@ def _run_params(cfg: RunConfig) -> dict:
         "data_fingerprint": data_fingerprint(cfg),
         "teacher_fingerprint": fingerprint(cfg.teacher),
         **augment_params(cfg),
+        **effective(cfg.train),
     }
 
 

@@ -40,6 +40,7 @@ TRAIN_FLAGS = (
     "group_by_length",
     "attention",
     "compile",
+    "cpu_bf16",
 )
 
 

@@ -146,6 +146,8 @@ class Trainer:
         self.step_amp, self.t_dtype = step_dtype(cfg.train, self.device), teacher_dtype(cfg.train, self.device)
         if self.teacher is not None:
             ctx.log(f"teacher forward in {self.t_dtype}" + (" (bf16 autocast)" if self.t_dtype == "bf16" else ""))
+        if self.step_amp == "bf16":
+            ctx.log("student step under bf16 autocast (fp32 master weights)")
         self.per_rank = cfg.train.batch_size // ctx.world_size
         self.cache = self._place_teacher()
         self.clock.lap("cache")

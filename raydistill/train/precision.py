@@ -44,8 +44,23 @@ def autocast(device, dtype: str):
 
 
 def step_dtype(train, device) -> str:
-    """What the student step (forward + losses) runs in: bf16 autocast on GPU when ``train.bf16``, else fp32."""
-    return "bf16" if device.type == "cuda" and train.bf16 else "fp32"
+    """What the student step (forward + losses) runs in: bf16 autocast on GPU when ``train.bf16``, on a CPU with native
+    bf16 when ``train.cpu_bf16``; else fp32."""
+    if device.type == "cuda":
+        return "bf16" if train.bf16 else "fp32"
+    return "bf16" if train.cpu_bf16 and cpu_bf16() else "fp32"
+
+
+def effective(train) -> dict[str, str]:
+    """What the student step and the teacher forward run in, as the run's params say it: what ran, not what was asked
+    (``bf16: True`` on a CPU trains fp32). A GPU run started where no GPU is visible (a cluster's driver) says what
+    its workers use where their GPU has bf16."""
+    if train.use_gpu and not torch.cuda.is_available():
+        step = "bf16 where the GPU has it" if train.bf16 else "fp32"
+        teacher = "bf16 where the GPU has it" if train.bf16 or train.teacher_bf16 else "fp32"
+        return {"student_step_precision": step, "teacher_precision": teacher}
+    device = torch.device("cuda" if train.use_gpu else "cpu")
+    return {"student_step_precision": step_dtype(train, device), "teacher_precision": teacher_dtype(train, device)}
 
 
 def run_device(train) -> torch.device:
