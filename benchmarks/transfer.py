@@ -50,7 +50,12 @@ ROWS: dict[str, dict[str, Any]] = {
     "recipe": {"method": "pkd", "loss": RECIPE, "aug": False},
     "recipe+aug20": {"method": "pkd", "loss": RECIPE, "aug": True},
     "tinybert+aug20": {"method": "tinybert", "loss": [], "aug": True},
+    # the opt-in bf16 student step on a CPU with native bf16 (train.cpu_bf16): does rounding move quality?
+    "labels@bf16": {"method": "finetune", "loss": [], "aug": False, "flags": ["--cpu-bf16"]},
+    "recipe@bf16": {"method": "pkd", "loss": RECIPE, "aug": False, "flags": ["--cpu-bf16"]},
 }
+BASE_ROWS = ("labels", "recipe", "recipe+aug20", "tinybert+aug20")
+TWINS = (("recipe+aug20", "recipe"), ("labels@bf16", "labels"), ("recipe@bf16", "recipe"))  # besides vs labels
 STUDENTS = {  # layers, hidden, intermediate, heads, init
     "half": ("3", "384", "1536", "12", "first_k"),
     "fast": ("3", "192", "768", "6", "prune"),
@@ -66,6 +71,8 @@ class Records:
         self.done: dict = json.load(open(path)) if os.path.isfile(path) else {}
 
     def put(self, key: str, value: dict) -> None:
+        if os.path.isfile(self.path):  # another process's records since this one read them stay
+            self.done = {**json.load(open(self.path)), **self.done}
         self.done[key] = value
         os.makedirs(os.path.dirname(self.path), exist_ok=True)
         with open(self.path + ".tmp", "w") as f:
@@ -211,6 +218,7 @@ class Bench:
         cmd = ["raydistill.distill", "--method", spec["method"], "--teacher", teacher, *self.common(task)]
         cmd += ["--student-layers", layers, "--student-hidden", hidden, "--student-intermediate", inter]
         cmd += ["--student-heads", s_heads, "--init", init, *spec["loss"], *stages, *aug, "--fp32-teacher"]
+        cmd += spec.get("flags", [])
         cmd += ["--lr", "1e-4", "--epochs", str(epochs), "--seed", str(seed), "--max-length", str(self.a.max_length)]
         cmd += ["--output", out, "--overwrite", "--experiment", f"transfer-{task}-{student}"]
         load0, t0 = os.getloadavg()[0], time.time()
@@ -264,7 +272,7 @@ def summarise(done: dict, task: str, student: str, seeds: list[int]) -> dict | N
             "student": rep["student"],
         }
         res[row]["pct"] = res[row]["median"] / t["dev"]
-    pairs = [(row, "labels") for row in ROWS if row != "labels"] + [("recipe+aug20", "recipe")]
+    pairs = [(row, "labels") for row in BASE_ROWS[1:]] + [(a, b) for a, b in TWINS]
     for row, other in pairs:
         if row in res and other in res:
             res[row][f"vs_{other}"] = qs.compare(
@@ -298,9 +306,10 @@ def table(res: dict) -> str:
             f"({f(r['range'])}) | {f(r['ci'][0])}–{f(r['ci'][1])} | {100 * r['pct']:.1f}% | "
             f"{cmp} | {', '.join(str(w) for w in r['wall_min'])} |"
         )
-    vs = res.get("recipe+aug20", {}).get("vs_recipe")
-    if vs:
-        lines.append(f"\nrecipe+aug20 vs recipe: {verdict_text(vs)}")
+    for row, other in TWINS:
+        vs = res.get(row, {}).get(f"vs_{other}")
+        if vs:
+            lines.append(f"\n{row} vs {other}: {verdict_text(vs)}")
     return "\n".join(lines)
 
 
@@ -335,7 +344,7 @@ def main() -> None:
     p.add_argument("--encoder", default=default_encoder(), help="the pretrained encoder fine-tuned as the teacher")
     p.add_argument("--tasks", default="mrpc,stsb,rte")
     p.add_argument("--students", default="fast,half", help=f"of {', '.join(STUDENTS)}, in the order run")
-    p.add_argument("--rows", default=",".join(ROWS), help=f"of {', '.join(ROWS)}, in the order run")
+    p.add_argument("--rows", default=",".join(BASE_ROWS), help=f"of {', '.join(ROWS)}, in the order run")
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--epochs", type=int, default=4, help="epochs of the rows on the task's own rows")
