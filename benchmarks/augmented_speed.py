@@ -10,6 +10,7 @@ code before; this checkout after), alternating before / after so both see the sa
 
     python benchmarks/augmented_speed.py --before /tmp/base --teacher T --data-dir GLUE --augment-dir AUG \\
         --train-limit 500 --max-steps 10 --eval-limit 200 --rounds 2 --work W
+    python benchmarks/augmented_speed.py --before . --after-flags=--cpu-bf16 ...   # fp32 vs the bf16 step, one tree
 Ends with one ``AUGSPEED …`` line: the median seconds per phase of each tree and configuration.
 """
 
@@ -73,6 +74,12 @@ def main() -> None:
     p.add_argument("--eval-limit", default="200")
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument(
+        "--after-flags",
+        default="",
+        help="flags only the after tree's trials get, e.g. '--cpu-bf16' (with --before this checkout: one change of "
+        "flags measured on one code tree)",
+    )
     p.add_argument("--work", default="raydistill-results/augmented-speed")
     a = p.parse_args()
     work = os.path.abspath(a.work)
@@ -83,7 +90,7 @@ def main() -> None:
     ]
     aug = ["--augment-dir", a.augment_dir]
     trial = ["--epochs", "1", "--train-limit", a.train_limit, "--eval-limit", a.eval_limit, "--output", f"{work}/out"]
-    trees = {"before": os.path.abspath(a.before), "after": HERE}
+    trees, after = {"before": os.path.abspath(a.before), "after": HERE}, a.after_flags.split()
     print(json.dumps({"machine": machine(), "load": loadavg(), "args": vars(a)}), flush=True)
     # warm: the teacher caches of both trials and the encoded rows (after), as a sweep's first trial leaves them
     for extra in (aug, []):
@@ -97,8 +104,9 @@ def main() -> None:
             res.setdefault(f"data/{name}", []).append(m)
             print(f"data/{name}", json.dumps(m), flush=True)
         for name, extra in [(f"trial-aug/{t}", aug) for t in order] + [("trial-plain/after", [])]:
-            argv = run_args + extra + trial + ["--max-steps", a.max_steps]
-            m = child(trees[name.split("/")[1]], "trial", argv, a.threads)
+            side = name.split("/")[1]
+            argv = run_args + extra + trial + ["--max-steps", a.max_steps] + (after if side == "after" else [])
+            m = child(trees[side], "trial", argv, a.threads)
             res.setdefault(name, []).append(m)
             print(name, json.dumps(m), flush=True)
     summary = {
