@@ -81,11 +81,17 @@ class Records:
         os.replace(self.path + ".tmp", self.path)
 
 
-def machine() -> dict:
+def machine(gpu: bool = False) -> dict:
+    """The CPU, and the GPU where the run used one: a row's seeds on other machines differ by more than rounding."""
     model = ""
     if os.path.isfile("/proc/cpuinfo"):
         model = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "")
-    return {"cpu": model or platform.processor(), "cores": os.cpu_count()}
+    out: dict = {"cpu": model or platform.processor(), "cores": os.cpu_count()}
+    if gpu:
+        import torch
+
+        out["gpu"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    return out
 
 
 def commit() -> str:
@@ -122,7 +128,8 @@ class Bench:
         os.makedirs(self.work, exist_ok=True)
 
     def common(self, task: str) -> list[str]:
-        return ["--task", task, "--data-dir", self.a.data, "--tracking-uri", self.uri, *self.a.extra]
+        gpu = ["--use-gpu"] if self.a.use_gpu else []
+        return ["--task", task, "--data-dir", self.a.data, "--tracking-uri", self.uri, *gpu, *self.a.extra]
 
     def teacher(self, task: str) -> tuple[str, str]:
         """The task's teacher folder (fine-tuned here where missing) and its build: its dev predictions' digest."""
@@ -153,7 +160,7 @@ class Bench:
                 "preds": rounded(preds),
                 "digest": digest(rounded(preds)),
                 "wall_s": round(time.time() - t0, 1),
-                "machine": machine(),
+                "machine": machine(self.a.use_gpu),
                 "commit": commit(),
                 "when": time.strftime("%Y-%m-%d %H:%M"),
             }
@@ -238,7 +245,7 @@ class Bench:
                 "teacher_build": build,
                 "wall_s": wall,
                 "load": [round(load0, 1), round(os.getloadavg()[0], 1)],
-                "machine": machine(),
+                "machine": machine(self.a.use_gpu),
                 "commit": commit(),
                 "when": time.strftime("%Y-%m-%d %H:%M"),
                 "command": " ".join(["python -m", *cmd]),
@@ -270,6 +277,7 @@ def summarise(done: dict, task: str, student: str, seeds: list[int]) -> dict | N
             "pct": None,
             "wall_min": [round(r["wall_s"] / 60, 1) for r in runs],
             "student": rep["student"],
+            "machines": sorted({r.get("machine", {}).get("gpu") or r.get("machine", {}).get("cpu", "?") for r in runs}),
         }
         res[row]["pct"] = res[row]["median"] / t["dev"]
     pairs = [(row, "labels") for row in BASE_ROWS[1:]] + [(a, b) for a, b in TWINS]
@@ -306,6 +314,9 @@ def table(res: dict) -> str:
             f"({f(r['range'])}) | {f(r['ci'][0])}–{f(r['ci'][1])} | {100 * r['pct']:.1f}% | "
             f"{cmp} | {', '.join(str(w) for w in r['wall_min'])} |"
         )
+    mixed = [row for row in ROWS if len(res.get(row, {}).get("machines", [])) > 1]
+    if mixed:
+        lines.append(f"\nseeds on more than one kind of machine: {', '.join(mixed)} (records name each run's)")
     for row, other in TWINS:
         vs = res.get(row, {}).get(f"vs_{other}")
         if vs:
@@ -357,6 +368,11 @@ def main() -> None:
     )
     p.add_argument("--teacher-epochs", type=int, default=3)
     p.add_argument("--max-length", type=int, default=128)
+    p.add_argument(
+        "--use-gpu",
+        action="store_true",
+        help="every command on this machine's GPU (recorded with each run; a row's seeds on one kind of device)",
+    )
     p.add_argument("--deadline", help="HH:MM: start no run expected (from its row's recorded walls) to end after it")
     p.add_argument("--work", default="raydistill-results/transfer", help="teachers, augmented sets, students")
     p.add_argument("--records", default=RECORDS, help="the finished runs (JSON; committed)")
