@@ -97,8 +97,8 @@ def test_run_distill_returns_what_the_command_prints_and_leaves_the_callers_ray(
 
 @pytest.mark.slow
 def test_run_sweep_returns_what_the_command_prints(ray_session, tiny_teacher, tmp_path, capsys, monkeypatch):
-    from raydistill import sweep
     from raydistill.api import run_sweep
+    from raydistill.commands import sweep
 
     monkeypatch.chdir(tmp_path)  # ./raydistill-results lands here
     data, teacher, uri = _reviews(tmp_path), tiny_teacher(), f"sqlite:///{tmp_path / 'mlflow.db'}"
@@ -255,8 +255,8 @@ def test_settings_the_command_lacks_are_refused_by_name(tiny_teacher, tmp_path):
 def test_settings_parse_as_the_command_line_they_stand_for():
     """Every kind of flag: valued, negative, on/off, --no-X, repeated, optional value; what argparse reads back from
     the API's command line is what it reads from the one a user types."""
-    from raydistill import sweep
     from raydistill.api import _argv
+    from raydistill.commands import sweep
 
     p = sweep.parser()
     flags = dict(num_samples=2, lr=2e-5, seed=-1, use_gpu=True, ray_train_trials=False, group_by_length=False)
@@ -371,6 +371,7 @@ def test_a_call_leaves_the_callers_environment_and_log_levels(monkeypatch, ends)
 def test_the_package_names_the_api_lazily():
     code = "import sys, raydistill; assert 'raydistill.api' not in sys.modules; from raydistill import run_sweep"
     code += "; assert 'raydistill.api' in sys.modules and 'raydistill.sweep' not in sys.modules"
+    code += "; assert 'raydistill.commands.sweep' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
 
 
@@ -378,8 +379,8 @@ def test_the_package_names_the_api_lazily():
 
 
 def test_every_subcommand_takes_help_under_its_raydistill_name(capsys):
-    from raydistill import sweep
-    from raydistill.__main__ import COMMANDS, main
+    from raydistill.commands import sweep
+    from raydistill.commands.dispatch import COMMANDS, main
 
     assert set(COMMANDS) == {"sweep", "distill", "finetune", "best", "evaluate", "data", "augment", "list"}
     for name in COMMANDS:
@@ -428,7 +429,7 @@ def test_the_installed_console_command_and_python_m_still_work():
 
 def test_help_parsers_are_the_commands_own():
     """``raydistill sweep --help`` is the sweep's own parser under another name: the same options."""
-    from raydistill import sweep
+    from raydistill.commands import sweep
     from raydistill.commands.cli import named
 
     with named("raydistill sweep"):

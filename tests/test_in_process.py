@@ -232,7 +232,7 @@ def test_a_1_worker_distill_command_trains_here_without_ray(tiny_teacher, glue_d
 def test_the_distill_command_trains_on_ray_train_only_where_it_must(flags, env, ray_train, monkeypatch, tmp_path):
     """Ray Train where the run needs it (asked for, DDP, restarts, a cluster, remote checkpoints, a worker-killing
     fault); otherwise the one worker trains in the command's process."""
-    from raydistill.distill.__main__ import on_ray_train, parser
+    from raydistill.commands.distill import on_ray_train, parser
 
     for k, v in env.items():
         monkeypatch.setenv(k, v)

@@ -34,7 +34,7 @@ def _reviews(tmp_path) -> list[str]:
 
 
 def test_distill_hands_ray_the_storage_uri_as_given(tiny_teacher, tmp_path, monkeypatch):
-    from raydistill.distill.__main__ import run
+    from raydistill.commands.distill import run
     from raydistill.orchestrate import connect
     from raydistill.orchestrate import run as orchestrate_run
 

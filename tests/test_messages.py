@@ -34,7 +34,7 @@ def test_quantize_reads_a_hub_runs_data_dir_as_the_hub(monkeypatch):
 def test_onnx_check_names_the_missing_package(monkeypatch):
     import sys
 
-    from raydistill.best import check_onnx_installed
+    from raydistill.commands.best import check_onnx_installed
     from raydistill.common.errors import UserError
 
     check_onnx_installed()  # installed here

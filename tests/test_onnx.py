@@ -11,7 +11,7 @@ import torch
 pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
-from raydistill.best import export_onnx
+from raydistill.commands.best import export_onnx
 from raydistill.config.schema import StudentConfig
 from raydistill.models.student import build_student
 from raydistill.models.teacher import load_model

@@ -16,8 +16,8 @@ import torch
 pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
-from raydistill.best import export_onnx
-from raydistill.evaluate import evaluate_dir
+from raydistill.commands.best import export_onnx
+from raydistill.commands.evaluate import evaluate_dir
 from raydistill.export.quantize import OrtModel, dev_data, dev_score, quantize_onnx
 from raydistill.models.teacher import load_model
 from raydistill.tasks.encode import collate

@@ -64,7 +64,7 @@ def test_teacher_reference_scores_the_students_dev_set_once(tiny_teacher, glue_d
     ref = reference.teacher_reference(cfg, threads=1)
     assert 0.0 <= ref["eval_accuracy"] <= 1.0 and ref["student_params"] > 0 and ref["latency_ms_b1"] > 0
 
-    from raydistill.evaluate import evaluate_dir
+    from raydistill.commands.evaluate import evaluate_dir
 
     same = evaluate_dir(cfg.teacher, "sst2", glue_dir, max_length=32, eval_limit=24)  # the dev rows a student sees
     assert ref["eval_accuracy"] == pytest.approx(same["eval_accuracy"])

@@ -19,44 +19,46 @@ class Command(NamedTuple):
 
 COMMANDS = {
     "list": Command(
-        "raydistill.commands.listing",
+        "raydistill.commands.list",
         "[spaces|methods|tasks|inits]",
         "python -m raydistill list",
         "what the package ships, one line each",
     ),
     "data": Command(
-        "raydistill.data.__main__",
+        "raydistill.commands.data",
         "summary|split --task T",
         "python -m raydistill.data",
         "count the examples and labels of a task's data, or write the rows a run sees",
     ),
     "finetune": Command(
-        "raydistill.finetune",
+        "raydistill.commands.finetune",
         "--model M --output DIR",
         "python -m raydistill.finetune",
         "fine-tune a teacher on a task",
     ),
     "distill": Command(
-        "raydistill.distill.__main__",
+        "raydistill.commands.distill",
         "--method M --teacher DIR",
         "python -m raydistill.distill",
         "one distillation run",
     ),
     "augment": Command(
-        "raydistill.distill.augment",
+        "raydistill.commands.augment",
         "--task T --output DIR",
         "python -m raydistill.distill.augment",
         "TinyBERT data augmentation of a task's training rows",
     ),
-    "sweep": Command("raydistill.sweep", "SPACE", "python -m raydistill.sweep", "search a space of distillation runs"),
+    "sweep": Command(
+        "raydistill.commands.sweep", "SPACE", "python -m raydistill.sweep", "search a space of distillation runs"
+    ),
     "best": Command(
-        "raydistill.best",
+        "raydistill.commands.best",
         "--experiment NAME",
         "python -m raydistill.best",
         "pick, export and register the best student of a sweep",
     ),
     "evaluate": Command(
-        "raydistill.evaluate",
+        "raydistill.commands.evaluate",
         "--model DIR --task T",
         "python -m raydistill.evaluate",
         "score a saved model on a task's dev set",
