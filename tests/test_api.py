@@ -131,8 +131,8 @@ def test_run_sweep_returns_what_the_command_prints(ray_session, tiny_teacher, tm
     }
     assert ray_session.is_initialized()
     # the best student of the API's sweep, picked and exported by the command and by the API: the same run
-    from raydistill import best
     from raydistill.api import best_student
+    from raydistill.commands import best
 
     pick = ["--experiment", "pkd_glue-reviews-train", "--sweep", "by-api", "--tracking-uri", uri]  # SPACE-DATA
     want = best.main([*pick, "--export", str(tmp_path / "cmd-student")])
@@ -144,8 +144,8 @@ def test_run_sweep_returns_what_the_command_prints(ray_session, tiny_teacher, tm
 
 @pytest.mark.slow
 def test_finetune_teacher_returns_what_the_command_prints(tiny_teacher, tmp_path, capsys, monkeypatch):
-    from raydistill import finetune
     from raydistill.api import finetune_teacher
+    from raydistill.commands import finetune
 
     monkeypatch.chdir(tmp_path)
     data, encoder, uri = _reviews(tmp_path), tiny_teacher("base"), f"sqlite:///{tmp_path / 'mlflow.db'}"
@@ -178,8 +178,8 @@ def _command_line(main, argv, capsys) -> str:
 
 
 def test_bad_input_raises_what_the_command_prints(tiny_teacher, tmp_path, capsys, monkeypatch):
-    from raydistill import best, finetune, sweep
     from raydistill.api import best_student, finetune_teacher, run_distill, run_sweep
+    from raydistill.commands import best, finetune, sweep
     from raydistill.distill import __main__ as distill
 
     monkeypatch.chdir(tmp_path)
@@ -444,9 +444,8 @@ def test_every_data_field_is_a_flag_of_the_commands_that_read_data():
     """``Data`` names the commands' data flags: each field, datasets and entity tags included, parses as its flag."""
     import dataclasses
 
-    from raydistill import finetune, sweep
     from raydistill.api import _argv, _data
-    from raydistill.distill import __main__ as distill
+    from raydistill.commands import distill, finetune, sweep
 
     values = {f.name: ("x" if f.type != "bool" else True) for f in dataclasses.fields(Data)}
     values.update(task_kind="token", phrase_rows=True)

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from raydistill.commands.data import summary
 from raydistill.common.errors import UserError
 from raydistill.data.__main__ import main as data_main
+from raydistill.data.overview import summary
 from raydistill.tasks import SPLITS, TASKS, get_task, load_split
 
 FIX = Path(__file__).parent / "fixtures"

@@ -10,7 +10,6 @@ import argparse
 import json
 import os
 import sys
-import time
 
 from raydistill.commands.args import (
     add_teacher_args,
@@ -21,7 +20,7 @@ from raydistill.commands.args import (
     train_config,
 )
 from raydistill.commands.cli import HelpFormatter, Parser, add_overwrite, cli
-from raydistill.common.errors import RunFailed, failure_reason
+from raydistill.common.errors import RunFailed
 from raydistill.config.schema import DistillConfig, RunConfig, StudentConfig
 
 DESCRIPTION = (
@@ -290,66 +289,12 @@ def run(argv=None) -> dict:
 
     report()  # the columns guessed in the user's files, once the checks passed
     from raydistill.common.paths import storage_location
+    from raydistill.orchestrate.run import RunOptions
+    from raydistill.orchestrate.single import run_one
 
     storage = storage_location(a.storage_path)  # a URI as given, a folder made absolute
-    # a fresh run name each time: Train V2 resumes any earlier run stored under the same name
-    shape = f"{cfg.student.layers}L{cfg.student.hidden}"
-    name = f"{cfg.distill.method}-{cfg.task}-{shape}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
-    ray_train = on_ray_train(a, cfg, storage)
-    if ray_train:  # outside the try: a cluster that refuses this driver (its token) is one line naming the fix, exit 2
-        _join_ray(a)
-    try:
-        if ray_train:
-            return _on_ray_train(a, cfg, storage, name)
-        return _in_process(cfg, storage, name)
-    except Exception as e:
-        raise RunFailed(f"training failed: {failure_reason(e)}") from e
-
-
-def on_ray_train(a, cfg: RunConfig, storage: str) -> bool:
-    """Whether the run needs Ray Train: asked for (``--ray-train``), several DDP workers, restarts of failed workers,
-    a cluster to run on (``RAY_ADDRESS``), checkpoints in remote storage, or a fault that kills a worker (a test hook:
-    in this process it would end the command). Otherwise its one worker trains in this process: Ray's start, Ray
-    Train's controller and worker are most of a small run's time (docs/benchmarks/2026-11-23-sweep-throughput.md)."""
-    from raydistill.common.paths import is_uri
-
-    return bool(
-        a.ray_train
-        or cfg.train.num_workers > 1
-        or a.max_failures != 0
-        or os.environ.get("RAY_ADDRESS")
-        or is_uri(storage)
-        or cfg.fault.startswith("kill")
-    )
-
-
-def _join_ray(a) -> None:
-    """The Ray this process joins or starts for Ray Train (stopped on Ctrl-C if it started it)."""
-    from raydistill.common.interrupts import at_signal, on_interrupt
-    from raydistill.orchestrate.connect import init_ray, mute_workers, shutdown
-
-    if init_ray(verbose=a.verbose):  # a Ray the caller started (raydistill.api) is theirs to stop
-        on_interrupt(shutdown)  # Ctrl-C: the run is ended KILLED (execute), Ray stopped, then the one line
-    at_signal(mute_workers)  # Ctrl-C: workers Ray kills while the command unwinds print nothing
-
-
-def _on_ray_train(a, cfg: RunConfig, storage: str, name: str) -> dict:
-    """The run as a Ray Train job, on the Ray ``_join_ray`` joined or started."""
-    from raydistill.orchestrate.run import RunOptions, execute
-
     opts = RunOptions(max_failures=a.max_failures, placement_strategy=a.placement_strategy, verbose=a.verbose)
-    return execute(cfg, storage_path=storage, name=name, opts=opts)
-
-
-def _in_process(cfg: RunConfig, storage: str, name: str) -> dict:
-    """The run's one worker in this process (``orchestrate.run.fit_in_process``, as a sweep's 1-worker trial): the
-    same loop, MLflow run, checkpoints under ``storage``, export and scores, on one CPU thread as a Ray Train worker
-    of one CPU has; the caller's torch threads and thread settings back afterwards (``raydistill.api``)."""
-    from raydistill.orchestrate.resources import threads_kept
-    from raydistill.orchestrate.run import execute
-
-    with threads_kept():
-        return execute(cfg, storage_path=storage, name=name, in_process=lambda metrics: None)
+    return run_one(cfg, storage, opts, ray_train=a.ray_train)
 
 
 if __name__ == "__main__":
