@@ -32,7 +32,7 @@ CHILD = r"""
 import json, os, sys, time
 import torch
 torch.set_num_threads(int(os.environ["THREADS"]))
-from raydistill.distill.__main__ import parser, config_from_args
+from raydistill.commands.distill import config_from_args, parser
 from raydistill.train.loop import Context, load_data, run
 from transformers import AutoTokenizer
 mode, argv = sys.argv[1], sys.argv[2:]

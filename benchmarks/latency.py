@@ -7,7 +7,7 @@
 The teacher is a randomly initialised BERT classifier (``raydistill.testing.make_tiny_model``; latency does not
 depend on the weights), the student a 4L-312-1200-12 ``build_student`` of it, saved with ``save_pretrained``
 (what ``python -m raydistill.best --export`` writes) and loaded back with the package's ``load_model`` (sdpa), then
-exported with ``raydistill.best.export_onnx`` (which checks ONNX Runtime against PyTorch within 1e-4).
+exported with ``raydistill.export.onnx.export_onnx`` (which checks ONNX Runtime against PyTorch within 1e-4).
 
 For each batch size every variant runs once per round, in alternating order (A, B, C, then C, B, A, ...), in one
 process; the report gives medians (ms) and ratios of medians:
@@ -205,7 +205,7 @@ def main(argv=None) -> dict:
     print("sizes: " + json.dumps(sz), flush=True)
     bf16 = info["bf16_native"] and not a.no_bf16
 
-    from raydistill.best import export_onnx
+    from raydistill.export.onnx import export_onnx
     from raydistill.models.student import count_params
     from raydistill.models.teacher import load_model, quiet_hf
 

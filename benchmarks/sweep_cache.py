@@ -64,7 +64,7 @@ def main() -> None:
     )
     a = p.parse_args()
     os.environ.setdefault("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.5")
-    from raydistill import sweep
+    from raydistill.commands import sweep
     from raydistill.orchestrate.connect import init_ray
 
     a.data_dir = a.data_dir and os.path.abspath(a.data_dir)  # before the chdir below

@@ -10,7 +10,7 @@ the caller started is used and left running; the caller's environment variables,
 handlers are as they were after the call. Ctrl-C ends the runs a call opened KILLED, then goes on as
 KeyboardInterrupt. docs/api.md shows it in use.
 
-The functions' names differ from the command modules' (``raydistill.sweep`` is the module ``python -m
+The functions' names differ from the command modules' (``raydistill.commands.sweep`` is what ``python -m
 raydistill.sweep`` runs): ``from raydistill import run_sweep`` loads this module only when asked.
 """
 
@@ -65,7 +65,7 @@ def run_sweep(
     best trial. ``overrides`` are the space's fields (``--set``): ``{"student.layers": 4, "distill.temperature":
     {"loguniform": [1, 8]}}``. ``run_sweep(resume=True, name=NAME)`` continues a sweep, started here or by the
     command."""
-    from raydistill import sweep
+    from raydistill.commands import sweep
 
     flags = _flags(data, settings, teacher=teacher)
     if overrides:
@@ -79,7 +79,7 @@ def run_distill(
 ) -> dict[str, Any]:
     """``raydistill distill``: one distillation run of ``method`` (kd, pkd, tinybert, …) from ``teacher`` on ``data``;
     the student is written to ``output`` (default ``outputs/student``). Its scores (``eval_*``, ``best_*``)."""
-    from raydistill.distill import __main__ as distill
+    from raydistill.commands import distill
 
     return _call(distill.run, [], distill.parser(), _flags(data, settings, method=method, teacher=teacher))
 
@@ -89,7 +89,7 @@ def finetune_teacher(
 ) -> dict[str, Any]:
     """``raydistill finetune``: the pretrained encoder ``model`` fine-tuned on ``data`` into ``output``, a teacher
     (reused where a finished one with the same inputs is there). Its dev scores."""
-    from raydistill import finetune
+    from raydistill.commands import finetune
 
     return _call(finetune.run, [], finetune.parser(), _flags(data, settings, model=model, output=output))
 
@@ -98,7 +98,7 @@ def best_student(experiment: str, **settings: Any) -> dict[str, Any]:
     """``raydistill best``: the best trial of ``experiment`` (``sweep=NAME``: of one sweep), exported to ``export``
     (``onnx=True``, ``quantize=True``) and registered as ``register`` where given. The trial's run, scores and
     params."""
-    from raydistill import best
+    from raydistill.commands import best
 
     return _call(best.run, [], best.parser(), {"experiment": experiment, **settings})
 

@@ -97,7 +97,7 @@ def falling_per_stage(reports: list[dict]) -> dict[str, tuple[float, float]]:
 
 def check_run(cap: Captured, cfg: RunConfig, device, data_dir: str, want_dtype) -> dict:
     """The checks of one end-to-end run; returns the last report."""
-    from raydistill.evaluate import evaluate_dir
+    from raydistill.train.saved import evaluate_dir
 
     assert len(cap.reports) == cfg.train.epochs
     for m in cap.reports:

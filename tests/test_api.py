@@ -97,8 +97,8 @@ def test_run_distill_returns_what_the_command_prints_and_leaves_the_callers_ray(
 
 @pytest.mark.slow
 def test_run_sweep_returns_what_the_command_prints(ray_session, tiny_teacher, tmp_path, capsys, monkeypatch):
-    from raydistill import sweep
     from raydistill.api import run_sweep
+    from raydistill.commands import sweep
 
     monkeypatch.chdir(tmp_path)  # ./raydistill-results lands here
     data, teacher, uri = _reviews(tmp_path), tiny_teacher(), f"sqlite:///{tmp_path / 'mlflow.db'}"
@@ -131,8 +131,8 @@ def test_run_sweep_returns_what_the_command_prints(ray_session, tiny_teacher, tm
     }
     assert ray_session.is_initialized()
     # the best student of the API's sweep, picked and exported by the command and by the API: the same run
-    from raydistill import best
     from raydistill.api import best_student
+    from raydistill.commands import best
 
     pick = ["--experiment", "pkd_glue-reviews-train", "--sweep", "by-api", "--tracking-uri", uri]  # SPACE-DATA
     want = best.main([*pick, "--export", str(tmp_path / "cmd-student")])
@@ -144,8 +144,8 @@ def test_run_sweep_returns_what_the_command_prints(ray_session, tiny_teacher, tm
 
 @pytest.mark.slow
 def test_finetune_teacher_returns_what_the_command_prints(tiny_teacher, tmp_path, capsys, monkeypatch):
-    from raydistill import finetune
     from raydistill.api import finetune_teacher
+    from raydistill.commands import finetune
 
     monkeypatch.chdir(tmp_path)
     data, encoder, uri = _reviews(tmp_path), tiny_teacher("base"), f"sqlite:///{tmp_path / 'mlflow.db'}"
@@ -178,8 +178,8 @@ def _command_line(main, argv, capsys) -> str:
 
 
 def test_bad_input_raises_what_the_command_prints(tiny_teacher, tmp_path, capsys, monkeypatch):
-    from raydistill import best, finetune, sweep
     from raydistill.api import best_student, finetune_teacher, run_distill, run_sweep
+    from raydistill.commands import best, finetune, sweep
     from raydistill.distill import __main__ as distill
 
     monkeypatch.chdir(tmp_path)
@@ -255,8 +255,8 @@ def test_settings_the_command_lacks_are_refused_by_name(tiny_teacher, tmp_path):
 def test_settings_parse_as_the_command_line_they_stand_for():
     """Every kind of flag: valued, negative, on/off, --no-X, repeated, optional value; what argparse reads back from
     the API's command line is what it reads from the one a user types."""
-    from raydistill import sweep
     from raydistill.api import _argv
+    from raydistill.commands import sweep
 
     p = sweep.parser()
     flags = dict(num_samples=2, lr=2e-5, seed=-1, use_gpu=True, ray_train_trials=False, group_by_length=False)
@@ -371,6 +371,7 @@ def test_a_call_leaves_the_callers_environment_and_log_levels(monkeypatch, ends)
 def test_the_package_names_the_api_lazily():
     code = "import sys, raydistill; assert 'raydistill.api' not in sys.modules; from raydistill import run_sweep"
     code += "; assert 'raydistill.api' in sys.modules and 'raydistill.sweep' not in sys.modules"
+    code += "; assert 'raydistill.commands.sweep' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
 
 
@@ -378,8 +379,8 @@ def test_the_package_names_the_api_lazily():
 
 
 def test_every_subcommand_takes_help_under_its_raydistill_name(capsys):
-    from raydistill import sweep
-    from raydistill.__main__ import COMMANDS, main
+    from raydistill.commands import sweep
+    from raydistill.commands.dispatch import COMMANDS, main
 
     assert set(COMMANDS) == {"sweep", "distill", "finetune", "best", "evaluate", "data", "augment", "list"}
     for name in COMMANDS:
@@ -428,7 +429,7 @@ def test_the_installed_console_command_and_python_m_still_work():
 
 def test_help_parsers_are_the_commands_own():
     """``raydistill sweep --help`` is the sweep's own parser under another name: the same options."""
-    from raydistill import sweep
+    from raydistill.commands import sweep
     from raydistill.commands.cli import named
 
     with named("raydistill sweep"):
@@ -443,9 +444,8 @@ def test_every_data_field_is_a_flag_of_the_commands_that_read_data():
     """``Data`` names the commands' data flags: each field, datasets and entity tags included, parses as its flag."""
     import dataclasses
 
-    from raydistill import finetune, sweep
     from raydistill.api import _argv, _data
-    from raydistill.distill import __main__ as distill
+    from raydistill.commands import distill, finetune, sweep
 
     values = {f.name: ("x" if f.type != "bool" else True) for f in dataclasses.fields(Data)}
     values.update(task_kind="token", phrase_rows=True)

@@ -60,7 +60,7 @@ def test_sweep_trains_each_trial_on_its_augmented_set(
 ):
     from mlflow.tracking import MlflowClient
 
-    from raydistill import sweep
+    from raydistill.commands import sweep
 
     monkeypatch.chdir(tmp_path)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"

@@ -34,7 +34,7 @@ MODULES = {
     "augment": "raydistill.distill.augment",
 }
 UNWRITABLE = "/proc/raydistill-no-such-dir/out"  # not creatable, even for root
-LEAD = "needs raydistill/sweep.py main() to validate before track.start_run (see docs/RELIABILITY.md, Bad input)"
+LEAD = "needs commands/sweep.py main() to validate before track.start_run (see docs/RELIABILITY.md, Bad input)"
 
 
 # ------------------------------------------------------------------ inputs the cases point at
@@ -1703,7 +1703,7 @@ def trapped(monkeypatch):
     """Starting Ray, training, fine-tuning or logging an MLflow run fails the test at once."""
     import ray
 
-    from raydistill import finetune
+    from raydistill.commands import finetune
     from raydistill.orchestrate import connect, run
     from raydistill.tracking import track
 

@@ -27,7 +27,7 @@ def _sweep(tracker: Tracker, name: str, task: str, scores: dict[str, float], fp:
 
 
 def _best(argv, capsys) -> tuple[dict, list[str]]:
-    from raydistill import best
+    from raydistill.commands import best
 
     capsys.readouterr()
     out = best.main(argv)
@@ -55,7 +55,7 @@ def test_best_ranks_the_latest_sweep_and_says_which(tmp_path, capsys):
         "best of sweep 'pkd_glue-rte-1'"
     )
 
-    from raydistill import best
+    from raydistill.commands import best
 
     with pytest.raises(SystemExit) as e:  # --sweep all: not across tasks
         best.main([*argv, "--sweep", "all"])
@@ -77,7 +77,7 @@ def test_best_of_all_sweeps_ranks_across_sweeps_of_one_task_and_data(tmp_path, c
     assert (out["sweep"], out["run_name"]) == ("s1", "a")
     assert err == ["best of all 2 sweeps of experiment 'e': trial a of sweep 's1', best_val_accuracy 0.9"]
     _sweep(tracker, "s3", "rte", {"c": 0.95}, fp="fp-2")  # the same task on other rows: not comparable
-    from raydistill import best
+    from raydistill.commands import best
 
     with pytest.raises(SystemExit):
         best.main([*argv, "--sweep", "all"])
@@ -119,7 +119,7 @@ def test_the_readmes_own_data_steps_export_the_users_student(ray_session, tiny_t
     pkd_glue-reviews --export ./student` exports the student of a reviews.csv trial, not one of the other task."""
     from transformers import AutoConfig
 
-    from raydistill import best, sweep
+    from raydistill.commands import best, sweep
 
     monkeypatch.chdir(tmp_path)
     shutil.copytree(tiny_teacher(), "my-teacher")

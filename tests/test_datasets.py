@@ -372,7 +372,7 @@ def test_distill_command_on_klue_rows_scores_as_on_the_builtin_task(klue, tiny_t
 def test_the_two_stage_and_tinybert_spaces_sweep_a_token_dataset(
     ray_session, klue, space, tiny_teacher, tmp_path, capsys, monkeypatch
 ):
-    from raydistill import sweep
+    from raydistill.commands import sweep
 
     monkeypatch.chdir(tmp_path)
     tiny = ["--set", "student.hidden=32", "--set", "student.intermediate=64", "--set", "student.heads=2"]

@@ -111,7 +111,7 @@ def test_nan_loss_fails_the_run_with_its_reason(tiny_teacher, glue_dir, mlflow_u
 
 @pytest.mark.slow
 def test_sweep_goes_on_past_failed_trials(ray_session, tiny_teacher, glue_dir, tmp_path, capsys, monkeypatch):
-    from raydistill import sweep
+    from raydistill.commands import sweep
 
     monkeypatch.chdir(tmp_path)
     sweep.main(

@@ -84,7 +84,7 @@ def test_explicit_init_wins_and_pretrained_still_works():
 
 
 def test_cli_init_defaults_to_the_methods(tmp_path):
-    from raydistill.distill.__main__ import config_from_args, parser
+    from raydistill.commands.distill import config_from_args, parser
 
     sizes = ["--student-layers", "2", "--student-hidden", "32", "--student-intermediate", "64", "--student-heads", "2"]
 

@@ -8,7 +8,7 @@ import shlex
 import pytest
 from mlflow.tracking import MlflowClient
 
-from raydistill import finetune
+from raydistill.commands import finetune
 from raydistill.common.outputs import owner
 from raydistill.tracking.track import Tracker
 from raydistill.train import finetune as train_finetune

@@ -113,9 +113,9 @@ def test_nccl_process_group_with_one_rank(tiny_teacher, sst2, tmp_path):
 def test_ray_train_run_on_the_gpu(ray_session, tiny_teacher, sst2, tmp_path, mlflow_uri):
     """``execute`` with ``use_gpu``: a Ray Train TorchTrainer worker (NCCL backend, one rank) on the GPU, its
     per-epoch GPU memory logged to MLflow, and the exported student's dev score matching a CPU re-score."""
-    from raydistill.evaluate import evaluate_dir
     from raydistill.orchestrate.run import RunOptions, execute, make_trainer
     from raydistill.tracking.track import Tracker
+    from raydistill.train.saved import evaluate_dir
 
     cfg = method_cfg("kd", tiny_teacher("classification"), sst2, use_gpu=True, epochs=2).replace(
         tracking_uri=mlflow_uri, experiment="gpu-run", output=str(tmp_path / "student")
@@ -133,9 +133,9 @@ def test_in_process_gpu_trial_trains_on_its_gpu_without_ray_train(tiny_teacher, 
     """A sweep's 1-worker GPU trial's path (``execute(in_process=…)``, no Ray): the loop on this process's GPU, each
     epoch's GPU memory handed to Tune and logged, the student exported and logged as an MLflow model (its pipeline
     built on the CPU), its dev score matching a CPU re-score."""
-    from raydistill.evaluate import evaluate_dir
     from raydistill.orchestrate.run import execute
     from raydistill.tracking.track import Tracker
+    from raydistill.train.saved import evaluate_dir
 
     cfg = method_cfg("kd", tiny_teacher("classification"), sst2, use_gpu=True, epochs=2).replace(
         tracking_uri=mlflow_uri, experiment="gpu-in-process", output=str(tmp_path / "student")
@@ -275,7 +275,7 @@ def test_sweep_puts_two_trials_on_one_gpu_at_once(gpu_sweep):
 
 @pytest.mark.slow
 def test_best_export_onnx_of_a_gpu_trained_run_loads_on_a_cpu(gpu_sweep):
-    from raydistill.evaluate import evaluate_dir
+    from raydistill.train.saved import evaluate_dir
 
     export = os.path.join(gpu_sweep["tmp"], "best")
     env = {**gpu_sweep["env"], "CUDA_VISIBLE_DEVICES": ""}  # a process that sees no GPU

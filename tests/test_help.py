@@ -5,19 +5,15 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import re
+from pathlib import Path
 
 import pytest
 
 COMMANDS = {
-    "sweep": "raydistill.sweep",
-    "distill": "raydistill.distill.__main__",
-    "finetune": "raydistill.finetune",
-    "best": "raydistill.best",
-    "evaluate": "raydistill.evaluate",
-    "data": "raydistill.data.__main__",
-    "augment": "raydistill.distill.augment",
-    "list": "raydistill.commands.listing",
+    name: f"raydistill.commands.{name}"
+    for name in ("sweep", "distill", "finetune", "best", "evaluate", "data", "augment", "list")
 }
 
 
@@ -116,3 +112,19 @@ def test_task_general_is_offered_only_where_it_runs():
     for name in ("sweep", "finetune"):
         task = next(a for a in dict(ALL)[name]._actions if "--task" in a.option_strings)
         assert "'general'" not in (task.help or ""), name
+
+
+def test_every_command_keeps_its_options():
+    """The options of every command (and ``data``'s sub-commands), in --help's order, pinned in
+    tests/fixtures/command_options.json: a move or a refactor of the commands leaves what users type as it was. A new
+    or renamed option is a deliberate change to that file."""
+    pinned = json.loads((Path(__file__).parent / "fixtures" / "command_options.json").read_text(encoding="utf-8"))
+    now = {
+        name: [
+            "/".join(a.option_strings) or a.dest
+            for a in p._actions
+            if not isinstance(a, (argparse._HelpAction, argparse._SubParsersAction))
+        ]
+        for name, p in ALL
+    }
+    assert now == pinned

@@ -232,7 +232,9 @@ def test_a_1_worker_distill_command_trains_here_without_ray(tiny_teacher, glue_d
 def test_the_distill_command_trains_on_ray_train_only_where_it_must(flags, env, ray_train, monkeypatch, tmp_path):
     """Ray Train where the run needs it (asked for, DDP, restarts, a cluster, remote checkpoints, a worker-killing
     fault); otherwise the one worker trains in the command's process."""
-    from raydistill.distill.__main__ import on_ray_train, parser
+    from raydistill.commands.distill import parser
+    from raydistill.orchestrate.run import RunOptions
+    from raydistill.orchestrate.single import on_ray_train
 
     for k, v in env.items():
         monkeypatch.setenv(k, v)
@@ -241,4 +243,5 @@ def test_the_distill_command_trains_on_ray_train_only_where_it_must(flags, env, 
     a = parser().parse_args(["--method", "kd", "--teacher", "t", "--output", str(tmp_path / "s"), *flags])
     storage = a.storage_path or str(tmp_path)
     cfg = SimpleNamespace(train=SimpleNamespace(num_workers=a.num_workers), fault=a.inject_fault)
-    assert on_ray_train(a, cfg, storage) is ray_train
+    opts = RunOptions(max_failures=a.max_failures, placement_strategy=a.placement_strategy, verbose=a.verbose)
+    assert on_ray_train(cfg, storage, opts, asked=a.ray_train) is ray_train

@@ -258,7 +258,7 @@ def test_rayjob():
 
 def test_rayjob_entrypoint_accepted_by_sweep_cli():
     try:
-        from raydistill.sweep import parser
+        from raydistill.commands.sweep import parser
     except ImportError as e:  # the sweep module is developed in parallel
         pytest.skip(f"raydistill.sweep not importable: {e}")
     for path, job in _of_kind("RayJob"):

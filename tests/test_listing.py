@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from raydistill.commands import listing
+from raydistill.commands import list as listing
 
 
 def test_every_group_lists_every_registered_name_with_a_description():

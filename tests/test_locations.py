@@ -34,7 +34,7 @@ def _reviews(tmp_path) -> list[str]:
 
 
 def test_distill_hands_ray_the_storage_uri_as_given(tiny_teacher, tmp_path, monkeypatch):
-    from raydistill.distill.__main__ import run
+    from raydistill.commands.distill import run
     from raydistill.orchestrate import connect
     from raydistill.orchestrate import run as orchestrate_run
 
@@ -51,7 +51,7 @@ def test_distill_hands_ray_the_storage_uri_as_given(tiny_teacher, tmp_path, monk
 
 
 def test_sweep_keeps_the_storage_uri_and_its_state_local(tiny_teacher, tmp_path, monkeypatch):
-    from raydistill import sweep as sweep_command
+    from raydistill.commands import sweep as sweep_command
     from raydistill.orchestrate.sweep import STATE, Sweep, state_path
 
     planned = []
@@ -79,7 +79,7 @@ def test_sweep_keeps_the_storage_uri_and_its_state_local(tiny_teacher, tmp_path,
 
 @pytest.mark.parametrize("command", ["distill", "sweep"])
 def test_a_remote_scheme_without_slashes_is_one_line_before_any_work(command, capsys):
-    from raydistill import sweep
+    from raydistill.commands import sweep
     from raydistill.distill import __main__ as distill
 
     main = {"distill": distill.main, "sweep": sweep.main}[command]

@@ -34,8 +34,8 @@ def test_quantize_reads_a_hub_runs_data_dir_as_the_hub(monkeypatch):
 def test_onnx_check_names_the_missing_package(monkeypatch):
     import sys
 
-    from raydistill.best import check_onnx_installed
     from raydistill.common.errors import UserError
+    from raydistill.export.onnx import check_onnx_installed
 
     check_onnx_installed()  # installed here
     monkeypatch.setitem(sys.modules, "onnx", None)
@@ -48,13 +48,13 @@ def test_onnx_missing_is_refused_before_any_export(monkeypatch, tmp_path, capsys
     """The refusal comes before MLflow is read or a student exported (best-onnx-not-installed in the table)."""
     import sys
 
-    from raydistill import best
+    from raydistill.commands import best
 
     def trap(*a, **k):
         raise AssertionError("export work started before the missing onnxruntime was reported")
 
-    monkeypatch.setattr(best, "find_best", trap)
-    monkeypatch.setattr(best, "export", trap)
+    monkeypatch.setattr(best, "choose", trap)
+    monkeypatch.setattr(best, "download_student", trap)
     monkeypatch.setitem(sys.modules, "onnxruntime", None)
     with pytest.raises(SystemExit) as e:
         best.main(["--experiment", "x", "--export", str(tmp_path / "out"), "--onnx"])

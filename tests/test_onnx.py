@@ -1,4 +1,5 @@
-"""ONNX export of a student (``raydistill.best.export_onnx``): the file is written and ONNX Runtime matches PyTorch."""
+"""ONNX export of a student (``raydistill.export.onnx.export_onnx``): the file is written and ONNX Runtime matches
+PyTorch."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ import torch
 pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
-from raydistill.best import export_onnx
 from raydistill.config.schema import StudentConfig
+from raydistill.export.onnx import export_onnx
 from raydistill.models.student import build_student
 from raydistill.models.teacher import load_model
 

@@ -137,7 +137,7 @@ def _refused(main, argv, flag, folder, capsys):
 
 
 def test_every_result_command_refuses_a_folder_of_the_users(tiny_teacher, glue_dir, tmp_path, capsys, monkeypatch):
-    from raydistill import best, finetune
+    from raydistill.commands import best, finetune
     from raydistill.distill import augment
     from raydistill.distill.__main__ import main as distill
 
@@ -172,7 +172,7 @@ def _logged_student(uri: str, teacher: str, tmp_path) -> None:
 
 
 def test_best_export_with_overwrite_keeps_the_users_file_and_rewrites_its_own_result(tiny_teacher, tmp_path, capsys):
-    from raydistill import best
+    from raydistill.commands import best
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     teacher = tiny_teacher("classification", 2)
@@ -190,7 +190,7 @@ def test_best_export_with_overwrite_keeps_the_users_file_and_rewrites_its_own_re
 def test_finetune_and_augment_with_overwrite_keep_the_users_file(tiny_teacher, glue_dir, tmp_path):
     from transformers import AutoModelForSequenceClassification
 
-    from raydistill import finetune
+    from raydistill.commands import finetune
     from raydistill.distill import augment
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
@@ -383,7 +383,7 @@ def test_distill_into_the_teacher_it_reads_is_refused_and_the_teacher_kept(
 ):
     """`finetune --output T`, then `distill --teacher T --output T` replaced the teacher by a 2-layer student (exit 0);
     now one line naming both flags, exit 2, before Ray, --overwrite or not, and the teacher's bytes unchanged."""
-    from raydistill import finetune
+    from raydistill.commands import finetune
     from raydistill.distill.__main__ import main as distill
     from raydistill.orchestrate import connect
 
@@ -408,7 +408,7 @@ def test_distill_into_the_teacher_it_reads_is_refused_and_the_teacher_kept(
 def test_best_export_over_a_data_split_is_refused_and_the_split_kept(tiny_teacher, glue_dir, tmp_path, capsys):
     """`data split --output D`, then `best --export D` deleted the split's files (exit 0): another command's result
     needs --overwrite."""
-    from raydistill import best
+    from raydistill.commands import best
     from raydistill.data.__main__ import main as data
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
@@ -429,7 +429,7 @@ def test_best_export_over_a_data_split_is_refused_and_the_split_kept(tiny_teache
 def test_finetune_never_writes_into_a_users_resume_folder(tiny_teacher, glue_dir, tmp_path, capsys):
     """`finetune --output X` wrote its checkpoints into a user's `X.resume/` (and removed it where its names
     matched)."""
-    from raydistill import finetune
+    from raydistill.commands import finetune
 
     users = _user_folder(tmp_path / "X.resume")
     (tmp_path / "X.resume" / "checkpoint").mkdir()

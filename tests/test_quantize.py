@@ -16,11 +16,11 @@ import torch
 pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
-from raydistill.best import export_onnx
-from raydistill.evaluate import evaluate_dir
+from raydistill.export.onnx import export_onnx
 from raydistill.export.quantize import OrtModel, dev_data, dev_score, quantize_onnx
 from raydistill.models.teacher import load_model
 from raydistill.tasks.encode import collate
+from raydistill.train.saved import evaluate_dir
 
 from .test_onnx import exported_student
 
@@ -102,7 +102,7 @@ def trial_run(uri: str, experiment: str, student_dir: str, params: dict, metrics
 def test_best_onnx_quantize_reports_and_logs_to_the_trial(tiny_teacher, glue_dir, tmp_path, capsys, monkeypatch):
     from mlflow.tracking import MlflowClient
 
-    from raydistill import best
+    from raydistill.commands import best
 
     monkeypatch.chdir(tmp_path)
     teacher = tiny_teacher("classification")
@@ -278,7 +278,7 @@ def test_tiny_sweep_then_best_onnx_quantize(ray_session, tiny_teacher, glue_dir,
     logged best dev score on its own dev set, and the INT8 numbers land on that trial's run."""
     from mlflow.tracking import MlflowClient
 
-    from raydistill import best, sweep
+    from raydistill.commands import best, sweep
 
     from .test_sweep import TINY
 

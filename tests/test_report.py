@@ -64,7 +64,7 @@ def test_teacher_reference_scores_the_students_dev_set_once(tiny_teacher, glue_d
     ref = reference.teacher_reference(cfg, threads=1)
     assert 0.0 <= ref["eval_accuracy"] <= 1.0 and ref["student_params"] > 0 and ref["latency_ms_b1"] > 0
 
-    from raydistill.evaluate import evaluate_dir
+    from raydistill.train.saved import evaluate_dir
 
     same = evaluate_dir(cfg.teacher, "sst2", glue_dir, max_length=32, eval_limit=24)  # the dev rows a student sees
     assert ref["eval_accuracy"] == pytest.approx(same["eval_accuracy"])
@@ -90,8 +90,9 @@ def test_best_within_a_latency_or_size_bound(tmp_path, capsys):
 
     import pytest
 
-    from raydistill import best
+    from raydistill.commands import best
     from raydistill.common.errors import UserError
+    from raydistill.results.selection import find_best
     from raydistill.tracking.track import Tracker
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
@@ -102,7 +103,7 @@ def test_best_within_a_latency_or_size_bound(tmp_path, capsys):
         tracker.end_run(rid)
 
     def pick(**kw):
-        return best.find_best(tracker, "best_eval_accuracy", "max", **kw)[0].info.run_name
+        return find_best(tracker, "best_eval_accuracy", "max", **kw)[0].info.run_name
 
     assert pick() == "t1" and pick(max_latency_ms=6.0) == "t2" and pick(max_params=6e6) == "t3"
     assert pick(max_latency_ms=6.0, max_params=6e6) == "t3"

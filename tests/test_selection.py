@@ -265,7 +265,7 @@ def test_resumed_run_is_running_again_without_its_error(tmp_path):
 def test_best_ranks_eval_metrics_by_the_exported_epoch_not_the_last(tmp_path):
     """`best --metric eval_accuracy` ranked by MLflow's latest value (the last epoch) but exported each trial's best
     epoch; it now ranks by best_eval_accuracy, the exported student's own score."""
-    from raydistill.best import find_best
+    from raydistill.results.selection import find_best
     from raydistill.tracking.track import Tracker
 
     uri = f"sqlite:///{tmp_path / 'm.db'}"
@@ -323,7 +323,7 @@ def test_best_of_a_named_sweep_ranks_by_that_sweeps_metric_not_the_newest(tmp_pa
     """`best --sweep A` without --metric read the metric of the newest sweep in the experiment, not A's."""
     import time
 
-    from raydistill.best import find_best
+    from raydistill.results.selection import find_best
     from raydistill.tracking.track import Tracker
 
     uri = f"sqlite:///{tmp_path / 'm.db'}"
@@ -404,7 +404,7 @@ def test_confirmation_ranks_by_the_fresh_seeds_alone():
 def test_best_ranks_in_the_mode_the_sweep_recorded(tmp_path):
     """A `mode: min` space: `best` without --mode picked the highest value (its default was max and the sweep did not
     record its mode), another run than the sweep's summary named."""
-    from raydistill.best import find_best
+    from raydistill.results.selection import find_best
     from raydistill.tracking.track import Tracker
 
     uri = f"sqlite:///{tmp_path / 'm.db'}"

@@ -33,7 +33,8 @@ def test_tiny_sweep_end_to_end(ray_session, tiny_teacher, glue_dir, tmp_path, ca
     import mlflow
     from mlflow.tracking import MlflowClient
 
-    from raydistill import best, evaluate, sweep
+    from raydistill.commands import best, sweep
+    from raydistill.train.saved import evaluate_dir
 
     monkeypatch.chdir(tmp_path)  # ./raydistill-results lands here
     base_encoder = tiny_teacher("base")  # no task head: the sweep must fine-tune it first
@@ -179,7 +180,7 @@ def test_tiny_sweep_end_to_end(ray_session, tiny_teacher, glue_dir, tmp_path, ca
 
     clf = pipeline("text-classification", model=str(tmp_path / "best"), tokenizer=str(tmp_path / "best"))
     assert clf("a good movie")[0]["label"]
-    again = evaluate.evaluate_dir(str(tmp_path / "best"), "sst2", glue_dir, max_length=32, eval_limit=32)
+    again = evaluate_dir(str(tmp_path / "best"), "sst2", glue_dir, max_length=32, eval_limit=32)
     assert again["eval_accuracy"] == pytest.approx(b["report"], abs=1e-9)  # recomputed from the directory alone
 
 
@@ -217,7 +218,7 @@ def test_readme_sweep_runs_on_a_minilm_shaped_teacher_without_set(
     teacher's 384'; now it runs, and MLflow shows the resolved sizes."""
     from mlflow.tracking import MlflowClient
 
-    from raydistill import sweep
+    from raydistill.commands import sweep
 
     monkeypatch.chdir(tmp_path)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
@@ -280,7 +281,7 @@ def test_readme_sweep_runs_on_a_minilm_shaped_teacher_without_set(
 def test_latency_constrained_search_end_to_end(ray_session, tiny_teacher, glue_dir, tmp_path, capsys, monkeypatch):
     """--multi-objective latency: Optuna searches dev score against the student's measured batch-1 latency, the summary
     carries the Pareto front, and best --max-latency-ms picks the best trial within the bound and exports it."""
-    from raydistill import best, sweep
+    from raydistill.commands import best, sweep
 
     monkeypatch.chdir(tmp_path)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"

@@ -12,7 +12,7 @@ import pytest
 
 from raydistill.common.errors import UserError
 from raydistill.data.__main__ import main as data_main
-from raydistill.data.__main__ import summary
+from raydistill.data.overview import summary
 from raydistill.tasks import SPLITS, TASKS, get_task, load_split
 
 FIX = Path(__file__).parent / "fixtures"

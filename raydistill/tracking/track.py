@@ -8,6 +8,7 @@ import importlib
 import json
 import os
 import platform
+import shutil
 import subprocess
 import time
 import urllib.request
@@ -419,3 +420,41 @@ class Tracker:
             else f"mlflow ui --backend-store-uri {uri} --host 127.0.0.1 --port {local.rsplit(':', 1)[-1]}"
         )
         return {"command": command, "url": f"{base}/#/experiments/{exp.experiment_id}/runs?viewStateShareKey={key}"}
+
+
+def download_student(tracker: Tracker, run_id: str, out_dir: str) -> str:
+    """A trial's logged student (its run's ``student`` artifacts) written to ``out_dir`` as ``best --export`` writes
+    it: downloaded beside it, then published whole (``common.outputs``)."""
+    import mlflow
+
+    from raydistill.common.outputs import publish, staging
+
+    assert tracker.uri is not None  # the command resolved it
+    mlflow.set_tracking_uri(tracker.uri)
+    tmp = staging(out_dir)
+    try:
+        src = mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path="student", dst_path=tmp)
+        return publish(src, out_dir, "raydistill best --export")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+ALIAS = "champion"
+
+
+def register(tracker: Tracker, run_id: str, name: str, alias: str = ALIAS) -> str:
+    """Register the run's logged model (what the UI's Models column links; the run's student files for runs logged
+    before there was one) and point ``alias`` at the new version: ``models:/NAME@champion``."""
+    import mlflow
+
+    c = tracker.client
+    run = c.get_run(run_id)
+    logged = c.search_logged_models(
+        [run.info.experiment_id], filter_string=f"source_run_id = '{run_id}'", max_results=1
+    )
+    assert tracker.uri is not None  # the command resolved it
+    mlflow.set_tracking_uri(tracker.uri)
+    source = f"models:/{logged[0].model_id}" if logged else f"{run.info.artifact_uri}/student"
+    mv = mlflow.register_model(source, name)
+    c.set_registered_model_alias(name, alias, mv.version)
+    return mv.version

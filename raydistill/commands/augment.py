@@ -1,0 +1,137 @@
+"""``python -m raydistill.distill.augment``: TinyBERT data augmentation as a command (its documented name); the data
+stage builds the set (``raydistill.data.augment.build``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from raydistill.commands.args import add_data_args
+from raydistill.commands.cli import HelpFormatter, Parser, add_overwrite, cli
+from raydistill.common.errors import check
+from raydistill.data.augment import MLM_HINT, build, check_candidates
+
+
+def model_source(args) -> tuple[str, str, str]:
+    """(candidates, model directory, the flag's error field) from the command's flags; refuses what cannot work."""
+    candidates = args.candidates or ("mlm" if args.mlm else "embedding")
+    check_candidates(candidates)
+    if candidates == "mlm":
+        check(bool(args.mlm), "augment_mlm", "--candidates mlm needs a model with a masked-LM head; " + MLM_HINT)
+        return candidates, args.mlm, "augment_mlm"
+    check(
+        bool(args.teacher or args.mlm),
+        "augment_teacher",
+        "--candidates embedding needs a model whose word "
+        "embeddings propose the candidates: pass --teacher DIR (the teacher you distil from)",
+    )
+    model_dir, field = (args.teacher, "augment_teacher") if args.teacher else (args.mlm, "augment_mlm")
+    check(
+        Path(model_dir).is_dir(),
+        field,
+        f"{model_dir} does not exist or is not a folder; pass a saved model "
+        "folder (config.json + weights), e.g. the teacher you distil from",
+    )
+    return candidates, model_dir, field
+
+
+def parser() -> Parser:
+    ap = Parser(
+        prog="python -m raydistill.distill.augment",
+        formatter_class=HelpFormatter,
+        description="TinyBERT data augmentation: write N copies of every training row of a "
+        "task with words swapped for candidates from a masked language model's guesses or "
+        "from the nearest whole words in any encoder's word embeddings, for distill "
+        "--augment-dir (seeded; cached under OUTPUT/cache).",
+    )
+    ap.add_argument(
+        "--task",
+        help="task name (classification or regression; python -m raydistill list tasks); default: none, "
+        "--train-file names your own data",
+    )
+    ap.add_argument(
+        "--data-dir",
+        default=None,
+        help="local data folder: the GLUE root or the task's own folder (default: the Hugging Face hub)",
+    )
+    ap.add_argument(
+        "--candidates",
+        default=None,
+        help="mlm: a masked LM's top-k predictions (the paper's; needs "
+        "--mlm) | embedding: the nearest whole words in a model's word embeddings (any encoder, e.g. "
+        "--teacher) (default: mlm when --mlm is given, else embedding)",
+    )
+    ap.add_argument(
+        "--mlm",
+        default=None,
+        help="masked-LM checkpoint directory, e.g. bert-base-uncased (default: none; needed by --candidates mlm)",
+    )
+    ap.add_argument(
+        "--teacher",
+        default=None,
+        help="any BERT/RoBERTa/ELECTRA encoder directory (e.g. the teacher) "
+        "whose input word embeddings propose the candidates (--candidates embedding; default: none)",
+    )
+    ap.add_argument("--output", required=True, help="writes OUTPUT/train.jsonl (cache under OUTPUT/cache)")
+    add_overwrite(ap, "raydistill augment")
+    add_data_args(ap)
+    _add_sampling_args(ap)
+    return ap
+
+
+def _add_sampling_args(ap: Parser) -> None:
+    """How words are replaced and copies drawn, and the model's batches."""
+    ap.add_argument("--p", type=float, default=0.4, help="probability that a word is replaced")
+    ap.add_argument("--k", type=int, default=15, help="candidates per word to draw a replacement from")
+    ap.add_argument("--n", type=int, default=20, help="augmented copies per training row")
+    ap.add_argument("--seed", type=int, default=0, help="random seed of the sampling")
+    ap.add_argument(
+        "--limit", type=int, default=None, help="augment only the first LIMIT training examples (default: all)"
+    )
+    ap.add_argument("--batch-size", type=int, default=64, help="sentences per model forward pass")
+    ap.add_argument("--max-length", type=int, default=128, help="tokens per sentence (longer ones are cut)")
+
+
+def _task(args):
+    """The built-in ``--task`` by name, or the user's files as a run reads them (same rows, same dev hold-out)."""
+    from raydistill.commands.args import data_section
+    from raydistill.config.schema import RunConfig, task_of
+
+    if not data_section(args):
+        check(
+            bool(args.task), "task", "is required: --task NAME, or --train-file FILE / --dataset NAME for your own data"
+        )
+        return args.task
+    return task_of(RunConfig.from_dict({"task": args.task, "teacher": "-", "data": data_section(args)}))
+
+
+@cli
+def main(argv=None):
+    args = parser().parse_args(argv)
+    candidates, model_dir, field = model_source(args)
+    task = _task(args)
+    from raydistill.tasks.files import report
+
+    report()  # the columns guessed in the user's files
+    n_in, n_out, out = build(
+        task,
+        args.data_dir,
+        model_dir,
+        args.output,
+        candidates=candidates,
+        mlm=args.mlm,
+        field=field,
+        p=args.p,
+        k=args.k,
+        n=args.n,
+        seed=args.seed,
+        limit=args.limit,
+        batch_size=args.batch_size,
+        max_length=args.max_length,
+    )
+    print(f"{n_in} examples -> {n_out} (with {args.n} augmented copies each): {out}")
+    print(json.dumps({"examples": n_in, "rows": n_out, "copies": args.n, "train": out}))  # last line JSON, as elsewhere
+
+
+if __name__ == "__main__":
+    main()

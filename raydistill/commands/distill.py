@@ -1,0 +1,302 @@
+"""python -m raydistill.distill: one distillation run, in this process (one worker) or as a Ray Train TorchTrainer job
+with N DDP workers.
+
+The last line of stdout is one JSON object with the final dev metrics (keys ``eval_*``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from raydistill.commands.args import (
+    add_teacher_args,
+    add_train_args,
+    data_section,
+    local_abspath,
+    teacher_cache_dir,
+    train_config,
+)
+from raydistill.commands.cli import HelpFormatter, Parser, add_overwrite, cli
+from raydistill.common.errors import RunFailed
+from raydistill.config.schema import DistillConfig, RunConfig, StudentConfig
+
+DESCRIPTION = (
+    "One distillation run: a student learns from a fine-tuned teacher on a task (--task general: general "
+    "distillation on raw text from --unlabeled-text). One worker trains in this process, with no Ray started; "
+    "--num-workers data-parallel workers, restarts (--max-failures), a cluster (RAY_ADDRESS) or --ray-train train on "
+    "Ray Train. It logs to MLflow, writes the best epoch's student to --output, and prints its scores as one "
+    "JSON object on the last line of stdout. Bad input is refused before anything starts."
+)
+
+
+def parser() -> Parser:
+    p = Parser(prog="python -m raydistill.distill", description=DESCRIPTION, formatter_class=HelpFormatter)
+    p.add_argument(
+        "--method",
+        required=True,
+        help="kd | distilbert | tinybert | pkd | two_stage | minilm | finetune (python -m raydistill list methods)",
+    )
+    p.add_argument(
+        "--teacher",
+        required=True,
+        help="fine-tuned teacher: a model folder (config.json + weights, as "
+        "python -m raydistill.finetune writes) or a hub name",
+    )
+    add_train_args(p)
+    # in --help's order
+    _add_student_args(p, StudentConfig())
+    d = DistillConfig()
+    _add_loss_weight_args(p, d)
+    _add_layer_args(p, d)
+    _add_run_args(p)
+    return p
+
+
+def _add_student_args(p: Parser, s: StudentConfig) -> None:
+    """The student's sizes (absolute or relative to the teacher's) and how its weights start."""
+    sizes = "a number, a fraction of the teacher's (0.5) or 'teacher'"
+    p.add_argument("--student-layers", default=None, help=f"{sizes} (default: half the teacher's depth)")
+    p.add_argument("--student-hidden", default=None, help=f"{sizes} (default: the teacher's width)")
+    p.add_argument(
+        "--student-intermediate",
+        default=None,
+        help="a number, 'teacher' or 'auto' (default: auto, the teacher's intermediate/hidden ratio × hidden)",
+    )
+    p.add_argument(
+        "--student-heads",
+        default=None,
+        help="a number, 'teacher', 'auto' (default: the "
+        "teacher's head count when it divides hidden) or 'keep_head_size' (hidden / the teacher's head size)",
+    )
+    p.add_argument(
+        "--init",
+        default=s.init,
+        help="random | first_k | every_other | uniform | layers:1,3,5 | slice | "
+        "prune[:N|block|block,N] | checkpoint:DIR (python -m raydistill list inits; default: the method's: pkd "
+        "first_k, distilbert "
+        "every_other, minilm slice, others random)",
+    )
+
+
+def _add_loss_weight_args(p: Parser, d: DistillConfig) -> None:
+    """The soft loss's temperature and the weights of the losses a method combines."""
+    p.add_argument(
+        "--temperature",
+        type=float,
+        default=d.temperature,
+        help="softmax temperature of the soft loss (default: the method's: tinybert 1; distilbert on --task "
+        "general 2; others 4)",
+    )
+    p.add_argument(
+        "--alpha",
+        type=float,
+        default=d.alpha,
+        help="weight of the soft loss; 1-alpha weighs the hard "
+        "loss (default: the method's: tinybert 1, others 0.5; distilbert on --task general 5, no hard loss)",
+    )
+    p.add_argument("--beta", type=float, default=d.beta, help="weight of the intermediate (patient) loss (pkd)")
+    p.add_argument(
+        "--alpha-cos",
+        type=float,
+        default=d.alpha_cos,
+        help="weight of distilbert's cosine loss on the last hidden states",
+    )
+    p.add_argument(
+        "--alpha-mlm",
+        type=float,
+        default=d.alpha_mlm,
+        help="MLM weight of distilbert general distillation (default 2, the paper's 5/2/1 with --alpha 5)",
+    )
+
+
+def _add_layer_args(p: Parser, d: DistillConfig) -> None:
+    """Which teacher layers the intermediate losses read, the stages, and MiniLM's relations."""
+    p.add_argument(
+        "--mapping",
+        default=d.mapping,
+        help="which teacher layer each student layer learns from (pkd, "
+        "tinybert, two_stage): uniform | skip | last | top | bottom | a list of teacher layers such as 3,6,9,12",
+    )
+    p.add_argument(
+        "--stage",
+        default=d.stage,
+        help="all | intermediate | pred: both stages or one of them (tinybert, "
+        "two_stage, minilm; minilm on --task general runs intermediate)",
+    )
+    p.add_argument(
+        "--intermediate-epochs",
+        type=int,
+        default=0,
+        help="epochs of the intermediate stage with --stage all (0 = half of --epochs)",
+    )
+    p.add_argument("--version", type=int, default=d.version, help="minilm: 1 = MiniLM, 2 = MiniLMv2 relations")
+    p.add_argument(
+        "--relation-heads",
+        type=int,
+        default=d.relation_heads,
+        help="minilm v2: relation heads (0 = 4x the teacher's attention heads, MiniLMv2's 48 for a 12-head "
+        "base teacher and 64 for a 16-head large one, or the largest count below that dividing both widths)",
+    )
+    p.add_argument(
+        "--relation-mean",
+        default=d.relation_mean,
+        help="minilm: average the relation KL per sequence, then over the batch (sequence, the papers'), "
+        "or over every real query of the batch alike (query)",
+    )
+    p.add_argument(
+        "--teacher-layer",
+        type=int,
+        default=d.teacher_layer,
+        help="minilm: teacher layer to distil from (0 = last, -k = k-th from the top)",
+    )
+
+
+def _add_run_args(p: Parser) -> None:
+    """Workers and recovery, the data beyond the task's own rows, where the student and the run go."""
+    p.add_argument(
+        "--num-workers",
+        type=int,
+        default=1,
+        help="data-parallel (DDP) workers on Ray Train (1: trained in this process, unless Ray Train is asked for)",
+    )
+    p.add_argument("--use-gpu", action="store_true", help="one GPU per worker")
+    p.add_argument(
+        "--max-failures",
+        type=int,
+        default=0,
+        help="worker failures to recover from a checkpoint (above 0: on Ray Train, which restarts the workers)",
+    )
+    p.add_argument(
+        "--ray-train",
+        action="store_true",
+        help="train on Ray Train even with one worker (always so with --num-workers above 1, --max-failures above 0, "
+        "RAY_ADDRESS set or a remote --storage-path); without it one worker trains in this process, no Ray started",
+    )
+    p.add_argument(
+        "--augment-dir",
+        default=None,
+        help="train on the augmented rows in DIR/train.jsonl, written by "
+        "python -m raydistill.distill.augment (default: the task's own training rows)",
+    )
+    p.add_argument(
+        "--unlabeled-text",
+        default=None,
+        help="--task general: the corpus, a text file with one text per line (default: none)",
+    )
+    p.add_argument("--output", default="outputs/student", help="folder to write the student to")
+    add_overwrite(p, "raydistill distill")
+    p.add_argument(
+        "--storage-path",
+        default=None,
+        help="folder or s3:// URI of the run's checkpoints (Ray Train's results; default ./raydistill-results/ray)",
+    )
+    p.add_argument("--run-name", default=None, help="MLflow run name (default: METHOD-TASK-SIZE-time)")
+    add_teacher_args(p)
+    p.add_argument("--placement-strategy", default="PACK", help="PACK or SPREAD the DDP workers over nodes")
+    p.add_argument("--verbose", action="store_true", help="Ray Train's own progress lines too")
+    p.add_argument("--inject-fault", default="", help=argparse.SUPPRESS)  # test hook, see RunConfig.fault
+
+
+def student_sizes(a) -> dict:
+    """The student's sizes in numbers: relative ones (and the defaults) resolved against the teacher's config."""
+    from raydistill.config.sizes import Shape, resolve
+    from raydistill.train.preflight import teacher_config
+
+    raw = {k: getattr(a, f"student_{k}") for k in ("layers", "hidden", "intermediate", "heads")}
+    for k, v in raw.items():
+        if v is not None and str(v).strip().isdigit():
+            raw[k] = int(v)
+    if a.init and a.init.startswith("checkpoint:") or all(isinstance(v, int) for v in raw.values()):
+        return {k: v if isinstance(v, int) else getattr(StudentConfig(), k) for k, v in raw.items()}
+    return resolve(raw, Shape.of(teacher_config(local_abspath(a.teacher))))
+
+
+def config_from_args(a) -> RunConfig:
+    distill = {
+        k: getattr(a, k)
+        for k in (
+            "method",
+            "temperature",
+            "alpha",
+            "beta",
+            "mapping",
+            "stage",
+            "alpha_cos",
+            "alpha_mlm",
+            "intermediate_epochs",
+            "version",
+            "relation_heads",
+            "teacher_layer",
+            "relation_mean",
+        )
+    }
+    return RunConfig.from_dict(
+        dict(
+            task=a.task,
+            teacher=local_abspath(a.teacher),
+            data_dir=local_abspath(a.data_dir),
+            data=data_section(a),
+            output=os.path.abspath(a.output),
+            student={**student_sizes(a), "init": a.init},
+            distill=distill,
+            train=train_config(a, num_workers=a.num_workers, use_gpu=a.use_gpu, teacher_bf16=not a.fp32_teacher),
+            tracking_uri=a.tracking_uri,
+            experiment=a.experiment,
+            run_name=a.run_name,
+            augment_dir=local_abspath(a.augment_dir),
+            fault=a.inject_fault,
+            teacher_cache=teacher_cache_dir(a),
+            teacher_cache_gb=a.teacher_cache_gb,
+            unlabeled_text=os.path.abspath(a.unlabeled_text) if a.unlabeled_text else None,
+        )
+    )
+
+
+@cli
+def main(argv=None) -> dict:
+    try:
+        out = run(argv)
+    except RunFailed as e:  # the run failed; its MLflow run already records why
+        from raydistill.orchestrate.guard import lost, say
+
+        line = lost(e.__cause__)
+        if line:
+            say(line)  # the guardian, should Ray end this process before its goodbye, does not print it again
+        else:
+            print(f"error: {e}", file=sys.stderr, flush=True)
+        raise SystemExit(1) from None
+    print(json.dumps({k: v for k, v in out.items()}), flush=True)
+    return out
+
+
+def run(argv=None) -> dict:
+    """The run these flags describe, trained to its end: its scores as ``main`` prints them (``raydistill.api``'s
+    ``run_distill`` runs the same). Bad input is a UserError before Ray starts; a run that fails, ``RunFailed``."""
+    a = parser().parse_args(argv)
+    from raydistill.train.preflight import check_ray_options, preflight
+
+    check_ray_options(a.placement_strategy, a.max_failures)
+    cfg = config_from_args(a)
+    if not os.environ.get("RAY_ADDRESS"):  # the local Ray this command starts has this machine's GPUs, or none
+        from raydistill.train.precision import run_device
+
+        run_device(cfg.train)  # --use-gpu where torch sees no GPU: refused here, not a worker waiting for ever
+    cfg = preflight(cfg)
+    from raydistill.tasks.files import report
+
+    report()  # the columns guessed in the user's files, once the checks passed
+    from raydistill.common.paths import storage_location
+    from raydistill.orchestrate.run import RunOptions
+    from raydistill.orchestrate.single import run_one
+
+    storage = storage_location(a.storage_path)  # a URI as given, a folder made absolute
+    opts = RunOptions(max_failures=a.max_failures, placement_strategy=a.placement_strategy, verbose=a.verbose)
+    return run_one(cfg, storage, opts, ray_train=a.ray_train)
+
+
+if __name__ == "__main__":
+    main()
+    sys.exit(0)
