@@ -32,7 +32,10 @@ CHILD = r"""
 import json, os, sys, time
 import torch
 torch.set_num_threads(int(os.environ["THREADS"]))
-from raydistill.commands.distill import config_from_args, parser
+try:
+    from raydistill.commands.distill import config_from_args, parser
+except ImportError:  # a tree from before the commands moved to commands/ (--before)
+    from raydistill.distill.__main__ import config_from_args, parser
 from raydistill.train.loop import Context, load_data, run
 from transformers import AutoTokenizer
 mode, argv = sys.argv[1], sys.argv[2:]
