@@ -65,6 +65,8 @@ def test_pairs_keep_their_own_partner(mlm):
         assert c["text"].endswith(" " + "!" * (i + 1)) and c["text"].count("!") == i + 1
         assert c["text_pair"].endswith(" " + "?" * (i + 1)) and c["text_pair"].count("?") == i + 1
         changed += c["text"] != pairs[i]["text"] or c["text_pair"] != pairs[i]["text_pair"]
+        kept = "text_pair" if (j % n) % 2 == 0 else "text"  # TinyBERT's code: one side per copy, the other kept
+        assert c[kept] == pairs[i][kept], (j, c)
     assert changed > 0
 
 
@@ -81,8 +83,18 @@ def _top1_whole_word(mlm, masked_sentence):
 def test_single_piece_word_gets_mlm_top1(mlm):
     ex = [{"text": "the cat sat", "text_pair": None, "label": 0}]
     out = aug.augment(ex, mlm, p=1.0, k=1, n=2, seed=3)
-    want = " ".join(_top1_whole_word(mlm, s) for s in ("[MASK] cat sat", "the [MASK] sat", "the cat [MASK]"))
-    assert out[1]["text"] == out[2]["text"] == want
+    want = " ".join(["the"] + [_top1_whole_word(mlm, s) for s in ("the [MASK] sat", "the cat [MASK]")])
+    assert out[1]["text"] == out[2]["text"] == want  # "the": a stop word, never swapped
+
+
+def test_only_letter_words_that_are_not_stop_words_are_swapped(mlm):
+    """TinyBERT's rule: numbers, punctuation, words with digits and its stop words stay; content words may go."""
+    ex = [{"text": "The stock rose $2.11, or 11 percent, to 2003 highs and did not fall.", "label": 0}]
+    out = aug.augment(ex, mlm, p=1.0, k=3, n=8, seed=0)
+    for c in out[1:]:
+        for kept in ("The ", "$2.11, ", " or 11 ", " to 2003 ", " and did not "):
+            assert kept in c["text"], (kept, c["text"])
+    assert any(c["text"] != ex[0]["text"] for c in out[1:])
 
 
 def test_multi_piece_word_gets_embedding_neighbour(mlm):

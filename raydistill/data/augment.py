@@ -18,8 +18,13 @@ words cut off by ``max_length`` (mlm) and words the tokenizer cannot spell (embe
 
 As in the paper, candidates are computed once per word on the original sentence (mlm: one masked forward per
 single-piece word, batched across sentences; embedding: once per distinct word); the ``n`` copies then only
-sample. Pair tasks augment ``text`` and ``text_pair`` independently and copy ``i`` of an example always pairs
-copy ``i`` of its own ``text`` with copy ``i`` of its own ``text_pair``. Every other field is copied unchanged except
+sample. A pair's copy changes one side and keeps the other, as TinyBERT's code does (it writes N copies of the first
+sentence beside the second, then N of the second): copy ``i`` changes ``text`` when ``i`` is even and ``text_pair``
+when it is odd, so a pair keeps what ties its two sides together (a paraphrase stays comparable to its original
+half). Departures: that code kept a pair's last first-sentence copy beside the second sentence's copies (an
+accident of reusing its row), and dropped a copy identical to an earlier one; here the kept side is the original,
+and every row has exactly ``n`` copies (a row with nothing to swap is repeated: its teacher outputs, not new
+text). Every other field is copied unchanged except
 the gold label: a copy carries ``label: null``, since swapping 40% of the words can change what the original's label
 says (a paraphrase pair that no longer is one). As in TinyBERT, the teacher labels the copies: a run trains on the set
 through ``--augment-dir``, the teacher (live or through its cache, whose key covers the exact rows) gives every copy
@@ -45,7 +50,9 @@ from raydistill.common.errors import UserError, check
 from raydistill.data.candidates import embedding_candidates, mlm_candidates
 from raydistill.models.teacher import quiet_hf
 
-CACHE_VERSION = "augment-v2"  # v2: copies carry label None (the teacher labels them)
+# v2: copies carry label None (the teacher labels them); v3: TinyBERT's replaceable words (letters only, no stop
+# words) and one side of a pair per copy
+CACHE_VERSION = "augment-v3"
 CANDIDATES = ("mlm", "embedding")
 MLM_HINT = (
     "pass a masked-LM checkpoint such as bert-base-uncased or roberta-base "
@@ -151,11 +158,11 @@ def augment(
     rng = random.Random(seed)
     copies = []
     for ex in examples:
-        for _ in range(n):
+        sides = [f for f in ("text", "text_pair") if ex.get(f) is not None]
+        for i in range(n):
             new = {**ex, "label": None} if "label" in ex else dict(ex)  # the teacher labels a copy, not the gold
-            for f in ("text", "text_pair"):
-                if ex.get(f) is not None:
-                    new[f] = _sample(ex[f], slots[ex[f]], p, rng)
+            f = sides[i % len(sides)]  # a pair: one side per copy, the other kept
+            new[f] = _sample(ex[f], slots[ex[f]], p, rng)
             copies.append(new)
     return [dict(ex) for ex in examples] + copies
 
@@ -275,6 +282,7 @@ def build(
         field=field,
     )
     knobs = {
+        "version": CACHE_VERSION,
         "task": task.name,
         "candidates": candidates,
         "model": model_dir,

@@ -3,8 +3,10 @@ masked LM's top-k predictions, and the nearest whole words in a model's input wo
 
 Whole words: not ``##`` continuations (WordPiece: BERT, ELECTRA), only ``Ġ``-prefixed entries (byte-level BPE:
 RoBERTa) or ``▁``-prefixed ones (SentencePiece), never special tokens, and spelled with letters and digits only
-(so never punctuation, nor BERT's never-split ``[unused0]`` entries). A word of the
-text is replaceable when it holds a letter or digit (punctuation never is).
+(so never punctuation, nor BERT's never-split ``[unused0]`` entries). A word of the text is replaceable, as in
+TinyBERT's own augmentation code, when it is spelled with letters only (numbers, punctuation and words such as
+"$2.11" or "don't"'s pieces never are) and is not an English stop word (``STOP_WORDS``: the list that code carries): swapping "the", "his" or "not" breaks a sentence's grammar or flips its meaning, where TinyBERT meant to
+vary its content words. Letters of any script count (Hangul too), so Korean text is augmented on the same rule.
 
 ``embedding_candidates`` is the paper's GloVe path applied to every word, with the model's own input embeddings in
 place of GloVe: a word's query is the mean of its pieces' embeddings, its candidates the ``k`` whole words of highest
@@ -16,6 +18,19 @@ from __future__ import annotations
 from raydistill.common.errors import check
 from raydistill.common.progress import Progress
 
+# the English stop words TinyBERT's data_augmentation.py never replaces (its StopWordsList: NLTK's, less the
+# question words)
+STOP_WORDS = frozenset(
+    """i me my myself we our ours ourselves you you're you've you'll you'd your yours yourself yourselves he him his
+    himself she she's her hers herself it it's its itself they them their theirs themselves this that that'll these
+    those am is are was were be been being have has had having do does did doing a an the and but if or because as
+    until while of at by for with about against between into through during before after above below to from up down
+    in out on off over under again further then once here there all any both each few more most other some such no
+    nor not only own same so than too very s t can will just don don't should should've now d ll m o re ve y ain
+    aren aren't couldn couldn't didn didn't doesn doesn't hadn hadn't hasn hasn't haven haven't isn isn't ma mightn
+    mightn't mustn mustn't needn needn't shan shan't shouldn shouldn't wasn wasn't weren weren't won won't wouldn
+    wouldn't 's 're""".split()
+)
 WORD_STARTS = ("Ġ", "▁")  # byte-level BPE (RoBERTa), SentencePiece (XLM-R): the prefix of a word-initial piece
 
 
@@ -50,10 +65,15 @@ def word_slots(texts, tok):
         for wid in sorted(pieces):
             ps = pieces[wid]
             start, end = offsets[ps[0]][0], offsets[ps[-1]][1]
-            if any(c.isalnum() for c in text[start:end]):
+            if replaceable(text[start:end]):
                 words.append((start, end, ps))
         out.append(words)
     return enc, out
+
+
+def replaceable(word: str) -> bool:
+    """TinyBERT's rule for a word augmentation may swap: letters only, not a stop word."""
+    return word.isalpha() and word.lower() not in STOP_WORDS
 
 
 def nearest_words(queries, ww_emb, ww_words, k, exclude=None):
