@@ -53,9 +53,17 @@ ROWS: dict[str, dict[str, Any]] = {
     # the opt-in bf16 student step on a CPU with native bf16 (train.cpu_bf16): does rounding move quality?
     "labels@bf16": {"method": "finetune", "loss": [], "aug": False, "flags": ["--cpu-bf16"]},
     "recipe@bf16": {"method": "pkd", "loss": RECIPE, "aug": False, "flags": ["--cpu-bf16"]},
+    # kept for the record, never run again: copies of augment-v2 (both sides of a pair changed at once, stop words
+    # and numbers swapped), which TinyBERT's own code does not do
+    "recipe+aug20@v2": {"method": "pkd", "loss": RECIPE, "aug": True, "retired": "augment-v2 copies"},
 }
 BASE_ROWS = ("labels", "recipe", "recipe+aug20", "tinybert+aug20")
-TWINS = (("recipe+aug20", "recipe"), ("labels@bf16", "labels"), ("recipe@bf16", "recipe"))  # besides vs labels
+TWINS = (
+    ("recipe+aug20", "recipe"),
+    ("recipe+aug20", "recipe+aug20@v2"),
+    ("labels@bf16", "labels"),
+    ("recipe@bf16", "recipe"),
+)  # besides vs labels
 STUDENTS = {  # layers, hidden, intermediate, heads, init
     "half": ("3", "384", "1536", "12", "first_k"),
     "fast": ("3", "192", "768", "6", "prune"),
@@ -109,6 +117,12 @@ def digest(values: list) -> str:
 
 def rounded(preds: list) -> list:
     return [round(p, 4) if isinstance(p, float) else p for p in preds]
+
+
+def augment_version() -> str:
+    from raydistill.data.augment import CACHE_VERSION
+
+    return CACHE_VERSION
 
 
 def student_of(student: str, row: str, teacher_heads: int) -> tuple[str, ...]:
@@ -187,7 +201,9 @@ class Bench:
         return get_task(task).main_metric
 
     def augmented(self, task: str, teacher: str) -> str:
-        out = os.path.join(self.work, "augmented", task)
+        from raydistill.data.augment import CACHE_VERSION
+
+        out = os.path.join(self.work, "augmented", f"{task}-{CACHE_VERSION}")  # a new rule: a new set
         if not os.path.isfile(os.path.join(out, "train.jsonl")):
             args = ["--task", task, "--data-dir", self.a.data, "--teacher", teacher, "--candidates", "embedding"]
             args += ["--n", N_AUG, "--seed", "0", "--max-length", str(self.a.max_length), "--output", out]
@@ -209,6 +225,8 @@ class Bench:
         key = f"{task}/{student}/{row}/{seed}"
         if key in self.rec.done:
             return "recorded"
+        if ROWS[row].get("retired"):
+            return f"not run: {ROWS[row]['retired']}"
         est = self.estimate(task, student, row)
         if self.a.deadline and est and time.time() + est > self.a.deadline:
             return f"left for later (~{est / 60:.0f} min, past the deadline)"
@@ -242,6 +260,7 @@ class Bench:
                 "preds": rounded(preds),
                 "student": f"{layers}L-{hidden}, FFN {inter}, {s_heads} heads, {init}",
                 "epochs": epochs,
+                "augment": augment_version() if spec["aug"] else None,
                 "teacher_build": build,
                 "wall_s": wall,
                 "load": [round(load0, 1), round(os.getloadavg()[0], 1)],
