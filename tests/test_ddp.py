@@ -376,3 +376,13 @@ def test_ranks_draw_different_dropout_masks(tiny_teacher, glue_dir, tmp_path):
     assert all(
         torch.equal(a, b) for a, b in zip(r0["weights"], r1["weights"], strict=True)
     )  # the weights stay identical
+
+
+def test_two_workers_stop_together_when_the_run_diverges(tiny_teacher, glue_dir, tmp_path):
+    """train.stop_diverged: rank 0 judges (it alone scores) and every rank stops after the same epoch, none left
+    waiting in a collective; the loss checks mid-epoch are all-reduced, so a NaN on any rank is every rank's."""
+    cfg = _cfg("sst2", tiny_teacher("classification", 2, dropout=0.0), glue_dir, "kd", alpha=0.5, temperature=2.0)
+    ranks = _train(replace(cfg, fault="nan:epoch=1"), 2, tmp_path)
+    for r in ranks:
+        assert len(r["reports"]) == 1, [m.get("diverged") for m in r["reports"]]
+        assert r["reports"][0]["diverged"].startswith("diverged: training loss not finite at epoch 1")

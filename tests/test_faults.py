@@ -100,6 +100,7 @@ def test_nan_loss_fails_the_run_with_its_reason(tiny_teacher, glue_dir, mlflow_u
                 str(tmp_path / "ray"),
                 "--inject-fault",
                 "nan:epoch=1",
+                "--no-stop-diverged",  # on (the default), the run stops as diverged instead: tests/test_diverge.py
             ]
         )
     assert e.value.code == 1
@@ -147,6 +148,7 @@ def test_sweep_goes_on_past_failed_trials(ray_session, tiny_teacher, glue_dir, t
             f"sqlite:///{tmp_path / 'm.db'}",
             "--inject-fault",
             "nan:epoch=1",
+            "--no-stop-diverged",  # failed trials (on, they stop as diverged: tests/test_diverge.py)
         ]
     )
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])

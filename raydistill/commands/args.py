@@ -166,6 +166,16 @@ def add_selection_args(p: argparse.ArgumentParser, d: TrainConfig | None = DEFAU
         + ")",
     )
     p.add_argument(
+        "--stop-diverged",
+        action=argparse.BooleanOptionalAction,
+        default=d.stop_diverged if d else None,
+        help="stop a distillation run (a sweep's trial) after an epoch whose training loss is NaN/inf or over 10x its "
+        "first step's, or whose validation score sits at the majority floor: reported as diverged, its student kept; "
+        "a teacher's fine-tune is never stopped (default: "
+        + ("on" if d and d.stop_diverged else "off" if d else "the space's train.stop_diverged, else on")
+        + ")",
+    )
+    p.add_argument(
         "--compile",
         action=argparse.BooleanOptionalAction,
         default=d.compile if d else None,
@@ -192,6 +202,7 @@ def train_config(a, **extra) -> dict:
         attention=a.attention,
         compile=a.compile,
         cpu_bf16=a.cpu_bf16,
+        stop_diverged=a.stop_diverged,
         **extra,
     )
 

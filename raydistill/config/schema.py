@@ -152,6 +152,9 @@ class TrainConfig:
     # (models/packing.py); stages that read scores (TinyBERT's attention loss, MiniLM) stay padded
     attention: str = "padded"
     compile: bool = False  # torch.compile the student (its forward; the loss and optimizer stay eager)
+    # a run whose loss goes NaN/inf or explodes, or whose val score sits at the majority floor, stops after that
+    # epoch, reported as diverged (train/diverge.py); a teacher's fine-tune never does (train/finetune.py)
+    stop_diverged: bool = True
 
     def validate(self) -> None:
         check(self.epochs >= 1, "train.epochs", f"must be >= 1, got {self.epochs}")

@@ -260,9 +260,10 @@ def execute(
     Returns the final metrics (``val_*`` and ``eval_*`` of the best epoch by val, ``best_epoch``, ``student_params``,
     ``latency_ms_b*``) plus ``run_id`` and ``student_dir`` (the best epoch's student). MLflow keeps the per-epoch
     curves, ``best_eval_*`` and ``best_epoch`` among them. A failed fit marks the MLflow run FAILED with the reason,
-    then re-raises; a trial the search's scheduler stops early ends KILLED, tagged ``raydistill.stopped``.
-    ``in_process`` (a sweep's 1-worker trial, CPU or GPU: a callable taking each epoch's metrics) runs the loop in this
-    process instead of on Ray Train (``fit_in_process``).
+    then re-raises; a trial the search's scheduler stops early ends KILLED, tagged ``raydistill.stopped``; a run
+    the loop stopped as diverged ends FINISHED with its best epoch's student, tagged ``raydistill.stopped`` with the
+    reason (also returned, as ``stopped``). ``in_process`` (a sweep's 1-worker trial, CPU or GPU: a callable taking
+    each epoch's metrics) runs the loop in this process instead of on Ray Train (``fit_in_process``).
     """
     t0 = time.perf_counter()
     tracker = Tracker(cfg.tracking_uri, cfg.experiment)
@@ -276,6 +277,9 @@ def execute(
         )
         t2 = time.perf_counter()
         final = final_metrics(last)
+        stopped = {"stopped": last["diverged"]} if last.get("diverged") else {}
+        if stopped:  # stopped as diverged (train.stop_diverged): a finished run, its best epoch's student exported
+            tracker.set_tags(run_id, {"raydistill.stopped": stopped["stopped"]})
         student_dir = _publish_student(cfg, tracker, run_id, checkpoint, final)
         # where the run's seconds went outside the workers' loop (Ray Train start and stop, MLflow, export)
         timing = {"time_run_start_s": t1 - t0, "time_fit_s": t2 - t1, "time_export_s": time.perf_counter() - t2}
@@ -285,7 +289,7 @@ def execute(
     except BaseException as e:
         _end_unfinished(tracker, run_id, e)
         raise
-    return {**final, "run_id": run_id, "student_dir": student_dir}
+    return {**final, **stopped, "run_id": run_id, "student_dir": student_dir}
 
 
 def _ready_run(cfg: RunConfig, tracker: Tracker, run_id: str, resumed: bool) -> None:

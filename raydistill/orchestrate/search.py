@@ -1,7 +1,6 @@
-"""Optuna TPE (or random search) and ASHA as Tune drives them, with the two behaviours a sweep needs: a trial ASHA
-stopped is PRUNED (not
-a finished value), a repeated proposal is answered from the finished trial; ASHA never stops a trial at its last
-epoch."""
+"""Optuna TPE (or random search) and ASHA as Tune drives them, with the behaviours a sweep needs: a trial ASHA
+stopped is PRUNED (not a finished value), one stopped as diverged is told its score, a repeated proposal is answered
+from the finished trial; ASHA never stops a trial at its last epoch."""
 
 from __future__ import annotations
 
@@ -66,7 +65,8 @@ def make_scheduler(spec, epochs: int, multi_objective: str | None):
 
 
 class PrunedAwareOptunaSearch(OptunaSearch):
-    """Trials ASHA stopped before the last epoch are told to Optuna as PRUNED, not as finished. A proposal identical
+    """Trials ASHA stopped before the last epoch are told to Optuna as PRUNED, not as finished; a trial stopped as
+    diverged is told its score (COMPLETE: what its recipe gets). A proposal identical
     to a finished trial (TPE repeats itself in small categorical spaces) is not trained again: Optuna is told that
     trial's value and asked for another, up to ``max_resample`` times (a small space can be exhausted)."""
 
@@ -109,7 +109,10 @@ class PrunedAwareOptunaSearch(OptunaSearch):
             pass  # resumed sweep: the RDB study already holds this trial's final value
 
     def on_trial_complete(self, trial_id, result=None, error=False):
-        if result and not error and result.get("epoch", self.max_epochs) < self.max_epochs:
+        # stopped as diverged (train.stop_diverged): its score is its value, TPE learns the region is bad and a repeat
+        # of it is answered from it (suggest)
+        diverged = bool(result and result.get("diverged"))
+        if result and not error and not diverged and result.get("epoch", self.max_epochs) < self.max_epochs:
             result = None  # no value and no error → Optuna records the trial as PRUNED
         try:
             return super().on_trial_complete(trial_id, result, error)

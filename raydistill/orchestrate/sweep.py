@@ -41,6 +41,7 @@ TRAIN_FLAGS = (
     "attention",
     "compile",
     "cpu_bf16",
+    "stop_diverged",
 )
 
 

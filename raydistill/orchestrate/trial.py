@@ -63,8 +63,11 @@ def run_trial(
     tracker = Tracker(cfg.tracking_uri, cfg.experiment)
     existing = tracker.find_run("raydistill.trial_id", trial_id)
     if existing and tracker.client.get_run(existing).info.status == "FINISHED":
-        # finished before the sweep driver died: report what it logged instead of training again
-        ray.tune.report(dict(tracker.client.get_run(existing).data.metrics))
+        # finished before the sweep driver died: report what it logged instead of training again (stopped as
+        # diverged: that too, for the searcher and the summary)
+        done = tracker.client.get_run(existing).data
+        stopped = done.tags.get("raydistill.stopped", "")
+        ray.tune.report({**done.metrics, **({"diverged": stopped} if stopped.startswith("diverged") else {})})
         return
     t_run = time.perf_counter()
     out = execute(

@@ -133,7 +133,8 @@ def live_table(metric: str):
             self._update(trial, "RUNNING", result)
 
         def on_trial_complete(self, iteration, trials, trial, **info):
-            self._update(trial, "TERMINATED")
+            # stopped by its loop as diverged (train.stop_diverged): Tune sees a trial that ended, the table says why
+            self._update(trial, "DIVERGED" if (trial.last_result or {}).get("diverged") else "TERMINATED")
 
         def on_trial_error(self, iteration, trials, trial, **info):
             self._update(trial, "ERROR")

@@ -105,15 +105,11 @@ def majority(task, train: list, dev: list) -> dict:
     own metric functions on dev's labels — the floor a teacher must clear. The constant is the training rows' most
     common label (classification) or their mean (regression; a correlation of a constant is 0). Computed, not looked
     up, so F1 of a constant positive answer (MRPC, a file task choosing on f1) and macro-F1 come out right."""
-    from raydistill.tasks.metrics import compute
+    from raydistill.tasks.metrics import compute, constant_answer
 
     if task.kind not in ("classification", "regression") or not train or not dev:
         return {}
-    labels = [e["label"] for e in train]
-    if task.kind == "regression":
-        constant = sum(float(x) for x in labels) / len(labels)
-    else:
-        constant = max(sorted(set(labels)), key=labels.count)  # ties: the lowest label, whatever the set's order
+    constant = constant_answer(task.kind, [e["label"] for e in train])
     gold = [e["label"] for e in dev]
     return {f"majority_{m}": v for m, v in compute(task, [constant] * len(gold), gold).items()}
 

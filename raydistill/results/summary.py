@@ -1,7 +1,7 @@
-"""A sweep's end: one row per trial (DONE, STOPPED by ASHA, ERROR with its reason), the summary table, JSON and Pareto
-plot logged to the parent MLflow run, and the one-line JSON result. Each row shows the score that chose it
-(``best_val_*``) beside the dev score it reports (``best_eval_*``); only trials that exported a student can be the best
-or on the front."""
+"""A sweep's end: one row per trial (DONE, STOPPED by ASHA or as diverged, ERROR with its reason), the summary
+table, JSON and Pareto plot logged to the parent MLflow run, and the one-line JSON result. Each row shows the score
+that chose it (``best_val_*``) beside the dev score it reports (``best_eval_*``); only trials that exported a student
+can be the best or on the front."""
 
 from __future__ import annotations
 
@@ -22,8 +22,9 @@ from raydistill.tracking.track import Tracker
 def summarize(
     results, metric: str, mode: str, epochs: int, logged: dict | None = None, finished: set | None = None
 ) -> list[dict]:
-    """One row per trial: DONE (all epochs), STOPPED (by ASHA) or ERROR (with the reason), ``exported`` when its run
-    ended FINISHED with its student (``finished``: trial ids; None = every DONE trial). ``logged`` (trial id → the
+    """One row per trial: DONE (all epochs), STOPPED (by ASHA; or as diverged, ``stopped: diverged: …`` in its
+    ``error`` column) or ERROR (with the reason), ``exported`` when its run ended FINISHED with its student
+    (``finished``: trial ids; None = every DONE or diverged trial). ``logged`` (trial id → the
     MLflow child run's metrics) wins over Tune's last result, which is stale for a trial resumed after its end. Rows
     come exported first, then best ``metric`` first."""
 
@@ -33,9 +34,11 @@ def summarize(
         cfg, m = dict(r.config or {}), dict(r.metrics or {})
         cfg = dict(cfg.get("point") or cfg)  # a confirmation trial's config is one grid point
         m.update((logged or {}).get(m.get("trial_id"), {}))
-        status = "ERROR" if r.error else "DONE" if (m.get("epoch") or 0) >= epochs else "STOPPED"
+        diverged = "" if r.error else m.get("diverged") or ""  # stopped by the loop (train.stop_diverged), the reason
+        status = "ERROR" if r.error else "DONE" if (m.get("epoch") or 0) >= epochs and not diverged else "STOPPED"
         trial = m.get("trial_id") or os.path.basename(r.path or "")[-8:]
-        exported = status == "DONE" and (finished is None or trial in finished)
+        # a diverged run ends FINISHED with its best epoch's student, like a finished one
+        exported = (status == "DONE" or bool(diverged)) and (finished is None or trial in finished)
         rows.append(
             {
                 "trial": trial,
@@ -54,6 +57,8 @@ def summarize(
                 **{k: v for k, v in cfg.items() if k not in ("confirm_of", "control_of")},
                 "error": failure_reason(r.error)[:160]
                 if r.error
+                else f"stopped: {diverged}"
+                if diverged
                 else ("no exported student" if status == "DONE" and not exported else ""),
             }
         )
@@ -239,6 +244,7 @@ def _summary(
         "sweep": sweep.name,
         "trials": len(rows),
         "errors": sum(r["status"] == "ERROR" for r in rows),
+        "diverged": sum(r["error"].startswith("stopped: diverged") for r in rows),
         "wall_s": round(sweep.wall_s, 1),
         # the control's runs took part of the wall time too
         "per_trial_s": round(sweep.wall_s / max(len(rows) + (sweep.control or {}).get("seeds", 0), 1), 1),

@@ -132,3 +132,23 @@ def compute(task, preds, refs) -> dict[str, float]:
     else:
         scores = {m: SCALAR[m](preds, refs) for m in task.metrics}
     return {m: scores[m] for m in task.metrics}
+
+
+def constant_answer(kind: str, labels: list):
+    """What a model that learned only the label prior answers for every row: the most common label (ties: the lowest,
+    whatever the labels' order), or a regression's mean."""
+    if kind == "regression":
+        return sum(float(x) for x in labels) / len(labels)
+    return max(sorted(set(labels)), key=labels.count)
+
+
+def constant_floor(task, gold: list) -> tuple[float, object] | None:
+    """The best the task's main metric gets from one answer given for every row of ``gold`` — what a collapsed model
+    scores —, and that answer. Every label present is tried (accuracy: the most common wins; binary F1: the positive
+    class, however rare; MCC: 0 for all); a regression's constant (the mean) correlates 0. None where a constant answer
+    means nothing (token, QA, MLM) or there are no labels."""
+    if task.kind not in ("classification", "regression") or not gold:
+        return None
+    answers = [constant_answer(task.kind, gold)] if task.kind == "regression" else sorted(set(gold))
+    scored = [(compute(task, [a] * len(gold), gold)[task.main_metric], a) for a in answers]
+    return max(scored, key=lambda s: s[0])  # ties: the first, the lowest label

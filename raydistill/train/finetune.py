@@ -80,6 +80,9 @@ def finetune(cfg: RunConfig, output: str, log=print, parent_run_id: str | None =
     from raydistill.train.precision import run_device
 
     check_resume_folder(output)  # a user's OUTPUT.resume is never written into (the command checked it up front)
+    # never stopped as diverged: a teacher at the floor after an epoch may still learn, and one stopped would be
+    # published and reused as the sweep's yardstick; a NaN loss fails it (loop.NonFiniteLoss) as it always did
+    cfg = cfg.replace(train=dataclasses.replace(cfg.train, stop_diverged=False))
 
     device = run_device(cfg.train)  # the GPU with --use-gpu (and a sweep's --use-gpu), else the CPU
     fp = fingerprint(cfg)

@@ -8,7 +8,8 @@ split carved from train) and ``eval_*`` (dev) and, as ``best_epoch`` / ``best_va
 best epoch so far by the task's main metric on val (on dev with ``select_on="dev"``); the checkpoint holds
 the latest student (``student``, for resume) and that best one (``best_student``, the run's result). Resuming
 from ``ctx.resume_dir`` restores student, best student, objective, the stage's optimizer and scheduler, and the
-epoch counter.
+epoch counter. With ``train.stop_diverged`` a run whose epoch ``train/diverge.py`` judges diverged reports that
+epoch with ``diverged`` (the reason) and trains no further, on every rank.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from raydistill.models.teacher import quiet_hf
 from raydistill.tasks.base import Task
 from raydistill.tasks.encode import Encoded, collate, encode
 from raydistill.train.checkpoint import copy_dir, load_state, resume_student, save_checkpoint
+from raydistill.train.diverge import PRED_STAGE, START_STEPS, floor_of, verdict
 from raydistill.train.faults import Fault
 from raydistill.train.precision import release, step_dtype, teacher_dtype
 from raydistill.train.scoring import dev_metrics
@@ -41,7 +43,8 @@ from raydistill.train.step import Distiller, compile_student, make_optimizer, te
 
 
 class NonFiniteLoss(RuntimeError):
-    """The training loss became NaN/inf; the run is failed on purpose (its MLflow run records why)."""
+    """The training loss became NaN/inf with ``train.stop_diverged`` off; the run is failed on purpose (its MLflow run
+    records why). On, the run stops as diverged instead (``train/diverge.py``)."""
 
 
 @dataclass
@@ -156,6 +159,9 @@ class Trainer:
         self.masker = DynamicMasking(self.tokenizer, cfg.train.seed) if self.data.task.kind == "mlm" else None
         self.opt: Any = None
         self.sched: Any = None
+        # the majority floor, from the validation split's labels (what chooses), on rank 0 (which scores)
+        stop = cfg.train.stop_diverged and ctx.rank == 0 and self.data.val_examples
+        self.floor = floor_of(self.data.task, self.data.val_examples) if stop else None
 
     def _check_batch_size(self) -> None:
         if len(self.data.train) < self.cfg.train.batch_size:
@@ -197,6 +203,8 @@ class Trainer:
             self.objective.load_state_dict(self.blobs["objective"])
             self.start_epoch, self.history = state["epoch"], state["history"]
             self.ctx.log(f"resumed from {self.ctx.resume_dir} at epoch {self.start_epoch}")
+        # each stage's first step's loss (stop_diverged's yardstick of exploding), as its epochs logged it
+        self.loss_start = {h["stage"]: h["train_loss_start"] for h in self.history if "train_loss_start" in h}
         # what chooses the best epoch: val's score (dev's only where there is no validation split)
         self.main = f"{'val' if self.data.val_examples else 'eval'}_{self.data.task.main_metric}"
 
@@ -222,17 +230,24 @@ class Trainer:
         try:
             if best_dir and ctx.resume_dir:
                 copy_dir(os.path.join(ctx.resume_dir, "best_student"), best_dir)
-            for epoch in range(self.start_epoch, epochs):
+            # a run stopped as diverged trains no further when resumed (Tune restarting its trial)
+            end = self.start_epoch if self.history and self.history[-1].get("diverged") else epochs
+            for epoch in range(self.start_epoch, end):
                 self._optimizer_for(epoch)
                 metrics = self._train_epoch(epoch)
                 ckpt_dir = self._evaluate(epoch, metrics, best_dir) if ctx.rank == 0 else None
-                ctx.log(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in metrics.items()))
+                diverged = self._shared(metrics.get("diverged"))
+                shown = {k: v for k, v in metrics.items() if k != "diverged"}
+                ctx.log(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in shown.items()))
                 try:  # report persists the checkpoint; it raises when the trial is stopped (ASHA, Ctrl-C): clean up
-                    ctx.report(metrics, ckpt_dir)
+                    ctx.report({**metrics, **({"diverged": diverged} if diverged else {})}, ckpt_dir)
                 finally:
                     if ckpt_dir:
                         shutil.rmtree(os.path.dirname(ckpt_dir), ignore_errors=True)
-            if self.start_epoch >= epochs and self.history:  # resumed after its last epoch: report its result again
+                if diverged:
+                    ctx.log(f"stopping: {diverged}; train.stop_diverged=false (--no-stop-diverged) trains on")
+                    break
+            if self.start_epoch >= end and self.history:  # resumed after its last epoch: report its result again
                 metrics = dict(self.history[-1])
                 ctx.report(metrics, None)
         finally:
@@ -259,7 +274,7 @@ class Trainer:
         torch.manual_seed((cfg.train.seed * 1_000_003 + epoch) * 1_000 + ctx.rank + 1)
         sums: dict[str, torch.Tensor] = {}
         self.clock.lap("between")
-        t0, n_seen, step = time.perf_counter(), 0, 0
+        t0 = time.perf_counter()
         progress = (
             Progress(
                 f"epoch {epoch + 1}/{cfg.train.epochs} {stage}",
@@ -270,29 +285,53 @@ class Trainer:
             if ctx.rank == 0
             else None
         )
-        batches = epoch_batches(
-            len(self.data.train), cfg.train.batch_size, epoch, cfg.train.seed, ctx.rank, ctx.world_size, self.lengths
-        )
-        for step, idx in enumerate(batches):
-            if step >= self.steps_per_epoch:
-                break
-            self._step(epoch, step, idx, stage, sums)
-            n_seen += self.per_rank
-            if progress:
-                progress.update(items=self.per_rank * ctx.world_size)
+        n_steps = self._steps(epoch, stage, sums, progress)
         if progress:
             progress.done()
-        train = self._mean_losses(sums, min(self.steps_per_epoch, step + 1))
-        if not all(math.isfinite(v) for v in train.values()):
+        train = self._mean_losses(sums, n_steps)
+        if not cfg.train.stop_diverged and not all(math.isfinite(v) for v in train.values()):
             raise NonFiniteLoss(f"non-finite training loss at epoch {epoch + 1}: {train}")
+        start = self.loss_start.get(stage)
         metrics = {
             "epoch": epoch + 1,
             "stage": stage,
             **train,
-            "train_examples_per_s": n_seen * ctx.world_size / (time.perf_counter() - t0),
+            **({"train_loss_start": start} if start is not None else {}),
+            "train_examples_per_s": n_steps * self.per_rank * ctx.world_size / (time.perf_counter() - t0),
         }
         self.clock.lap("train")
         return metrics
+
+    def _steps(self, epoch: int, stage: str, sums: dict[str, torch.Tensor], progress: Progress | None) -> int:
+        """The epoch's training steps, their losses added to ``sums``; how many ran (fewer where ``stop_diverged``
+        finds the loss non-finite mid-epoch: the rest of the epoch would train NaN weights)."""
+        cfg, ctx = self.cfg, self.ctx
+        batches = epoch_batches(
+            len(self.data.train), cfg.train.batch_size, epoch, cfg.train.seed, ctx.rank, ctx.world_size, self.lengths
+        )
+        done = 0
+        for step, idx in enumerate(batches):
+            if step >= self.steps_per_epoch:
+                break
+            self._step(epoch, step, idx, stage, sums)
+            done = step + 1
+            if progress:
+                progress.update(items=self.per_rank * ctx.world_size)
+            if cfg.train.stop_diverged and self._loss_went_bad(stage, sums, done):
+                break
+        return max(done, 1)
+
+    def _loss_went_bad(self, stage: str, sums: dict[str, torch.Tensor], done: int) -> bool:
+        """``stop_diverged``, after step ``done`` of an epoch: the mean loss of a stage's first ``START_STEPS`` steps
+        kept as its yardstick of exploding, and every ~10% of the epoch whether the loss went non-finite (True). Every
+        rank calls this at the same steps (the means are all-reduced); the device syncs only then."""
+        first, every = min(START_STEPS, self.steps_per_epoch), max(1, self.steps_per_epoch // 10)
+        if done != first and done % every:
+            return False
+        mean = self._mean_losses({"loss": sums["loss"]}, done)["train_loss"]
+        if done == first and stage not in self.loss_start and math.isfinite(mean):
+            self.loss_start[stage] = mean
+        return not math.isfinite(mean)
 
     def _step(self, epoch: int, step: int, idx: list[int], stage: str, sums: dict[str, torch.Tensor]) -> None:
         poison = self.fault.at(self.ctx.rank, epoch + 1, step + 1)  # test hook: None in normal use
@@ -322,6 +361,22 @@ class Trainer:
             vec /= self.ctx.world_size
         return {f"train_{k}": float(v) for k, v in zip(keys, vec.tolist(), strict=True)}
 
+    def _judge(self, metrics: dict) -> dict:
+        """``{"diverged": why}`` where this epoch shows the run diverged (``train/diverge.py``), else nothing; the
+        floor is judged once the prediction stage has trained enough steps (``FLOOR_MIN_STEPS``)."""
+        pred_steps = self.steps_per_epoch * sum(h["stage"] == PRED_STAGE for h in self.history)
+        start = self.loss_start.get(metrics["stage"])
+        reason = verdict(metrics, start=start, floor=self.floor, pred_steps=pred_steps)
+        return {"diverged": reason} if reason else {}
+
+    def _shared(self, reason: str | None) -> str | None:
+        """Rank 0's verdict on every rank (only rank 0 scores), so all stop after the same epoch."""
+        if not (self.distributed and self.cfg.train.stop_diverged):
+            return reason
+        box = [reason]
+        dist.broadcast_object_list(box, src=0)
+        return box[0]
+
     def _scoring(self, epoch: int) -> Progress:
         """Progress of scoring both splits, shown as training's (rank 0 only scores)."""
         d = self.data
@@ -337,6 +392,8 @@ class Trainer:
         metrics.update(_speed(self.student, self.device))
         self.clock.lap("latency")
         self.history.append(metrics)
+        if self.cfg.train.stop_diverged:  # before the checkpoint: a resumed run knows it stopped
+            metrics.update(self._judge(metrics))
         best = _best(self.history, self.main)
         metrics.update(
             best_epoch=best["epoch"],  # best_val_* chose it; best_eval_* is that epoch's dev score
@@ -378,8 +435,14 @@ class Clock:
 
 def _best(history: list[dict], key: str) -> dict:
     """The epoch with the highest ``key`` (the task's main metric: higher is better), the earliest on ties; a NaN
-    or missing value never wins (a regression student with constant output has NaN correlation)."""
-    return max(history, key=lambda m: m[key] if math.isfinite(m.get(key, math.nan)) else -math.inf)
+    or missing value never wins (a regression student with constant output has NaN correlation), nor an epoch whose
+    training loss went non-finite (its weights are NaN, whatever a constant answer scores)."""
+
+    def score(m: dict) -> float:
+        ok = math.isfinite(m.get(key, math.nan)) and math.isfinite(m.get("train_loss", 0.0))
+        return m[key] if ok else -math.inf
+
+    return max(history, key=score)
 
 
 def _teacher_cache(cfg, needs: list, teacher, data, device, ctx, t_dtype: str):

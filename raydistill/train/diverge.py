@@ -1,0 +1,81 @@
+"""Diverging runs stop early (``train.stop_diverged``, on by default): after each epoch, a run whose training loss is
+NaN/inf or exploding, or whose validation score sits at the majority floor (what one answer given for every row
+scores), is judged diverged; the loop reports that epoch with ``diverged`` set to the reason and trains no further.
+Plain functions of an epoch's metrics, so the rules are tested on hand-made sequences."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+# the yardstick of "exploding": the loss of a stage's first step, before any update of it moved the weights (a
+# learning rate far too high blows the loss up within a few steps, so a mean over more of them holds the explosion)
+START_STEPS = 1
+# exploding: an epoch's mean loss above EXPLODE_FACTOR times that yardstick, and above EXPLODE_MIN, so a loss that
+# starts near 0 (a student that begins as its teacher) and rises a little is not taken for it
+EXPLODE_FACTOR = 10.0
+EXPLODE_MIN = 1.0
+# at the floor: the validation score no more than FLOOR_MARGIN above the best constant answer's (or below it)
+FLOOR_MARGIN = 0.005
+# the floor is judged once the prediction stage has trained this many steps: a smoke run of a few steps has not
+# learned anything yet, which is not a collapse (the quickstart's trials train 56 steps an epoch)
+FLOOR_MIN_STEPS = 50
+# the stage that trains the prediction head (every method's last; TinyBERT's and MiniLM's first stage does not, so
+# their students sit at chance through it by design)
+PRED_STAGE = "pred"
+
+
+@dataclass(frozen=True)
+class Floor:
+    """The majority floor of a run: the best ``metric`` (a ``val_*`` key) one constant answer scores on the validation
+    split's labels (``tasks.metrics.constant_floor``), and that answer in words."""
+
+    metric: str
+    score: float
+    answer: str
+
+
+def floor_of(task, val_examples: list) -> Floor | None:
+    """The run's floor, from the validation split's labels (what chooses; dev only reports); None without a validation
+    split or where a constant answer means nothing (token, QA, MLM)."""
+    from raydistill.tasks.metrics import constant_floor
+
+    found = constant_floor(task, [e["label"] for e in val_examples])
+    if found is None:
+        return None
+    score, answer = found
+    if task.kind == "regression":
+        said = "a constant answer"
+    else:
+        names = task.label_names
+        said = f"always answering {names[answer] if isinstance(answer, int) and 0 <= answer < len(names) else answer!r}"
+    return Floor(f"val_{task.main_metric}", score, said)
+
+
+def exploding(loss: float, start: float) -> bool:
+    return loss > EXPLODE_FACTOR * start and loss > EXPLODE_MIN
+
+
+def verdict(metrics: dict, *, start: float | None, floor: Floor | None, pred_steps: int) -> str | None:
+    """Why the epoch in ``metrics`` (its ``epoch``, ``train_loss`` and validation scores) shows a diverged run, or None:
+    its mean training loss non-finite (any step's NaN makes the mean NaN), or exploding against ``start`` (its stage's
+    first step's loss); or, once ``pred_steps`` steps trained the prediction, its validation score at or below the
+    ``floor`` (or NaN)."""
+    epoch, loss = metrics["epoch"], metrics.get("train_loss")
+    bad = [k for k, v in metrics.items() if k.startswith("train_") and isinstance(v, float) and not math.isfinite(v)]
+    if bad:
+        return f"diverged: training loss not finite at epoch {epoch} ({', '.join(f'{k}={metrics[k]}' for k in bad)})"
+    if loss is not None and start is not None and exploding(loss, start):
+        times = f"{loss / start:.0f}x the {start:.4g} of its first step"
+        return f"diverged: training loss {loss:.4g} at epoch {epoch}, {times}"
+    score = metrics.get(floor.metric) if floor else None
+    if floor is None or score is None or pred_steps < FLOOR_MIN_STEPS:
+        return None
+    if math.isfinite(score) and score > floor.score + FLOOR_MARGIN:
+        return None
+    where = "below" if math.isfinite(score) and score < floor.score - 1e-9 else "at"
+    name = floor.metric.replace("_", " ", 1)
+    return (
+        f"diverged: {name} {score:.4f} {where} the majority floor {floor.score:.4f} ({floor.answer}) after epoch "
+        f"{epoch}"
+    )
