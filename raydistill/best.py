@@ -22,6 +22,7 @@ from typing import Any
 from raydistill.commands.cli import HelpFormatter, Parser, add_overwrite, cli
 from raydistill.common.errors import UserError, check
 from raydistill.common.outputs import adding_to
+from raydistill.results.classes import of_runs
 from raydistill.tracking.track import Tracker
 
 ALL = "all"  # --sweep all: every sweep of the experiment, where they agree on what a score means
@@ -381,6 +382,10 @@ def run(argv=None) -> dict:
     best = pick.run
     out = _result(best, pick.metric, pick.mean, pick.mode)
     print(_summary(pick, out), file=sys.stderr, flush=True)
+    classes, table = of_runs(best, pick.scope.parent)  # macro-F1 and each class's recall, the teacher's beside
+    out.update(classes)
+    if table:
+        print(table, file=sys.stderr, flush=True)
     if a.export:
         out["export"] = export(tracker, best.info.run_id, os.path.abspath(a.export))
         with adding_to(out["export"], "raydistill best --export"):
