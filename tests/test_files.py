@@ -592,6 +592,7 @@ def test_evaluate_scores_the_test_file_as_test(tmp_path, tiny_teacher):
     test = _csv(tmp_path, "test.csv", [(f"film {i}", ("negative", "positive")[i % 3 == 0]) for i in range(9)])
     common = ["--model", teacher, "--train-file", train, "--max-length", "16"]
     out = main([*common, "--test-file", test, "--split", "test"])
-    assert set(out) == {"test_accuracy", "test_macro_f1", "test_f1", "test_mcc"}
+    recalls = {"recall_negative", "recall_positive"}  # each class's recall on the split scored (issue 48)
+    assert set(out) == {f"test_{m}" for m in ("accuracy", "macro_f1", "f1", "mcc", *recalls)}
     dev = main(common)  # no --eval-file: the held-out tenth of train
-    assert set(dev) == {"eval_accuracy", "eval_macro_f1", "eval_f1", "eval_mcc"}
+    assert set(dev) == {f"eval_{m}" for m in ("accuracy", "macro_f1", "f1", "mcc", *recalls)}
