@@ -198,7 +198,7 @@ def _class_summary(sweep: SweepOutcome, best: dict[str, Any] | None, classes: li
 
 
 def _write_summary(
-    sweep: SweepOutcome, rows: list[dict[str, Any]], front: list[dict[str, Any]], classes: str
+    sweep: SweepOutcome, rows: list[dict[str, Any]], front: list[dict[str, Any]], classes: str = ""
 ) -> tuple[str, list[str], list[str]]:
     """summary.txt, summary.json, pareto_front.txt and pareto.png under the results folder: (table text, the best
     trial's per-class table and its warnings under it, the files, the front's columns)."""
