@@ -1398,6 +1398,13 @@ CASES = [
         what="`--select-on test`",
     ),
     Case(
+        "sweep-select-metric-not-scored",
+        "sweep",
+        lambda E: sweep(E, "--select-metric", "pearson"),
+        "train.select_metric",
+        what="`--select-metric pearson` on a classification task",
+    ),
+    Case(
         "sweep-confirm-top-0",
         "sweep",
         lambda E: sweep(E, "--set", "search.confirm={top: 0, seeds: 2}"),

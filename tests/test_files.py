@@ -531,8 +531,11 @@ def test_distill_command_on_files_scores_as_on_the_builtin_task(same_rows, name,
     mine += ["--phrase-rows"] if files["phrase_rows"] else []
     want = main([*common, "--task", name, "--data-dir", same_rows[name]["glue"], "--output", str(tmp_path / "a")])
     got = main([*common, *mine, "--output", str(tmp_path / "b")])
-    scores = [k for k in want if k.startswith(("val_", "eval_", "best_val_", "best_eval_"))]
+    scores = [k for k in want if k.startswith(("val_", "eval_", "best_val_", "best_eval_")) and "_recall_" not in k]
     assert scores and {k: got[k] for k in scores} == {k: want[k] for k in scores}
+    # each class's dev recall, keyed by its name (the file's names are not the built-in task's): the same in order
+    recalls = [[v for k, v in out.items() if k.startswith("eval_recall_")] for out in (want, got)]
+    assert recalls[0] == recalls[1] and len(recalls[0]) == (0 if name == "stsb" else 2)
     if name != "stsb":  # the label names in index order, an artifact beside the params (long lists fit there)
         import mlflow
 
@@ -589,6 +592,7 @@ def test_evaluate_scores_the_test_file_as_test(tmp_path, tiny_teacher):
     test = _csv(tmp_path, "test.csv", [(f"film {i}", ("negative", "positive")[i % 3 == 0]) for i in range(9)])
     common = ["--model", teacher, "--train-file", train, "--max-length", "16"]
     out = main([*common, "--test-file", test, "--split", "test"])
-    assert set(out) == {"test_accuracy", "test_macro_f1", "test_f1", "test_mcc"}
+    recalls = {"recall_negative", "recall_positive"}  # each class's recall on the split scored (issue 48)
+    assert set(out) == {f"test_{m}" for m in ("accuracy", "macro_f1", "f1", "mcc", *recalls)}
     dev = main(common)  # no --eval-file: the held-out tenth of train
-    assert set(dev) == {"eval_accuracy", "eval_macro_f1", "eval_f1", "eval_mcc"}
+    assert set(dev) == {f"eval_{m}" for m in ("accuracy", "macro_f1", "f1", "mcc", *recalls)}

@@ -60,10 +60,69 @@ def test_korquad_partial_overlap():
 
 
 def test_compute_reports_task_metrics():
-    assert set(M.compute(get_task("mrpc"), PREDS, LABELS)) == {"accuracy", "f1"}
-    assert M.compute(get_task("cola"), PREDS, LABELS) == {"mcc": pytest.approx(5 / 12)}
+    # a task with classes: macro-F1 beside its own metrics (issue 48)
+    assert set(M.compute(get_task("mrpc"), PREDS, LABELS)) == {"accuracy", "f1", "macro_f1"}
+    assert M.compute(get_task("cola"), PREDS, LABELS) == {
+        "mcc": pytest.approx(5 / 12),
+        "macro_f1": pytest.approx((2 * 2 / (2 * 2 + 1 + 1) + 0.75) / 2),
+    }
     r = M.compute(get_task("stsb"), [0.1, 0.2, 0.3], [1.0, 2.0, 3.5])
     assert set(r) == {"pearson", "spearman"} and r["spearman"] == pytest.approx(1.0)
     r = M.compute(get_task("klue_ner"), [["B-QT", "O"]], [["B-QT", "O"]])
     assert r == {"f1": 1.0, "precision": 1.0, "recall": 1.0}
     assert all(not math.isnan(v) for v in M.compute(get_task("korquad"), ["x"], [["y"]]).values())
+
+
+# ------------------------------------------------------------------ every class visible (issue 48)
+
+FOUR = ("DESC", "ENTY", "HUM", "ABBR")
+GOLD4 = [0, 0, 0, 1, 1, 2, 2, 2, 3, 3]
+PRED4 = [0, 0, 1, 1, 1, 2, 2, 0, 0, 1]  # ABBR (3) never predicted
+
+
+def _task4():
+    from dataclasses import replace
+
+    return replace(get_task("sst2"), label_names=FOUR, metrics=("accuracy",), main_metric="accuracy")
+
+
+def test_macro_f1_matches_sklearn_over_the_label_set():
+    from sklearn.metrics import f1_score
+
+    want = f1_score(GOLD4, PRED4, average="macro", labels=[0, 1, 2, 3], zero_division=0)
+    assert M.macro_f1(PRED4, GOLD4, 4) == pytest.approx(want)
+    per = f1_score(GOLD4, PRED4, average=None, labels=[0, 1, 2, 3], zero_division=0)
+    assert per[3] == 0.0  # a class never predicted: its F1 is 0 and it weighs like the others
+    # a label dev does not hold (4 of 5), never predicted: averaged in as sklearn's labels= does
+    want5 = f1_score(GOLD4, PRED4, average="macro", labels=[0, 1, 2, 3, 4], zero_division=0)
+    assert M.macro_f1(PRED4, GOLD4, 5) == pytest.approx(want5) and want5 == pytest.approx(per.sum() / 5)
+    # a task's compute uses its whole label set, whatever dev holds
+    only3 = [g for g in GOLD4 if g != 3]
+    p3 = [p for p, g in zip(PRED4, GOLD4, strict=True) if g != 3]
+    want3 = f1_score(only3, p3, average="macro", labels=[0, 1, 2, 3], zero_division=0)
+    assert M.compute(_task4(), p3, only3)["macro_f1"] == pytest.approx(want3)
+    assert want3 != pytest.approx(f1_score(only3, p3, average="macro", zero_division=0))  # not over present labels
+
+
+def test_class_recall_and_support():
+    from sklearn.metrics import recall_score
+
+    t = _task4()
+    r = M.class_recall(t, PRED4, GOLD4)
+    want = recall_score(GOLD4, PRED4, average=None, labels=[0, 1, 2, 3], zero_division=0)
+    assert r == {f"recall_{n}": pytest.approx(w) for n, w in zip(FOUR, want, strict=True)}
+    assert r["recall_ABBR"] == 0.0
+    assert M.class_support(t, GOLD4) == {"support_DESC": 3, "support_ENTY": 2, "support_HUM": 3, "support_ABBR": 2}
+    # a class dev lacks has no recall (not a 0 it had no chance to earn)
+    assert "recall_ABBR" not in M.class_recall(t, [0, 1], [0, 1])
+    assert not M.per_class(get_task("stsb")) and M.per_class(t)
+
+
+def test_class_keys_are_mlflow_valid_and_unique():
+    from mlflow.utils.validation import _validate_metric_name
+
+    keys = M.class_keys(("très bien", "a/b", "a b", "x:y", "", "ok"))
+    assert len(set(keys)) == 6 and keys[-1] == "ok"
+    for k in keys:
+        _validate_metric_name(f"best_eval_recall_{k}")
+        assert all(c.isascii() and (c.isalnum() or c in "_.-") for c in k)

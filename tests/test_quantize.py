@@ -46,7 +46,13 @@ def test_int8_close_to_fp32_smaller_and_scored_like_pytorch(tiny_teacher, glue_d
     data = dev_data("sst2", d, glue_dir, max_length=32, eval_limit=40)
     assert dev_score(fp32, data) == pytest.approx(evaluate_dir(d, "sst2", glue_dir, max_length=32, eval_limit=40))
     assert dev_score(fp32, data) == dev_score(load_model(d, "classification"), data)
-    assert set(dev_score(int8, data)) == {"eval_accuracy"}
+    # the task's metric, macro-F1 and each class's recall beside it (issue 48)
+    assert set(dev_score(int8, data)) == {
+        "eval_accuracy",
+        "eval_macro_f1",
+        "eval_recall_negative",
+        "eval_recall_positive",
+    }
 
 
 def test_pair_task_onnx_takes_segment_ids(tiny_teacher, glue_dir, tmp_path):

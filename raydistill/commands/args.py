@@ -140,6 +140,14 @@ def add_selection_args(p: argparse.ArgumentParser, d: TrainConfig | None = DEFAU
         + (f" (default: {d.select_on})" if d else " (default: val)"),
     )
     p.add_argument(
+        "--select-metric",
+        default=d.select_metric if d else None,
+        help="the metric that chooses the best epoch and trial on that split, e.g. macro_f1 (every class counts the "
+        "same, however rare); what reports stays the task's metric, macro-F1 beside it (default: "
+        + ("the task's main metric" if d else "the space's train.select_metric, else the task's main metric")
+        + ")",
+    )
+    p.add_argument(
         "--group-by-length",
         action=argparse.BooleanOptionalAction,
         default=d.group_by_length if d else None,
@@ -198,6 +206,7 @@ def train_config(a, **extra) -> dict:
         seed=a.seed,
         val_fraction=a.val_fraction,
         select_on=a.select_on,
+        select_metric=a.select_metric,
         group_by_length=a.group_by_length,
         attention=a.attention,
         compile=a.compile,

@@ -18,6 +18,7 @@ import sys
 from raydistill.commands.cli import HelpFormatter, Parser, add_overwrite, cli
 from raydistill.common.errors import check
 from raydistill.common.outputs import adding_to
+from raydistill.results.classes import of_runs
 from raydistill.results.selection import Pick, choose
 from raydistill.tracking.track import ALIAS, Tracker, download_student, register
 
@@ -107,6 +108,10 @@ def run(argv=None) -> dict:
     best = pick.run
     out = _result(best, pick.metric, pick.mean, pick.mode)
     print(_summary(pick, out), file=sys.stderr, flush=True)
+    classes, table = of_runs(best, pick.scope.parent)  # macro-F1 and each class's recall, the teacher's beside
+    out.update(classes)
+    if table:
+        print(table, file=sys.stderr, flush=True)
     if a.export:
         out["export"] = download_student(tracker, best.info.run_id, os.path.abspath(a.export))
         with adding_to(out["export"], "raydistill best --export"):

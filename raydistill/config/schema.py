@@ -145,6 +145,9 @@ class TrainConfig:
     # validation split everything chooses on ("val"); the dev set only reports. "dev": choose on dev (the old way).
     val_fraction: float = 0.1
     select_on: str = "val"
+    # the metric that chooses epochs and trials on that split: "" = the task's main metric; e.g. "macro_f1" where a rare
+    # class matters as much as a common one (issue 48). What reports stays the task's metric beside it.
+    select_metric: str = ""
     # batches of similar-length rows (raydistill/data/batches.py): the same rows and steps with fewer padded token
     # slots, so faster epochs (docs/benchmarks/2026-11-24-epoch-speed-mrpc.md)
     group_by_length: bool = True
@@ -266,8 +269,24 @@ class RunConfig:
         self.student.validate()
         self.distill.validate(_labelled(self.task))
         self.train.validate()
+        self._check_select_metric()
         check(self.teacher_cache_gb >= 0, "teacher_cache_gb", f"must be >= 0 GiB, got {self.teacher_cache_gb}")
         return self
+
+    def _check_select_metric(self) -> None:
+        """``train.select_metric`` is one the task's runs score (``tasks.metrics.reported``: its metrics, and macro-F1
+        for a task with classes)."""
+        if not self.train.select_metric:
+            return
+        from raydistill.tasks.metrics import reported
+
+        allowed = reported(task_of(self))
+        check(
+            self.train.select_metric in allowed,
+            "train.select_metric",
+            f"{self.train.select_metric!r} is not scored for task {self.task}; pass --select-metric one of "
+            f"{', '.join(allowed)} (or leave it out: the task's main metric)",
+        )
 
     def replace(self, **kw: Any) -> RunConfig:
         return dataclasses.replace(self, **kw)

@@ -3,6 +3,7 @@
 A run logs per epoch ``val_<m>`` (the validation split carved from train) and ``eval_<m>`` (dev); its final metrics
 ``best_val_<m>`` (the best epoch by val) and ``best_eval_<m>`` (dev of that same epoch). A sweep chooses on
 ``best_val_<m>`` and reports ``best_eval_<m>``; ``--select-on dev`` chooses on ``best_eval_<m>`` (the old way).
+``<m>`` is the task's main metric, or ``train.select_metric`` where set (``--select-metric macro_f1``).
 Plain Python: the sweep, ``raydistill.best`` and the quality benchmark all read these rules from here.
 """
 

@@ -5,7 +5,8 @@ Whole words: not ``##`` continuations (WordPiece: BERT, ELECTRA), only ``Ġ``-pr
 RoBERTa) or ``▁``-prefixed ones (SentencePiece), never special tokens, and spelled with letters and digits only
 (so never punctuation, nor BERT's never-split ``[unused0]`` entries). A word of the text is replaceable, as in
 TinyBERT's own augmentation code, when it is spelled with letters only (numbers, punctuation and words such as
-"$2.11" or "don't"'s pieces never are) and is not an English stop word (``STOP_WORDS``: the list that code carries): swapping "the", "his" or "not" breaks a sentence's grammar or flips its meaning, where TinyBERT meant to
+"$2.11" or "don't"'s pieces never are) and is not an English stop word (``STOP_WORDS``: the list that code
+carries): swapping "the", "his" or "not" breaks a sentence's grammar or flips its meaning, where TinyBERT meant to
 vary its content words. Letters of any script count (Hangul too), so Korean text is augmented on the same rule.
 
 ``embedding_candidates`` is the paper's GloVe path applied to every word, with the model's own input embeddings in

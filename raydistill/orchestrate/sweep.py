@@ -37,6 +37,7 @@ TRAIN_FLAGS = (
     "lr",
     "val_fraction",
     "select_on",
+    "select_metric",
     "group_by_length",
     "attention",
     "compile",
@@ -263,6 +264,7 @@ class Sweep:
         ref = teacher_reference(self.base, threads(self.demand.cpus_per_worker), log)  # every trial's yardstick
         metrics = dict.fromkeys((self.metric, report_metric(self.metric)))
         shown = [m[len("best_") :] for m in metrics if m.startswith("best_")]
+        shown += [m for m in ("eval_macro_f1",) if m in ref and m not in shown]  # beside a task's metric (issue 48)
         log(
             "teacher: " + ", ".join(f"{m}={ref.get(m)}" for m in shown) + f", {size(ref['student_params'])} "
             f"params, {ref['latency_ms_b1']:.1f} ms at batch 1"
@@ -529,7 +531,8 @@ def _objective(spec: Any, task: Any, base: RunConfig) -> str:
     else the task's main one."""
     from raydistill.config.selection import as_final, objective
 
-    return as_final(spec.metric, "metric") if spec.metric else objective(task.main_metric, base.train.select_on)
+    chosen = base.train.select_metric or task.main_metric  # --select-metric / the space's train.select_metric
+    return as_final(spec.metric, "metric") if spec.metric else objective(chosen, base.train.select_on)
 
 
 def _train_section(a: argparse.Namespace, spec: Any) -> dict[str, Any]:

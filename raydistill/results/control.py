@@ -38,7 +38,9 @@ def dev_metric(metric: str, task: Any) -> str:
     main one (a sweep ranked by size or latency)."""
     name = report_metric(metric)
     name = name[len("best_eval_") :] if name.startswith("best_eval_") else name
-    return name if name in task.metrics else task.main_metric
+    from raydistill.tasks.metrics import reported
+
+    return name if name in reported(task) else task.main_metric
 
 
 def compare(base: RunConfig, tracker: Tracker, metric: str, winner: Student, controls: list[Student]) -> dict:

@@ -11,15 +11,17 @@ import os
 from raydistill.config.schema import RunConfig
 
 # what a memoised reference holds; raised when it changes, so an older memo is measured again (2: the majority floor of
-# every metric, scored by the task's metric functions; before, the main metric's only, and 0.0 for F1)
-VERSION = 2
+# every metric, scored by the task's metric functions; before, the main metric's only, and 0.0 for F1; 3: macro-F1,
+# each class's dev recall and support)
+VERSION = 3
 
 
 def teacher_reference(cfg: RunConfig, threads: int, log=lambda m: None) -> dict:
     """``eval_<metric>`` of the teacher on ``cfg``'s dev set and ``val_<metric>`` on its validation split,
     ``student_params`` and ``latency_ms_b1`` (the same names a trial logs), measured with ``threads`` torch threads;
     ``majority_<metric>`` (every metric of the task): what always answering the training rows' most common label (a
-    regression: their mean) scores on dev."""
+    regression: their mean) scores on dev; a task with classes: ``eval_recall_<class>`` and ``support_<class>``, the
+    dev rows of each class (the summary's per-class table)."""
     import torch
 
     from raydistill.config.schema import task_of
@@ -92,6 +94,7 @@ def _measure(cfg: RunConfig, task, threads: int, log) -> dict:
     return {
         **dev_metrics(model, data, 64, torch.device("cpu")),
         **majority(task, train, dev),
+        **support(task, dev),
         "student_params": float(count_params(model)),
         # at the length a trial times its student (loop._speed)
         "latency_ms_b1": measure_latency(
@@ -112,6 +115,13 @@ def majority(task, train: list, dev: list) -> dict:
     constant = constant_answer(task.kind, [e["label"] for e in train])
     gold = [e["label"] for e in dev]
     return {f"majority_{m}": v for m, v in compute(task, [constant] * len(gold), gold).items()}
+
+
+def support(task, dev: list) -> dict:
+    """``support_<class>``: how many dev rows each class has, for a task with classes."""
+    from raydistill.tasks.metrics import class_support, per_class
+
+    return class_support(task, [e["label"] for e in dev]) if per_class(task) else {}
 
 
 def weak_teacher(ref: dict, task) -> str | None:

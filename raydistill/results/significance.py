@@ -31,7 +31,7 @@ def scorer(task: Any, preds: list, gold: list, metric: str | None = None) -> Cal
     recall and F1 (from per-sentence entity counts: seqeval scores sentences apart) — is split into per-example terms
     once, so a bootstrap of thousands of resamples costs seconds, not hours of re-running seqeval; any other metric
     (F1, MCC, correlations) is computed on the rows each time."""
-    from raydistill.tasks.metrics import SCALAR, qa_scores
+    from raydistill.tasks.metrics import SCALAR, macro_f1, per_class, qa_scores
 
     t = _task(task)
     m = metric or t.main_metric
@@ -42,8 +42,9 @@ def scorer(task: Any, preds: list, gold: list, metric: str | None = None) -> Cal
         terms = np.array([qa_scores([p], [g])[m] for p, g in zip(preds, gold, strict=True)], dtype=float)
     elif m == "accuracy":
         terms = np.array([p == g for p, g in zip(preds, gold, strict=True)], dtype=float)
-    else:
-        fn = SCALAR[m]
+    else:  # macro-F1 over the task's label set, as the runs score it (metrics.compute)
+        n = len(t.label_names) if m == "macro_f1" and per_class(t) else 0
+        fn = (lambda p, g: macro_f1(p, g, n)) if n else SCALAR[m]
         return lambda idx: fn([preds[i] for i in idx], [gold[i] for i in idx])
     return lambda idx: float(terms[list(idx)].mean()) if len(idx) else 0.0
 

@@ -54,6 +54,7 @@ def summarize(
                 "latency_ms_b32": m.get("latency_ms_b32"),
                 "trial_wall_s": m.get("trial_wall_s"),
                 "fixed_cost_s": m.get("fixed_cost_s"),
+                **{k: v for k, v in m.items() if k.startswith(CLASS_KEYS)},  # macro-F1, each class's dev recall
                 **{k: v for k, v in cfg.items() if k not in ("confirm_of", "control_of")},
                 "error": failure_reason(r.error)[:160]
                 if r.error
@@ -66,6 +67,9 @@ def summarize(
     # ties go to the lowest trial id, the rule raydistill.best applies too (selection.pick_confirmed)
     rows.sort(key=lambda r: (not r["exported"], r[metric] is None, sign * (r[metric] or 0), r["trial"]))
     return rows
+
+
+CLASS_KEYS = ("best_eval_macro_f1", "best_val_macro_f1", "best_eval_recall_")  # issue 48: every class visible
 
 
 def _mean(values) -> float | None:
@@ -129,7 +133,9 @@ def finish(sweep: SweepOutcome, rows: list[dict[str, Any]]) -> dict[str, Any]:
     MLflow UI link printed, and the result (the best trial) returned: the sweep command prints it as one JSON line."""
     against_teacher(rows, sweep.metric, sweep.teacher)
     front = mark_front(rows, sweep.metric, sweep.mode, sweep.front_by)
-    text, files, front_cols = _write_summary(sweep, rows, front)
+    best = _best(sweep, rows)
+    classes = _classes(sweep, best)
+    text, files, front_cols = _write_summary(sweep, rows, front, _class_text(best, classes))
     for path in files:
         sweep.tracker.log_artifact(sweep.parent, path, "summary")
     sweep.tracker.close_children(
@@ -140,8 +146,8 @@ def finish(sweep: SweepOutcome, rows: list[dict[str, Any]]) -> dict[str, Any]:
             **(sweep.control or {}).get("errors", {}),
         },
     )
-    best = _best(sweep, rows)
     summary = _summary(sweep, rows, best, front, front_cols, png=files[-1] if files[-1].endswith(".png") else None)
+    summary.update(_class_summary(sweep, best, classes))
     _log_best(sweep, rows, best)
     summary["mlflow_ui"] = ui = _ui_link(sweep, rows)
     print("\n" + text, file=sys.stderr, flush=True)
@@ -161,15 +167,50 @@ def _scores(metric: str) -> list[str]:
     return [metric] + ([report] if report != metric else [])
 
 
+def _with_macro(metric: str, rows: list[dict[str, Any]]) -> list[str]:
+    """The scores a row shows: what chose, what reports, and dev macro-F1 beside them for a task with classes."""
+    scores = _scores(metric)
+    macro = "best_eval_macro_f1"
+    return scores + ([macro] if macro not in scores and any(r.get(macro) is not None for r in rows) else [])
+
+
+def _classes(sweep: SweepOutcome, best: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The best trial's per-class table (results.classes); empty for a task without classes."""
+    from raydistill.config.schema import task_of
+    from raydistill.results.classes import class_rows
+
+    return class_rows(task_of(sweep.base).label_names, best, sweep.teacher) if best else []
+
+
+def _class_text(best: dict[str, Any] | None, classes: list[dict[str, Any]]) -> str:
+    from raydistill.results.classes import text
+
+    return text(classes, f"the best trial, {best['trial']}") if best else ""
+
+
+def _class_summary(sweep: SweepOutcome, best: dict[str, Any] | None, classes: list[dict[str, Any]]) -> dict[str, Any]:
+    """The JSON line's ``macro_f1`` (the best student's and the teacher's on dev), ``classes`` and
+    ``class_warnings``, for a task with classes."""
+    from raydistill.results.classes import as_json, warnings
+
+    if not best or best.get("best_eval_macro_f1") is None:
+        return {}
+    return {
+        "macro_f1": {"student": best["best_eval_macro_f1"], "teacher": (sweep.teacher or {}).get("eval_macro_f1")},
+        "classes": as_json(classes),
+        "class_warnings": warnings(classes),
+    }
+
+
 def _write_summary(
-    sweep: SweepOutcome, rows: list[dict[str, Any]], front: list[dict[str, Any]]
+    sweep: SweepOutcome, rows: list[dict[str, Any]], front: list[dict[str, Any]], classes: str = ""
 ) -> tuple[str, list[str], list[str]]:
-    """summary.txt, summary.json, pareto_front.txt and pareto.png under the results folder: (table text, the files,
-    the front's columns)."""
+    """summary.txt, summary.json, pareto_front.txt and pareto.png under the results folder: (table text, the best
+    trial's per-class table and its warnings under it, the files, the front's columns)."""
     metric, teacher, report = sweep.metric, sweep.teacher, report_metric(sweep.metric)
     out_dir = results_path("sweeps", sweep.name)
     os.makedirs(out_dir, exist_ok=True)
-    scores = _scores(metric)
+    scores = _with_macro(metric, rows)
     cols = (
         ["trial", "status", *scores]
         + (["pct_of_teacher"] if teacher_score(teacher, report) else [])
@@ -190,6 +231,8 @@ def _write_summary(
         from raydistill.results.control import line
 
         text += "\n\n" + line(sweep.control)
+    if classes:
+        text += "\n\n" + classes
     with open(os.path.join(out_dir, "summary.txt"), "w") as f:
         f.write(text + "\n")
     with open(os.path.join(out_dir, "summary.json"), "w") as f:
@@ -303,7 +346,7 @@ def _ui_link(sweep: SweepOutcome, rows: list[dict[str, Any]]) -> dict[str, Any]:
         sweep.mode,
         params=searched,
         metrics=(
-            *_scores(sweep.metric)[1:],
+            *_with_macro(sweep.metric, rows)[1:],
             "pct_of_teacher",
             "student_params",
             "latency_ms_b1",

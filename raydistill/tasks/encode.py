@@ -203,6 +203,12 @@ def example_predictions(task, examples: list[dict], encoded: Encoded, outputs: d
     return preds.tolist(), refs
 
 
-def score(task, examples: list[dict], encoded: Encoded, outputs: dict) -> dict[str, float]:
-    """``task.metrics`` (0-1 scale) from model outputs; see the module docstring for the ``outputs`` layout."""
-    return metrics.compute(task, *example_predictions(task, examples, encoded, outputs))
+def score(task, examples: list[dict], encoded: Encoded, outputs: dict, by_class: bool = False) -> dict[str, float]:
+    """``task.metrics`` (0-1 scale) from model outputs, macro-F1 beside them for a task with classes; ``by_class``:
+    each class's recall too (``recall_<key>``, dev only: a split that chooses needs no table). See the module
+    docstring for the ``outputs`` layout."""
+    preds, refs = example_predictions(task, examples, encoded, outputs)
+    out = metrics.compute(task, preds, refs)
+    if by_class and metrics.per_class(task):
+        out.update(metrics.class_recall(task, preds, refs))
+    return out

@@ -28,11 +28,14 @@ def f1(preds, labels) -> float:
     return float(f1_score(labels, preds, zero_division=0))
 
 
-def macro_f1(preds, labels) -> float:
-    """F1 per class, averaged unweighted (every class counts the same, however rare)."""
+def macro_f1(preds, labels, n_labels: int = 0) -> float:
+    """F1 per class, averaged unweighted (every class counts the same, however rare). With ``n_labels``, over the
+    task's whole label set (sklearn's ``labels=``): a class the model never predicts counts 0 even where dev holds none
+    of it, so a student and its teacher are averaged over the same classes whatever the dev rows happen to hold."""
     from sklearn.metrics import f1_score
 
-    return float(f1_score(labels, preds, average="macro", zero_division=0))
+    over = list(range(n_labels)) if n_labels else None
+    return float(f1_score(labels, preds, labels=over, average="macro", zero_division=0))
 
 
 def mcc(preds, labels) -> float:
@@ -114,6 +117,47 @@ def qa_scores(predictions: list[str], answers: list[list[str]]) -> dict[str, flo
     return {"exact_match": float(np.mean(em)), "f1": float(np.mean(f))}
 
 
+# --------------------------------------------------------------------------- every class visible (issue 48)
+
+
+def per_class(task) -> bool:
+    """Whether a task has classes to show one by one (classification into named labels; not regression, tags, QA)."""
+    return task.kind == "classification" and len(task.label_names) >= 2
+
+
+def class_keys(names) -> list[str]:
+    """Each class name as it can stand in an MLflow metric key (``eval_recall_<key>``): characters other than
+    letters, digits, ``_``, ``.`` and ``-`` become ``_``; a key two names would share gets the class's index."""
+    keys = [re.sub(r"[^A-Za-z0-9_.-]", "_", str(n)) or "_" for n in names]
+    return [k if keys.count(k) == 1 else f"{k}_{i}" for i, k in enumerate(keys)]
+
+
+def class_recall(task, preds, refs) -> dict[str, float]:
+    """``recall_<key>`` of every class dev holds (the share of its rows predicted as it); a class with no dev row
+    has no recall and no key (0 would read as a failure the model had no chance to make)."""
+    gold = np.asarray(refs, dtype=int)
+    hit = np.asarray(preds, dtype=int) == gold
+    out = {}
+    for i, key in enumerate(class_keys(task.label_names)):
+        rows = gold == i
+        if rows.any():
+            out[f"recall_{key}"] = float(hit[rows].mean())
+    return out
+
+
+def class_support(task, refs) -> dict[str, int]:
+    """``support_<key>``: how many rows of each class ``refs`` holds (0 included)."""
+    gold = np.asarray(refs, dtype=int)
+    return {f"support_{k}": int((gold == i).sum()) for i, k in enumerate(class_keys(task.label_names))}
+
+
+def reported(task) -> tuple[str, ...]:
+    """What ``compute`` returns for a task: its metrics, and macro-F1 beside them for every task with classes (so a
+    class the model drops shows in a number even where the task's own metric is accuracy)."""
+    extra = ("macro_f1",) if per_class(task) and "macro_f1" not in task.metrics else ()
+    return (*task.metrics, *extra)
+
+
 # --------------------------------------------------------------------------- dispatch
 
 SCALAR = {"accuracy": accuracy, "f1": f1, "macro_f1": macro_f1, "mcc": mcc, "pearson": pearson, "spearman": spearman}
@@ -123,15 +167,18 @@ def compute(task, preds, refs) -> dict[str, float]:
     """``task.metrics`` for predictions vs references.
 
     classification: class ids; regression: floats; token: lists of tag names per sentence;
-    qa: predicted answer strings vs lists of gold answer strings.
+    qa: predicted answer strings vs lists of gold answer strings. Macro-F1 comes beside a classification task's own
+    metrics (``reported``), over the task's whole label set.
     """
     if task.kind == "token":
         scores = entity_scores(preds, refs)
     elif task.kind == "qa":
         scores = qa_scores(preds, refs)
     else:
-        scores = {m: SCALAR[m](preds, refs) for m in task.metrics}
-    return {m: scores[m] for m in task.metrics}
+        scores = {m: SCALAR[m](preds, refs) for m in reported(task) if m != "macro_f1"}
+        if "macro_f1" in reported(task):
+            scores["macro_f1"] = macro_f1(preds, refs, len(task.label_names) if per_class(task) else 0)
+    return {m: scores[m] for m in reported(task)}
 
 
 def constant_answer(kind: str, labels: list):

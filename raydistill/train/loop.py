@@ -5,8 +5,9 @@
 epoch and hands ``ctx.report(metrics, checkpoint_dir)`` one call per epoch. Each stage of a two-stage method
 gets its own AdamW and warm-up + linear-decay schedule. Every report carries that epoch's ``val_*`` (the validation
 split carved from train) and ``eval_*`` (dev) and, as ``best_epoch`` / ``best_val_*`` / ``best_eval_*``, those of the
-best epoch so far by the task's main metric on val (on dev with ``select_on="dev"``); the checkpoint holds
-the latest student (``student``, for resume) and that best one (``best_student``, the run's result). Resuming
+best epoch so far by the task's main metric (``train.select_metric`` where set) on val (on dev with
+``select_on="dev"``); the checkpoint holds the latest student (``student``, for resume) and that best one
+(``best_student``, the run's result). Resuming
 from ``ctx.resume_dir`` restores student, best student, objective, the stage's optimizer and scheduler, and the
 epoch counter. With ``train.stop_diverged`` a run whose epoch ``train/diverge.py`` judges diverged reports that
 epoch with ``diverged`` (the reason) and trains no further, on every rank.
@@ -206,7 +207,8 @@ class Trainer:
         # each stage's first step's loss (stop_diverged's yardstick of exploding), as its epochs logged it
         self.loss_start = {h["stage"]: h["train_loss_start"] for h in self.history if "train_loss_start" in h}
         # what chooses the best epoch: val's score (dev's only where there is no validation split)
-        self.main = f"{'val' if self.data.val_examples else 'eval'}_{self.data.task.main_metric}"
+        chosen = self.cfg.train.select_metric or self.data.task.main_metric  # --select-metric, else the task's
+        self.main = f"{'val' if self.data.val_examples else 'eval'}_{chosen}"
 
     def _place_teacher(self):
         """The teacher-output cache (built on the device when cold), and the teacher on the device unless every
