@@ -168,7 +168,8 @@ def _read(spec: FileData, split: str, wanted: list[str], lists=()) -> list[tuple
 def _files(spec: FileData, wanted: list[str], lists=()):
     """Every split file's rows and their fingerprint: all of them read together, once, the first time one is asked
     for (``readers.read_files``: the rows and the hash of the bytes in one pass, kept for the process)."""
-    return read_files([(spec.path(s), spec.field(s)) for s in spec.splits()], wanted, lists, spec.delimiter)
+    sources = [(spec.path(s), spec.field(s)) for s in spec.splits()]
+    return read_files(sources, wanted, lists, spec.delimiter, shared=(spec.label_column,))  # a label: few values
 
 
 def _named(spec: FileData, column: str) -> tuple[str, ...]:

@@ -29,6 +29,7 @@ SNIFF_ROWS = 20  # the first rows that must all split into the header's number o
 SNIFF_CHARS = 1 << 16
 BLOCK = 1 << 20  # bytes read (and hashed) at a time
 PARQUET_BATCH = 8192  # rows converted to Python values at a time
+SHARED_MAX = 4096  # distinct values of a shared column (a label) held once each
 
 
 def as_text(v) -> str | None:
@@ -233,40 +234,39 @@ class Rows:
         return self.rows
 
 
-def read_files(sources, wanted, lists=(), delimiter: str = "") -> tuple[tuple[Rows, ...], str]:
+def read_files(sources, wanted, lists=(), delimiter: str = "", shared=()) -> tuple[tuple[Rows, ...], str]:
     """Every row of each ``(path, field)`` in ``sources`` (``read_columns``'s values) and the fingerprint of all of
     them (``fingerprint``), each file read once, streaming; kept for the process until a file's size or time
-    changes."""
+    changes. ``shared``: columns of few distinct values (a label), held as one string per value, not one per row."""
     stamps = tuple(stamp(p, f) for p, f in sources)
-    return _read_files(tuple(sources), tuple(wanted), frozenset(lists), delimiter, stamps)
+    return _read_files(tuple(sources), (tuple(wanted), frozenset(lists), tuple(shared)), delimiter, stamps)
 
 
 @functools.lru_cache(maxsize=2)  # the rows of a task's files: one task at a time, the last two kept
-def _read_files(sources, wanted, lists, delimiter, stamps) -> tuple[tuple[Rows, ...], str]:
+def _read_files(sources, columns, delimiter, stamps) -> tuple[tuple[Rows, ...], str]:
     h = hashlib.sha256()
     out = []
     for path, field in sources:
-        out.append(_read_one(path, field, wanted, lists, delimiter, h))
+        out.append(_read_one(path, field, columns, delimiter, h))
         h.update(b"\0")
     return tuple(out), h.hexdigest()[:16]
 
 
-def _read_one(path: str, field: str, wanted, lists, delimiter: str, h) -> Rows:
-    """One file's rows, its bytes hashed into ``h`` as they are read."""
+def _read_one(path: str, field: str, columns, delimiter: str, h) -> Rows:
+    """One file's rows, its bytes hashed into ``h`` as they are read; ``columns``: wanted, lists, shared."""
     fmt = file_format(path, field)
+    wanted, lists, shared = columns
+    share = [i for i, c in enumerate(wanted) if c in shared and c not in lists]
+    seen: dict = {}
+    rows: list = []
     with open(path, "rb", buffering=0) as raw:
         tee = _Hashing(raw, h)
-        rows: list = []
         try:
-            if fmt == "parquet":
-                tee.drain()  # Parquet is read from its end (the footer): its bytes hashed in order first
-                raw.seek(0)
-                _parquet_rows(raw, path, wanted, lists, rows)
-            else:
-                text = io.TextIOWrapper(
-                    io.BufferedReader(tee, BLOCK), "utf-8-sig", newline="" if fmt in ("csv", "tsv") else None
-                )
-                _text_rows(text, path, fmt, field, wanted, lists, delimiter_of(path, fmt, delimiter), rows)
+            for n, vals in _parsed(raw, tee, path, fmt, field, wanted, lists, delimiter):
+                for i in share:  # the first SHARED_MAX values kept (a label has few; a score column, many)
+                    v = vals[i]
+                    vals[i] = seen.get(v) or (seen.setdefault(v, v) if len(seen) < SHARED_MAX else v)
+                rows.append((n, vals))
             error = None
         except UserError as e:
             error = UserError(e.field or field, e.message)
@@ -276,22 +276,30 @@ def _read_one(path: str, field: str, wanted, lists, delimiter: str, h) -> Rows:
     return Rows(rows, error)
 
 
-def _text_rows(text, path, fmt, field, wanted, lists, delimiter, out: list) -> None:
+def _parsed(raw, tee, path, fmt, field, wanted, lists, delimiter) -> Iterator[tuple[int, list]]:
+    """``(line or record number, values)`` of a file being read through ``tee``."""
+    if fmt == "parquet":
+        tee.drain()  # Parquet is read from its end (the footer): its bytes hashed in order first
+        raw.seek(0)
+        yield from _parquet_rows(raw, path, wanted, lists)
+        return
+    text = io.TextIOWrapper(io.BufferedReader(tee, BLOCK), "utf-8-sig", newline="" if fmt in ("csv", "tsv") else None)
     if fmt in ("csv", "tsv"):
-        _csv_columns(text, path, fmt, field, wanted, delimiter, out)
+        yield from _csv_columns(text, path, fmt, field, wanted, delimiter_of(path, fmt, delimiter))
         return
     records = _jsonl_records(path, text) if fmt == "jsonl" else _json_records(path, text.read())
-    out.extend((n, _record(path, field, n, r, wanted, lists)) for n, r in records)
+    yield from ((n, _record(path, field, n, r, wanted, lists)) for n, r in records)
 
 
-def _parquet_rows(f, path: str, wanted, lists, out: list) -> None:
+def _parquet_rows(f, path: str, wanted, lists) -> Iterator[tuple[int, list]]:
     import pyarrow.parquet as pq
 
+    n = 0
     try:
         for batch in pq.ParquetFile(f).iter_batches(batch_size=PARQUET_BATCH, columns=list(wanted)):
-            out.extend(
-                (len(out) + i, _record(path, "", 0, r, wanted, lists)) for i, r in enumerate(batch.to_pylist(), 1)
-            )
+            for r in batch.to_pylist():
+                n += 1
+                yield n, _record(path, "", n, r, wanted, lists)
     except Exception as e:  # pyarrow's errors have no common base worth naming
         raise _parquet_error(path, e) from None
 
@@ -308,7 +316,7 @@ def _record(path, field, n, r, wanted, lists=()) -> list:
     return [r.get(c) if c in lists else as_text(r.get(c)) for c in wanted]
 
 
-def _csv_columns(f, path, fmt, field, wanted, delimiter, out: list) -> None:
+def _csv_columns(f, path, fmt, field, wanted, delimiter) -> Iterator[tuple[int, list]]:
     rows = _csv_rows(f, fmt, delimiter)
     _, header = next(rows, (0, []))
     missing = [c for c in wanted if c not in header]
@@ -322,7 +330,7 @@ def _csv_columns(f, path, fmt, field, wanted, delimiter, out: list) -> None:
                 f"{path} line {n}: expected {len(header)} {delimiter_name(delimiter)}-separated fields, got "
                 f"{len(row)} (--delimiter chooses)",
             )
-        out.append((n, [row[i] for i in idx]))
+        yield n, [row[i] for i in idx]
 
 
 def fingerprint(paths) -> str:
