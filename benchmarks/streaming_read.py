@@ -79,7 +79,7 @@ def child(path: str, tokenizer_dir: str, workdir: str) -> dict:
             opens.append(mode)
         return real(file, mode, *args, **kwargs)
 
-    builtins.open = io.open = counting  # type: ignore[assignment]
+    builtins.open = io.open = counting
     with open("/proc/self/clear_refs", "w") as f:
         f.write("5")  # the peak RSS from here
     base, t0, r0 = _status("VmRSS"), time.perf_counter(), _rchar()
