@@ -282,3 +282,20 @@ def test_shape_latency_smoke(tiny_teacher):
     ratios = json.loads(m[2])
     assert set(ratios) == {"4L-32", "2L-16"} and all(r > 0 for r in ratios.values())
     assert re.search(r"4L-32 +0\.\d+M params", proc.stdout) and re.search(r"2L-16 +0\.\d+M params", proc.stdout)
+
+
+def test_streaming_read_smoke(tiny_teacher, glue_dir, tmp_path):
+    """benchmarks/streaming_read.py: a small JSON Lines file made from SST-2 rows, this tree as before and after, each
+    phase's seconds, peak growth, opens and bytes read; the file opened twice (head, one pass) and read once."""
+    argv = [sys.executable, str(ROOT / "benchmarks" / "streaming_read.py"), "--before", str(ROOT), "--rounds", "1"]
+    argv += ["--tokenizer", tiny_teacher("classification", 2), "--glue", str(glue_dir), "--rows", "500"]
+    argv += ["--file", str(tmp_path / "f.jsonl")]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    last = proc.stdout.strip().splitlines()[-1]
+    assert last.startswith("STREAMREAD ")
+    got = json.loads(last.split(" ", 1)[1])
+    for tree in ("before", "after"):
+        assert got[tree]["rows"]["opens"] == 2 and got[tree]["encoded"]["read_mb"] < 1, got[tree]
+        assert list(got[tree])[1:] == ["columns", "resolve", "params", "rows", "encoded"]

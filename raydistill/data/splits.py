@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import os
 import random
+from collections.abc import Iterator
 from collections.abc import Set as AbstractSet
 
 from raydistill.common.errors import UserError
@@ -173,10 +176,21 @@ def read_jsonl(path: str, field: str) -> list:
         return [json.loads(line) for line in f if line.strip()]
 
 
-def _digest(obj) -> str:
-    import hashlib
+def _dumps(obj) -> str:
+    return json.dumps(obj, sort_keys=True, ensure_ascii=False, default=str)
 
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, ensure_ascii=False, default=str).encode()).hexdigest()[:16]
+
+def _digest(obj) -> str:
+    return hashlib.sha256(_dumps(obj).encode()).hexdigest()[:16]
+
+
+def _list_text(rows: list, batch: int = 1024) -> Iterator[bytes]:
+    """``_dumps(rows)`` (a list) in pieces of ``batch`` rows: the same bytes, never the whole text at once (hundreds
+    of MB for a large file). A list's JSON is its items' JSON between ``[`` and ``]``, joined by ``", "``."""
+    yield b"["
+    for start in range(0, len(rows), batch):
+        yield ((", " if start else "") + ", ".join(_dumps(r) for r in rows[start : start + batch])).encode()
+    yield b"]"
 
 
 def _splits(cfg) -> tuple[list, list, list]:
@@ -190,26 +204,71 @@ def _splits(cfg) -> tuple[list, list, list]:
 
 
 def data_fingerprint(cfg) -> str:
-    """Short hash of the exact train, validation and dev examples a run sees (after limits, hold-out, augmentation).
-    Without a validation split it is the hash of train and dev alone, as before there was one."""
-    train, val, dev = _splits(cfg)
-    return _digest([train, dev] + ([val, CARVE_VERSION] if val else []))
+    """Short hash of the exact train, validation and dev examples a run sees (after limits, hold-out, augmentation):
+    ``_digest([train, dev, val, CARVE_VERSION])``, without a validation split ``_digest([train, dev])``, as before
+    there was one."""
+    return _digests(cfg)[0]
 
 
 def datasets(cfg) -> list[dict]:
     """What a run trains and is scored on, as MLflow dataset inputs: name, digest of the exact rows, source, size."""
-    train, val, dev = _splits(cfg)
-    splits = [("train", "training", train)] + ([("val", "validation", val)] if val else []) + [("dev", "eval", dev)]
+    digests = _digests(cfg)[1]
+    contexts = {"train": "training", "val": "validation", "dev": "eval"}
     return [
         {
             "name": f"{cfg.task}-{split}",
-            "digest": _digest(rows),
+            "digest": digests[split][0],
             "context": context,
             "source": _source(cfg, split),
-            "rows": len(rows),
+            "rows": digests[split][1],
         }
-        for split, context, rows in splits
+        for split, context in contexts.items()
+        if split in digests
     ]
+
+
+def _digests(cfg) -> tuple[str, dict[str, tuple[str, int]]]:
+    """``data_fingerprint`` and each split's ``(digest, rows)``, worked out together; for the user's data once per
+    process while its files stay the same (a run asks for both, and its training reads the same splits)."""
+    key = _data_stamp(cfg)
+    return _kept_digests(cfg, key) if key is not None else _work_digests(cfg)
+
+
+@functools.lru_cache(maxsize=4)
+def _kept_digests(cfg, key: tuple) -> tuple[str, dict[str, tuple[str, int]]]:  # key: the data's files' stamps
+    return _work_digests(cfg)
+
+
+def _data_stamp(cfg) -> tuple | None:
+    """What changes when the user's data changes (each file's time and size), or None for a built-in task, whose
+    digests are worked out each time."""
+    from raydistill.tasks import dataset as hubdata
+    from raydistill.tasks.readers import stamp
+
+    data = cfg.data
+    if not data.given:
+        return None
+    files = hubdata.stamp(data.dataset) if data.dataset else tuple(stamp(data.path(s)) for s in data.splits())
+    augmented = os.path.join(cfg.augment_dir, "train.jsonl") if cfg.augment_dir else ""
+    return files, stamp(augmented) if os.path.isfile(augmented) else ()
+
+
+def _work_digests(cfg) -> tuple[str, dict[str, tuple[str, int]]]:
+    """The digests of ``data_fingerprint`` and ``datasets`` from one encoding of the rows: each split's JSON text
+    goes into its own hash and into the whole's, ``[train, dev(, val, CARVE_VERSION)]``."""
+    train, val, dev = _splits(cfg)
+    parts = {"train": train, "dev": dev, **({"val": val} if val else {})}
+    whole = hashlib.sha256(b"[")
+    out = {}
+    for i, (name, rows) in enumerate(parts.items()):
+        own = hashlib.sha256()
+        whole.update(b", " if i else b"")
+        for piece in _list_text(rows):
+            own.update(piece)
+            whole.update(piece)
+        out[name] = (own.hexdigest()[:16], len(rows))
+    whole.update(f", {_dumps(CARVE_VERSION)}]".encode() if val else b"]")
+    return whole.hexdigest()[:16], out
 
 
 def log_inputs(tracker, run_id: str, cfg) -> None:

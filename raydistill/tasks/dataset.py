@@ -11,6 +11,7 @@ their names); ``files.py`` makes them a task exactly as it does the user's files
 from __future__ import annotations
 
 import contextlib
+import csv
 import functools
 import inspect
 import os
@@ -149,12 +150,37 @@ def _load(name: str, config: str, revision: str, stamp: tuple):
 
     try:
         with _quiet():
-            dd = datasets.load_dataset(name, config or None, revision=revision or None, trust_remote_code=False)
+            dd = datasets.load_dataset(
+                name, config or None, revision=revision or None, trust_remote_code=False, **_as_text(name)
+            )
     except Exception as e:  # datasets and the hub raise a dozen unrelated types
         raise _failure(name, config, e) from None
     if not isinstance(dd, datasets.DatasetDict):
         raise UserError("data.dataset", f"{name} loads as one split, not named splits; pass {FIX_FOLDER}")
     return dd
+
+
+def _as_text(name: str) -> dict:
+    """For a local folder of CSV or TSV files, ``load_dataset``'s options that read every value as text, as
+    ``--train-file`` does (``datasets`` reads CSV with pandas, which turns "NA", "null" or "None" into missing, so
+    those rows were dropped, and "007" into 7): the first file's columns declared as strings, no NA guessing, its
+    delimiter (sniffed as ``--train-file``'s) and, for TSV, no quoting; {} for anything else."""
+    if not is_local(name):
+        return {}
+    found = sorted(os.path.join(root, f) for root, _, files in os.walk(name) for f in files)
+    exts = {os.path.splitext(f)[1].lower() for f in found}
+    tables = [f for f in found if os.path.splitext(f)[1].lower() in (".csv", ".tsv")]
+    if not tables or exts & {".json", ".jsonl", ".parquet", ".arrow"}:
+        return {}
+    import datasets
+
+    from raydistill.tasks.readers import columns_of, delimiter_of, file_format
+
+    fmt = file_format(tables[0], "data.dataset")
+    strings = datasets.Features({c: datasets.Value("string") for c in columns_of(tables[0], "data.dataset")})
+    return {"features": strings, "na_filter": False, "sep": delimiter_of(tables[0], fmt)} | (
+        {"quoting": csv.QUOTE_NONE} if fmt == "tsv" else {}
+    )
 
 
 def split_of(dd, name: str, split: str, field: str):

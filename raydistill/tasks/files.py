@@ -33,8 +33,7 @@ from raydistill.tasks.readers import (
     delimiter_name,
     delimiter_of,
     file_format,
-    fingerprint,
-    read_columns,
+    read_files,
 )
 
 KINDS = ("classification", "regression", "token")
@@ -161,9 +160,16 @@ def _its_columns(spec: FileData, split: str, header: list[str]) -> str:
 def _read(spec: FileData, split: str, wanted: list[str], lists=()) -> list[tuple[int, list]]:
     """``(row number, values)`` of a split's rows: the wanted columns as text, those in ``lists`` as they are."""
     if not spec.dataset:
-        return read_columns(spec.path(split), spec.field(split), wanted, lists, spec.delimiter)
+        return _files(spec, wanted, lists)[0][spec.splits().index(split)].get()
     rows = hubdata.read(_split(spec, split), wanted)
     return [(n, [v if c in lists else as_text(v) for c, v in zip(wanted, vals, strict=True)]) for n, vals in rows]
+
+
+def _files(spec: FileData, wanted: list[str], lists=()):
+    """Every split file's rows and their fingerprint: all of them read together, once, the first time one is asked
+    for (``readers.read_files``: the rows and the hash of the bytes in one pass, kept for the process)."""
+    sources = [(spec.path(s), spec.field(s)) for s in spec.splits()]
+    return read_files(sources, wanted, lists, spec.delimiter, shared=(spec.label_column,))  # a label: few values
 
 
 def _named(spec: FileData, column: str) -> tuple[str, ...]:
@@ -454,8 +460,7 @@ def _content(spec: FileData) -> str:
     """The fingerprint of what the task reads: the files' bytes, or a dataset's rows (its wanted columns)."""
     if spec.dataset:
         return _rows_fingerprint(replace(spec, fingerprint=""), hubdata.stamp(spec.dataset))
-    paths = tuple(spec.path(s) for s in spec.splits())
-    return _fingerprint_of(paths, tuple(_stamp(p) for p in paths))
+    return _files(spec, _wanted(spec), _lists(spec))[1]  # the rows read in the same pass, kept for the run
 
 
 @functools.lru_cache(maxsize=16)
@@ -697,7 +702,7 @@ def _rows(spec: FileData, split: str) -> list[tuple[int, str, str | None, str]]:
     """(line, text, pair, label) of one split's rows; rows with an empty text dropped, said in one line."""
     _need(spec, split)
     where, pair = spec.where(split), bool(spec.text_pair_column)
-    rows = _read(spec, split, _wanted(spec))
+    rows = _read(spec, split, _wanted(spec), _lists(spec))
     kept = [(n, v[0], v[1] if pair else None, v[-1]) for n, v in rows if v[0] and (not pair or v[1])]
     if len(kept) < len(rows):
         _say(f"data: {where}: {len(rows) - len(kept)} of {len(rows)} rows have an empty text and are left out")
@@ -781,19 +786,6 @@ def _check_unchanged(spec: FileData) -> None:
             f"{what} changed since this run was set up (fingerprint {spec.fingerprint}, now {now}); "
             f"{fix} or start a new run on them",
         )
-
-
-def _stamp(path: str) -> tuple[int, int]:
-    try:
-        st = os.stat(path)
-    except OSError as e:
-        raise UserError("data.train_file", f"{path}: {e.strerror}; the run's files must be readable here") from None
-    return st.st_mtime_ns, st.st_size
-
-
-@functools.lru_cache(maxsize=32)
-def _fingerprint_of(paths: tuple[str, ...], stamps: tuple) -> str:  # stamps: hashed again only if a file changed
-    return fingerprint(paths)
 
 
 def task_name(spec: FileData) -> str:
