@@ -16,6 +16,7 @@ import torch
 
 from raydistill.common.errors import UserError
 from raydistill.config import space as sp
+from raydistill.config.domains import Choice
 from raydistill.config.schema import DistillConfig, RunConfig, StudentConfig, TrainConfig
 from raydistill.config.sizes import Shape, check_shape, resolve
 from raydistill.models import prune
@@ -310,10 +311,10 @@ def test_keep_head_size_refusals(values, field):
 @pytest.mark.parametrize("teacher", [MINILM, BASE, LARGE], ids=["6L-384", "12L-768", "24L-1024"])
 def test_every_minilm_glue_student_keeps_the_teachers_head_size(teacher):
     spec = sp.load("minilm_glue")
-    assert spec.student["init"] == {"choice": ["slice", "prune"]}
+    assert spec.student["init"] == Choice(("slice", "prune"))
     head = teacher.hidden // teacher.heads
-    for layers, hidden in itertools.product(spec.student["layers"]["choice"], spec.student["hidden"]["choice"]):
-        r = resolve({"layers": layers, "hidden": hidden, "heads": spec.student["heads"]}, teacher)
+    for layers, hidden in itertools.product(spec.student["layers"].values(), spec.student["hidden"].values()):
+        r = resolve({"layers": layers, "hidden": hidden, "heads": spec.student["heads"].first()}, teacher)
         assert r["hidden"] == r["heads"] * head
         check_shape(r, teacher)  # prune can cut every one of them
     study = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=0))

@@ -9,6 +9,7 @@ import pytest
 
 from raydistill.common.errors import UserError
 from raydistill.config import space as sp
+from raydistill.config.domains import Choice, Fixed, LogUniform, Uniform
 from raydistill.config.sizes import Shape, parse_size
 
 BERT_BASE = Shape(12, 768, 3072, 12)
@@ -33,21 +34,22 @@ def test_shipped_space_parses_and_samples(name):
     spec = sp.load(name)
     study = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=0))
     vals = sp.sample(spec, study.ask(), BERT_BASE)
-    assert vals["method"] == spec.method
+    assert spec.method.contains(vals["method"])
 
 
 def test_pkd_glue_covers_the_paper_and_starts_from_its_best():
     """PKD's grid (T 5–20, α 0.2–0.7, β 10–1000, 3 and 6 of 12 layers) lies inside the searched ranges, and the
     reported best (T=20, α=0.7, β=100, PKD-Skip) is the first trial at half the teacher's depth."""
     spec = sp.load("pkd_glue")
-    assert spec.distill["temperature"] == {"loguniform": [1, 20]} and spec.distill["alpha"] == {"uniform": [0.0, 1.0]}
-    assert spec.distill["beta"]["loguniform"][0] <= 10 and spec.distill["beta"]["loguniform"][1] >= 1000
-    assert spec.train["lr"] == {"loguniform": [1.0e-5, 3.0e-4]}
-    assert spec.distill["mapping"] == {"choice": ["skip", "last"]} and spec.student["init"] == "first_k"
-    assert spec.student["hidden"] == "teacher"
+    assert spec.distill["temperature"] == LogUniform(1, 20) and spec.distill["alpha"] == Uniform(0.0, 1.0)
+    beta = spec.distill["beta"]
+    assert isinstance(beta, LogUniform) and beta.low <= 10 and beta.high >= 1000
+    assert spec.train["lr"] == LogUniform(1.0e-5, 3.0e-4)
+    assert spec.distill["mapping"] == Choice(("skip", "last")) and spec.student["init"] == Fixed("first_k")
+    assert spec.student["hidden"] == Fixed("teacher")
     depths = {
         sp.sample(sp.load("pkd_glue", [f"student.layers={f}"]), None, BERT_BASE)["student_layers"]
-        for f in spec.student["layers"]["choice"]
+        for f in spec.student["layers"].values()
     }
     assert depths == {3, 6}
     first = sp.start_points(spec, BERT_BASE)[0]
@@ -71,7 +73,7 @@ def test_asha_grace_period_leaves_the_warm_up_epoch_alone():
 
 def test_tinybert_sizes_and_mappings():
     spec = sp.load("tinybert_glue")
-    assert spec.distill["mapping"]["choice"] == ["uniform", "top", "bottom"]
+    assert spec.distill["mapping"] == Choice(("uniform", "top", "bottom"))
     first = sp.start_points(spec, BERT_BASE)[0]
     assert first["temperature"] == 1 and first["mapping_6L"] == "uniform"  # TinyBERT's T=1 and g(m)=m·N/M
     assert parse_size("4L-312-1200-12") == {"layers": 4, "hidden": 312, "intermediate": 1200, "heads": 12}

@@ -10,6 +10,7 @@ import argparse
 import json
 import os
 import sys
+from dataclasses import fields
 
 from raydistill.commands.args import (
     add_teacher_args,
@@ -215,24 +216,7 @@ def student_sizes(a) -> dict:
 
 
 def config_from_args(a) -> RunConfig:
-    distill = {
-        k: getattr(a, k)
-        for k in (
-            "method",
-            "temperature",
-            "alpha",
-            "beta",
-            "mapping",
-            "stage",
-            "alpha_cos",
-            "alpha_mlm",
-            "intermediate_epochs",
-            "version",
-            "relation_heads",
-            "teacher_layer",
-            "relation_mean",
-        )
-    }
+    distill = {f.name: getattr(a, f.name) for f in fields(DistillConfig)}  # a flag for every distill field
     return RunConfig.from_dict(
         dict(
             task=a.task,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Mapping
 from dataclasses import Field, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -55,6 +56,7 @@ class StudentConfig:
 
 
 MINILM_VERSIONS = (1, 2)  # distill.version: 1 = MiniLM, 2 = MiniLMv2
+MINILM = {"logged": "minilm"}  # a field's metadata: an MLflow param only for that method (RunConfig.to_params)
 
 
 @dataclass(frozen=True)
@@ -67,11 +69,18 @@ class DistillConfig:
     stage: str = "all"  # tinybert / two_stage: all | intermediate | pred
     alpha_cos: float = 1.0  # DistilBERT cosine weight
     alpha_mlm: float | None = None  # DistilBERT MLM weight (general distillation; default 2 there)
-    intermediate_epochs: int = 0  # tinybert/two_stage/minilm with stage=all: epochs of stage 1 (0 = half)
-    version: int = 2  # minilm: 1 = MiniLM (attention + value relation), 2 = MiniLMv2 (Q-Q, K-K, V-V relations)
-    relation_heads: int = 0  # minilm v2: relation heads (0 = 4 x the teacher's heads, the paper's 48 / 64; see MiniLM)
-    relation_mean: str = "sequence"  # minilm: relation KL per sequence then batch (the papers') | query (all alike)
-    teacher_layer: int = 0  # minilm: the teacher layer its relations come from (0 = last, -k = k-th from the top)
+    # tinybert/two_stage/minilm with stage=all: epochs of stage 1 (0 = half). Never an MLflow param: adding one now
+    # would change every fine-tuned teacher's fingerprint (train/finetune.py hashes to_params) and retrain it
+    intermediate_epochs: int = field(default=0, metadata={"logged": False})
+    # the MiniLM knobs below are MLflow params (to_params) only for minilm, where they mean something
+    # minilm: 1 = MiniLM (attention + value relation), 2 = MiniLMv2 (Q-Q, K-K, V-V relations)
+    version: int = field(default=2, metadata=MINILM)
+    # minilm v2: relation heads (0 = 4 x the teacher's heads, the paper's 48 / 64; see MiniLM)
+    relation_heads: int = field(default=0, metadata=MINILM)
+    # minilm: relation KL per sequence then batch (the papers') | query (all alike)
+    relation_mean: str = field(default="sequence", metadata=MINILM)
+    # minilm: the teacher layer its relations come from (0 = last, -k = k-th from the top)
+    teacher_layer: int = field(default=0, metadata=MINILM)
 
     def validate(self, labelled: bool = True) -> None:
         """None fields are unset (the method's default) and pass; a task without labels lets α exceed 1."""
@@ -219,24 +228,21 @@ class RunConfig:
     fault: str = ""
 
     def __post_init__(self) -> None:
-        # Fill the unset fields from the method, once: every reader then sees numbers and a concrete init.
-        from raydistill.distill.methods import METHODS
+        # The unset fields filled from the method, once (its registry's ``with_defaults``): every reader then sees
+        # numbers and a concrete init. ``dataclasses.replace`` comes through here too: a trial's config gets its own
+        # method's defaults.
+        from raydistill.distill.methods.registry import with_defaults
 
-        m = METHODS.get(self.distill.method)
-        if m is None:  # validate() names the unknown method
-            return
-        defaults = m.defaults | (m.general_defaults if not _labelled(self.task) else {})
-        unset = {k: v for k, v in defaults.items() if getattr(self.distill, k) is None}
-        if unset:
-            object.__setattr__(self, "distill", dataclasses.replace(self.distill, **unset))
-        if not self.student.init:
-            object.__setattr__(self, "student", dataclasses.replace(self.student, init=m.default_init))
+        distill, student = with_defaults(self.distill, self.student, labelled=_labelled(self.task))
+        object.__setattr__(self, "distill", distill)
+        object.__setattr__(self, "student", student)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RunConfig:
-        """The one way from a dict (YAML, CLI flags, a sampled trial, a checkpoint) to a config: unknown keys are
-        refused and values coerced to their field's type, errors naming the field as ``section.field``; a section
-        may be a dict or a section object; the method's defaults fill unset fields; validated."""
+        """The one way from a dict (CLI flags, a space's data section) to a config: unknown keys are refused and values
+        coerced to their field's type, errors naming the field as ``section.field``; a section may be a dict or a
+        section object; the method's defaults fill unset fields; validated. A sampled trial needs no dict: it is the
+        sweep's base config with its sections replaced (``space.trial_config``)."""
         known = {f.name for f in fields(cls)}
         for k in d:
             check(k in known, k, f"unknown key; known keys: {', '.join(sorted(known))}")
@@ -292,39 +298,38 @@ class RunConfig:
         return dataclasses.replace(self, **kw)
 
     def to_params(self) -> dict[str, str]:
-        """Flat MLflow params with names that say what they are (see DESIGN conventions)."""
-        p = {
+        """Flat MLflow params, one per field of the student, distill and train sections under its ``param_name``
+        (see DESIGN conventions), less the fields marked ``logged`` False or logged only for another method."""
+        p: dict[str, Any] = {
             "task": self.task,
             "teacher": self.teacher,
             "data_dir": self.data_dir or ("" if self.data.train_file else HUB),  # the user's files: data params
-            "method": self.distill.method,
-            "temperature": self.distill.temperature,
-            "alpha": self.distill.alpha,
-            "beta": self.distill.beta,
-            "mapping": self.distill.mapping,
-            "stage": self.distill.stage,
-            "alpha_cos": self.distill.alpha_cos,
-            "alpha_mlm": self.distill.alpha_mlm,
-            "student_layers": self.student.layers,
-            "student_hidden": self.student.hidden,
-            "student_intermediate": self.student.intermediate,
-            "student_heads": self.student.heads,
-            "init": self.student.init,
-            "loss_convention": LOSS_CONVENTION,
         }
-        if self.distill.method == "minilm":  # its knobs only where they mean something
-            p.update(
-                version=self.distill.version,
-                relation_heads=self.distill.relation_heads,
-                teacher_layer=self.distill.teacher_layer,
-                relation_mean=self.distill.relation_mean,
-            )
-        for f in fields(self.train):
-            key = "num_workers" if f.name == "num_workers" else f.name
-            p[key] = getattr(self.train, f.name)
+        for sec in ("distill", "student", "train"):
+            section = getattr(self, sec)
+            for f in fields(section):
+                only = f.metadata.get("logged", True)
+                if only is True or only == self.distill.method:
+                    p[param_name(sec, f.name)] = getattr(section, f.name)
+        p["loss_convention"] = LOSS_CONVENTION
         p["augment_dir"] = self.augment_dir or ""
         p.update(data_params(self.data))
         return {k: str(v) for k, v in p.items()}
+
+
+def param_name(section: str, name: str) -> str:
+    """A section field's flat name: Optuna's parameter, the Tune config's key and the MLflow param alike
+    (``student.layers`` → ``student_layers``; ``student.init`` → ``init``; a distill or train field its own name)."""
+    return f"student_{name}" if section == "student" and name != "init" else name
+
+
+# flat name → (section, field), for every field a trial's sampled values can set; the sections' names never collide
+FIELD_OF: dict[str, tuple[str, str]] = {
+    param_name(sec, f.name): (sec, f.name)
+    for sec, cls in (("student", StudentConfig), ("distill", DistillConfig), ("train", TrainConfig))
+    for f in fields(cls)
+}
+assert len(FIELD_OF) == sum(len(fields(c)) for c in (StudentConfig, DistillConfig, TrainConfig))
 
 
 def _data_task(data: FileData, task: str | None, teacher: str | None) -> tuple[FileData, str | None]:
@@ -425,13 +430,26 @@ _S = TypeVar("_S", bound="DataclassInstance")  # a section class
 
 def build(section_cls: type[_S], values: dict[str, Any], prefix: str) -> _S:
     """Make a frozen section from a dict, refusing unknown keys and wrong types with a one-line error."""
+    return section_cls(**coerced(section_cls, values, prefix))
+
+
+def coerced(section_cls: type[Any], values: Mapping[str, Any], prefix: str) -> dict[str, Any]:
+    """``values`` for fields of ``section_cls``, each coerced to its field's type (an int drawn for a float field
+    becomes a float, as from YAML); an unknown key or a value of the wrong type is a one-line error naming
+    ``prefix + key``."""
     known = {f.name: f for f in fields(section_cls)}
     kw = {}
     for k, v in values.items():
         if k not in known:
             raise UserError(f"{prefix}{k}", f"unknown key; known keys: {', '.join(sorted(known))}")
         kw[k] = _coerce(v, _field_type(section_cls, known[k]), f"{prefix}{k}")
-    return section_cls(**kw)
+    return kw
+
+
+def field_type(section: str, name: str) -> type[Any] | None:
+    """The type a value of ``section.name`` is coerced to (``float`` for ``distill.temperature``)."""
+    cls = SECTIONS[section]
+    return _field_type(cls, next(f for f in fields(cls) if f.name == name))
 
 
 def _field_type(cls: type[Any], f: Field[Any]) -> type[Any] | None:

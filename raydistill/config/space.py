@@ -3,6 +3,7 @@ define-by-run space.
 
 A value is either fixed (``temperature: 4``) or searched:
   {choice: [a, b]}   {uniform: [lo, hi]}   {loguniform: [lo, hi]}   {int: [lo, hi]}
+each parsed once into a domain object bound to the field it sets (``config.domains``: ``Param``, ``LogUniform``, …).
 ``student.size`` searches whole architectures at once: {choice: ["4L-312-1200-12", "6L-768-3072-12"]}.
 Student sizes may be relative to the teacher (``layers: {choice: [0.25, 0.5]}``, ``hidden: teacher``; see
 ``raydistill.sizes``), resolved once the teacher's config is known.
@@ -15,14 +16,26 @@ from __future__ import annotations
 import copy
 import itertools
 import os
-from collections.abc import Sequence
-from dataclasses import dataclass, field, fields
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import yaml
 
 from raydistill.common.errors import UserError, check
-from raydistill.config.schema import DistillConfig, RunConfig, StudentConfig, TrainConfig, split_init
+from raydistill.config.domains import Choice, Domain, Fixed, IntUniform, Param, Uniform, parse_domain
+from raydistill.config.schema import (
+    FIELD_OF,
+    DistillConfig,
+    RunConfig,
+    StudentConfig,
+    TrainConfig,
+    build,
+    coerced,
+    field_type,
+    param_name,
+    split_init,
+)
 from raydistill.config.selection import check_search
 from raydistill.config.sizes import FIELDS, Shape, any_relative, check_fits, check_value, parse_size, resolve
 
@@ -69,35 +82,45 @@ SEARCH_KEYS = {
     "confirm",
     "control",
 }
-DOMAINS = ("choice", "uniform", "loguniform", "int")
-# Optuna/MLflow param names for each searchable field
-PARAM = {
-    ("student", "layers"): "student_layers",
-    ("student", "hidden"): "student_hidden",
-    ("student", "intermediate"): "student_intermediate",
-    ("student", "heads"): "student_heads",
-    ("student", "init"): "init",
-    ("student", "size"): "student_size",
-}
+SECTIONS = {"student": StudentConfig, "distill": DistillConfig, "train": TrainConfig}  # what a space may set
 
 
 @dataclass(frozen=True)
 class SweepSpec:
     name: str
-    method: object  # fixed string or a domain dict
+    method: Domain  # distill.method, written at the space's top (``method: pkd``)
     task: str | None
     teacher: str | None
     data_dir: str | None
     metric: str | None  # None → the task's main metric
     mode: str
     num_samples: int
-    student: dict[str, Any]
-    distill: dict[str, Any]
-    train: dict[str, Any]
+    params: tuple[Param, ...]  # the student, distill and train fields the space sets, in its order
+    augment: Domain | None = None  # augmented copies per training row, fixed or searched; None: not set
     search: dict[str, Any] = field(default_factory=dict)
     data: dict[str, Any] = field(default_factory=dict)  # the user's files or dataset (FileData fields), else {}
     raw: dict[str, Any] = field(default_factory=dict)
     overridden: frozenset[str] = frozenset()  # "section.field" keys changed by --set
+
+    def section(self, sec: str) -> dict[str, Domain]:
+        """The domains the space gives a section's fields (``size`` among the student's), in its order."""
+        return {p.field: p.domain for p in self.params if p.section == sec}
+
+    @property
+    def student(self) -> dict[str, Domain]:
+        return self.section("student")
+
+    @property
+    def distill(self) -> dict[str, Domain]:
+        return self.section("distill")
+
+    @property
+    def train(self) -> dict[str, Domain]:
+        return self.section("train")
+
+    def fixed(self, sec: str) -> dict[str, Any]:
+        """A section's fixed values (a sweep's base config holds the train ones, where flags override them)."""
+        return {k: d.value for k, d in self.section(sec).items() if isinstance(d, Fixed)}
 
 
 def resolve_path(space: str) -> str:
@@ -144,18 +167,12 @@ def apply_override(raw: dict[str, Any], item: str) -> None:
 
 
 def parse(raw: dict[str, Any], default_name: str = "sweep", overridden: frozenset[str] = frozenset()) -> SweepSpec:
+    """A space's YAML (after ``--set``) → its ``SweepSpec``: every key known, every domain parsed once and bound to
+    the field it sets, its values of that field's type; the first draw built into configs (``sample_fixed``)."""
     raw = copy.deepcopy(raw)
     for k in raw:
         check(k in TOP_KEYS, k, f"unknown key in the search space; known keys: {', '.join(sorted(TOP_KEYS))}")
-    sections = {}
-    for sec, cls in (("student", StudentConfig), ("distill", DistillConfig), ("train", TrainConfig)):
-        values = raw.get(sec) or {}
-        check(isinstance(values, dict), sec, "must be a mapping")
-        known = {f.name for f in fields(cls)} | ({"size"} if sec == "student" else set())
-        for k, v in values.items():
-            check(k in known, f"{sec}.{k}", f"unknown key; known: {', '.join(sorted(known))}")
-            _check_domain(f"{sec}.{k}", v)
-        sections[sec] = values
+    params = tuple(p for sec in SECTIONS for p in _params(sec, raw.get(sec)))
     search = raw.get("search") or {}
     check(isinstance(search, dict), "search", "must be a mapping")
     for k in search:
@@ -168,35 +185,63 @@ def parse(raw: dict[str, Any], default_name: str = "sweep", overridden: frozense
     check(mode in ("max", "min"), "mode", f"must be max or min, got {mode!r}")
     n = raw.get("num_samples", 8)
     check(isinstance(n, int) and n >= 1, "num_samples", f"must be a positive integer, got {n!r}")
-    method = raw.get("method", "kd")
-    _check_domain("method", method)
     spec = SweepSpec(
         data=_data(raw.get("data")),
         name=raw.get("name", default_name),
-        method=method,
+        method=parse_domain("method", raw.get("method", "kd")),
         task=raw.get("task"),
         teacher=raw.get("teacher"),
         data_dir=raw.get("data_dir"),
         metric=raw.get("metric"),
         mode=mode,
         num_samples=n,
-        student=sections["student"],
-        distill=sections["distill"],
-        train=sections["train"],
+        params=params,
+        augment=parse_domain("augment", raw["augment"]) if "augment" in raw else None,
         search=search,
         raw=raw,
         overridden=overridden,
     )
-    sample_fixed(spec)  # type-check fixed values and domain bounds now, not inside a trial
+    sample_fixed(spec)  # the first values built into configs now, not inside a trial
     start_points(spec)
     return spec
+
+
+def _params(sec: str, values: Any) -> list[Param]:
+    """A section of the space as ``Param``s: each key a field of the section's dataclass (or the student's ``size``),
+    its domain parsed and its values checked against the field's type."""
+    values = values or {}
+    check(isinstance(values, dict), sec, "must be a mapping")
+    known = {f.name for f in fields(SECTIONS[sec])} | ({"size"} if sec == "student" else set())
+    out = []
+    for k, v in values.items():
+        check(k in known, f"{sec}.{k}", f"unknown key; known: {', '.join(sorted(known))}")
+        out.append(Param(sec, k, parse_domain(f"{sec}.{k}", v)))
+        _check_type(out[-1])
+    return out
+
+
+def _check_type(p: Param) -> None:
+    """Every value the domain names (the choices, a range's ends, the fixed value) is of its field's type, and a
+    range draws that type: a trial never meets a value its config refuses."""
+    if p.section == "student" and p.field in (*FIELDS, "size"):
+        return  # sizes may be relative to the teacher: sample_fixed checks them (sizes.check_value, parse_size)
+    want = field_type(p.section, p.field)
+    if isinstance(p.domain, Uniform) and want is not None:
+        draws = int if isinstance(p.domain, IntUniform) else float
+        check(
+            want is float or want is draws,
+            p.key,
+            f"{p.domain.kind} draws {draws.__name__} values; the field takes {want.__name__}"
+            + (" (for integers: {int: [lo, hi]})" if want is int else ""),
+        )
+    for v in p.domain.values():
+        coerced(SECTIONS[p.section], {p.field: v}, f"{p.section}.")
 
 
 def _data(values: Any) -> dict[str, Any]:
     """A space's ``data: {train_file: …, text_column: …}`` (or ``{dataset: …, eval_split: …}``): its keys and types
     checked now, the data read when the sweep plans (``tasks.files.resolve``); paths are relative to the directory
     the sweep starts in."""
-    from raydistill.config.schema import build
     from raydistill.tasks.files import FileData
 
     values = values or {}
@@ -211,75 +256,41 @@ def _data(values: Any) -> dict[str, Any]:
     return dict(values)
 
 
-def _check_domain(name: str, v: Any) -> None:
-    if not isinstance(v, dict):
-        return
-    check(
-        len(v) == 1 and next(iter(v)) in DOMAINS,
-        name,
-        "a searched value is one of {choice: [...]}, {uniform: [lo, hi]}, {loguniform: [lo, hi]}, {int: [lo, hi]}; "
-        f"got {v!r}",
-    )
-    kind, arg = next(iter(v.items()))
-    check(isinstance(arg, list) and len(arg) >= 1, name, f"{kind} needs a list, got {arg!r}")
-    if kind != "choice":
-        check(
-            len(arg) == 2 and all(isinstance(x, (int, float)) for x in arg) and arg[0] < arg[1],
-            name,
-            f"{kind} needs [low, high] numbers with low < high, got {arg!r}",
-        )
-        if kind == "loguniform":
-            check(arg[0] > 0, name, "loguniform needs low > 0")
-
-
-def _suggest(trial: Any, name: str, v: Any) -> Any:
-    if not isinstance(v, dict):
-        return v
-    kind, arg = next(iter(v.items()))
-    if trial is None:  # validation pass: take the first choice / the low end
-        return arg[0]
-    if kind == "choice":
-        return trial.suggest_categorical(name, arg)
-    if kind == "int":
-        return trial.suggest_int(name, int(arg[0]), int(arg[1]))
-    return trial.suggest_float(name, arg[0], arg[1], log=kind == "loguniform")
-
-
 def sample(spec: SweepSpec, trial: Any, teacher: Shape | None = None) -> dict[str, Any]:
-    """Draw one trial's values (Optuna define-by-run; ``trial=None``: the first value of every domain); returns a
-    flat dict of MLflow-style param names.
+    """Draw one trial's values (Optuna define-by-run through each domain; ``trial=None``: every domain's first value);
+    returns a flat dict of param names (``schema.param_name``: Optuna's, Tune's and MLflow's).
 
     Student sizes may be relative to the teacher (``raydistill.sizes``): Optuna sees the value as written (0.5,
     ``teacher``), the returned dict holds the resolved numbers, so Tune and MLflow show the student's real sizes."""
-    out: dict[str, Any] = {"method": _suggest(trial, "method", spec.method)}
+    out: dict[str, Any] = {"method": spec.method.draw(trial, "method")}
     _sample_student(spec, trial, teacher, out)
     _sample_distill(spec, trial, teacher.layers if teacher is not None else None, out)
-    for k, v in spec.train.items():
-        if isinstance(v, dict):  # fixed train values live in the base config, where CLI flags override them
-            out[k] = _suggest(trial, k, v)
-    if "augment" in spec.raw:  # augmented copies per training row (0 = none): sets built once per sweep
-        out["augment"] = _suggest(trial, "augment", spec.raw["augment"])
+    for p in spec.params:
+        if p.section == "train" and p.domain.searched:  # fixed train values live in the base config (flags win)
+            out[p.name] = p.draw(trial)
+    if spec.augment is not None:  # augmented copies per training row (0 = none): sets built once per sweep
+        out["augment"] = spec.augment.draw(trial, "augment")
     return out
 
 
 def _sample_student(spec: SweepSpec, trial: Any, teacher: Shape | None, out: dict[str, Any]) -> None:
-    st = dict(spec.student)
+    st = spec.student
     if "size" in st:
-        out["student_size"] = _suggest(trial, "student_size", st.pop("size"))
-        st.update(parse_size(out["student_size"]))
+        out["student_size"] = st.pop("size").draw(trial, "student_size")
+        st.update({k: Fixed(v) for k, v in parse_size(out["student_size"]).items()})
     sizes = {}
-    for k, v in st.items():
-        val = _suggest(trial, PARAM[("student", k)], v)
+    for k, d in st.items():
+        val = d.draw(trial, param_name("student", k))
         if k in FIELDS:
             sizes[k] = val
         else:
-            out[PARAM[("student", k)]] = val
+            out[param_name("student", k)] = val
     if teacher is not None:
         if trial is None:
             check_student_space(spec, teacher)
-        out.update({PARAM[("student", k)]: v for k, v in resolve(sizes, teacher).items()})
+        out.update({param_name("student", k): v for k, v in resolve(sizes, teacher).items()})
     elif not any_relative(sizes):
-        out.update({PARAM[("student", k)]: v for k, v in sizes.items()})
+        out.update({param_name("student", k): v for k, v in sizes.items()})
 
 
 def _sample_distill(spec: SweepSpec, trial: Any, teacher_layers: int | None, out: dict[str, Any]) -> None:
@@ -287,39 +298,41 @@ def _sample_distill(spec: SweepSpec, trial: Any, teacher_layers: int | None, out
     from raydistill.distill.methods import get_method
 
     m = get_method(out["method"])
-    for k, v in spec.distill.items():
+    for k, d in spec.distill.items():
         if k == "beta" and not m.uses_beta:
             continue  # conditional: β only where the method uses it
-        if k == "mapping" and isinstance(v, dict) and "choice" in v and teacher_layers:
+        if k == "mapping" and isinstance(d, Choice) and teacher_layers:
             layers = out["student_layers"]
-            valid = [c for c in v["choice"] if valid_mapping(c, layers, teacher_layers)]
+            valid = [c for c in d.options if valid_mapping(c, layers, teacher_layers)]
             check(
                 bool(valid),
                 "distill.mapping",
-                f"none of {v['choice']} is valid for a {layers}-layer student of a {teacher_layers}-layer teacher",
+                f"none of {list(d.options)} is valid for a {layers}-layer student of a {teacher_layers}-layer teacher",
             )
-            out["mapping"] = _suggest(trial, f"mapping_{layers}L", {"choice": valid})
+            # Optuna's name per depth, so each depth keeps a fixed choice set
+            out["mapping"] = Choice(tuple(valid)).draw(trial, f"mapping_{layers}L")
             continue
-        if k == "mapping" and not isinstance(v, dict) and teacher_layers and m.maps_layers:
-            layer_pairs(v, out["student_layers"], teacher_layers)  # a fixed mapping
-        out[k] = _suggest(trial, k, v)
+        if k == "mapping" and isinstance(d, Fixed) and teacher_layers and m.maps_layers:
+            layer_pairs(d.value, out["student_layers"], teacher_layers)  # a fixed mapping
+        out[k] = d.draw(trial, k)
 
 
 def start_points(spec: SweepSpec, teacher: Shape | None = None) -> list[dict[str, Any]]:
     """``search.start_from`` as Optuna params to enqueue (``recipes.start_points``)."""
     from raydistill.config.recipes import start_points as points
 
-    return points(spec, PARAM, teacher)
+    method = Param("", "method", spec.method)  # written at the space's top
+    return points(spec.search.get("start_from"), (method, *spec.params), spec.overridden, teacher)
 
 
 def check_student_space(spec: SweepSpec, teacher: Shape) -> None:
     """Every student the space can draw resolves to valid sizes no deeper or wider than the teacher (before Ray)."""
-    st = dict(spec.student)
-    combos = [parse_size(c) for c in _values(st.pop("size"))] if "size" in st else [{}]
+    st = spec.student
+    combos = [parse_size(c) for c in st.pop("size").values()] if "size" in st else [{}]
     fields_ = [k for k in FIELDS if k in st]
-    prunes = any(split_init(str(v))[0] == "prune" for v in _values(st.get("init", "")))
+    prunes = any(split_init(str(v))[0] == "prune" for v in (st["init"].values() if "init" in st else [""]))
     for base in combos:
-        for vals in itertools.product(*(_values(st[k]) for k in fields_)):
+        for vals in itertools.product(*(st[k].values() for k in fields_)):
             sizes = resolve({**base, **dict(zip(fields_, vals, strict=True))}, teacher)
             check_fits(sizes, teacher)
             if prunes:  # a student the space may cut out of the teacher by importance keeps whole teacher heads
@@ -328,44 +341,56 @@ def check_student_space(spec: SweepSpec, teacher: Shape) -> None:
                 check_shape(sizes, teacher)
 
 
-def _values(v: Any) -> list[Any]:
-    """Every value a field can take: the choices, the two ends of a range, or the fixed value."""
-    return list(next(iter(v.values()))) if isinstance(v, dict) else [v]
-
-
 def sample_fixed(spec: SweepSpec) -> dict[str, Any]:
-    """Type-check by building the configs from the first value of every domain."""
-    from raydistill.config.schema import build
+    """Type-check by building the configs from the first value of every domain; every method the space names is
+    known."""
+    from raydistill.distill.methods import get_method
 
+    for m in spec.method.values():
+        get_method(m)
+    st = spec.student
     for k in FIELDS:
-        for v in _values(spec.student.get(k, [])) if k in spec.student else ():
+        for v in st[k].values() if k in st else ():
             check_value(k, v)
     vals = sample(spec, None)
-    student = {k: vals[p] for (sec, k), p in PARAM.items() if sec == "student" and p in vals and k != "size"}
-    if all(PARAM[("student", k)] in vals for k in FIELDS):  # relative sizes are checked once the teacher is known
+    drawn = {f.name: param_name("student", f.name) for f in fields(StudentConfig)}
+    student = {k: vals[name] for k, name in drawn.items() if name in vals}
+    if all(k in student for k in FIELDS):  # relative sizes are checked once the teacher is known
         build(StudentConfig, student, "student.").validate()
     else:  # what can be checked without the teacher: two absolute sizes that cannot go together
-        h, n = (_values(spec.student.get(k))[0] for k in ("hidden", "heads"))
+        h, n = (st[k].first() if k in st else None for k in ("hidden", "heads"))
         if isinstance(h, int) and isinstance(n, int) and n > 0:
             check(h % n == 0, "student.hidden", f"{h} is not divisible by student.heads={n}; pick hidden = k·heads")
     distill = {k: vals[k] for k in spec.distill if k in vals}
     build(DistillConfig, {"method": vals["method"], **distill}, "distill.").validate()
-    build(TrainConfig, {k: vals.get(k, v) for k, v in spec.train.items()}, "train.")
+    build(TrainConfig, {k: vals.get(k, d.first()) for k, d in spec.train.items()}, "train.")
     return vals
 
 
-def trial_config(base: RunConfig, sampled: dict[str, Any]) -> RunConfig:
-    """One trial's RunConfig: the sweep's base config with the sampled values (flat param names, as ``sample``
-    returns them) applied. The base was filled with its own method's defaults; the trial's method fills in its own."""
-    d = base.to_dict()
-    d["student"]["init"] = ""
-    d["distill"].update(temperature=None, alpha=None, alpha_mlm=None)
-    s = dict(sampled)
-    if "student_size" in s:
-        d["student"].update(parse_size(s.pop("student_size")))
-    for (sec, k), name in PARAM.items():
-        if sec == "student" and name in s:
-            d["student"][k] = s.pop(name)
-    for sec in ("distill", "train"):
-        d[sec].update({k: s.pop(k) for k in list(s) if k in d[sec]})
-    return RunConfig.from_dict(d)
+def trial_config(base: RunConfig, sampled: Mapping[str, Any]) -> RunConfig:
+    """One trial's RunConfig: ``dataclasses.replace`` of the base's sections with the sampled values (flat names, as
+    ``sample`` returns them, each coerced to its field's type). The space owns the student and distill sections:
+    a field it leaves out is its dataclass's default, unset where a method has one, which the trial's own method then
+    fills (``RunConfig.__post_init__`` → ``methods.registry.with_defaults``, the one place). The train section is the
+    base's — the flags and the space's fixed values — with the drawn ones."""
+    drawn = _by_section(sampled)
+    return base.replace(
+        student=replace(StudentConfig(), **coerced(StudentConfig, drawn["student"], "student.")),
+        distill=replace(DistillConfig(), **coerced(DistillConfig, drawn["distill"], "distill.")),
+        train=replace(base.train, **coerced(TrainConfig, drawn["train"], "train.")),
+    ).validate()
+
+
+def _by_section(sampled: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Sampled values by section and field (``schema.FIELD_OF``): ``student_size`` gives the four sizes, which the
+    resolved ``student_*`` values then override. Keys that set no field pass by: Optuna's per-depth
+    ``mapping_<M>L`` (its value is the trial's ``mapping`` too) and the sweep's own keys (``augment``,
+    ``confirm_of``, ``control_of``), which the trial reads itself."""
+    out: dict[str, dict[str, Any]] = {sec: {} for sec in SECTIONS}
+    if "student_size" in sampled:
+        out["student"].update(parse_size(sampled["student_size"]))
+    for name, v in sampled.items():
+        if name in FIELD_OF:
+            sec, f = FIELD_OF[name]
+            out[sec][f] = v
+    return out

@@ -7,13 +7,11 @@ augmented rows (whose labels are the teacher's) are left out; ``results/control.
 
 from __future__ import annotations
 
-from dataclasses import fields
-
-from raydistill.config.schema import RunConfig, StudentConfig, TrainConfig
-from raydistill.config.space import PARAM, trial_config
+from raydistill.config.schema import FIELD_OF, RunConfig, StudentConfig
+from raydistill.config.space import trial_config
 
 # the winner's sampled values a labels-only run keeps: its student's shape and init, and its train values
-_KEEP = {*PARAM.values(), *(f.name for f in fields(TrainConfig))}
+_KEEP = {"student_size", *(name for name, (sec, _) in FIELD_OF.items() if sec in ("student", "train"))}
 
 
 def control_points(winner: dict, base: RunConfig, seed: int, seeds: int) -> list[dict]:

@@ -28,7 +28,7 @@ def _worker(config: dict) -> None:
     """Runs on every Ray Train worker: Ray context in, plain-PyTorch loop out."""
     from raydistill.train.loop import Context, run
 
-    cfg = RunConfig.from_dict(config["cfg"])
+    cfg: RunConfig = config["cfg"]  # the driver's frozen config itself, unpickled: already resolved and validated
     from raydistill.orchestrate.resources import confine_threads
 
     # as many threads (torch's on CPU, the tokenizers' pool) as CPUs Ray gave this worker, no more (trials share cores)
@@ -103,7 +103,9 @@ def make_trainer(cfg: RunConfig, *, name: str, storage_path: str, opts: RunOptio
         resources["GPU"] = opts.gpus_per_worker or 1
     return TorchTrainer(
         _worker,
-        train_loop_config={"cfg": cfg.to_dict(), "threads": threads(opts.cpus_per_worker)},
+        # the config object itself: Ray pickles the loop's config to each worker (Train V2's state export only shows
+        # it, as text); no dict on the way, so the worker trains on exactly the config the driver made
+        train_loop_config={"cfg": cfg, "threads": threads(opts.cpus_per_worker)},
         torch_config=TorchConfig(backend="nccl" if cfg.train.use_gpu else "gloo"),
         scaling_config=ScalingConfig(
             num_workers=cfg.train.num_workers,

@@ -12,38 +12,20 @@ import json
 import os
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import cached_property
 from typing import Any
 
 from raydistill.common.errors import UserError, check
 from raydistill.common.hub import is_local
 from raydistill.common.paths import is_uri, results_path, storage_location, write_json_atomic
-from raydistill.config.schema import RunConfig
+from raydistill.config.schema import RunConfig, TrainConfig
 from raydistill.config.sizes import Shape
 from raydistill.orchestrate.resources import DEFAULT_CPUS_PER_WORKER, Cluster, TrialDemand, concurrency
 from raydistill.tracking.track import Tracker, resolve_tracking_uri
 
 STATE = "raydistill_sweep.json"
 SECOND_OBJECTIVE = {"params": "student_params", "latency": "latency_ms_b1"}  # --multi-objective: minimised
-TRAIN_FLAGS = (
-    "epochs",
-    "max_steps",
-    "train_limit",
-    "eval_limit",
-    "max_length",
-    "batch_size",
-    "seed",
-    "lr",
-    "val_fraction",
-    "select_on",
-    "select_metric",
-    "group_by_length",
-    "attention",
-    "compile",
-    "cpu_bf16",
-    "stop_diverged",
-)
 
 
 def log(message: str) -> None:
@@ -537,8 +519,9 @@ def _objective(spec: Any, task: Any, base: RunConfig) -> str:
 
 def _train_section(a: argparse.Namespace, spec: Any) -> dict[str, Any]:
     """The base config's ``train``: the space's fixed values, then the flags given."""
-    fixed = {k: v for k, v in spec.train.items() if not isinstance(v, dict)}
-    flags = {k: getattr(a, k) for k in TRAIN_FLAGS if getattr(a, k) is not None}
+    fixed = spec.fixed("train")
+    # every train field the sweep has a flag for (given: its flags have no defaults of their own)
+    flags = {f.name: getattr(a, f.name) for f in fields(TrainConfig) if getattr(a, f.name, None) is not None}
     if a.fp32_teacher:
         flags["teacher_bf16"] = False
     return {**fixed, **flags, "num_workers": a.num_workers, "use_gpu": a.use_gpu}
