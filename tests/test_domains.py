@@ -201,6 +201,8 @@ KD_PARAMS = {
     "use_gpu",
     "bf16",
     "cpu_bf16",
+    "select_metric",  # train fields added since (issue 48): params of their own
+    "stop_diverged",
     "teacher_bf16",
     "val_fraction",
     "select_on",

@@ -40,6 +40,8 @@ def floor_of(task, val_examples: list) -> Floor | None:
     split or where a constant answer means nothing (token, QA, MLM)."""
     from raydistill.tasks.metrics import constant_floor
 
+    if task.kind not in ("classification", "regression"):  # tags and answer spans: no one constant answer
+        return None
     found = constant_floor(task, [e["label"] for e in val_examples])
     if found is None:
         return None
