@@ -147,14 +147,12 @@ def add_selection_args(p: argparse.ArgumentParser, d: TrainConfig | None = DEFAU
         + ("the task's main metric" if d else "the space's train.select_metric, else the task's main metric")
         + ")",
     )
-    p.add_argument(
-        "--group-by-length",
-        action=argparse.BooleanOptionalAction,
-        default=d.group_by_length if d else None,
-        help="draw each batch from rows of similar length (megabatches of 50 batches sorted by length, "
-        "then shuffled): less padding, faster epochs; --no-group-by-length: batches drawn at random (default: "
-        + ("on" if d and d.group_by_length else "off" if d else "the space's train.group_by_length, else on")
-        + ")",
+    _switch(
+        p,
+        d,
+        "group_by_length",
+        "draw each batch from rows of similar length (megabatches of 50 batches sorted by length, "
+        "then shuffled): less padding, faster epochs; --no-group-by-length: batches drawn at random",
     )
     p.add_argument(
         "--attention",
@@ -164,32 +162,34 @@ def add_selection_args(p: argparse.ArgumentParser, d: TrainConfig | None = DEFAU
         "attention's varlen kernel where the model was loaded with it); stages reading scores stay padded "
         "(default: " + (d.attention if d else "the space's train.attention, else padded") + ")",
     )
-    p.add_argument(
-        "--cpu-bf16",
-        action=argparse.BooleanOptionalAction,
-        default=d.cpu_bf16 if d else None,
-        help="the student step under bf16 autocast on a CPU with native bf16 (AMX, AVX512-BF16), fp32 master weights: "
-        "~1.7x the steps/s on such a CPU, scores move by rounding; elsewhere fp32 (default: "
-        + ("on" if d and d.cpu_bf16 else "off" if d else "the space's train.cpu_bf16, else off")
-        + ")",
+    _switch(
+        p,
+        d,
+        "cpu_bf16",
+        "the student step under bf16 autocast on a CPU with native bf16 (AMX, AVX512-BF16), fp32 master weights: "
+        "~1.7x the steps/s on such a CPU, scores move by rounding; elsewhere fp32",
     )
-    p.add_argument(
-        "--stop-diverged",
-        action=argparse.BooleanOptionalAction,
-        default=d.stop_diverged if d else None,
-        help="stop a distillation run (a sweep's trial) after an epoch whose training loss is NaN/inf or over 10x its "
+    _switch(
+        p,
+        d,
+        "stop_diverged",
+        "stop a distillation run (a sweep's trial) after an epoch whose training loss is NaN/inf or over 10x its "
         "first step's, or whose validation score sits at the majority floor: reported as diverged, its student kept; "
-        "a teacher's fine-tune is never stopped (default: "
-        + ("on" if d and d.stop_diverged else "off" if d else "the space's train.stop_diverged, else on")
-        + ")",
+        "a teacher's fine-tune is never stopped",
     )
+    _switch(p, d, "compile", "torch.compile the student's forward")
+
+
+def _switch(p: argparse.ArgumentParser, d: TrainConfig | None, name: str, text: str) -> None:
+    """A ``--name/--no-name`` flag for the boolean train field ``name``: its default is the command's config
+    (``d``), or, for a sweep (``d`` None), the space's value, else the field's own default."""
+    on = getattr(d if d else DEFAULTS, name)
+    said = ("on" if on else "off") if d else f"the space's train.{name}, else {'on' if on else 'off'}"
     p.add_argument(
-        "--compile",
+        f"--{name.replace('_', '-')}",
         action=argparse.BooleanOptionalAction,
-        default=d.compile if d else None,
-        help="torch.compile the student's forward (default: "
-        + ("on" if d and d.compile else "off" if d else "the space's train.compile, else off")
-        + ")",
+        default=getattr(d, name) if d else None,
+        help=f"{text} (default: {said})",
     )
 
 
