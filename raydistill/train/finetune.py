@@ -62,11 +62,19 @@ def is_ours(folder: str) -> bool:
     return True
 
 
+def as_teacher(cfg: RunConfig) -> RunConfig:
+    """A fine-tune is never stopped as diverged: a teacher at the floor after an epoch may still learn, and one stopped
+    would be published and reused as the sweep's yardstick; a NaN loss fails it (loop.NonFiniteLoss) as it always did.
+    """
+    return cfg.replace(train=dataclasses.replace(cfg.train, stop_diverged=False))
+
+
 def fingerprint(cfg: RunConfig) -> str:
-    """Hash of everything that decides the result: config, teacher weights/config, data examples."""
+    """Hash of everything that decides the result: config (as a fine-tune runs it), teacher weights/config, data."""
     from raydistill.data.splits import data_fingerprint
     from raydistill.models.teacher import fingerprint as model_fp
 
+    cfg = as_teacher(cfg)  # --stop-diverged does not apply, so it never changes what is reused
     h = hashlib.sha256(json.dumps(cfg.to_params(), sort_keys=True).encode())
     h.update(model_fp(cfg.teacher).encode() if os.path.isdir(cfg.teacher) else cfg.teacher.encode())
     h.update(data_fingerprint(cfg).encode())
@@ -80,9 +88,7 @@ def finetune(cfg: RunConfig, output: str, log=print, parent_run_id: str | None =
     from raydistill.train.precision import run_device
 
     check_resume_folder(output)  # a user's OUTPUT.resume is never written into (the command checked it up front)
-    # never stopped as diverged: a teacher at the floor after an epoch may still learn, and one stopped would be
-    # published and reused as the sweep's yardstick; a NaN loss fails it (loop.NonFiniteLoss) as it always did
-    cfg = cfg.replace(train=dataclasses.replace(cfg.train, stop_diverged=False))
+    cfg = as_teacher(cfg)
 
     device = run_device(cfg.train)  # the GPU with --use-gpu (and a sweep's --use-gpu), else the CPU
     fp = fingerprint(cfg)
