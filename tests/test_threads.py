@@ -124,7 +124,7 @@ def test_ray_train_worker_sets_its_threads_before_the_loop(seen, monkeypatch, ti
     monkeypatch.setattr(ray.train.torch, "get_device", lambda: torch.device("cpu"))
     cfg = cfg_for("sst2", tiny_teacher("classification", 2), glue_dir, "kd")
     with pytest.raises(Recorded):
-        run._worker({"cfg": cfg.to_dict(), "threads": 2})
+        run._worker({"cfg": cfg, "threads": 2})  # the frozen RunConfig itself (no dict round trip)
     assert seen == {
         "RAYON_NUM_THREADS": "2",
         "OMP_NUM_THREADS": "2",
