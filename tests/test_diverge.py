@@ -90,7 +90,7 @@ def test_the_floor_is_the_best_constant_answer_on_the_validation_labels():
 
 
 def test_the_sweep_reference_still_scores_the_training_majority_on_dev():
-    from raydistill.results.reference import majority
+    from raydistill.teacher.reference import majority
 
     sst2 = get_task("sst2")
     train = [{"label": 1}] * 3 + [{"label": 0}] * 2

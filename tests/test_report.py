@@ -49,7 +49,7 @@ def test_pareto_plot_draws_the_teacher_and_the_97_percent_line(tmp_path, monkeyp
 
 def test_teacher_reference_scores_the_students_dev_set_once(tiny_teacher, glue_dir, tmp_path, monkeypatch):
     from raydistill.models import teacher as teacher_mod
-    from raydistill.results import reference
+    from raydistill.teacher import reference
 
     monkeypatch.setenv("RAYDISTILL_CACHE_DIR", str(tmp_path))
     from raydistill.models import latency
@@ -119,7 +119,7 @@ def test_the_majority_floor_of_every_metric_is_the_constant_answer_scored():
     on the dev labels — F1 of a constant positive answer is not 0, so a weak teacher warns on f1 and macro-F1 too."""
     from dataclasses import replace
 
-    from raydistill.results.reference import majority, weak_teacher
+    from raydistill.teacher.reference import majority, weak_teacher
     from raydistill.tasks import get_task
 
     train = [{"text": f"t{i}", "label": int(i < 70)} for i in range(100)]  # 70% positive
@@ -185,7 +185,7 @@ def test_the_pareto_plot_crowns_the_front_the_table_chose_on_val(tmp_path, monke
 
 def test_a_memoised_reference_of_an_older_version_is_measured_again(tiny_teacher, glue_dir, monkeypatch):
     """A memo written before the majority floor covered every metric holds majority_f1 = 0.0: its key differs."""
-    from raydistill.results import reference
+    from raydistill.teacher import reference
 
     cfg = RunConfig(task="sst2", teacher=tiny_teacher("classification", 2), data_dir=glue_dir).validate()
     key = reference._memo_key(cfg)

@@ -281,7 +281,7 @@ def test_best_ranks_eval_metrics_by_the_exported_epoch_not_the_last(tmp_path):
 
 
 def test_weak_teacher_is_warned_about():
-    from raydistill.results.reference import majority, weak_teacher
+    from raydistill.teacher.reference import majority, weak_teacher
     from raydistill.tasks import get_task
 
     task = get_task("sst2")
@@ -295,7 +295,7 @@ def test_weak_teacher_is_warned_about():
 
 def test_in_sweep_teacher_has_its_own_budget(monkeypatch, tmp_path):
     from raydistill.config.schema import RunConfig
-    from raydistill.train import finetune
+    from raydistill.teacher import finetune
 
     seen = {}
     monkeypatch.setattr(finetune, "finetune", lambda cfg, out, **kw: seen.setdefault("cfg", cfg) and {})

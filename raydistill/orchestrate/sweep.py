@@ -217,7 +217,7 @@ class Sweep:
         every trial's yardstick; the parent run records the space and the yardstick."""
         from raydistill.config import space as sp
         from raydistill.data.augment_sets import build_sets
-        from raydistill.train.finetune import prepare_teacher
+        from raydistill.teacher.finetune import prepare_teacher
         from raydistill.train.preflight import preflight
 
         a = self.args
@@ -240,7 +240,7 @@ class Sweep:
         from raydistill.config.schema import task_of
         from raydistill.config.selection import report_metric
         from raydistill.orchestrate.resources import threads
-        from raydistill.results.reference import teacher_reference, weak_teacher
+        from raydistill.teacher.reference import teacher_reference, weak_teacher
         from raydistill.results.report import size
 
         ref = teacher_reference(self.base, threads(self.demand.cpus_per_worker), log)  # every trial's yardstick
@@ -419,7 +419,7 @@ class Sweep:
     ) -> dict[str, Any]:
         """The teacher re-timed beside the students, then the summary (results.summary)."""
         from raydistill.orchestrate.resources import threads
-        from raydistill.results.reference import remeasure_latency
+        from raydistill.teacher.reference import remeasure_latency
         from raydistill.results.summary import SweepOutcome, finish
 
         wall = time.time() - self.started

@@ -14,7 +14,7 @@ from raydistill.results.report import table
 def class_rows(names: tuple[str, ...], student: dict[str, Any], teacher: dict[str, Any] | None) -> list[dict[str, Any]]:
     """One row per class: ``class``, ``support`` (dev rows), ``teacher_recall``, ``student_recall``. ``student``
     holds a run's final metrics (``best_eval_recall_<key>``), ``teacher`` the yardstick's (``eval_recall_<key>``,
-    ``support_<key>``; ``results.reference``). Empty where the student's run logged no class (a task without classes,
+    ``support_<key>``; ``teacher.reference``). Empty where the student's run logged no class (a task without classes,
     or a run older than these metrics)."""
     from raydistill.tasks.metrics import class_keys
 

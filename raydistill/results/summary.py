@@ -120,7 +120,7 @@ class SweepOutcome:
     mode: str
     concurrency: int
     wall_s: float
-    teacher: dict[str, Any] | None = None  # the yardstick (results.reference)
+    teacher: dict[str, Any] | None = None  # the yardstick (teacher.reference)
     front_by: str = "latency_ms_b1"
     run_ids: dict[str, str] = field(default_factory=dict)  # trial id → its MLflow run
     confirmed: list[dict[str, Any]] | None = None
