@@ -92,7 +92,7 @@ def test_control_points_train_the_winners_student_on_labels_alone(tiny_teacher):
 
 
 def test_control_runs_never_compete_for_the_winner():
-    from raydistill.config.selection import pick_confirmed
+    from raydistill.results.selection import pick_confirmed
 
     def run(trial, val, control_of=None):
         tags = {"raydistill.trial_id": trial, **({"raydistill.control_of": control_of} if control_of else {})}

@@ -10,8 +10,8 @@ from mlflow.tracking import MlflowClient
 
 from raydistill.commands import finetune
 from raydistill.common.outputs import owner
-from raydistill.tracking.track import Tracker
 from raydistill.teacher import finetune as teacher_finetune
+from raydistill.tracking.track import Tracker
 
 
 def _argv(tiny_teacher, glue_dir, uri, out):

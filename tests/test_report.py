@@ -119,8 +119,8 @@ def test_the_majority_floor_of_every_metric_is_the_constant_answer_scored():
     on the dev labels — F1 of a constant positive answer is not 0, so a weak teacher warns on f1 and macro-F1 too."""
     from dataclasses import replace
 
-    from raydistill.teacher.reference import majority, weak_teacher
     from raydistill.tasks import get_task
+    from raydistill.teacher.reference import majority, weak_teacher
 
     train = [{"text": f"t{i}", "label": int(i < 70)} for i in range(100)]  # 70% positive
     dev = [{"text": f"d{i}", "label": int(i < 68)} for i in range(100)]  # 68% positive

@@ -86,7 +86,7 @@ def test_bad_selection_config(train, field):
 
 
 def test_metric_names():
-    from raydistill.config.selection import as_final, objective, report_metric
+    from raydistill.results.selection import as_final, objective, report_metric
 
     assert objective("accuracy") == "best_val_accuracy" and objective("pearson", "dev") == "best_eval_pearson"
     assert report_metric("best_val_f1") == "best_eval_f1" and report_metric("best_eval_f1") == "best_eval_f1"
@@ -105,7 +105,7 @@ def _run(trial, val, dev, confirm_of=None, status="FINISHED"):
 
 
 def test_confirmed_configuration_wins_by_its_mean_and_exports_its_best_seed():
-    from raydistill.config.selection import pick_confirmed
+    from raydistill.results.selection import pick_confirmed
 
     runs = [
         _run("a", 0.90, 0.8),
@@ -123,7 +123,8 @@ def test_confirmed_configuration_wins_by_its_mean_and_exports_its_best_seed():
 
 
 def test_confirm_rows_and_points():
-    from raydistill.orchestrate.confirm import candidates, confirm_points, confirmed_rows
+    from raydistill.orchestrate.confirm import confirm_points
+    from raydistill.results.selection import candidates, confirmed_rows
 
     rows = [
         {"trial": "a", "exported": True, "config": {"lr": 1}, "best_val_accuracy": 0.9, "best_eval_accuracy": 0.8},
@@ -281,8 +282,8 @@ def test_best_ranks_eval_metrics_by_the_exported_epoch_not_the_last(tmp_path):
 
 
 def test_weak_teacher_is_warned_about():
-    from raydistill.teacher.reference import majority, weak_teacher
     from raydistill.tasks import get_task
+    from raydistill.teacher.reference import majority, weak_teacher
 
     task = get_task("sst2")
     train, dev = _rows([0] * 70 + [1] * 30), _rows([0] * 68 + [1] * 32)
@@ -312,7 +313,7 @@ def test_in_sweep_teacher_has_its_own_budget(monkeypatch, tmp_path):
 
 
 def test_bootstrap_interval():
-    from raydistill.config.selection import bootstrap_ci
+    from raydistill.results.significance import bootstrap_ci
 
     correct = [1] * 80 + [0] * 20
     lo, hi = bootstrap_ci(lambda idx: sum(correct[i] for i in idx) / len(idx), len(correct))
@@ -346,16 +347,15 @@ def test_a_tie_goes_to_the_lowest_trial_id_as_in_the_summary():
     the last-started run, the summary the first trial)."""
     runs = [_run("cc", 0.75, 0.70), _run("aa", 0.75, 0.71), _run("bb", 0.75, 0.72), _run("dd", 0.74, 0.80)]
     for order in (runs, runs[::-1]):
-        from raydistill.config.selection import pick_confirmed
+        from raydistill.results.selection import pick_confirmed
 
         best, mean = pick_confirmed(order, "best_val_accuracy")
         assert best.data.tags["raydistill.trial_id"] == "aa" and mean == 0.75
 
 
 def test_a_confirmation_tie_is_broken_as_best_breaks_it():
-    """The sweep's confirmed winner (confirm.confirmed_rows) and raydistill.best (pick_confirmed) apply one rule."""
-    from raydistill.config.selection import pick_confirmed
-    from raydistill.orchestrate.confirm import confirmed_rows
+    """The sweep's confirmed winner (selection.confirmed_rows) and raydistill.best (pick_confirmed) apply one rule."""
+    from raydistill.results.selection import confirmed_rows, pick_confirmed
 
     rows = [
         {"trial": t, "exported": True, "config": {"lr": lr}, "best_val_accuracy": 0.8, "best_eval_accuracy": 0.7}
@@ -382,8 +382,7 @@ def test_confirmation_ranks_by_the_fresh_seeds_alone():
     """Scores where averaging the original trial in (the old rule) and the fresh seeds alone disagree: ``a``'s lucky
     0.95 made it a finalist, its two fresh seeds say 0.80; ``b``'s say 0.84. The sweep's summary and raydistill.best
     both name ``b``, and export a fresh run of it, not its original trial (0.86, higher than its fresh seeds)."""
-    from raydistill.config.selection import pick_confirmed
-    from raydistill.orchestrate.confirm import confirmed_rows
+    from raydistill.results.selection import confirmed_rows, pick_confirmed
 
     val = {"a": 0.95, "b": 0.86, "a1": 0.80, "a2": 0.80, "b1": 0.84, "b2": 0.84}
     origin = {"a1": "a", "a2": "a", "b1": "b", "b2": "b"}

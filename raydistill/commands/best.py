@@ -160,7 +160,7 @@ def _checked(a: argparse.Namespace) -> str:
 
 def _result(best, metric: str, mean: float | None, mode: str) -> dict:
     """The chosen run as the command prints it: what chose it, what it reports, its params, size and speed."""
-    from raydistill.config.selection import report_metric
+    from raydistill.results.selection import report_metric
 
     report = report_metric(metric)
     m = best.data.metrics

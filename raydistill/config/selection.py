@@ -1,51 +1,29 @@
-"""What chooses and what reports: metric names, the confirmation groups of a sweep, and the noise of a dev score.
+"""What chooses, below the stages that train: the best epoch of a run (``best_epoch``), and a space's ``search`` section
+(the algorithm, the confirmation's ``{top, seeds}``, the labels-only control's seeds) checked when the space loads.
 
-A run logs per epoch ``val_<m>`` (the validation split carved from train) and ``eval_<m>`` (dev); its final metrics
-``best_val_<m>`` (the best epoch by val) and ``best_eval_<m>`` (dev of that same epoch). A sweep chooses on
-``best_val_<m>`` and reports ``best_eval_<m>``; ``--select-on dev`` chooses on ``best_eval_<m>`` (the old way).
-``<m>`` is the task's main metric, or ``train.select_metric`` where set (``--select-metric macro_f1``).
-Plain Python: the sweep, ``raydistill.best`` and the quality benchmark all read these rules from here.
+Every rule that picks among runs — the sweep's best trial, its confirmation's winner, ``raydistill best``'s pick — and
+the metric names a pick ranks by live in ``results/selection.py``. The epoch rule cannot: ``train/loop.py`` applies it
+every epoch and results/ stands above train/, so it lives here, in the lowest folder both import.
 """
 
 from __future__ import annotations
 
 import math
-import random
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from raydistill.common.errors import UserError
 
-if TYPE_CHECKING:
-    from mlflow.entities import Run
 
-# per-run final metrics a run logs once (not a per-epoch curve): a sweep or `best` may rank by these too
-FINAL = ("student_params", "latency_ms_b1", "latency_ms_b32", "pct_of_teacher", "speedup_b1")
+def best_epoch(history: list[dict], key: str) -> dict:
+    """The epoch with the highest ``key`` (the task's main metric: higher is better), the earliest on ties; a NaN
+    or missing value never wins (a regression student with constant output has NaN correlation), nor an epoch whose
+    training loss went non-finite (its weights are NaN, whatever a constant answer scores)."""
 
+    def score(m: dict) -> float:
+        ok = math.isfinite(m.get(key, math.nan)) and math.isfinite(m.get("train_loss", 0.0))
+        return m[key] if ok else -math.inf
 
-def objective(main_metric: str, select_on: str = "val") -> str:
-    """The metric a sweep chooses on: the best epoch's score on the split that chooses."""
-    return f"best_{'val' if select_on == 'val' else 'eval'}_{main_metric}"
-
-
-def report_metric(metric: str) -> str:
-    """The dev number of what ``metric`` chose: ``best_val_x`` → ``best_eval_x``; any other metric reports itself."""
-    return "best_eval_" + metric[len("best_val_") :] if metric.startswith("best_val_") else metric
-
-
-def as_final(metric: str, field: str = "metric") -> str:
-    """A ranking metric as a per-run final value: ``eval_x`` / ``val_x`` (per-epoch curves, whose latest value is the
-    last epoch's, not the exported student's) become ``best_eval_x`` / ``best_val_x``; ``best_*`` and the final
-    metrics in ``FINAL`` pass; anything else is refused in one line."""
-    if metric.startswith(("eval_", "val_")):
-        return "best_" + metric
-    if metric.startswith("best_") or metric in FINAL:
-        return metric
-    raise UserError(
-        field,
-        f"{metric!r} is not a per-run result; rank by best_val_<metric> (chosen on the validation "
-        f"split), best_eval_<metric> (dev) or one of {', '.join(FINAL)}",
-    )
+    return max(history, key=score)
 
 
 ALGORITHMS = ("tpe", "random")  # search.algorithm: Optuna's TPESampler (default) or RandomSampler
@@ -88,59 +66,3 @@ def confirm_of(search: dict[str, Any]) -> dict[str, int]:
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise UserError(f"search.confirm.{k}", f"must be a positive integer, got {v!r}; {fix}")
     return out
-
-
-CONTROL_TAG = "raydistill.control_of"  # a labels-only control run: the trial whose student it shadows
-
-
-def group_key(tags: dict[str, str]) -> str:
-    """Which configuration a trial run trained: a confirmation run names the trial it repeats with another seed."""
-    return tags.get("raydistill.confirm_of") or tags.get("raydistill.trial_id") or ""
-
-
-def pick_confirmed(runs: list[Run], metric: str, mode: str = "max") -> tuple[Run, float] | tuple[None, None]:
-    """The winner among runs that share configurations (``group_key``): with confirmation runs present, only the
-    confirmed configurations compete, ranked by the mean of ``metric`` over their *fresh* seeds (the confirmation
-    runs; the original trial's score, biased upward by the selection that made it a finalist, is left out); the
-    winner's best fresh run by ``metric`` is returned, with that mean. ``runs`` are MLflow runs (``.data.tags``,
-    ``.data.metrics``). Without confirmation runs, the single best run (mean = its own value). A sweep's labels-only
-    control runs (``CONTROL_TAG``) never compete."""
-    groups: dict[str, list[Run]] = {}
-    fresh: dict[str, list[Run]] = {}
-    for r in runs:
-        if r.data.tags.get(CONTROL_TAG):  # a labels-only control is the yardstick, never a candidate
-            continue
-        if metric in r.data.metrics and math.isfinite(r.data.metrics[metric]):
-            groups.setdefault(group_key(r.data.tags), []).append(r)
-            if r.data.tags.get("raydistill.confirm_of"):
-                fresh.setdefault(group_key(r.data.tags), []).append(r)
-    pool = fresh or groups
-    if not pool:
-        return None, None
-    sign = 1 if mode == "max" else -1
-    mean = {k: sum(r.data.metrics[metric] for r in g) / len(g) for k, g in pool.items()}
-
-    def tid(r: Run) -> str:  # ties: the lowest trial id, as the summary
-        return r.data.tags.get("raydistill.trial_id", "")
-
-    key = min(pool, key=lambda k: (-sign * mean[k], -len(pool[k]), min(tid(r) for r in pool[k])))
-    best = min(pool[key], key=lambda r: (-sign * r.data.metrics[metric], tid(r)))
-    return best, mean[key]
-
-
-def bootstrap_ci(
-    stat: Callable[[list[int]], float], n_examples: int, n: int = 1000, seed: int = 0, level: float = 0.95
-) -> tuple[float, float]:
-    """Percentile bootstrap interval of ``stat(indices)`` over dev examples resampled with replacement (``stat`` may
-    compute any metric — accuracy, F1, Pearson, MCC — or the difference of two systems' metrics on the same rows)."""
-    if n_examples <= 0:
-        return (math.nan, math.nan)
-    rng = random.Random(seed)
-    vals = sorted(
-        v for v in (stat([rng.randrange(n_examples) for _ in range(n_examples)]) for _ in range(n)) if math.isfinite(v)
-    )
-    if not vals:
-        return (math.nan, math.nan)
-    lo = vals[int((1 - level) / 2 * (len(vals) - 1))]
-    hi = vals[int(round((1 + level) / 2 * (len(vals) - 1)))]
-    return lo, hi

@@ -3,7 +3,8 @@ validation score *over those fresh seeds* wins (``search.confirm: {top: k, seeds
 from a noisy distribution; the best of N draws is biased upward, most on small tasks, so the search's pick is re-drawn
 before it is believed — and the original trial's score, the biased draw that made it a finalist, is shown beside the
 mean, never averaged into it. The exported student is the winner's best fresh run by validation score. The
-confirmation runs are child runs of the sweep like its trials, tagged ``raydistill.confirm_of``."""
+confirmation runs are child runs of the sweep like its trials, tagged ``raydistill.confirm_of``. Which trials are
+confirmed and which wins are ``results/selection.py``'s rules (``candidates``, ``confirmed_rows``); here they run."""
 
 from __future__ import annotations
 
@@ -13,16 +14,6 @@ from ray import tune
 
 from raydistill.orchestrate.trial import TrialOpts
 from raydistill.orchestrate.tuner import failure_config, trainable_for
-
-
-def candidates(rows: list[dict], metric: str, top: int) -> list[dict]:
-    """The ``top`` finished, exported trials by ``metric`` (rows as ``summary.summarize`` sorts them, best first)."""
-    return _scored(rows, metric)[:top]
-
-
-def _scored(rows: list[dict], metric: str) -> list[dict]:
-    """Rows of trials that exported a student and scored ``metric``."""
-    return [r for r in rows if r.get("exported") and r.get(metric) is not None]
 
 
 def confirm_points(rows: list[dict], seed: int, seeds: int) -> list[dict]:
@@ -60,35 +51,3 @@ def run_confirm(
         )
     grid = tuner.fit()
     return [grid[i] for i in range(len(grid))]  # a ResultGrid is indexed (its types declare no __iter__)
-
-
-def confirmed_rows(rows: list[dict], confirm_rows: list[dict], metric: str, report: str, mode: str) -> list[dict]:
-    """One row per confirmed configuration: its fresh seeds' ``metric`` (chooses) and ``report`` (dev) as mean and
-    range, the original trial's ``metric`` beside them (``search_<metric>``, not averaged in: it is the score selection
-    biased upward), and the fresh seed whose student is exported (the best by ``metric``); best mean first."""
-    by_trial = {r["trial"]: r for r in rows}
-    groups: dict[str, list[dict]] = {}
-    for r in _scored(confirm_rows, metric):
-        groups.setdefault(r["config"].get("confirm_of"), []).append(r)
-    sign = 1 if mode == "max" else -1
-    out = []
-    for origin, fresh in groups.items():
-        vals = [s[metric] for s in fresh]
-        devs = [s[report] for s in fresh if s.get(report) is not None]
-        pick = min(fresh, key=lambda s: (-sign * s[metric], s["trial"]))  # ties: the lowest trial id, as best
-        mean = sum(vals) / len(vals)
-        # the order selection.pick_confirmed (raydistill.best) ranks by: mean, then more seeds, then the lowest trial id
-        rank = (-sign * mean, -len(fresh), min(s["trial"] for s in fresh))
-        row = {
-            "config_of": origin,
-            f"search_{metric}": by_trial.get(origin, {}).get(metric),
-            "seeds": len(fresh),
-            f"mean_{metric}": mean,
-            f"mean_{report}": sum(devs) / len(devs) if devs else None,
-            f"range_{report}": (max(devs) - min(devs)) if devs else None,
-            "exported_trial": pick["trial"],
-            metric: pick[metric],
-            report: pick.get(report),
-        }
-        out.append((rank, row))
-    return [row for _, row in sorted(out, key=lambda x: x[0])]

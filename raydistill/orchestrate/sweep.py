@@ -238,10 +238,10 @@ class Sweep:
 
     def _measure_teacher(self) -> None:
         from raydistill.config.schema import task_of
-        from raydistill.config.selection import report_metric
         from raydistill.orchestrate.resources import threads
-        from raydistill.teacher.reference import teacher_reference, weak_teacher
         from raydistill.results.report import size
+        from raydistill.results.selection import report_metric
+        from raydistill.teacher.reference import teacher_reference, weak_teacher
 
         ref = teacher_reference(self.base, threads(self.demand.cpus_per_worker), log)  # every trial's yardstick
         metrics = dict.fromkeys((self.metric, report_metric(self.metric)))
@@ -310,8 +310,8 @@ class Sweep:
         plan = self.confirm_plan
         if not (plan["top"] and plan["seeds"]):
             return rows, run_ids, None
-        from raydistill.config.selection import report_metric
-        from raydistill.orchestrate.confirm import candidates, confirm_points, confirmed_rows
+        from raydistill.orchestrate.confirm import confirm_points
+        from raydistill.results.selection import candidates, confirmed_rows, report_metric
 
         top = candidates(rows, self.metric, plan["top"])
         log(f"confirming the top {len(top)} trial(s) with {plan['seeds']} more seed(s) each (search.confirm)")
@@ -347,7 +347,7 @@ class Sweep:
         if not self.control_seeds:
             return None
         from raydistill.orchestrate.control import control_points
-        from raydistill.results.summary import winner
+        from raydistill.results.selection import winner
 
         best = winner(rows, self.metric, confirmed)
         if best is None:
@@ -419,8 +419,8 @@ class Sweep:
     ) -> dict[str, Any]:
         """The teacher re-timed beside the students, then the summary (results.summary)."""
         from raydistill.orchestrate.resources import threads
-        from raydistill.teacher.reference import remeasure_latency
         from raydistill.results.summary import SweepOutcome, finish
+        from raydistill.teacher.reference import remeasure_latency
 
         wall = time.time() - self.started
         ref = remeasure_latency(rows, self.base, self.reference, threads(self.demand.cpus_per_worker), log, run_ids)
@@ -511,7 +511,7 @@ def _base_config(
 def _objective(spec: Any, task: Any, base: RunConfig) -> str:
     """A trial is worth its best epoch (the student it exports), chosen on the validation split: the space's metric,
     else the task's main one."""
-    from raydistill.config.selection import as_final, objective
+    from raydistill.results.selection import as_final, objective
 
     chosen = base.train.select_metric or task.main_metric  # --select-metric / the space's train.select_metric
     return as_final(spec.metric, "metric") if spec.metric else objective(chosen, base.train.select_on)

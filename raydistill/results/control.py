@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from raydistill.config.schema import RunConfig, task_of
-from raydistill.config.selection import report_metric
 from raydistill.results import significance as sig
+from raydistill.results.selection import report_metric
 from raydistill.tracking.track import Tracker
 
 

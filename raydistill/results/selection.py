@@ -1,20 +1,155 @@
-"""Which finished trial of a sweep is the best, read back from MLflow (``raydistill best``, and ``find_best`` for the
-tests and benchmarks): the sweep(s) ranked (the latest, one by name, or every sweep of one task, data and metric), the
-metric and mode (the sweep's own unless given), the bounds on latency and size, and the confirmation's rule
-(``config.selection.pick_confirmed``). Every refusal is a ``UserError`` naming the flag."""
+"""Which run is best, every rule in one place (the best epoch of a run is the one rule below train/: it lives in
+``config/selection.best_epoch``, which ``train/loop.py`` can import). What a pick ranks by (``objective``: the best
+epoch's score on the split that chooses; ``report_metric``: the dev number it reports); the sweep's best trial
+(``rank_trials``, ``winner``); its confirmation (``candidates``, ``confirmed_rows``) and the same rule on MLflow runs
+(``pick_confirmed``); and ``raydistill best``'s pick read back from MLflow (``choose``, and ``find_best`` for the tests
+and benchmarks): the sweep(s) ranked (the latest, one by name, or every sweep of one task, data and metric), the metric
+and mode (the sweep's own unless given), the bounds on latency and size. Ray-free; every refusal is a ``UserError``
+naming the flag. Ties go to the lowest trial id in every rule."""
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+import math
+from typing import TYPE_CHECKING, Any
 
 from raydistill.common.errors import UserError, check
 from raydistill.tracking.track import Tracker
+
+if TYPE_CHECKING:
+    from mlflow.entities import Run
 
 ALL = "all"  # --sweep all: every sweep of the experiment, where they agree on what a score means
 
 
 SAME = ("task", "data_fingerprint", "metric", "mode")  # what sweeps ranked together must share (their parent runs)
+
+
+# per-run final metrics a run logs once (not a per-epoch curve): a sweep or `best` may rank by these too
+FINAL = ("student_params", "latency_ms_b1", "latency_ms_b32", "pct_of_teacher", "speedup_b1")
+
+
+def objective(main_metric: str, select_on: str = "val") -> str:
+    """The metric a sweep chooses on: the best epoch's score on the split that chooses."""
+    return f"best_{'val' if select_on == 'val' else 'eval'}_{main_metric}"
+
+
+def report_metric(metric: str) -> str:
+    """The dev number of what ``metric`` chose: ``best_val_x`` → ``best_eval_x``; any other metric reports itself."""
+    return "best_eval_" + metric[len("best_val_") :] if metric.startswith("best_val_") else metric
+
+
+def as_final(metric: str, field: str = "metric") -> str:
+    """A ranking metric as a per-run final value: ``eval_x`` / ``val_x`` (per-epoch curves, whose latest value is the
+    last epoch's, not the exported student's) become ``best_eval_x`` / ``best_val_x``; ``best_*`` and the final
+    metrics in ``FINAL`` pass; anything else is refused in one line."""
+    if metric.startswith(("eval_", "val_")):
+        return "best_" + metric
+    if metric.startswith("best_") or metric in FINAL:
+        return metric
+    raise UserError(
+        field,
+        f"{metric!r} is not a per-run result; rank by best_val_<metric> (chosen on the validation "
+        f"split), best_eval_<metric> (dev) or one of {', '.join(FINAL)}",
+    )
+
+
+CONTROL_TAG = "raydistill.control_of"  # a labels-only control run: the trial whose student it shadows
+
+
+def group_key(tags: dict[str, str]) -> str:
+    """Which configuration a trial run trained: a confirmation run names the trial it repeats with another seed."""
+    return tags.get("raydistill.confirm_of") or tags.get("raydistill.trial_id") or ""
+
+
+def pick_confirmed(runs: list[Run], metric: str, mode: str = "max") -> tuple[Run, float] | tuple[None, None]:
+    """The winner among runs that share configurations (``group_key``): with confirmation runs present, only the
+    confirmed configurations compete, ranked by the mean of ``metric`` over their *fresh* seeds (the confirmation
+    runs; the original trial's score, biased upward by the selection that made it a finalist, is left out); the
+    winner's best fresh run by ``metric`` is returned, with that mean. ``runs`` are MLflow runs (``.data.tags``,
+    ``.data.metrics``). Without confirmation runs, the single best run (mean = its own value). A sweep's labels-only
+    control runs (``CONTROL_TAG``) never compete."""
+    groups: dict[str, list[Run]] = {}
+    fresh: dict[str, list[Run]] = {}
+    for r in runs:
+        if r.data.tags.get(CONTROL_TAG):  # a labels-only control is the yardstick, never a candidate
+            continue
+        if metric in r.data.metrics and math.isfinite(r.data.metrics[metric]):
+            groups.setdefault(group_key(r.data.tags), []).append(r)
+            if r.data.tags.get("raydistill.confirm_of"):
+                fresh.setdefault(group_key(r.data.tags), []).append(r)
+    pool = fresh or groups
+    if not pool:
+        return None, None
+    sign = 1 if mode == "max" else -1
+    mean = {k: sum(r.data.metrics[metric] for r in g) / len(g) for k, g in pool.items()}
+
+    def tid(r: Run) -> str:  # ties: the lowest trial id, as the summary
+        return r.data.tags.get("raydistill.trial_id", "")
+
+    key = min(pool, key=lambda k: (-sign * mean[k], -len(pool[k]), min(tid(r) for r in pool[k])))
+    best = min(pool[key], key=lambda r: (-sign * r.data.metrics[metric], tid(r)))
+    return best, mean[key]
+
+
+def rank_trials(rows: list[dict], metric: str, mode: str) -> None:
+    """A sweep's trial rows in place, best first: those that exported a student first, then by ``metric`` in ``mode``
+    (a row without it last), ties to the lowest trial id — the order ``pick_confirmed`` ranks MLflow runs in."""
+    sign = -1 if mode == "max" else 1
+    rows.sort(key=lambda r: (not r["exported"], r[metric] is None, sign * (r[metric] or 0), r["trial"]))
+
+
+def winner(rows: list[dict[str, Any]], metric: str, confirmed: list[dict[str, Any]] | None) -> dict[str, Any] | None:
+    """The best exported trial of rows ``rank_trials`` ordered; a confirmed sweep's is its winner's best seed (best
+    mean over seeds, ``confirmed_rows``)."""
+    done = [r for r in rows if r["exported"] and r.get(metric) is not None]
+    best = done[0] if done else None
+    if confirmed:
+        best = next((r for r in rows if r["trial"] == confirmed[0]["exported_trial"]), best)
+    return best
+
+
+def candidates(rows: list[dict], metric: str, top: int) -> list[dict]:
+    """The ``top`` finished, exported trials by ``metric`` (rows as ``rank_trials`` sorts them, best first): the
+    configurations a confirmation trains again."""
+    return exported_with(rows, metric)[:top]
+
+
+def exported_with(rows: list[dict], metric: str) -> list[dict]:
+    """Rows of trials that exported a student and scored ``metric``."""
+    return [r for r in rows if r.get("exported") and r.get(metric) is not None]
+
+
+def confirmed_rows(rows: list[dict], confirm_rows: list[dict], metric: str, report: str, mode: str) -> list[dict]:
+    """One row per confirmed configuration: its fresh seeds' ``metric`` (chooses) and ``report`` (dev) as mean and
+    range, the original trial's ``metric`` beside them (``search_<metric>``, not averaged in: it is the score selection
+    biased upward), and the fresh seed whose student is exported (the best by ``metric``); best mean first."""
+    by_trial = {r["trial"]: r for r in rows}
+    groups: dict[str, list[dict]] = {}
+    for r in exported_with(confirm_rows, metric):
+        groups.setdefault(r["config"].get("confirm_of"), []).append(r)
+    sign = 1 if mode == "max" else -1
+    out = []
+    for origin, fresh in groups.items():
+        vals = [s[metric] for s in fresh]
+        devs = [s[report] for s in fresh if s.get(report) is not None]
+        pick = min(fresh, key=lambda s: (-sign * s[metric], s["trial"]))  # ties: the lowest trial id, as best
+        mean = sum(vals) / len(vals)
+        # the order pick_confirmed (raydistill.best) ranks by: mean, then more seeds, then the lowest trial id
+        rank = (-sign * mean, -len(fresh), min(s["trial"] for s in fresh))
+        row = {
+            "config_of": origin,
+            f"search_{metric}": by_trial.get(origin, {}).get(metric),
+            "seeds": len(fresh),
+            f"mean_{metric}": mean,
+            f"mean_{report}": sum(devs) / len(devs) if devs else None,
+            f"range_{report}": (max(devs) - min(devs)) if devs else None,
+            "exported_trial": pick["trial"],
+            metric: pick[metric],
+            report: pick.get(report),
+        }
+        out.append((rank, row))
+    return [row for _, row in sorted(out, key=lambda x: x[0])]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,8 +200,6 @@ def choose(
     (default: the sweep's own, ``best_val_*``: chosen on the validation split) in ``mode`` (default: the sweep's own,
     recorded with its parent run; else max). A sweep that confirmed its top configurations with more seeds is decided
     by their mean, and the winner's best seed is returned, as the sweep's summary names it."""
-    from raydistill.config.selection import pick_confirmed
-
     experiment_id = _experiment_id(tracker)
     scope = _scope(tracker, experiment_id, sweep)
     runs = _finished_trials(tracker, experiment_id, scope)
@@ -74,7 +207,7 @@ def choose(
     mode = mode or (parent.data.params.get("mode") if parent else None) or "max"
     if metric is None:
         metric = _sweep_metric(runs, parent)
-    metric, scored = _scored(runs, metric)
+    metric, scored = _logged(runs, metric)
     best, mean = pick_confirmed(_within_bounds(scored, max_latency_ms, max_params), metric, mode)
     return Pick(best, metric, mean, mode, scope)
 
@@ -164,10 +297,8 @@ def _sweep_metric(runs: list, parent) -> str | None:
     return parent.data.params.get("metric") if parent else (finals[0] if finals else None)
 
 
-def _scored(runs: list, metric: str | None) -> tuple[str, list]:
+def _logged(runs: list, metric: str | None) -> tuple[str, list]:
     """The final form of ``metric`` and the runs that logged it; none is the user's error, naming what was logged."""
-    from raydistill.config.selection import as_final
-
     check(bool(metric), "metric", "no trial logged a best_val_* or best_eval_* metric; pass --metric")
     assert metric is not None  # (check refused it otherwise)
     metric = as_final(metric)

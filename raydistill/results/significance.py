@@ -9,13 +9,31 @@ Predictions are one per dev example, in the form ``tasks.encode.example_predicti
 
 from __future__ import annotations
 
+import math
+import random
 import statistics
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from raydistill.config.selection import bootstrap_ci
+
+def bootstrap_ci(
+    stat: Callable[[list[int]], float], n_examples: int, n: int = 1000, seed: int = 0, level: float = 0.95
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of ``stat(indices)`` over dev examples resampled with replacement (``stat`` may
+    compute any metric — accuracy, F1, Pearson, MCC — or the difference of two systems' metrics on the same rows)."""
+    if n_examples <= 0:
+        return (math.nan, math.nan)
+    rng = random.Random(seed)
+    vals = sorted(
+        v for v in (stat([rng.randrange(n_examples) for _ in range(n_examples)]) for _ in range(n)) if math.isfinite(v)
+    )
+    if not vals:
+        return (math.nan, math.nan)
+    lo = vals[int((1 - level) / 2 * (len(vals) - 1))]
+    hi = vals[int(round((1 + level) / 2 * (len(vals) - 1)))]
+    return lo, hi
 
 
 def _task(task: Any) -> Any:

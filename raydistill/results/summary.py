@@ -14,8 +14,8 @@ from typing import Any
 from raydistill.common.errors import failure_reason
 from raydistill.common.paths import results_path
 from raydistill.config.schema import RunConfig
-from raydistill.config.selection import report_metric
 from raydistill.results.report import PARAMS, SHOW, pareto_plot, table
+from raydistill.results.selection import rank_trials, report_metric, winner
 from raydistill.tracking.track import Tracker
 
 
@@ -63,9 +63,7 @@ def summarize(
                 else ("no exported student" if status == "DONE" and not exported else ""),
             }
         )
-    sign = -1 if mode == "max" else 1
-    # ties go to the lowest trial id, the rule raydistill.best applies too (selection.pick_confirmed)
-    rows.sort(key=lambda r: (not r["exported"], r[metric] is None, sign * (r[metric] or 0), r["trial"]))
+    rank_trials(rows, metric, mode)  # ties to the lowest trial id, as raydistill.best (selection.pick_confirmed)
     return rows
 
 
@@ -263,15 +261,6 @@ def _write_summary(
 
 def _best(sweep: SweepOutcome, rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     return winner(rows, sweep.metric, sweep.confirmed)
-
-
-def winner(rows: list[dict[str, Any]], metric: str, confirmed: list[dict[str, Any]] | None) -> dict[str, Any] | None:
-    """The best exported trial; a confirmed sweep's is its winner's best seed (best mean over seeds)."""
-    done = [r for r in rows if r["exported"] and r.get(metric) is not None]
-    best = done[0] if done else None
-    if confirmed:
-        best = next((r for r in rows if r["trial"] == confirmed[0]["exported_trial"]), best)
-    return best
 
 
 def _summary(

@@ -30,6 +30,7 @@ import torch.distributed as dist
 
 from raydistill.common.progress import Progress
 from raydistill.config.schema import RunConfig, task_of
+from raydistill.config.selection import best_epoch
 from raydistill.data.batches import epoch_batches
 from raydistill.data.general import DynamicMasking
 from raydistill.models.teacher import quiet_hf
@@ -396,7 +397,7 @@ class Trainer:
         self.history.append(metrics)
         if self.cfg.train.stop_diverged:  # before the checkpoint: a resumed run knows it stopped
             metrics.update(self._judge(metrics))
-        best = _best(self.history, self.main)
+        best = best_epoch(self.history, self.main)
         metrics.update(
             best_epoch=best["epoch"],  # best_val_* chose it; best_eval_* is that epoch's dev score
             **{f"best_{k}": v for k, v in best.items() if k.startswith(("eval_", "val_"))},
@@ -433,18 +434,6 @@ class Clock:
 
     def metrics(self) -> dict:
         return {f"time_{k}_s": round(v, 3) for k, v in self.spent.items()}
-
-
-def _best(history: list[dict], key: str) -> dict:
-    """The epoch with the highest ``key`` (the task's main metric: higher is better), the earliest on ties; a NaN
-    or missing value never wins (a regression student with constant output has NaN correlation), nor an epoch whose
-    training loss went non-finite (its weights are NaN, whatever a constant answer scores)."""
-
-    def score(m: dict) -> float:
-        ok = math.isfinite(m.get(key, math.nan)) and math.isfinite(m.get("train_loss", 0.0))
-        return m[key] if ok else -math.inf
-
-    return max(history, key=score)
 
 
 def _teacher_cache(cfg, needs: list, teacher, data, device, ctx, t_dtype: str):
