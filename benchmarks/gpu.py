@@ -118,7 +118,7 @@ def cache_pass(teacher_dir: str, sz: dict, device, root: str, peak_tflops: float
     from raydistill.tasks.encode import collate
     from raydistill.train.objective import build_objective
     from raydistill.train.precision import teacher_dtype
-    from raydistill.train.teacher_cache import TeacherCache
+    from raydistill.train.teacher_cache import CacheWants, TeacherCache, TeacherInputs
 
     cfg = run_config(teacher_dir, sz, "pred", sz["pack_batch"], device.type == "cuda", os.path.join(root, "pass"))
     _, _, teacher, _ = build_objective(cfg)
@@ -130,7 +130,7 @@ def cache_pass(teacher_dir: str, sz: dict, device, root: str, peak_tflops: float
         sync(device)
         t0 = time.perf_counter()
         TeacherCache(cfg.teacher_cache, key, "classification", unpadded).ensure(
-            teacher, feats, collate, 0, device, log=lambda *x: None, dtype=dtype
+            teacher, TeacherInputs(feats, collate, 0), device, log=lambda *x: None, want=CacheWants(dtype)
         )
         sync(device)
         walls.append(time.perf_counter() - t0)
@@ -158,16 +158,13 @@ def step_flops(sz: dict, stage: str, n_proj: int, lengths) -> float:
 
 
 def make_teacher(root: str, sz: dict) -> str:
-    from raydistill.testing import make_tiny_model
+    from raydistill.testing import TinyShape, make_tiny_model
 
     return make_tiny_model(
         os.path.join(root, "teacher"),
         kind="classification",
-        layers=sz["t_layers"],
-        hidden=sz["t_hidden"],
-        heads=sz["t_heads"],
-        intermediate=sz["t_inter"],
         texts=TEXTS,
+        shape=TinyShape(layers=sz["t_layers"], hidden=sz["t_hidden"], heads=sz["t_heads"], intermediate=sz["t_inter"]),
     )
 
 
@@ -270,13 +267,13 @@ class Step:
         self.n_proj = len(self.objective.projections)
 
     def __call__(self, batch, idx=None):
-        from raydistill.train.step import teacher_outputs, train_step
+        from raydistill.train.step import StepOn, teacher_outputs, train_step
 
         t_out = teacher_outputs(
             self.teacher, self.cache, self.objective, batch, idx, self.stage, self.device, self.t_dtype
         )
         losses = train_step(
-            self.model, batch, t_out, self.stage, self.opt, self.sched, device=self.device, amp=self.s_dtype
+            self.model, batch, t_out, self.stage, self.opt, self.sched, on=StepOn(self.device, self.s_dtype)
         )
         return losses["loss"].detach()
 
@@ -336,7 +333,7 @@ def _pack_worker(
 ) -> None:
     """One packed trial: its own student, teacher logits from the shared cache."""
     from raydistill.tasks.encode import collate
-    from raydistill.train.teacher_cache import TeacherCache
+    from raydistill.train.teacher_cache import TeacherCache, TeacherInputs
 
     device = torch.device(device_name)
     if device.type == "cpu":
@@ -344,7 +341,9 @@ def _pack_worker(
     cfg = run_config(teacher_dir, sz, "pred", sz["pack_batch"], device.type == "cuda", cache_root)
     key, feats = _cache_inputs(cfg, sz)
     unpadded = cfg.train.attention == "unpadded"
-    cache = TeacherCache(cache_root, key, "classification", unpadded).ensure(None, feats, collate, 0, device)  # a hit
+    cache = TeacherCache(cache_root, key, "classification", unpadded).ensure(
+        None, TeacherInputs(feats, collate, 0), device
+    )  # a hit
     step = Step(cfg, device, cache)
     n, B = len(feats), sz["pack_batch"]
     order = [list(range(s, s + B)) for s in range(0, n - B + 1, B)]
@@ -400,14 +399,14 @@ def packing(
     from raydistill.tasks.encode import collate
     from raydistill.train.objective import build_objective
     from raydistill.train.precision import teacher_dtype
-    from raydistill.train.teacher_cache import TeacherCache
+    from raydistill.train.teacher_cache import CacheWants, TeacherCache, TeacherInputs
 
     cache_root = os.path.join(root, "cache")
     cfg = run_config(teacher_dir, sz, "pred", sz["pack_batch"], device.type == "cuda", cache_root)
     key, feats = _cache_inputs(cfg, sz)
     _, _, teacher, _ = build_objective(cfg)
     TeacherCache(cache_root, key, "classification", cfg.train.attention == "unpadded").ensure(
-        teacher.to(device), feats, collate, 0, device, dtype=teacher_dtype(cfg.train, device)
+        teacher.to(device), TeacherInputs(feats, collate, 0), device, want=CacheWants(teacher_dtype(cfg.train, device))
     )
     del teacher
     ctx = mp.get_context("spawn")

@@ -225,11 +225,14 @@ def smoke_inputs(out: str):
     from conftest import _texts
     from sweep_cache import sst2_folder
 
-    from raydistill.testing import make_tiny_model
+    from raydistill.testing import TinyShape, make_tiny_model
 
     data = sst2_folder(None, os.path.join(out, "glue"), 160)
     enc = make_tiny_model(
-        os.path.join(out, "encoder"), kind="base", layers=4, hidden=32, heads=2, intermediate=64, texts=_texts()
+        os.path.join(out, "encoder"),
+        kind="base",
+        texts=_texts(),
+        shape=TinyShape(layers=4, hidden=32, heads=2, intermediate=64),
     )
     return data, enc
 

@@ -144,10 +144,10 @@ def main() -> None:
     work = tempfile.mkdtemp(prefix="bench-gbl-")
     teacher, data_dir, train = a.teacher, a.data_dir, {"epochs": 1, "batch_size": 32, "max_length": 128, "lr": 1e-4}
     if a.smoke:
-        from raydistill.testing import make_tiny_model
+        from raydistill.testing import TinyShape, make_tiny_model
 
         data_dir = synthetic_mrpc(f"{work}/glue", 320)
-        teacher = make_tiny_model(f"{work}/teacher", layers=4, hidden=32, heads=2, intermediate=64)
+        teacher = make_tiny_model(f"{work}/teacher", shape=TinyShape(layers=4, hidden=32, heads=2, intermediate=64))
     if not (teacher and data_dir):
         sys.exit("pass --teacher and --data-dir (or --smoke)")
     cfg = RunConfig.from_dict(

@@ -131,16 +131,13 @@ def build(root: str, sz: dict) -> tuple[str, str]:
     from raydistill.config.schema import StudentConfig
     from raydistill.models.student import build_student
     from raydistill.models.teacher import load_model
-    from raydistill.testing import make_tiny_model
+    from raydistill.testing import TinyShape, make_tiny_model
 
     t_dir = make_tiny_model(
         os.path.join(root, "teacher"),
         kind="classification",
-        layers=sz["t_layers"],
-        hidden=sz["t_hidden"],
-        heads=sz["t_heads"],
-        intermediate=sz["t_inter"],
         texts=TEXTS,
+        shape=TinyShape(layers=sz["t_layers"], hidden=sz["t_hidden"], heads=sz["t_heads"], intermediate=sz["t_inter"]),
     )
     teacher = load_model(t_dir, "classification")
     torch.manual_seed(0)

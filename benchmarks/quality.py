@@ -381,11 +381,14 @@ def main() -> None:
         from conftest import _texts
         from sweep_cache import sst2_folder
 
-        from raydistill.testing import make_tiny_model
+        from raydistill.testing import TinyShape, make_tiny_model
 
         a.data_dir = sst2_folder(None, os.path.join(work, "glue"), 160)
         a.encoder = make_tiny_model(
-            os.path.join(work, "encoder"), kind="base", layers=4, hidden=32, heads=2, intermediate=64, texts=_texts()
+            os.path.join(work, "encoder"),
+            kind="base",
+            texts=_texts(),
+            shape=TinyShape(layers=4, hidden=32, heads=2, intermediate=64),
         )
         a.tasks, a.num_samples, a.seeds, a.epochs, a.teacher_epochs = "sst2", 2, 2, 2, 1
         a.extra = ["--max-length", "32", "--batch-size", "16"]

@@ -74,16 +74,13 @@ def sizes(smoke: bool) -> dict:
 
 
 def make_teacher(root: str, sz: dict) -> str:
-    from raydistill.testing import make_tiny_model
+    from raydistill.testing import TinyShape, make_tiny_model
 
     return make_tiny_model(
         os.path.join(root, "teacher"),
         kind="classification",
-        layers=sz["t_layers"],
-        hidden=sz["t_hidden"],
-        heads=sz["t_heads"],
-        intermediate=sz["t_inter"],
         texts=TEXTS,
+        shape=TinyShape(layers=sz["t_layers"], hidden=sz["t_hidden"], heads=sz["t_heads"], intermediate=sz["t_inter"]),
     )
 
 
@@ -177,19 +174,11 @@ class Ours:
             return self.model(batch, t_out, self.stage)
 
     def step(self, batch) -> None:
-        from raydistill.train.step import train_step
+        from raydistill.train.step import StepOn, train_step
 
-        train_step(
-            self.model,
-            batch,
-            self._teacher(batch),
-            self.stage,
-            self.opt,
-            self.sched,
-            device=CPU,
-            amp="bf16" if self.student_bf16 else "fp32",
-            sums=self.sums,
-        )  # as loop.run runs it
+        on = StepOn(CPU, "bf16" if self.student_bf16 else "fp32")
+        train_step(self.model, batch, self._teacher(batch), self.stage, self.opt, self.sched, on=on, sums=self.sums)
+        # as loop.run runs it
 
     def projections(self) -> dict:
         return {int(k): v for k, v in self.objective.projections.items()}

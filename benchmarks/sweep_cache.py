@@ -38,15 +38,19 @@ def sweep_setup(data_dir: str | None, work: str, n: int, smoke: bool):
     """SST-2 data and a random-weight teacher under ``work``: (data dir, teacher dir, student size, examples,
     max length). Full size: 12L-768 → 4L-312 at length 64; smoke: 4L-32 → 2L-32 at length 32."""
     from raydistill.tasks import get_task
-    from raydistill.testing import make_tiny_model
+    from raydistill.testing import TinyShape, make_tiny_model
 
     data = sst2_folder(data_dir, os.path.join(work, "glue"), n)
     task = get_task("sst2")
     texts = [e["text"] for e in task.loader(task, data, "train")[:n]]
     if smoke:
-        teacher = make_tiny_model(f"{work}/teacher", layers=4, hidden=32, heads=2, intermediate=64, texts=texts)
+        teacher = make_tiny_model(
+            f"{work}/teacher", texts=texts, shape=TinyShape(layers=4, hidden=32, heads=2, intermediate=64)
+        )
         return data, teacher, "2L-32-64-2", 64, 32
-    teacher = make_tiny_model(f"{work}/teacher", layers=12, hidden=768, heads=12, intermediate=3072, texts=texts)
+    teacher = make_tiny_model(
+        f"{work}/teacher", texts=texts, shape=TinyShape(layers=12, hidden=768, heads=12, intermediate=3072)
+    )
     return data, teacher, "4L-312-1200-12", n, 64
 
 

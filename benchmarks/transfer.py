@@ -422,7 +422,7 @@ def smoke(a) -> None:
     sys.path.insert(0, os.path.join(HERE, "..", "tests"))
     from conftest import _texts
 
-    from raydistill.testing import make_tiny_model
+    from raydistill.testing import TinyShape, make_tiny_model
 
     work = os.path.abspath(a.work)
     a.data_dir = os.path.join(work, "glue")
@@ -435,7 +435,10 @@ def smoke(a) -> None:
             for i in range(n):
                 f.write(f"{i % 2}\t{i}\t{i + 1}\t{texts[i % len(texts)]}\t{texts[(i * 7 + 3) % len(texts)]}\n")
     a.encoder = make_tiny_model(
-        os.path.join(work, "encoder"), kind="base", layers=4, hidden=32, heads=2, intermediate=64, texts=texts
+        os.path.join(work, "encoder"),
+        kind="base",
+        texts=texts,
+        shape=TinyShape(layers=4, hidden=32, heads=2, intermediate=64),
     )
     a.tasks, a.seeds, a.epochs, a.teacher_epochs, a.max_length = "mrpc", 2, 1, 1, 32
     a.extra = ["--batch-size", "16"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 _BASE_WORDS = (
@@ -61,22 +62,30 @@ def make_tokenizer(out_dir: str | os.PathLike, family: str = "bert", texts=None,
     return tok
 
 
+@dataclass(frozen=True)
+class TinyShape:
+    """A tiny model's architecture: its ``family`` (bert | roberta), depth, width, heads, feed-forward width and
+    dropout (0.0: a deterministic forward, for tests that compare runs)."""
+
+    family: str = "bert"
+    layers: int = 4
+    hidden: int = 32
+    heads: int = 2
+    intermediate: int = 64
+    dropout: float = 0.1
+
+
 def make_tiny_model(
     out_dir: str | os.PathLike,
     kind: str = "classification",
     num_labels: int = 2,
-    family: str = "bert",
-    layers: int = 4,
-    hidden: int = 32,
-    heads: int = 2,
-    intermediate: int = 64,
+    shape: TinyShape = TinyShape(),
     texts=None,
     seed: int = 0,
     label_names=None,
     with_head: bool = True,
-    dropout: float = 0.1,
 ):
-    """Save a tiny randomly initialised model + tokenizer to ``out_dir``; returns the path.
+    """Save a tiny randomly initialised model + tokenizer of ``shape`` to ``out_dir``; returns the path.
 
     kind: classification | regression | token | qa | mlm | base (encoder only, no task head).
     """
@@ -87,21 +96,21 @@ def make_tiny_model(
 
     torch.manual_seed(seed)
     out = Path(out_dir)
-    tok = make_tokenizer(out, family, texts)
+    tok = make_tokenizer(out, shape.family, texts)
     cfg = AutoConfig.for_model(
-        family,
+        shape.family,
         vocab_size=len(tok),
-        hidden_size=hidden,
-        num_hidden_layers=layers,
-        num_attention_heads=heads,
-        intermediate_size=intermediate,
+        hidden_size=shape.hidden,
+        num_hidden_layers=shape.layers,
+        num_attention_heads=shape.heads,
+        intermediate_size=shape.intermediate,
         max_position_embeddings=130,
-        type_vocab_size=2 if family == "bert" else 1,
+        type_vocab_size=2 if shape.family == "bert" else 1,
         pad_token_id=tok.pad_token_id,
         bos_token_id=tok.bos_token_id or tok.cls_token_id,
         eos_token_id=tok.eos_token_id or tok.sep_token_id,
-        hidden_dropout_prob=dropout,
-        attention_probs_dropout_prob=dropout,
+        hidden_dropout_prob=shape.dropout,
+        attention_probs_dropout_prob=shape.dropout,
     )
     if kind in ("classification", "token"):
         cfg.num_labels = num_labels

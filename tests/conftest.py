@@ -79,7 +79,7 @@ def _texts():
 @pytest.fixture(scope="session")
 def tiny_teacher(tmp_path_factory):
     """Factory: a tiny (4-layer, hidden 32, 2 heads) BERT teacher with a head for ``kind``."""
-    from raydistill.testing import make_tiny_model
+    from raydistill.testing import TinyShape, make_tiny_model
 
     made = {}
 
@@ -87,15 +87,10 @@ def tiny_teacher(tmp_path_factory):
         key = (kind, num_labels, family, tuple(label_names or ()), tuple(sorted(kw.items())))
         if key not in made:
             d = tmp_path_factory.mktemp(f"teacher-{kind}-{family}")
-            made[key] = make_tiny_model(
-                d,
-                kind=kind,
-                num_labels=num_labels,
-                family=family,
-                texts=(texts or []) + _texts(),
-                label_names=label_names,
-                **kw,
-            )
+            # the architecture's keywords (layers=, dropout=, …) make its shape; the rest (seed=, …) go as given
+            shape = TinyShape(family=family, **{k: kw.pop(k) for k in list(kw) if k in TinyShape.__dataclass_fields__})
+            texts = (texts or []) + _texts()
+            made[key] = make_tiny_model(d, kind, num_labels, shape, texts, label_names=label_names, **kw)
         return made[key]
 
     return make

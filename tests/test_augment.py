@@ -8,7 +8,7 @@ import torch
 from raydistill.common.errors import UserError
 from raydistill.data import augment as aug
 from raydistill.data.candidates import whole_word_ids
-from raydistill.testing import make_tiny_model
+from raydistill.testing import TinyShape, make_tiny_model
 
 # "tac", "sta", "mats" are not in the vocab but their letters are: each splits into several ##pieces.
 TEXTS = ["the cat sat on the mat .", "a dog ran to the park !", "good movie , bad plot", "zebra xylophone quiz"]
@@ -21,7 +21,9 @@ EXAMPLES = [
 
 @pytest.fixture(scope="module")
 def mlm(tmp_path_factory):
-    d = make_tiny_model(tmp_path_factory.mktemp("mlm"), kind="mlm", family="bert", texts=TEXTS, layers=2)
+    d = make_tiny_model(
+        tmp_path_factory.mktemp("mlm"), kind="mlm", texts=TEXTS, shape=TinyShape(family="bert", layers=2)
+    )
     tok, _ = aug._load_mlm(d)
     assert len(tok) > 50, (
         "make_tiny_model wrote a 5-token vocab: transformers 5 ignores vocab_file=/merges_file=; "
@@ -132,6 +134,6 @@ def test_bad_mlm_dir(tmp_path):
     with pytest.raises(UserError, match="bert-base-uncased") as e:
         aug.augment(EXAMPLES, tmp_path / "missing", n=1)
     assert e.value.field == "augment_mlm"
-    clf = make_tiny_model(tmp_path / "clf", kind="classification", texts=TEXTS, layers=1)
+    clf = make_tiny_model(tmp_path / "clf", kind="classification", texts=TEXTS, shape=TinyShape(layers=1))
     with pytest.raises(UserError, match="not a masked LM"):
         aug.augment(EXAMPLES, clf, n=1)

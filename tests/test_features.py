@@ -7,7 +7,7 @@ from raydistill.models import features
 from raydistill.models.features import AttentionCapture, forward_features
 from raydistill.models.student import build_student
 from raydistill.models.teacher import load_model
-from raydistill.testing import make_tiny_model
+from raydistill.testing import TinyShape, make_tiny_model
 
 LAYERS = 4
 
@@ -17,11 +17,7 @@ def model(request, tmp_path_factory):
     d = make_tiny_model(
         tmp_path_factory.mktemp(request.param),
         kind="classification",
-        family=request.param,
-        layers=LAYERS,
-        hidden=32,
-        heads=2,
-        intermediate=64,
+        shape=TinyShape(family=request.param, layers=LAYERS, hidden=32, heads=2, intermediate=64),
     )
     return load_model(d, "classification")
 

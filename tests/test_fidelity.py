@@ -15,7 +15,7 @@ from raydistill.common.errors import UserError
 from raydistill.config.schema import DistillConfig, RunConfig, StudentConfig, TrainConfig, build
 from raydistill.models.student import build_student, init_layers
 from raydistill.models.teacher import load_model
-from raydistill.testing import make_tiny_model
+from raydistill.testing import TinyShape, make_tiny_model
 
 TINY = dict(layers=2, hidden=32, intermediate=64, heads=2)
 
@@ -39,7 +39,7 @@ def test_every_other_takes_distilberts_layers():
 
 
 def test_every_other_copies_those_layers(tmp_path):
-    teacher = load_model(make_tiny_model(tmp_path / "t12", layers=12), "classification", num_labels=2)
+    teacher = load_model(make_tiny_model(tmp_path / "t12", shape=TinyShape(layers=12)), "classification", num_labels=2)
     student = build_student(teacher, StudentConfig(layers=6, hidden=32, intermediate=64, heads=2, init="every_other"))
     s_layers, t_layers = student.bert.encoder.layer, teacher.bert.encoder.layer
     for i, t in enumerate([0, 2, 4, 7, 9, 11]):
@@ -197,7 +197,7 @@ def tok(tmp_path_factory):
 
     from tests.conftest import _texts
 
-    d = make_tiny_model(tmp_path_factory.mktemp("mlm"), kind="mlm", texts=_texts(), layers=1)
+    d = make_tiny_model(tmp_path_factory.mktemp("mlm"), kind="mlm", texts=_texts(), shape=TinyShape(layers=1))
     return AutoTokenizer.from_pretrained(d)
 
 

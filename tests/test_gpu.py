@@ -72,7 +72,7 @@ def test_nccl_process_group_with_one_rank(tiny_teacher, sst2, tmp_path):
     from raydistill.train.loop import load_data
     from raydistill.train.objective import build_objective
     from raydistill.train.precision import step_dtype, teacher_dtype
-    from raydistill.train.step import Distiller, make_optimizer, teacher_outputs, to_device, train_step
+    from raydistill.train.step import Distiller, StepOn, make_optimizer, teacher_outputs, to_device, train_step
 
     dist.init_process_group("nccl", init_method=f"file://{tmp_path / 'pg'}", rank=0, world_size=1)
     try:
@@ -99,7 +99,7 @@ def test_nccl_process_group_with_one_rank(tiny_teacher, sst2, tmp_path):
                 teacher, None, objective, batch, idx, stage, cuda(), teacher_dtype(cfg.train, cuda())
             )
             losses = train_step(
-                model, batch, t_out, stage, opt, sched, device=cuda(), amp=step_dtype(cfg.train, cuda())
+                model, batch, t_out, stage, opt, sched, on=StepOn(cuda(), step_dtype(cfg.train, cuda()))
             )
             assert torch.isfinite(losses["loss"]).item()
             # the gradients came through DDP's all-reduce into AdamW's moments (zeroed grads are gone by now)

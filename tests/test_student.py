@@ -5,7 +5,7 @@ from raydistill.common.errors import UserError
 from raydistill.config.schema import StudentConfig
 from raydistill.models.student import INITS, build_student, count_params, init_layers
 from raydistill.models.teacher import family, fingerprint, load_model
-from raydistill.testing import make_tiny_model
+from raydistill.testing import TinyShape, make_tiny_model
 
 SIZES = dict(hidden=32, intermediate=64, heads=2)  # the tiny teachers' sizes (4 layers)
 
@@ -15,7 +15,9 @@ def dirs(tmp_path_factory):
     root = tmp_path_factory.mktemp("models")
     return {
         "bert": make_tiny_model(root / "bert", kind="classification", num_labels=3, label_names=["a", "b", "c"]),
-        "roberta": make_tiny_model(root / "roberta", kind="classification", num_labels=2, family="roberta"),
+        "roberta": make_tiny_model(
+            root / "roberta", kind="classification", num_labels=2, shape=TinyShape(family="roberta")
+        ),
         "token": make_tiny_model(root / "token", kind="token", num_labels=5),
         "qa": make_tiny_model(root / "qa", kind="qa"),
         "regression": make_tiny_model(root / "reg", kind="regression"),

@@ -41,7 +41,15 @@ from raydistill.train.diverge import PRED_STAGE, START_STEPS, floor_of, verdict
 from raydistill.train.faults import Fault
 from raydistill.train.precision import release, step_dtype, teacher_dtype
 from raydistill.train.scoring import dev_metrics
-from raydistill.train.step import Distiller, compile_student, make_optimizer, teacher_outputs, to_device, train_step
+from raydistill.train.step import (
+    Distiller,
+    StepOn,
+    compile_student,
+    make_optimizer,
+    teacher_outputs,
+    to_device,
+    train_step,
+)
 
 
 class NonFiniteLoss(RuntimeError):
@@ -342,19 +350,8 @@ class Trainer:
         feats = self.masker(feats, idx, epoch) if self.masker else feats
         batch = to_device(collate(feats, self.data.pad_id), self.device)
         t_out = teacher_outputs(self.teacher, self.cache, self.objective, batch, idx, stage, self.device, self.t_dtype)
-        train_step(
-            self.model,
-            batch,
-            t_out,
-            stage,
-            self.opt,
-            self.sched,
-            device=self.device,
-            amp=self.step_amp,
-            world=self.ctx.world_size if self.distributed else 1,
-            sums=sums,
-            poison=poison,
-        )
+        on = StepOn(self.device, self.step_amp, self.ctx.world_size if self.distributed else 1, poison)
+        train_step(self.model, batch, t_out, stage, self.opt, self.sched, on=on, sums=sums)
 
     def _mean_losses(self, sums: dict[str, torch.Tensor], n_steps: int) -> dict[str, float]:
         keys = sorted(sums)
@@ -441,14 +438,15 @@ def _teacher_cache(cfg, needs: list, teacher, data, device, ctx, t_dtype: str):
     kind = data.task.kind
     if not cfg.teacher_cache or teacher is None or not data.task.labelled or not any(n.teacher for n in needs):
         return None
-    from raydistill.train.teacher_cache import TeacherCache, cache_key
+    from raydistill.train.teacher_cache import CacheWants, TeacherCache, TeacherInputs, cache_key
 
     full = [n for n in needs if n.teacher and n.teacher_full]
-    hidden = set().union(*(n.teacher_hidden for n in full))
-    att = set().union(*(n.teacher_att for n in full))
+    hidden = frozenset().union(*(n.teacher_hidden for n in full))
+    att = frozenset().union(*(n.teacher_att for n in full))
     unpadded = cfg.train.attention == "unpadded"
+    want = CacheWants(t_dtype, hidden, att, cfg.teacher_cache_gb)
     return TeacherCache(cfg.teacher_cache, cache_key(cfg, kind, t_dtype), kind, unpadded).ensure(
-        teacher, data.train, collate, data.pad_id, device, ctx.log, t_dtype, hidden, att, cfg.teacher_cache_gb
+        teacher, TeacherInputs(data.train, collate, data.pad_id), device, ctx.log, want
     )
 
 

@@ -3,6 +3,9 @@ computed on rank 0 after every epoch (the task's own scoring; MLM loss and accur
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import numpy as np
 import torch
 
@@ -14,32 +17,29 @@ from raydistill.train.step import forward, to_device
 def dev_metrics(model, data, batch_size: int, device, progress: Progress | None = None) -> dict:
     """``eval_<metric>`` of ``model`` on ``data``'s dev set (a ``loop.Data``), and ``val_<metric>`` on its validation
     split when it has one. ``progress`` counts the rows scored (both splits)."""
-    out = split_metrics(
-        model, data.task, data.eval_examples, data.eval_encoded, data.pad_id, batch_size, device, progress=progress
-    )
+    dev = Split(data.eval_examples, data.eval_encoded, "eval")
+    out = split_metrics(model, data.task, dev, data.pad_id, batch_size, device, progress=progress)
     if data.val_examples:
-        out.update(
-            split_metrics(
-                model,
-                data.task,
-                data.val_examples,
-                data.val_encoded,
-                data.pad_id,
-                batch_size,
-                device,
-                prefix="val",
-                progress=progress,
-            )
-        )
+        val = Split(data.val_examples, data.val_encoded, "val")
+        out.update(split_metrics(model, data.task, val, data.pad_id, batch_size, device, progress=progress))
     if progress:
         progress.done()
     return out
 
 
-def split_metrics(
-    model, task, examples, encoded, pad_id: int, batch_size: int, device, prefix: str = "eval", progress=None
-) -> dict:
-    """``<prefix>_<metric>`` of ``model`` on one split's ``examples`` (``encoded`` by ``tasks.encode.encode``)."""
+@dataclass(frozen=True)
+class Split:
+    """One split to score: its ``examples``, the same ``encoded`` by ``tasks.encode.encode``, and the ``prefix`` its
+    metrics carry (``eval``: dev; ``val``: the validation split)."""
+
+    examples: list
+    encoded: Any
+    prefix: str = "eval"
+
+
+def split_metrics(model, task, split: Split, pad_id: int, batch_size: int, device, progress=None) -> dict:
+    """``<prefix>_<metric>`` of ``model`` on one ``split``."""
+    examples, encoded, prefix = split.examples, split.encoded, split.prefix
     if task.kind == "mlm":
         loss, correct, n = _mlm_sums(model, encoded, pad_id, batch_size, device, progress)
         return {f"{prefix}_mlm_loss": loss / max(n, 1), f"{prefix}_mlm_accuracy": correct / max(n, 1)}

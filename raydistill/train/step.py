@@ -4,6 +4,10 @@ projections) in one module, the teacher's outputs (cached or live), AdamW with w
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
 import torch
 
 from raydistill.config.schema import RunConfig
@@ -72,26 +76,27 @@ def optimizer_step(model, loss: torch.Tensor, opt, sched) -> None:
     opt.zero_grad(set_to_none=True)
 
 
+@dataclass(frozen=True)
+class StepOn:
+    """Where and how a step runs: its ``device``, the precision of its forward and losses (``amp``: ``bf16`` autocast
+    or ``fp32``), the ranks its token and pair means are over (``world``), and ``poison`` (a test hook,
+    ``train/faults.py``, that may rewrite the losses; None in normal use)."""
+
+    device: Any
+    amp: str = "fp32"
+    world: int = 1
+    poison: Callable[[dict], dict] | None = None
+
+
 def train_step(
-    model,
-    batch: dict,
-    teacher_out,
-    stage: str,
-    opt,
-    sched,
-    *,
-    device,
-    amp: str = "fp32",
-    world: int = 1,
-    sums: dict | None = None,
-    poison=None,
+    model, batch: dict, teacher_out, stage: str, opt, sched, *, on: StepOn, sums: dict | None = None
 ) -> dict:
-    """One optimizer step; returns the losses. Token and pair means are over all ``world`` ranks' tokens; each loss
-    is added to ``sums`` on the device (no host sync per step). ``poison`` (a test hook) may rewrite the losses."""
-    with autocast(device, amp):  # the losses cast to float32 themselves
-        losses = model(batch, teacher_out, stage, world=world)
-    if poison is not None:
-        losses = poison(losses)
+    """One optimizer step ``on`` its device; returns the losses. Token and pair means are over all ``on.world`` ranks'
+    tokens; each loss is added to ``sums`` on the device (no host sync per step)."""
+    with autocast(on.device, on.amp):  # the losses cast to float32 themselves
+        losses = model(batch, teacher_out, stage, world=on.world)
+    if on.poison is not None:
+        losses = on.poison(losses)
     optimizer_step(model, losses["loss"], opt, sched)
     if sums is not None:
         for k, v in losses.items():

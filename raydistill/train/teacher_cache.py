@@ -21,6 +21,8 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -73,6 +75,27 @@ def _rows(offsets, idx) -> np.ndarray:
     return np.concatenate([np.arange(offsets[i], offsets[i + 1]) for i in idx])
 
 
+@dataclass(frozen=True)
+class TeacherInputs:
+    """What the teacher runs over: the encoded training ``features``, batched by ``collate`` with ``pad_id``."""
+
+    features: list
+    collate: Callable
+    pad_id: int
+
+
+@dataclass(frozen=True)
+class CacheWants:
+    """What a run asks of the cache: the precision its teacher forward runs in (``dtype``), the full-sequence hidden
+    states (``hidden_layers``: 0..L, −1 = last) and attention scores (``att_layers``: 0-based) its stages read (empty
+    when only logits and [CLS] are needed), and the size budget in GiB those may take (``budget_gb``)."""
+
+    dtype: str = "fp32"
+    hidden_layers: frozenset = frozenset()
+    att_layers: frozenset = frozenset()
+    budget_gb: float = 4.0
+
+
 class TeacherCache:
     def __init__(self, root: str, key: str, kind: str, unpadded: bool = False):
         self.dir, self.kind = os.path.join(root, key), kind
@@ -90,37 +113,25 @@ class TeacherCache:
             return json.load(f)
 
     def ensure(
-        self,
-        teacher,
-        features: list,
-        collate,
-        pad_id: int,
-        device,
-        log=print,
-        dtype: str = "fp32",
-        hidden_layers=(),
-        att_layers=(),
-        budget_gb: float = 4.0,
+        self, teacher, inputs: TeacherInputs, device, log=print, want: CacheWants = CacheWants()
     ) -> TeacherCache:
-        """Build what is missing once, under a file lock (concurrent trials and ranks wait, then read), then map.
-
-        ``hidden_layers`` (0..L, −1 = last) and ``att_layers`` (0-based) are the full-sequence features this run's
-        stages ask for; empty when only logits and [CLS] are needed.
-        """
+        """Build what is missing of what this run ``want``s once, under a file lock (concurrent trials and ranks wait,
+        then read), then map."""
+        features = inputs.features
         os.makedirs(os.path.dirname(self.dir), exist_ok=True)
         with open(self.dir + ".lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             meta = self._meta()
             self.layers = meta["layers"] if meta else teacher.config.num_hidden_layers  # no teacher needed on a hit
-            want_h, want_a = self._hidden(hidden_layers), set(att_layers)
-            add_h, add_a = self._to_add(teacher, features, meta, want_h, want_a, budget_gb, log)
+            want_h, want_a = self._hidden(want.hidden_layers), set(want.att_layers)
+            add_h, add_a = self._to_add(teacher, features, meta, want_h, want_a, want.budget_gb, log)
             if meta is None or add_h or add_a:
                 what = "teacher outputs" + (
                     f" (+ full states of {len(add_h)} layers, scores of {len(add_a)})" if add_h or add_a else ""
                 )
                 log(f"teacher cache: computing {what} for {len(features)} examples into {self.dir}")
-                with autocast(device, dtype):  # the same precision as the live teacher of this run
-                    self._build(teacher, features, collate, pad_id, device, meta is None, add_h, add_a, log=log)
+                with autocast(device, want.dtype):  # the same precision as the live teacher of this run
+                    self._build(teacher, inputs, device, meta is None, add_h, add_a, log=log)
             fcntl.flock(lock, fcntl.LOCK_UN)
         return self._map()
 
@@ -180,9 +191,7 @@ class TeacherCache:
     def _build(
         self,
         teacher,
-        features,
-        collate,
-        pad_id,
+        inputs: TeacherInputs,
         device,
         base: bool,
         add_h: set,
@@ -190,8 +199,9 @@ class TeacherCache:
         batch_size: int = 64,
         log=print,
     ) -> None:
-        """Run the teacher over ``features`` and write its outputs: the base arrays (``base``: [CLS] per layer and
+        """Run the teacher over ``inputs`` and write its outputs: the base arrays (``base``: [CLS] per layer and
         predictions, into a new folder put in place whole) and/or the full-sequence layers ``add_h`` / ``add_a``."""
+        features, collate, pad_id = inputs.features, inputs.collate, inputs.pad_id
         from raydistill.models.features import AttentionCapture
         from raydistill.models.packing import packed_forward
 
