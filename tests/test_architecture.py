@@ -54,7 +54,7 @@ OVERSIZE: dict[str, str] = {
     "raydistill.tasks.files": "816 lines: h-req splits tasks/files.py by concern (issue 47 item 4)",
     "raydistill.orchestrate.sweep": "545 lines: h-req takes its argparse Namespace out (issue 47 item 2)",
     "raydistill.commands.args:add_data_args": "67 lines: h-req generates the flags from the config fields (item 2)",
-    "raydistill.orchestrate.tuner:run_sweep": "13 params: the typed request of item 2 (h-req) carries them",
+    "raydistill.orchestrate.tuner:run_trials": "13 params: the typed request of item 2 (h-req) carries them",
     # the augmentation knobs (p, k, n, seed, batch size, length, candidates) travel together through four functions:
     # one frozen dataclass for them is the augment command's typed request (item 2), made with it
     "raydistill.data.augment:augment": "10 params: the augment command's typed request (item 2)",
@@ -243,7 +243,7 @@ def test_the_allow_lists_are_still_needed():
 
 def test_the_stage_rule_sees_an_import_only_type_checkers_run(tmp_path):
     f = tmp_path / "m.py"
-    f.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from raydistill.train.loop import Data\n")
+    f.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from raydistill.train.loop import RunData\n")
     ((target, _),) = imports("raydistill.config.m", f, modules())
     assert stage(target) > stage("raydistill.config.m")
 

@@ -6,7 +6,7 @@ A value is either fixed (``temperature: 4``) or searched:
 each parsed once into a domain object bound to the field it sets (``config.domains``: ``Param``, ``LogUniform``, …).
 ``student.size`` searches whole architectures at once: {choice: ["4L-312-1200-12", "6L-768-3072-12"]}.
 Student sizes may be relative to the teacher (``layers: {choice: [0.25, 0.5]}``, ``hidden: teacher``; see
-``raydistill.sizes``), resolved once the teacher's config is known.
+``config/sizes.py``), resolved once the teacher's config is known.
 Conditional: β is only sampled for methods that use it; a ``mapping`` choice is filtered to the mappings
 valid for the sampled student depth (Optuna params ``mapping_<M>L`` so each depth keeps a fixed choice set).
 """
@@ -260,7 +260,7 @@ def sample(spec: SweepSpec, trial: Any, teacher: Shape | None = None) -> dict[st
     """Draw one trial's values (Optuna define-by-run through each domain; ``trial=None``: every domain's first value);
     returns a flat dict of param names (``schema.param_name``: Optuna's, Tune's and MLflow's).
 
-    Student sizes may be relative to the teacher (``raydistill.sizes``): Optuna sees the value as written (0.5,
+    Student sizes may be relative to the teacher (``config/sizes.py``): Optuna sees the value as written (0.5,
     ``teacher``), the returned dict holds the resolved numbers, so Tune and MLflow show the student's real sizes."""
     out: dict[str, Any] = {"method": spec.method.draw(trial, "method")}
     _sample_student(spec, trial, teacher, out)

@@ -16,7 +16,10 @@ STATIC = -1  # the "epoch" of encode_mlm's one-off mask
 
 
 @dataclass
-class Encoded:
+class MlmFeatures:
+    """A general-distillation split's tokenised rows, masked (``tasks.encode.Encoded`` is a task's, with its example
+    ids)."""
+
     features: list
 
 
@@ -37,7 +40,7 @@ def mask_ids(ids: list, rng: random.Random, special: set, mask_id: int, vocab: i
     return ids, labels
 
 
-def encode_mlm(examples: list, tokenizer, max_length: int, seed: int, p: float = MASK_P) -> Encoded:
+def encode_mlm(examples: list, tokenizer, max_length: int, seed: int, p: float = MASK_P) -> MlmFeatures:
     """Tokenised ``examples`` with a static mask fixed by ``seed`` (see the module docstring)."""
     special, mask_id, vocab = set(tokenizer.all_special_ids), tokenizer.mask_token_id, len(tokenizer)
     feats = []
@@ -45,7 +48,7 @@ def encode_mlm(examples: list, tokenizer, max_length: int, seed: int, p: float =
         enc = tokenizer(ex["text"], truncation=True, max_length=max_length)
         ids, labels = mask_ids(enc["input_ids"], _rng(seed, STATIC, i), special, mask_id, vocab, p)
         feats.append({**enc, "input_ids": ids, "labels": labels})
-    return Encoded(feats)
+    return MlmFeatures(feats)
 
 
 class DynamicMasking:

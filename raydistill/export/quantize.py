@@ -82,7 +82,7 @@ def ort_feed(sess, input_ids, attention_mask, token_type_ids=None) -> dict:
 
 
 class OrtModel(torch.nn.Module):
-    """An ONNX Runtime session behind the forward signature ``devscore.dev_metrics`` calls, so ONNX files are scored
+    """An ONNX Runtime session behind the forward signature ``scoring.dev_metrics`` calls, so ONNX files are scored
     by the same code (encoding, batching, metrics) as the PyTorch students."""
 
     def __init__(self, path_or_session, threads: int | None = None):
@@ -109,7 +109,7 @@ def dev_data(
 
     from raydistill.config.schema import RunConfig, task_of
     from raydistill.data.splits import train_and_eval_examples
-    from raydistill.train.loop import Data
+    from raydistill.train.loop import RunData
 
     # the run's own dev rule and limit, through the one config the run itself read its examples with
     cfg = RunConfig.from_dict(
@@ -124,7 +124,7 @@ def dev_data(
     task = task_of(cfg)
     _, dev = train_and_eval_examples(cfg, task)
     tok = AutoTokenizer.from_pretrained(tokenizer_dir)
-    return Data.dev_only(task, dev, tok, max_length)
+    return RunData.dev_only(task, dev, tok, max_length)
 
 
 def dev_score(model_or_path, data, batch_size: int = 64) -> dict:

@@ -281,10 +281,10 @@ class Sweep:
     # ------------------------------------------------------------------ the trials
     def search(self) -> tuple[list[dict[str, Any]], dict[str, str]]:
         """Every trial of the space (Tune + Optuna + ASHA): the summary rows and each trial's MLflow run id."""
-        from raydistill.orchestrate.tuner import run_sweep
+        from raydistill.orchestrate.tuner import run_trials
 
         self.started = time.time()
-        results = run_sweep(
+        results = run_trials(
             self.spec,
             self.base,
             metric=self.metric,

@@ -44,7 +44,7 @@ def failure_config(opts: TrialOpts):
     return tune.FailureConfig(max_failures=opts.run.max_failures if opts.in_process else 0)
 
 
-def run_sweep(
+def run_trials(
     spec,
     base,
     *,

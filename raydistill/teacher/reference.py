@@ -79,7 +79,7 @@ def _measure(cfg: RunConfig, task, threads: int, log) -> dict:
     from raydistill.models.student import count_params
     from raydistill.models.teacher import load_model, quiet_hf
     from raydistill.tasks.encode import encode
-    from raydistill.train.loop import Data
+    from raydistill.train.loop import RunData
     from raydistill.train.scoring import dev_metrics
 
     length = cfg.train.max_length
@@ -88,7 +88,7 @@ def _measure(cfg: RunConfig, task, threads: int, log) -> dict:
     tok = AutoTokenizer.from_pretrained(cfg.teacher)
     model = load_model(cfg.teacher, task.kind)
     train, val, dev = train_val_dev(cfg, task)
-    data = Data.dev_only(task, dev, tok, length)
+    data = RunData.dev_only(task, dev, tok, length)
     if val:
         data.val_examples, data.val_encoded = val, encode(task, val, tok, length)
     return {

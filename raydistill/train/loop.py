@@ -80,7 +80,7 @@ def seed_all(seed: int) -> None:
 
 # ---------------------------------------------------------------- data
 @dataclass
-class Data:
+class RunData:
     task: Task
     train: list  # encoded training features
     eval_examples: list
@@ -90,12 +90,12 @@ class Data:
     val_encoded: object = None
 
     @classmethod
-    def dev_only(cls, task, examples: list, tokenizer, max_length: int) -> Data:
-        """Just a dev set to score on (``devscore.dev_metrics``): ``examples`` encoded, no training features."""
+    def dev_only(cls, task, examples: list, tokenizer, max_length: int) -> RunData:
+        """Just a dev set to score on (``scoring.dev_metrics``): ``examples`` encoded, no training features."""
         return cls(task, [], examples, encode(task, examples, tokenizer, max_length), tokenizer.pad_token_id or 0)
 
 
-def load_data(cfg: RunConfig, tokenizer) -> Data:
+def load_data(cfg: RunConfig, tokenizer) -> RunData:
     from raydistill.data.splits import train_val_dev
 
     task = task_of(cfg)
@@ -117,7 +117,7 @@ def load_data(cfg: RunConfig, tokenizer) -> Data:
     else:
         train_enc = enc(train_ex)
     eval_enc = enc(eval_ex)
-    return Data(
+    return RunData(
         task,
         train_enc.features,
         eval_ex,

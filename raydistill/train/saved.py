@@ -1,5 +1,5 @@
 """A saved model folder scored on a task's split, alone (``raydistill evaluate``, and the tests that check an
-exported student scores what its run logged): the same ``Data`` and ``dev_metrics`` a run's epochs score with."""
+exported student scores what its run logged): the same ``RunData`` and ``dev_metrics`` a run's epochs score with."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def evaluate_dir(
 
     from raydistill.models.teacher import load_model
     from raydistill.tasks import get_task
-    from raydistill.train.loop import Data
+    from raydistill.train.loop import RunData
     from raydistill.train.scoring import dev_metrics
 
     task = get_task(task_name) if isinstance(task_name, str) else task_name
@@ -38,7 +38,7 @@ def evaluate_dir(
     model = load_model(model_dir, task.kind, field="model")
     if eval_limit:
         examples = examples[:eval_limit]
-    data = Data.dev_only(task, examples, tok, max_length)
+    data = RunData.dev_only(task, examples, tok, max_length)
     return dev_metrics(model, data, batch_size, torch.device("cpu"))
 
 

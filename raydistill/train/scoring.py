@@ -15,7 +15,7 @@ from raydistill.train.step import forward, to_device
 
 
 def dev_metrics(model, data, batch_size: int, device, progress: Progress | None = None) -> dict:
-    """``eval_<metric>`` of ``model`` on ``data``'s dev set (a ``loop.Data``), and ``val_<metric>`` on its validation
+    """``eval_<metric>`` of ``model`` on ``data``'s dev set (a ``loop.RunData``), and ``val_<metric>`` on its validation
     split when it has one. ``progress`` counts the rows scored (both splits)."""
     dev = Split(data.eval_examples, data.eval_encoded, "eval")
     out = split_metrics(model, data.task, dev, data.pad_id, batch_size, device, progress=progress)

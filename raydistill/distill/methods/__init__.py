@@ -9,7 +9,7 @@ Weights follow the loss convention (docs/methods.md, "The loss convention"). Com
 
 from __future__ import annotations
 
-from raydistill.distill.methods.base import Method, Needs, Outputs, hard_loss, logit_mse, soft_loss
+from raydistill.distill.methods.base import Method, Needs, Outputs, gold_loss, logit_mse, soft_loss
 from raydistill.distill.methods.distilbert import DistilBERT
 from raydistill.distill.methods.finetune import FineTune
 from raydistill.distill.methods.kd import HintonKD, kd_losses
@@ -33,7 +33,7 @@ __all__ = [
     "TinyBERT",
     "TwoStage",
     "get_method",
-    "hard_loss",
+    "gold_loss",
     "kd_losses",
     "logit_mse",
     "register",

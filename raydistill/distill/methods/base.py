@@ -62,8 +62,9 @@ def _mask(batch):
     return batch["attention_mask"]
 
 
-def hard_loss(kind: str, s: Outputs, batch: dict, *, world: int = 1) -> torch.Tensor:
-    """Gold-label loss by task kind: CE, MSE (regression), token CE (-100 ignored), mean of start/end CE."""
+def gold_loss(kind: str, s: Outputs, batch: dict, *, world: int = 1) -> torch.Tensor:
+    """Gold-label loss by task kind on a model's ``Outputs`` (``losses.hard_loss`` on its logits): CE, MSE (regression),
+    token CE (-100 ignored), mean of start/end CE."""
     if kind == "qa":
         return L.hard_loss(kind, (s.start, s.end), batch, world=world)
     return L.hard_loss(kind, s.logits, batch, world=world)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from raydistill.distill.methods.base import Method, hard_loss
+from raydistill.distill.methods.base import Method, gold_loss
 from raydistill.distill.methods.registry import register
 
 
@@ -15,5 +15,5 @@ class FineTune(Method):
     uses_teacher = False
 
     def losses(self, stage, s, t, batch, obj, *, world=1):
-        hard = hard_loss(self.kind, s, batch, world=world)
+        hard = gold_loss(self.kind, s, batch, world=world)
         return {"loss": hard, "hard": hard}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from raydistill.distill.methods.base import Method, Outputs, hard_loss, soft_loss
+from raydistill.distill.methods.base import Method, Outputs, gold_loss, soft_loss
 from raydistill.distill.methods.registry import register
 
 
@@ -26,7 +26,7 @@ def kd_losses(m: Method, s: Outputs, t: Outputs, batch: dict, *, world: int = 1)
     out = {"soft": soft}
     total = m.d.alpha * soft
     if m.d.alpha < 1:
-        out["hard"] = hard_loss(m.kind, s, batch, world=world)
+        out["hard"] = gold_loss(m.kind, s, batch, world=world)
         total = total + (1 - m.d.alpha) * out["hard"]
     out["loss"] = total
     return out
