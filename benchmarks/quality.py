@@ -297,7 +297,7 @@ SEARCHED = (
 
 def teacher_max_length(teacher_dir: str) -> int:
     """The max length the teacher was fine-tuned and scored at (its fine-tune record)."""
-    from raydistill.teacher.finetune import DONE
+    from raydistill.teacher.fit import DONE
 
     with open(os.path.join(teacher_dir, DONE)) as f:
         return int(json.load(f)["config"]["max_length"])

@@ -14,7 +14,7 @@ from raydistill.common.errors import UserError
 
 def test_augment_values_are_checked_when_the_space_loads():
     from raydistill.config import space as sp
-    from raydistill.config.augment import counts
+    from raydistill.config.copies import counts
 
     assert counts({"choice": [0, 4]}) == [0, 4] and counts(2) == [2] and counts({"int": [0, 2]}) == [0, 1, 2]
     assert sp.sample(sp.load("kd_glue", ["augment={choice: [0, 4]}"]), None)["augment"] == 0

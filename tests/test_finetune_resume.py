@@ -10,7 +10,7 @@ from mlflow.tracking import MlflowClient
 
 from raydistill.commands import finetune
 from raydistill.common.outputs import owner
-from raydistill.teacher import finetune as teacher_finetune
+from raydistill.teacher import fit as teacher_fit
 from raydistill.tracking.track import Tracker
 
 
@@ -62,7 +62,7 @@ def test_interrupted_finetune_resumes_from_its_last_epoch(tiny_teacher, glue_dir
     )
     state = json.load(open(f"{out}.resume/resume.json"))
     assert state["epoch"] == 2 and not os.path.exists(out)
-    assert owner(f"{out}.resume") == ("raydistill finetune", teacher_finetune.RESUME_KIND)  # the product's own folder
+    assert owner(f"{out}.resume") == ("raydistill finetune", teacher_fit.RESUME_KIND)  # the product's own folder
     c = MlflowClient(uri)
     assert c.get_run(state["run_id"]).info.status == "KILLED"
 
@@ -70,10 +70,10 @@ def test_interrupted_finetune_resumes_from_its_last_epoch(tiny_teacher, glue_dir
     again = finetune.main(argv)  # the command the line names
     cfg = finetune.config(finetune.parser().parse_args(argv))
     assert (
-        f"resuming the fine-tune in {out} after its epoch 2 (fingerprint {teacher_finetune.fingerprint(cfg)})"
+        f"resuming the fine-tune in {out} after its epoch 2 (fingerprint {teacher_fit.fingerprint(cfg)})"
         in capsys.readouterr().err
     )
-    assert not os.path.exists(f"{out}.resume") and os.path.isfile(os.path.join(out, teacher_finetune.DONE))
+    assert not os.path.exists(f"{out}.resume") and os.path.isfile(os.path.join(out, teacher_fit.DONE))
     # what the uninterrupted fine-tune got (the loop's resume replays the same draws), in the same run
     for k in ("best_epoch", "best_val_accuracy", "best_eval_accuracy", "train_loss", "epoch"):
         assert again[k] == pytest.approx(whole[k], abs=1e-6), k

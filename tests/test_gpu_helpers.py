@@ -96,7 +96,7 @@ def test_in_sweep_teacher_trains_on_the_gpu_only_where_this_process_has_one(
 ):
     """A --use-gpu sweep fine-tunes its teacher on the driver's GPU; a driver without one (a joined cluster's head)
     fine-tunes on its CPU rather than refusing mid-sweep."""
-    import raydistill.teacher.finetune as ft
+    import raydistill.teacher.fit as ft
 
     seen = {}
     monkeypatch.setattr(ft, "finetune", lambda cfg, out, **kw: seen.setdefault("cfg", cfg) and {})

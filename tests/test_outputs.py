@@ -14,7 +14,7 @@ import pytest
 
 from raydistill.common import outputs
 from raydistill.common.outputs import MARKER, check_output, publish, staging, written
-from raydistill.teacher.finetune import DONE
+from raydistill.teacher.fit import DONE
 
 USER_FILE = "notes.txt"
 
@@ -342,7 +342,7 @@ def test_the_folder_a_finetune_keeps_its_epochs_in_is_its_own(tmp_path):
     that name is refused; an older raydistill's (no marker, its record and files only) is adopted."""
     from raydistill.common.errors import UserError
     from raydistill.common.outputs import owner, remove_if_ours
-    from raydistill.teacher.finetune import RESUME_FILES, RESUME_KIND, ResumeRecord, check_resume_folder
+    from raydistill.teacher.fit import RESUME_FILES, RESUME_KIND, ResumeRecord, check_resume_folder
 
     out = str(tmp_path / "teacher")
     record = ResumeRecord(out, "fp")

@@ -296,10 +296,10 @@ def test_weak_teacher_is_warned_about():
 
 def test_in_sweep_teacher_has_its_own_budget(monkeypatch, tmp_path):
     from raydistill.config.schema import RunConfig
-    from raydistill.teacher import finetune
+    from raydistill.teacher import fit
 
     seen = {}
-    monkeypatch.setattr(finetune, "finetune", lambda cfg, out, **kw: seen.setdefault("cfg", cfg) and {})
+    monkeypatch.setattr(fit, "finetune", lambda cfg, out, **kw: seen.setdefault("cfg", cfg) and {})
     # preflight imported (by the first patch) before has_task_head is patched: a module that imports it by name at
     # load must not keep the stand-in after this test
     monkeypatch.setattr("raydistill.train.preflight.teacher_config", lambda t: None)
@@ -307,7 +307,7 @@ def test_in_sweep_teacher_has_its_own_budget(monkeypatch, tmp_path):
     base = RunConfig.from_dict(
         {"task": "sst2", "teacher": "enc", "train": {"max_steps": 60, "train_limit": 1000, "epochs": 4, "lr": 1e-4}}
     )
-    finetune.prepare_teacher(base, str(tmp_path), None, lambda m: None, epochs=3, lr=2e-5)
+    fit.prepare_teacher(base, str(tmp_path), None, lambda m: None, epochs=3, lr=2e-5)
     t = seen["cfg"].train
     assert (t.max_steps, t.train_limit, t.epochs, t.lr) == (0, 0, 3, 2e-5)
 

@@ -21,7 +21,7 @@ import sys
 from raydistill.commands.cli import HelpFormatter, Parser, add_overwrite, cli
 from raydistill.common.interrupts import resume_hint
 from raydistill.config.schema import RunConfig
-from raydistill.teacher.finetune import finetune
+from raydistill.teacher.fit import finetune
 
 
 def parser():
@@ -87,7 +87,7 @@ def run(argv=None) -> dict:
     (``raydistill.api``'s ``finetune_teacher`` runs the same). Bad input is a UserError before anything loads."""
     a = parser().parse_args(argv)
     from raydistill.config.schema import task_of
-    from raydistill.teacher.finetune import check_resume_folder
+    from raydistill.teacher.fit import check_resume_folder
 
     check_resume_folder(a.output)  # a user's OUTPUT.resume: refused before anything loads, --overwrite or not
     from raydistill.tasks import check_labelled

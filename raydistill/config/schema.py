@@ -70,7 +70,7 @@ class DistillConfig:
     alpha_cos: float = 1.0  # DistilBERT cosine weight
     alpha_mlm: float | None = None  # DistilBERT MLM weight (general distillation; default 2 there)
     # tinybert/two_stage/minilm with stage=all: epochs of stage 1 (0 = half). Never an MLflow param: adding one now
-    # would change every fine-tuned teacher's fingerprint (teacher/finetune.py hashes to_params) and retrain it
+    # would change every fine-tuned teacher's fingerprint (teacher/fit.py hashes to_params) and retrain it
     intermediate_epochs: int = field(default=0, metadata={"logged": False})
     # the MiniLM knobs below are MLflow params (to_params) only for minilm, where they mean something
     # minilm: 1 = MiniLM (attention + value relation), 2 = MiniLMv2 (Q-Q, K-K, V-V relations)
@@ -165,7 +165,7 @@ class TrainConfig:
     attention: str = "padded"
     compile: bool = False  # torch.compile the student (its forward; the loss and optimizer stay eager)
     # a run whose loss goes NaN/inf or explodes, or whose val score sits at the majority floor, stops after that
-    # epoch, reported as diverged (train/diverge.py); a teacher's fine-tune never does (teacher/finetune.py)
+    # epoch, reported as diverged (train/diverge.py); a teacher's fine-tune never does (teacher/fit.py)
     stop_diverged: bool = True
 
     def validate(self) -> None:

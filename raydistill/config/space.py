@@ -178,7 +178,7 @@ def parse(raw: dict[str, Any], default_name: str = "sweep", overridden: frozense
     for k in search:
         check(k in SEARCH_KEYS, f"search.{k}", f"unknown key; known: {', '.join(sorted(SEARCH_KEYS))}")
     check_search(search)  # algorithm, confirm and control, before Ray
-    from raydistill.config.augment import check_augment
+    from raydistill.config.copies import check_augment
 
     check_augment(raw.get("augment"))
     mode = raw.get("mode", "max")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-from raydistill.config.augment import counts
+from raydistill.config.copies import counts
 
 
 def build_sets(raw, base, root: str, log) -> dict[int, str]:

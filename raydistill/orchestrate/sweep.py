@@ -217,7 +217,7 @@ class Sweep:
         every trial's yardstick; the parent run records the space and the yardstick."""
         from raydistill.config import space as sp
         from raydistill.data.augment_sets import build_sets
-        from raydistill.teacher.finetune import prepare_teacher
+        from raydistill.teacher.fit import prepare_teacher
         from raydistill.train.preflight import preflight
 
         a = self.args

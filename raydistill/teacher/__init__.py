@@ -1,4 +1,4 @@
-"""What is done with the teacher once a run's loop exists: fine-tuning it on gold labels (``finetune``: the same loop
+"""What is done with the teacher once a run's loop exists: fine-tuning it on gold labels (``fit.finetune``: the same loop
 the students train with, reused by fingerprint, resumed by epoch; ``prepare_teacher`` for a sweep) and scoring it as a
 sweep's yardstick (``reference``: its dev score, size and latency, the constant answer's floor).
 
