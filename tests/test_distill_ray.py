@@ -205,7 +205,8 @@ def test_export_and_final_metrics_take_the_best_epoch(tmp_path, monkeypatch):
     import shutil
     import tempfile
 
-    from raydistill.orchestrate.run import export_student, final_metrics
+    from raydistill.export.student import export_student
+    from raydistill.orchestrate.run import final_metrics
 
     for which in ("student", "best_student"):
         (tmp_path / "c" / "checkpoint" / which).mkdir(parents=True)

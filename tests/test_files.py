@@ -467,7 +467,8 @@ def test_an_exported_student_answers_with_the_run_s_label_names(tmp_path, tiny_t
     answered LABEL_1 before); its config maps each index to the name the run printed for it."""
     from transformers import AutoConfig, pipeline
 
-    from raydistill.orchestrate.run import export_student, fit_in_process
+    from raydistill.export.student import export_student
+    from raydistill.orchestrate.run import fit_in_process
 
     teacher = tiny_teacher("classification", 2, label_names=names)
     data = {"train_file": _reviews(tmp_path), "text_column": "review", "label_column": "sentiment"}

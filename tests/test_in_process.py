@@ -18,7 +18,8 @@ class Crash(Exception):
 
 
 def test_checkpoints_persisted_kept_and_resumed_as_the_uninterrupted_run(tiny_teacher, glue_dir, tmp_path):
-    from raydistill.orchestrate.run import export_student, fit_in_process
+    from raydistill.export.student import export_student
+    from raydistill.orchestrate.run import fit_in_process
 
     cfg = cfg_for("sst2", tiny_teacher("classification", 2), glue_dir, "kd", epochs=3)
     full = []

@@ -19,6 +19,7 @@ import ray.train.torch
 from ray.train.v2.api.callback import UserCallback
 
 from raydistill.config.schema import RunConfig
+from raydistill.export.student import export_student
 from raydistill.tracking.track import Tracker
 
 log = logging.getLogger("raydistill")
@@ -125,25 +126,6 @@ def make_trainer(cfg: RunConfig, *, name: str, storage_path: str, opts: RunOptio
             logging_config=LoggingConfig(log_level="INFO" if opts.verbose else "WARNING"),
         ),
     )
-
-
-def export_student(checkpoint, output: str) -> str:
-    """Copy the run's best student (HF directory + tokenizer) out of a Ray checkpoint (or a checkpoint folder the
-    in-process runner persisted) to ``output``: the one copy of the student the run writes. A checkpoint on the local
-    disk is read in place (``as_directory``), not first copied whole (its AdamW state and last student are most of it);
-    one in remote storage is downloaded to a temporary folder first."""
-    if isinstance(checkpoint, str):
-        return _copy_best(checkpoint, output)
-    with checkpoint.as_directory() as root:
-        return _copy_best(root, output)
-
-
-def _copy_best(root: str, output: str) -> str:
-    from raydistill.common.outputs import publish, staging
-
-    tmp_out = staging(output)
-    shutil.copytree(os.path.join(root, "checkpoint", "best_student"), tmp_out, dirs_exist_ok=True)
-    return publish(tmp_out, output, "raydistill distill")
 
 
 # checkpoints kept per run (in process and on Ray Train): the latest. It is written beside the old one and put in place
