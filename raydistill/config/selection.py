@@ -14,14 +14,14 @@ from typing import Any
 from raydistill.common.errors import UserError
 
 
-def best_epoch(history: list[dict], key: str) -> dict:
+def best_epoch(history: list[dict[str, Any]], key: str) -> dict[str, Any]:
     """The epoch with the highest ``key`` (the task's main metric: higher is better), the earliest on ties; a NaN
     or missing value never wins (a regression student with constant output has NaN correlation), nor an epoch whose
     training loss went non-finite (its weights are NaN, whatever a constant answer scores)."""
 
-    def score(m: dict) -> float:
+    def score(m: dict[str, Any]) -> float:
         ok = math.isfinite(m.get(key, math.nan)) and math.isfinite(m.get("train_loss", 0.0))
-        return m[key] if ok else -math.inf
+        return float(m[key]) if ok else -math.inf
 
     return max(history, key=score)
 
