@@ -214,12 +214,12 @@ class TeacherCache:
             for s in range(0, len(order), batch_size):
                 idx = order[s : s + batch_size]
                 batch = {k: v.to(device) for k, v in collate([features[i] for i in idx], pad_id).items()}
-                inputs = {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids") if k in batch}
+                fed = {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids") if k in batch}
                 with AttentionCapture(teacher, add_a) as cap:
                     out = (
-                        packed_forward(teacher, inputs, hidden_states=True)
+                        packed_forward(teacher, fed, hidden_states=True)
                         if self.unpadded and not add_a
-                        else teacher(**inputs, output_hidden_states=True)
+                        else teacher(**fed, output_hidden_states=True)
                     )
                 real = batch["attention_mask"].bool()
                 if base:
