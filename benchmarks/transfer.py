@@ -266,6 +266,8 @@ class Bench:
                 "preds": rounded(preds),
                 "student": f"{layers}L-{hidden}, FFN {inter}, {s_heads} heads, {init}",
                 "epochs": epochs,
+                "trained_epochs": r.get("epoch"),  # fewer where train.stop_diverged stopped it ("stopped": why)
+                "stopped": r.get("diverged"),
                 "augment": augment_version() if spec["aug"] else None,
                 "teacher_build": build,
                 "wall_s": wall,
