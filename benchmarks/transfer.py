@@ -56,11 +56,14 @@ ROWS: dict[str, dict[str, Any]] = {
     # kept for the record, never run again: copies of augment-v2 (both sides of a pair changed at once, stop words
     # and numbers swapped), which TinyBERT's own code does not do
     "recipe+aug20@v2": {"method": "pkd", "loss": RECIPE, "aug": True, "retired": "augment-v2 copies"},
+    # kept for the record: augment-v3 copies, one pass as one epoch, so val chose nothing (scored once, at the end)
+    "recipe+aug20@1eval": {"method": "pkd", "loss": RECIPE, "aug": True, "retired": "val scored once a pass"},
 }
 BASE_ROWS = ("labels", "recipe", "recipe+aug20", "tinybert+aug20")
 TWINS = (
     ("recipe+aug20", "recipe"),
-    ("recipe+aug20", "recipe+aug20@v2"),
+    ("recipe+aug20", "recipe+aug20@1eval"),
+    ("recipe+aug20@1eval", "recipe+aug20@v2"),
     ("labels@bf16", "labels"),
     ("recipe@bf16", "recipe"),
 )  # besides vs labels
@@ -234,11 +237,14 @@ class Bench:
         heads = json.load(open(os.path.join(teacher, "config.json")))["num_attention_heads"]
         layers, hidden, inter, s_heads, init = student_of(student, row, heads)
         spec = ROWS[row]
-        stages = []
-        epochs = self.a.aug_epochs if spec["aug"] else self.a.epochs
+        stages, aug = [], []
+        epochs = self.a.epochs
+        if spec["aug"]:  # each pass as --aug-evals epochs of fresh draws, val scored after each (train.epoch_rows)
+            folder = self.augmented(task, teacher)
+            epochs, aug = self.a.aug_epochs * self.a.aug_evals, ["--augment-dir", folder]
+            aug += ["--epoch-rows", str(epoch_rows(folder, self.a.aug_evals))]
         if spec["method"] == "tinybert":  # one pass of each stage per --aug-epochs
             stages, epochs = ["--intermediate-epochs", str(epochs)], 2 * epochs
-        aug = ["--augment-dir", self.augmented(task, teacher)] if spec["aug"] else []
         out = os.path.join(self.work, "students", key)
         cmd = ["raydistill.distill", "--method", spec["method"], "--teacher", teacher, *self.common(task)]
         cmd += ["--student-layers", layers, "--student-hidden", hidden, "--student-intermediate", inter]
@@ -260,6 +266,8 @@ class Bench:
                 "preds": rounded(preds),
                 "student": f"{layers}L-{hidden}, FFN {inter}, {s_heads} heads, {init}",
                 "epochs": epochs,
+                "trained_epochs": r.get("epoch"),  # fewer where train.stop_diverged stopped it ("stopped": why)
+                "stopped": r.get("diverged"),
                 "augment": augment_version() if spec["aug"] else None,
                 "teacher_build": build,
                 "wall_s": wall,
@@ -271,6 +279,14 @@ class Bench:
             },
         )
         return f"done in {wall / 60:.1f} min: dev {r[f'best_eval_{m}']:.4f}"
+
+
+def epoch_rows(folder: str, evals: int) -> int:
+    """Rows per epoch so that ``evals`` epochs draw about one pass over the augmented set's training rows (those
+    the run keeps: the share held out as val, 10%, and its copies leave)."""
+    with open(os.path.join(folder, "train.jsonl"), "rb") as f:
+        rows = sum(1 for _ in f)
+    return max(1, int(rows * 0.9) // evals)
 
 
 def summarise(done: dict, task: str, student: str, seeds: list[int]) -> dict | None:
@@ -385,6 +401,13 @@ def main() -> None:
         help="passes over the augmented set (21x the rows: one pass is 5x the examples of 4 epochs); TinyBERT runs "
         "one of each stage per pass",
     )
+    p.add_argument(
+        "--aug-evals",
+        type=int,
+        default=10,
+        help="epochs per pass over the augmented set (--epoch-rows: each a fresh draw of 1/N of it), val scored "
+        "after each",
+    )
     p.add_argument("--teacher-epochs", type=int, default=3)
     p.add_argument("--max-length", type=int, default=128)
     p.add_argument(
@@ -441,6 +464,7 @@ def smoke(a) -> None:
         shape=TinyShape(layers=4, hidden=32, heads=2, intermediate=64),
     )
     a.tasks, a.seeds, a.epochs, a.teacher_epochs, a.max_length = "mrpc", 2, 1, 1, 32
+    a.aug_evals = 2
     a.extra = ["--batch-size", "16"]
     STUDENTS.clear()
     STUDENTS["fast"] = ("2", "16", "32", "1", "prune")

@@ -9,16 +9,16 @@ import math
 import pytest
 
 from raydistill.tasks import get_task
-from raydistill.train.diverge import FLOOR_MIN_STEPS, Floor, floor_of, verdict
+from raydistill.train.diverge import FLOOR_MIN_STEPS, SHARE, SPREAD, Floor, answer_metrics, floor_of, verdict
 
 SST2 = Floor("val_accuracy", 0.558, "always answering 'positive'")
 ENOUGH = FLOOR_MIN_STEPS  # steps the prediction stage has trained: the floor is judged
 
 
-def epochs(*rows: tuple[float, float]) -> list[dict]:
-    """Hand-made epochs: (mean training loss, val accuracy) each."""
+def epochs(*rows: tuple[float, float], share: float = 1.0) -> list[dict]:
+    """Hand-made epochs: (mean training loss, val accuracy) each, ``share`` of val rows given the commonest class."""
     return [
-        {"epoch": i + 1, "stage": "pred", "train_loss": loss, "train_kd": loss, "val_accuracy": acc}
+        {"epoch": i + 1, "stage": "pred", "train_loss": loss, "train_kd": loss, "val_accuracy": acc, SHARE: share}
         for i, (loss, acc) in enumerate(rows)
     ]
 
@@ -42,13 +42,38 @@ def test_the_majority_floor_after_the_first_epoch_stops_the_run():
     stop = first_stop(epochs((0.69, 0.558), (0.69, 0.558)))
     assert stop is not None and stop[0] == 1
     assert stop[1] == (
-        "diverged: val accuracy 0.5580 at the majority floor 0.5580 (always answering 'positive') after epoch 1"
+        "diverged: val accuracy 0.5580 at the majority floor 0.5580 (always answering 'positive', 100% of its answers "
+        "one class) after epoch 1"
     )
     # below the floor (a constant answer of the rarer class) and within half a point above it: diverged too
     assert "below the majority floor" in first_stop(epochs((0.7, 0.442)))[1]
     assert first_stop(epochs((0.7, 0.561))) is not None
     # collapsing later, after good epochs
     assert first_stop(epochs((1.0, 0.80), (0.9, 0.82), (0.9, 0.558)))[0] == 3
+
+
+def test_under_the_floor_but_still_telling_the_classes_apart_is_no_collapse():
+    """MRPC's small student after one epoch (0.664 against a floor of 0.675, a quarter of its answers the other
+    class) learns on: only a score at the floor AND (nearly) one answer for every row is a collapse."""
+    mrpc = Floor("val_accuracy", 0.6749, "always answering 'equivalent'")
+    assert first_stop(epochs((0.6, 0.664), share=0.75), floor=mrpc) is None
+    assert first_stop(epochs((0.6, 0.664), share=0.98), floor=mrpc) is None
+    assert first_stop(epochs((0.6, 0.664), share=0.995), floor=mrpc)[0] == 1
+    # a NaN score (a regression student with constant output) needs no more evidence
+    stsb = Floor("val_pearson", 0.0, "a constant answer")
+    nan = {"epoch": 1, "stage": "pred", "train_loss": 1.0, "val_pearson": math.nan}
+    assert verdict(nan, start=2.0, floor=stsb, pred_steps=ENOUGH) is not None
+    flat = {**nan, "val_pearson": 0.001}
+    assert verdict({**flat, SPREAD: 0.005}, start=2.0, floor=stsb, pred_steps=ENOUGH) is not None
+    assert verdict({**flat, SPREAD: 0.4}, start=2.0, floor=stsb, pred_steps=ENOUGH) is None
+    assert verdict(flat, start=2.0, floor=stsb, pred_steps=ENOUGH) is None  # no evidence: not judged collapsed
+
+
+def test_the_collapse_evidence_from_predictions():
+    sst2, stsb = get_task("sst2"), get_task("stsb")
+    assert answer_metrics(sst2, [1, 1, 1, 0], [1, 0, 1, 0]) == {"top_answer_share": 0.75}
+    assert answer_metrics(stsb, [2.0, 2.0, 2.0], [1.0, 3.0, 2.0]) == {"answer_spread": 0.0}
+    assert answer_metrics(stsb, [1.0, 3.0], [1.0, 3.0]) == {"answer_spread": 1.0}
 
 
 def test_the_floor_waits_for_enough_prediction_steps_and_needs_a_validation_split():
@@ -165,14 +190,21 @@ def test_a_run_at_the_floor_of_its_validation_labels_stops_and_a_healthy_one_doe
     out, reports = _run(cfg)  # 18 steps: too few to judge the floor, and the loss is fine
     assert len(reports) == 3 and not any("diverged" in m for m in reports), [m.get("diverged") for m in reports]
     assert reports[0]["train_loss_start"] > 0  # the yardstick of exploding, logged
-    # the same run judged from its first step on: 18 steps of a random tiny student learn nothing here
+    assert 0 < reports[0][SHARE] <= 1  # the collapse evidence, logged with val's scores
+    # the same run judged from its first step on: 18 steps of a random tiny student learn nothing here; whatever
+    # share of its answers is one class counts as collapsed (the share rule has its own test above)
     monkeypatch.setattr(diverge, "FLOOR_MIN_STEPS", 0)
+    monkeypatch.setattr(diverge, "COLLAPSE_SHARE", 0.0)
     out, reports = _run(cfg)
     _, val, dev = train_val_dev(cfg, task_of(cfg))
     floor, _ = constant_floor(task_of(cfg), [e["label"] for e in val])  # from validation's labels, not dev's
     assert len(reports) == 1 and out["val_accuracy"] <= floor + diverge.FLOOR_MARGIN
     assert out["diverged"].startswith(f"diverged: val accuracy {out['val_accuracy']:.4f}")
     assert f"the majority floor {floor:.4f}" in out["diverged"] and out["diverged"].endswith("after epoch 1")
+    # the same epoch, its answers not collapsed: trains on
+    monkeypatch.setattr(diverge, "COLLAPSE_SHARE", 1.01)
+    out, reports = _run(cfg)
+    assert len(reports) == 3 and "diverged" not in out
 
 
 @pytest.mark.slow

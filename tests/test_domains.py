@@ -203,6 +203,7 @@ KD_PARAMS = {
     "cpu_bf16",
     "select_metric",  # train fields added since (issue 48): params of their own
     "stop_diverged",
+    "epoch_rows",  # issue 46: an augmented run scores val more than once a pass
     "teacher_bf16",
     "val_fraction",
     "select_on",

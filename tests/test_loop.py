@@ -469,3 +469,40 @@ def test_a_stopped_trials_checkpoint_folder_is_removed(tiny_teacher, glue_dir, t
     with pytest.raises(Stopped):
         run(cfg_for("sst2", tiny_teacher("classification"), glue_dir, "kd", epochs=2), Context(report=report))
     assert not [p for p in os.listdir(tmp_path) if p.startswith("raydistill-ckpt-")], os.listdir(tmp_path)
+
+
+def test_epoch_rows_draws_fresh_rows_each_epoch_and_scores_after_each(tiny_teacher, glue_dir, monkeypatch):
+    """``train.epoch_rows``: each epoch trains ``epoch_rows // batch_size`` steps on the first batches of its own
+    shuffle (a fresh draw, not the same rows again), val scores after every such epoch, and the schedule spans them
+    all (decay to 0 over epochs x steps)."""
+    from raydistill.train import loop
+    from raydistill.train import step as step_mod
+
+    rows, lrs, step = [], [], step_mod.optimizer_step
+    original = loop.Trainer._step
+
+    def record_rows(self, epoch, i, idx, stage, sums):
+        rows.append((epoch, tuple(idx)))
+        original(self, epoch, i, idx, stage, sums)
+
+    def record_lr(model, loss, opt, sched):
+        lrs.append(opt.param_groups[0]["lr"])
+        step(model, loss, opt, sched)
+
+    monkeypatch.setattr(loop.Trainer, "_step", record_rows)
+    monkeypatch.setattr(step_mod, "optimizer_step", record_lr)
+    cfg = cfg_for("sst2", tiny_teacher("classification", 2), glue_dir, "kd", epochs=3)
+    cfg = cfg.replace(train=dataclasses.replace(cfg.train, max_steps=0, epoch_rows=20, train_limit=64))
+    out, reports = run_local(cfg)  # 64 rows (less val), batch 8: 2 steps per epoch, not the whole pass
+    assert [e for e, _ in rows] == [0, 0, 1, 1, 2, 2]
+    drawn = [set().union(*(set(i) for e, i in rows if e == k)) for k in range(3)]
+    assert len({frozenset(d) for d in drawn}) == 3  # each epoch its own rows
+    assert all(any(k.startswith("val_") for k in m) for m, _ in reports)  # val scored after every epoch
+    assert len(lrs) == 6 and lrs[-1] > 0 and lrs[1] > lrs[-1]  # one warm-up + decay over all 6 steps
+
+
+def test_epoch_rows_is_checked():
+    from raydistill.common.errors import UserError
+
+    with pytest.raises(UserError, match="train.epoch_rows"):
+        TrainConfig(epoch_rows=-1).validate()

@@ -64,6 +64,14 @@ def test_tinybert_keeps_the_teachers_heads():
     assert transfer.student_of("half", "tinybert+aug20", 12) == transfer.STUDENTS["half"]
 
 
+def test_an_augmented_pass_is_split_into_epochs_of_fresh_draws(tmp_path):
+    """``--aug-evals N``: N epochs of ``epoch_rows`` rows draw about one pass over the rows a run keeps (90%: the
+    val share and its copies leave)."""
+    (tmp_path / "train.jsonl").write_text("{}\n" * 2100)
+    assert transfer.epoch_rows(str(tmp_path), 10) == 189
+    assert transfer.epoch_rows(str(tmp_path), 10_000) == 1
+
+
 @pytest.mark.slow
 def test_transfer_smoke_records_and_goes_on(tmp_path):
     """The real commands on a tiny teacher: the teacher, the augmented set and the runs recorded with their dev
@@ -79,6 +87,8 @@ def test_transfer_smoke_records_and_goes_on(tmp_path):
     for k in runs:
         assert len(done[k]["preds"]) == 40 and done[k]["teacher_build"] == done["mrpc/teacher"]["builds"][0]["digest"]
         assert "--augment-dir" in done[k]["command"]
+        # one pass as --aug-evals (2 in the smoke) epochs of fresh draws, val scored after each
+        assert done[k]["epochs"] == 2 and "--epoch-rows" in done[k]["command"]
     again = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0, again.stderr[-3000:]
     assert "raydistill.distill" not in again.stderr  # nothing ran again

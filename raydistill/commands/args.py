@@ -28,6 +28,13 @@ def add_train_args(p: argparse.ArgumentParser, d: TrainConfig = DEFAULTS, genera
     )
     p.add_argument("--epochs", type=int, default=d.epochs, help="passes over the training rows")
     p.add_argument("--max-steps", type=int, default=d.max_steps, help="cap on optimizer steps (0 = none)")
+    p.add_argument(
+        "--epoch-rows",
+        type=int,
+        default=d.epoch_rows,
+        help="rows per epoch: each epoch trains a fresh random draw of N training rows, then scores val (0 = every "
+        "row); on an augmented set, N about the task's own size scores val as often as a plain run",
+    )
     p.add_argument("--train-limit", type=int, default=d.train_limit, help="use the first N training examples")
     p.add_argument(
         "--eval-limit",
@@ -198,6 +205,7 @@ def train_config(a, **extra) -> dict:
     return dict(
         epochs=a.epochs,
         max_steps=a.max_steps,
+        epoch_rows=a.epoch_rows,
         train_limit=a.train_limit,
         eval_limit=a.eval_limit,
         max_length=a.max_length,

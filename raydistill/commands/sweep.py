@@ -107,6 +107,7 @@ def _add_train_overrides(p: Parser) -> None:
     for flag, kind in (
         ("epochs", int),
         ("max-steps", int),
+        ("epoch-rows", int),
         ("train-limit", int),
         ("eval-limit", int),
         ("max-length", int),

@@ -135,6 +135,10 @@ class DistillConfig:
 class TrainConfig:
     epochs: int = 3
     max_steps: int = 0  # 0 = no cap; otherwise total optimizer steps per run
+    # rows per epoch (0 = every training row): each epoch then trains a fresh random draw of that many rows and val
+    # scores after it. An augmented set is ~21x its task: one pass as one epoch scores val once, at its end, and a
+    # student that overfits the near-copies halfway is not the one kept (docs/benchmarks/2026-11-27-transfer-mrpc.md)
+    epoch_rows: int = 0
     batch_size: int = 32  # global batch, split across workers
     lr: float = 5e-5
     weight_decay: float = 0.01
@@ -171,6 +175,7 @@ class TrainConfig:
     def validate(self) -> None:
         check(self.epochs >= 1, "train.epochs", f"must be >= 1, got {self.epochs}")
         check(self.max_steps >= 0, "train.max_steps", f"must be >= 0, got {self.max_steps}")
+        check(self.epoch_rows >= 0, "train.epoch_rows", f"must be >= 0 (0 = every training row), got {self.epoch_rows}")
         check(self.batch_size >= 1, "train.batch_size", f"must be >= 1, got {self.batch_size}")
         check(self.lr > 0, "train.lr", f"must be > 0, got {self.lr}")
         check(self.max_length >= 8, "train.max_length", f"must be >= 8, got {self.max_length}")

@@ -225,7 +225,7 @@ def prepare_teacher(
         student=StudentConfig(init="pretrained"),
         distill=dataclasses.replace(cfg.distill, method="finetune"),
         train=dataclasses.replace(
-            cfg.train, lr=lr, epochs=epochs, max_steps=0, train_limit=0, num_workers=1, use_gpu=gpu
+            cfg.train, lr=lr, epochs=epochs, max_steps=0, epoch_rows=0, train_limit=0, num_workers=1, use_gpu=gpu
         ),
         augment_dir=None,
     )

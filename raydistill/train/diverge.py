@@ -1,7 +1,10 @@
 """Diverging runs stop early (``train.stop_diverged``, on by default): after each epoch, a run whose training loss is
-NaN/inf or exploding, or whose validation score sits at the majority floor (what one answer given for every row
-scores), is judged diverged; the loop reports that epoch with ``diverged`` set to the reason and trains no further.
-Plain functions of an epoch's metrics, so the rules are tested on hand-made sequences."""
+NaN/inf or exploding, or that collapsed to one answer (its validation score at the majority floor, what one answer
+given for every row scores, AND its validation predictions nearly all that one answer) is judged diverged; the loop
+reports that epoch with ``diverged`` set to the reason and trains no further. A score under the floor alone is no
+collapse: a small student on MRPC sits a little below the majority class after its first epoch while it still tells
+the classes apart, and learns on. Plain functions of an epoch's metrics, so the rules are tested on hand-made
+sequences."""
 
 from __future__ import annotations
 
@@ -20,6 +23,11 @@ FLOOR_MARGIN = 0.005
 # the floor is judged once the prediction stage has trained this many steps: a smoke run of a few steps has not
 # learned anything yet, which is not a collapse (the quickstart's trials train 56 steps an epoch)
 FLOOR_MIN_STEPS = 50
+# collapsed to one answer: at least this share of the validation rows given the same class (classification), or the
+# predictions' spread at most this share of the labels' (regression: std of predictions over std of labels)
+COLLAPSE_SHARE = 0.99
+COLLAPSE_SPREAD = 0.01
+SHARE, SPREAD = "val_top_answer_share", "val_answer_spread"  # the evidence, logged with the validation scores
 # the stage that trains the prediction head (every method's last; TinyBERT's and MiniLM's first stage does not, so
 # their students sit at chance through it by design)
 PRED_STAGE = "pred"
@@ -54,6 +62,30 @@ def floor_of(task, val_examples: list) -> Floor | None:
     return Floor(f"val_{task.main_metric}", score, said)
 
 
+def answer_metrics(task, predictions, labels) -> dict[str, float]:
+    """The evidence of a collapse on the validation split (``SHARE``/``SPREAD`` without their ``val_`` prefix): the
+    share of rows given the most common predicted class, or the predictions' spread against the labels'."""
+    import numpy as np
+
+    pred = np.asarray(predictions)
+    if task.kind == "classification" and len(pred):
+        return {SHARE[4:]: float(np.bincount(pred.astype(int)).max() / len(pred))}
+    if task.kind == "regression" and len(pred) > 1:
+        gold = float(np.std(np.asarray(labels, dtype=float)))
+        return {SPREAD[4:]: float(np.std(pred.astype(float)) / gold) if gold > 0 else 0.0}
+    return {}
+
+
+def collapsed(metrics: dict) -> bool:
+    """The validation predictions are (nearly) one answer: the share or spread says so; a NaN score (a regression
+    student with constant output has no correlation) is one too."""
+    if SHARE in metrics:
+        return metrics[SHARE] >= COLLAPSE_SHARE
+    if SPREAD in metrics:
+        return metrics[SPREAD] <= COLLAPSE_SPREAD
+    return False
+
+
 def exploding(loss: float, start: float) -> bool:
     return loss > EXPLODE_FACTOR * start and loss > EXPLODE_MIN
 
@@ -62,7 +94,7 @@ def verdict(metrics: dict, *, start: float | None, floor: Floor | None, pred_ste
     """Why the epoch in ``metrics`` (its ``epoch``, ``train_loss`` and validation scores) shows a diverged run, or None:
     its mean training loss non-finite (any step's NaN makes the mean NaN), or exploding against ``start`` (its stage's
     first step's loss); or, once ``pred_steps`` steps trained the prediction, its validation score at or below the
-    ``floor`` (or NaN)."""
+    ``floor`` (or NaN) with its predictions collapsed to one answer (``collapsed``)."""
     epoch, loss = metrics["epoch"], metrics.get("train_loss")
     bad = [k for k, v in metrics.items() if k.startswith("train_") and isinstance(v, float) and not math.isfinite(v)]
     if bad:
@@ -75,9 +107,12 @@ def verdict(metrics: dict, *, start: float | None, floor: Floor | None, pred_ste
         return None
     if math.isfinite(score) and score > floor.score + FLOOR_MARGIN:
         return None
+    if math.isfinite(score) and not collapsed(metrics):  # under the floor, still telling the classes apart
+        return None
     where = "below" if math.isfinite(score) and score < floor.score - 1e-9 else "at"
     name = floor.metric.replace("_", " ", 1)
+    share = f", {metrics[SHARE]:.0%} of its answers one class" if SHARE in metrics else ""
     return (
-        f"diverged: {name} {score:.4f} {where} the majority floor {floor.score:.4f} ({floor.answer}) after epoch "
-        f"{epoch}"
+        f"diverged: {name} {score:.4f} {where} the majority floor {floor.score:.4f} ({floor.answer}{share}) after "
+        f"epoch {epoch}"
     )

@@ -200,6 +200,8 @@ class Trainer:
     def _plan_epochs(self) -> None:
         t = self.cfg.train
         self.steps_per_epoch = len(self.data.train) // t.batch_size
+        if t.epoch_rows:  # each epoch the first batches of a fresh shuffle: a random draw of about epoch_rows rows
+            self.steps_per_epoch = min(self.steps_per_epoch, max(1, t.epoch_rows // t.batch_size))
         self.lengths = [len(f["input_ids"]) for f in self.data.train] if t.group_by_length else None
         if t.max_steps:
             self.steps_per_epoch = min(self.steps_per_epoch, math.ceil(t.max_steps / t.epochs))

@@ -10,7 +10,8 @@ import numpy as np
 import torch
 
 from raydistill.common.progress import Progress
-from raydistill.tasks.encode import collate, score
+from raydistill.tasks.encode import collate, example_predictions, score
+from raydistill.train.diverge import answer_metrics
 from raydistill.train.step import forward, to_device
 
 
@@ -45,7 +46,11 @@ def split_metrics(model, task, split: Split, pad_id: int, batch_size: int, devic
         return {f"{prefix}_mlm_loss": loss / max(n, 1), f"{prefix}_mlm_accuracy": correct / max(n, 1)}
     outs = model_outputs(model, task, encoded, pad_id, batch_size, device, progress)
     by_class = prefix == "eval"  # each class's recall on dev, what the summary's table shows; val only chooses
-    return {f"{prefix}_{k}": float(v) for k, v in score(task, examples, encoded, outs, by_class).items()}
+    out = score(task, examples, encoded, outs, by_class)
+    # on val, what tells a collapsed run (train/diverge.py) from one still learning under the majority floor
+    if prefix == "val" and task.kind in ("classification", "regression"):
+        out.update(answer_metrics(task, *example_predictions(task, examples, encoded, outs)))
+    return {f"{prefix}_{k}": float(v) for k, v in out.items()}
 
 
 def model_outputs(model, task, encoded, pad_id: int, batch_size: int, device, progress: Progress | None = None) -> dict:
