@@ -15,12 +15,12 @@ from dataclasses import fields
 from raydistill.commands.args import (
     add_teacher_args,
     add_train_args,
-    data_section,
     local_abspath,
     teacher_cache_dir,
     train_config,
 )
 from raydistill.commands.cli import HelpFormatter, Parser, add_overwrite, cli
+from raydistill.commands.flags import data_of
 from raydistill.common.errors import RunFailed
 from raydistill.config.schema import DistillConfig, RunConfig, StudentConfig
 
@@ -222,7 +222,7 @@ def config_from_args(a) -> RunConfig:
             task=a.task,
             teacher=local_abspath(a.teacher),
             data_dir=local_abspath(a.data_dir),
-            data=data_section(a),
+            data=data_of(a),
             output=os.path.abspath(a.output),
             student={**student_sizes(a), "init": a.init},
             distill=distill,

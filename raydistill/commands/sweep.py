@@ -18,6 +18,7 @@ from typing import Any
 
 from raydistill.commands.args import teacher_cache_dir
 from raydistill.commands.cli import HelpFormatter, Parser, cli
+from raydistill.commands.flags import SWEEP_TRAIN_FLAGS
 from raydistill.common.errors import check
 from raydistill.orchestrate.resources import DEFAULT_CPUS_PER_WORKER
 from raydistill.orchestrate.sweep import SECOND_OBJECTIVE, Sweep, state_path
@@ -103,23 +104,9 @@ def _add_train_overrides(p: Parser) -> None:
     """distill's training flags, each overriding the space's value (no defaults of their own), and the in-sweep
     teacher fine-tune's."""
     from raydistill.commands.args import add_selection_args
+    from raydistill.commands.flags import add_overrides
 
-    for flag, kind in (
-        ("epochs", int),
-        ("max-steps", int),
-        ("train-limit", int),
-        ("eval-limit", int),
-        ("max-length", int),
-        ("batch-size", int),
-        ("seed", int),
-        ("lr", float),
-    ):
-        p.add_argument(
-            f"--{flag}",
-            type=kind,
-            help=f"as in raydistill.distill (default: the space's train."
-            f"{flag.replace('-', '_')}, else raydistill.distill's)",
-        )
+    add_overrides(p, SWEEP_TRAIN_FLAGS)
     add_selection_args(p, None)
     p.add_argument(
         "--teacher-epochs",

@@ -133,40 +133,95 @@ class DistillConfig:
 
 @dataclass(frozen=True)
 class TrainConfig:
-    epochs: int = 3
-    max_steps: int = 0  # 0 = no cap; otherwise total optimizer steps per run
-    batch_size: int = 32  # global batch, split across workers
-    lr: float = 5e-5
+    epochs: int = field(default=3, metadata={"help": "passes over the training rows"})
+    max_steps: int = field(default=0, metadata={"help": "cap on optimizer steps (0 = none)"})  # per run
+    batch_size: int = field(default=32, metadata={"help": "global batch size, split over the workers"})
+    lr: float = field(default=5e-5, metadata={"help": "peak learning rate (AdamW, linear warm-up and decay)"})
     weight_decay: float = 0.01
     warmup_ratio: float = 0.1
-    max_length: int = 128
-    train_limit: int = 0  # 0 = all
-    eval_limit: int = 0
-    seed: int = 42
+    max_length: int = field(default=128, metadata={"help": "tokens per example (longer ones are cut)"})
+    train_limit: int = field(default=0, metadata={"help": "use the first N training examples"})  # 0 = all
+    eval_limit: int = field(
+        default=0,
+        metadata={
+            "help": "score at most N rows of each split scored every epoch: the first N of dev and a fixed sample of "
+            "N of the validation split (0 = all). A quick run's choice of epoch and trial then rests on fewer rows: "
+            "noisier"
+        },
+    )
+    seed: int = field(default=42, metadata={"help": "random seed of the run"})
     num_workers: int = 1
     use_gpu: bool = False
     bf16: bool = True  # bf16 autocast of the whole step, on GPU
     # the same on a CPU with native bf16 matmul (AMX, AVX512-BF16): faster steps, rounding moves the scores, so opt-in
     # (docs/benchmarks/2026-11-27-augmented-speed.md); a CPU without it trains fp32, and the run's params say so
-    cpu_bf16: bool = False
+    cpu_bf16: bool = field(
+        default=False,
+        metadata={
+            "help": "the student step under bf16 autocast on a CPU with native bf16 (AMX, AVX512-BF16), fp32 master "
+            "weights: ~1.7x the steps/s on such a CPU, scores move by rounding; elsewhere fp32"
+        },
+    )
     teacher_bf16: bool = True  # frozen teacher forward under bf16 autocast where native (GPU; CPU AVX512-BF16/AMX)
     # What chooses (best epoch, trial, recipe) never sees what reports: a stratified share of the training rows is the
     # validation split everything chooses on ("val"); the dev set only reports. "dev": choose on dev (the old way).
-    val_fraction: float = 0.1
-    select_on: str = "val"
+    val_fraction: float = field(
+        default=0.1,
+        metadata={
+            "help": "share of the training rows held out (stratified, fixed seed) as the validation split that "
+            "chooses the best epoch and trial",
+            "said": " (default {value:g})",
+            "sweep": "plain",
+        },
+    )
+    select_on: str = field(
+        default="val",
+        metadata={
+            "help": "val: choose on the validation split, report dev; dev: choose and report on dev",
+            "sweep": "plain",
+        },
+    )
     # the metric that chooses epochs and trials on that split: "" = the task's main metric; e.g. "macro_f1" where a rare
     # class matters as much as a common one (issue 48). What reports stays the task's metric beside it.
-    select_metric: str = ""
+    select_metric: str = field(
+        default="",
+        metadata={
+            "help": "the metric that chooses the best epoch and trial on that split, e.g. macro_f1 (every class counts "
+            "the same, however rare); what reports stays the task's metric, macro-F1 beside it",
+            "unset": "the task's main metric",
+        },
+    )
     # batches of similar-length rows (raydistill/data/batches.py): the same rows and steps with fewer padded token
     # slots, so faster epochs (docs/benchmarks/2026-11-24-epoch-speed-mrpc.md)
-    group_by_length: bool = True
+    group_by_length: bool = field(
+        default=True,
+        metadata={
+            "help": "draw each batch from rows of similar length (megabatches of 50 batches sorted by length, then "
+            "shuffled): less padding, faster epochs; --no-group-by-length: batches drawn at random"
+        },
+    )
     # "unpadded": the forwards that read no attention scores run on the batch's real tokens only
     # (models/packing.py); stages that read scores (TinyBERT's attention loss, MiniLM) stay padded
-    attention: str = "padded"
-    compile: bool = False  # torch.compile the student (its forward; the loss and optimizer stay eager)
+    attention: str = field(
+        default="padded",
+        metadata={
+            "help": "unpadded: forwards that read no attention scores run on the batch's real tokens only (flash "
+            "attention's varlen kernel where the model was loaded with it); stages reading scores stay padded",
+            "choices": ("padded", "unpadded"),
+        },
+    )
+    # the loss and optimizer stay eager
+    compile: bool = field(default=False, metadata={"help": "torch.compile the student's forward"})
     # a run whose loss goes NaN/inf or explodes, or whose val score sits at the majority floor, stops after that
     # epoch, reported as diverged (train/diverge.py); a teacher's fine-tune never does (train/finetune.py)
-    stop_diverged: bool = True
+    stop_diverged: bool = field(
+        default=True,
+        metadata={
+            "help": "stop a distillation run (a sweep's trial) after an epoch whose training loss is NaN/inf or over "
+            "10x its first step's, or whose validation score sits at the majority floor: reported as diverged, its "
+            "student kept; a teacher's fine-tune is never stopped"
+        },
+    )
 
     def validate(self) -> None:
         check(self.epochs >= 1, "train.epochs", f"must be >= 1, got {self.epochs}")

@@ -21,7 +21,8 @@ import json
 import os
 import re
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from raydistill.common.errors import UserError
 from raydistill.tasks import dataset as hubdata
@@ -52,32 +53,76 @@ SPLIT_NAME = {"train": "train_split", "validation": "eval_split"}  # a dataset's
 FILES = tuple(SPLIT_FILE.values())
 
 
+def _flag(help: str, default: Any = "", **more: Any) -> Any:
+    """A field the commands offer as a flag (``commands/flags.py`` generates it from ``help`` and ``more``: ``flag``,
+    its name where not the field's; ``choices``; ``metavar``); unset, "" (off, for an on/off field)."""
+    return field(default=default, metadata={"help": help, **more})
+
+
 @dataclass(frozen=True)
 class FileData:
     """A task on the user's data (the ``data`` section of a config): files, or a dataset by name; neither (empty
     ``train_file`` and ``dataset``): a built-in task."""
 
-    train_file: str = ""  # absolute paths once resolved: Ray workers run elsewhere (files must reach every node)
-    eval_file: str = ""  # the dev set that reports eval_*; "" = 10% of train held out as dev
-    test_file: str = ""
-    dataset: str = ""  # a hub dataset name, or a local folder (absolute once resolved) that load_dataset reads
-    dataset_config: str = ""
+    # absolute paths once resolved: Ray workers run elsewhere (files must reach every node)
+    train_file: str = _flag("training rows: a .csv, .tsv, .json, .jsonl or .parquet file (default: none, --task)")
+    eval_file: str = _flag("the dev set that reports eval_* (default: 10% of the training rows held out as dev)")
+    test_file: str = _flag(
+        "a labelled test set, scored only by python -m raydistill.evaluate --split test (default: none)"
+    )
+    # a hub dataset name, or a local folder (absolute once resolved) that load_dataset reads
+    dataset: str = _flag(
+        "a Hugging Face hub dataset (owner/name) or a local folder of data files that datasets.load_dataset reads "
+        "(DIR/train.jsonl, DIR/validation.jsonl; .parquet, .csv), instead of --train-file (default: none)"
+    )
+    dataset_config: str = _flag("the dataset's configuration (default: its only or default one)")
     dataset_revision: str = ""  # the hub commit it was resolved at (every reader reads it); "" for a local folder
-    train_split: str = ""  # "train" once resolved
-    eval_split: str = ""  # the dataset's dev split; "" = validation where it has one, else 10% of train held out
-    text_column: str = ""
-    text_pair_column: str = ""
-    label_column: str = ""
-    tokens_column: str = ""  # token classification: a list of tokens per row
-    tags_column: str = ""  # and a list of tags, one per token
-    kind: str = ""  # classification | regression | token; "" = from the teacher's head, the columns, the labels
-    metric: str = ""  # the main metric, among METRICS[kind]; "" = DEFAULT_METRIC[kind]
-    labels: tuple[str, ...] = ()  # class or tag names in index order; () = the data's (named, else sorted)
+    train_split: str = _flag("the dataset's split to train on (default: train)")  # "train" once resolved
+    # "" = validation where it has one, else 10% of train held out
+    eval_split: str = _flag(
+        "the dataset's split that reports eval_* (default: validation where it has one, else 10% of the training "
+        "rows held out as dev)"
+    )
+    # "" = a tab for TSV, sniffed for CSV (readers.py)
+    delimiter: str = _flag(
+        "a .csv or .tsv file's field delimiter, one character (\\t or tab: a tab) (default: a tab for .tsv; for .csv "
+        "the first of , ; tab | that splits the header and the first rows alike)"
+    )
+    text_column: str = _flag("column of the text (default: text, sentence1, sentence or question, in any case)")
+    text_pair_column: str = _flag("second text of a pair task (default: text_pair / sentence2 beside them)")
+    label_column: str = _flag("column of the label (default: label, labels, category, class, target or y, in any case)")
     # the file's label values renamed before anything reads them ("0=neg,1=pos": numbers in a file, names in the
     # teacher); kept as the text the user gave so it survives params, YAML and JSON unchanged; "" = none
-    label_map: str = ""
-    delimiter: str = ""  # a CSV's or TSV's field delimiter; "" = a tab for TSV, sniffed for CSV (readers.py)
-    phrase_rows: bool = False  # training rows are phrases of whole sentences (SST-2): carve validation by sentence
+    label_map: str = _flag(
+        "the file's label values renamed before anything reads them, such as 0=negative,1=positive for a file of "
+        "numbers and a teacher whose labels are named; without a named teacher the map's order is the labels' "
+        "(default: the values as they are)",
+        metavar="VALUE=NAME,...",
+    )
+    # token classification: a list of tokens per row, and a list of tags, one per token
+    tokens_column: str = _flag(
+        "token classification: the column of each row's list of tokens (JSON Lines, Parquet or a dataset; default: "
+        "tokens or words, where --tags-column, --task-kind token or a token teacher asks for it)"
+    )
+    tags_column: str = _flag("the column of its list of BIO tags, one per token (default: ner_tags, tags)")
+    # "" = from the teacher's head, the columns, the labels
+    kind: str = _flag(
+        "default: the teacher's head, else regression when every label is a number and some are not whole, else "
+        "classification",
+        flag="task-kind",
+        choices=KINDS,
+    )
+    # the main metric, among METRICS[kind]; "" = DEFAULT_METRIC[kind]
+    metric: str = _flag(
+        "the metric that chooses: accuracy, macro_f1, f1 (positive = the second label), mcc; pearson, spearman; "
+        "token: f1, precision, recall (entities, seqeval) (default: accuracy; pearson; f1)",
+        flag="task-metric",
+    )
+    labels: tuple[str, ...] = ()  # class or tag names in index order; () = the data's (named, else sorted)
+    # training rows are phrases of whole sentences (SST-2): carve validation by sentence
+    phrase_rows: bool = _flag(
+        "training rows are phrases cut from whole sentences (as SST-2's): carve validation by sentence", default=False
+    )
     fingerprint: str = ""  # hash of the files' bytes (a dataset: of its rows); set once resolved
 
     @property
