@@ -450,8 +450,8 @@ def test_a_bad_label_map_is_refused_in_one_line(tmp_path, tiny_teacher, label_ma
 def test_the_api_takes_a_label_map_as_text_or_a_dict():
     from raydistill.api import Data, _data
 
-    assert _data(Data(train_file="f.csv", label_map={0: "neg", 1: "pos"}))["label_map"] == "0=neg,1=pos"
-    assert _data({"train_file": "f.csv", "label_map": "0=neg,1=pos"})["label_map"] == "0=neg,1=pos"
+    assert _data(Data(train_file="f.csv", label_map={0: "neg", 1: "pos"})).label_map == "0=neg,1=pos"  # type: ignore[arg-type]
+    assert _data({"train_file": "f.csv", "label_map": "0=neg,1=pos"}).label_map == "0=neg,1=pos"
 
 
 @pytest.mark.parametrize(

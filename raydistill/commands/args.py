@@ -90,13 +90,11 @@ def add_teacher_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-def teacher_cache_dir(a) -> str | None:
+def teacher_cache_dir(folder: str | None, off: bool = False) -> str | None:
+    """The teacher-output cache folder of ``--teacher-cache`` (absolute), else the default under the results folder;
+    None with ``--no-teacher-cache``."""
     from raydistill.common.paths import results_path
 
-    return (
-        None
-        if a.no_teacher_cache
-        else os.path.abspath(a.teacher_cache)
-        if a.teacher_cache
-        else results_path("teacher-cache")
-    )
+    if off:
+        return None
+    return os.path.abspath(folder) if folder else results_path("teacher-cache")

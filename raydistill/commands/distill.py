@@ -232,7 +232,7 @@ def config_from_args(a) -> RunConfig:
             run_name=a.run_name,
             augment_dir=local_abspath(a.augment_dir),
             fault=a.inject_fault,
-            teacher_cache=teacher_cache_dir(a),
+            teacher_cache=teacher_cache_dir(a.teacher_cache, a.no_teacher_cache),
             teacher_cache_gb=a.teacher_cache_gb,
             unlabeled_text=os.path.abspath(a.unlabeled_text) if a.unlabeled_text else None,
         )

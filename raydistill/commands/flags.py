@@ -125,4 +125,5 @@ def data_of(a: argparse.Namespace) -> FileData:
     task) without ``--train-file`` or ``--dataset``."""
     if not getattr(a, "train_file", None) and not getattr(a, "dataset", None):
         return FileData()
-    return FileData(**{f.name: getattr(a, dest(f)) or f.default for f in flagged(FileData)})
+    given: dict[str, Any] = {f.name: getattr(a, dest(f)) or f.default for f in flagged(FileData)}
+    return FileData(**given)
