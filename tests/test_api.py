@@ -294,6 +294,31 @@ def test_a_sweeps_settings_make_the_request_its_command_line_makes(tmp_path, mon
     assert dict(got.overrides)["train.lr"] == 1e-5 and dict(got.train)["lr"] == 2e-5  # a float stays a float
 
 
+def test_a_resumed_sweep_runs_the_request_it_recorded(tmp_path):
+    """A sweep records its request (JSON, beside its Tune experiment); ``--resume --name`` (or ``run_sweep(resume=True,
+    name=…)``) reads it back as the same request, resumed, whoever started it."""
+    from raydistill.api import Data
+    from raydistill.commands import sweep
+    from raydistill.orchestrate.sweep import SweepRequest, state_path
+
+    started = SweepRequest(
+        space="pkd_glue",
+        overrides=(("student.layers", {"choice": [2, 4]}), ("train.lr", 1e-5)),
+        data=Data(train_file="/d/r.csv", label_column="stars", labels=("neg", "pos"), phrase_rows=True),
+        train=(("epochs", 2), ("group_by_length", False)),
+        num_samples=3,
+        name="s1",
+        storage_path=str(tmp_path),
+    )
+    assert SweepRequest.of_record(json.loads(json.dumps(started.record()))) == started
+    path = state_path(str(tmp_path), "s1")
+    os.makedirs(os.path.dirname(path))
+    with open(path, "w") as f:
+        json.dump({"request": started.record(), "name": "s1", "parent_run_id": "abc"}, f)
+    again, state = sweep.settled(SweepRequest(resume=True, name="s1", storage_path=str(tmp_path)))
+    assert again == dataclasses.replace(started, resume=True) and state["parent_run_id"] == "abc"
+
+
 def test_overrides_reach_the_space_as_the_values_given():
     from raydistill.config import space as sp
 

@@ -66,9 +66,17 @@ def add_fields(p: Any, cls: type[Any], names: Iterable[str] | None = None, base:
             kw["default"] = False
         elif isinstance(f.default, bool):
             kw["action"] = argparse.BooleanOptionalAction
-        elif isinstance(f.default, int | float):
-            kw["type"] = type(f.default)
+        elif _number(cls, f):
+            kw["type"] = _number(cls, f)
         p.add_argument(flag_of(f), help=help + _said(f, base), **kw)
+
+
+def _number(cls: type[Any], f: dataclasses.Field[Any]) -> type[Any] | None:
+    """``int`` or ``float`` for a numeric field (one unset by default too: ``float | None``), else None."""
+    from raydistill.config.schema import field_type_of
+
+    want = field_type_of(cls, f)
+    return want if want in (int, float) else None
 
 
 def add_overrides(p: Any, names: Iterable[str]) -> None:

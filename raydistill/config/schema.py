@@ -62,25 +62,76 @@ MINILM = {"logged": "minilm"}  # a field's metadata: an MLflow param only for th
 @dataclass(frozen=True)
 class DistillConfig:
     method: str = "kd"
-    temperature: float | None = None  # None = the method's default (see Method.defaults)
-    alpha: float | None = None
-    beta: float = 0.0
-    mapping: str = "uniform"  # uniform | skip | last | top | bottom | explicit list "2,4,6"
-    stage: str = "all"  # tinybert / two_stage: all | intermediate | pred
-    alpha_cos: float = 1.0  # DistilBERT cosine weight
-    alpha_mlm: float | None = None  # DistilBERT MLM weight (general distillation; default 2 there)
+    temperature: float | None = field(  # None = the method's default (see Method.defaults)
+        default=None,
+        metadata={
+            "help": "softmax temperature of the soft loss (default: the method's: tinybert 1; distilbert on --task "
+            "general 2; others 4)"
+        },
+    )
+    alpha: float | None = field(
+        default=None,
+        metadata={
+            "help": "weight of the soft loss; 1-alpha weighs the hard loss (default: the method's: tinybert 1, others "
+            "0.5; distilbert on --task general 5, no hard loss)"
+        },
+    )
+    beta: float = field(default=0.0, metadata={"help": "weight of the intermediate (patient) loss (pkd)"})
+    mapping: str = field(  # uniform | skip | last | top | bottom | explicit list "2,4,6"
+        default="uniform",
+        metadata={
+            "help": "which teacher layer each student layer learns from (pkd, tinybert, two_stage): uniform | skip | "
+            "last | top | bottom | a list of teacher layers such as 3,6,9,12"
+        },
+    )
+    stage: str = field(  # tinybert / two_stage / minilm: all | intermediate | pred
+        default="all",
+        metadata={
+            "help": "all | intermediate | pred: both stages or one of them (tinybert, two_stage, minilm; minilm on "
+            "--task general runs intermediate)"
+        },
+    )
+    alpha_cos: float = field(  # DistilBERT cosine weight
+        default=1.0, metadata={"help": "weight of distilbert's cosine loss on the last hidden states"}
+    )
+    alpha_mlm: float | None = field(  # DistilBERT MLM weight (general distillation; default 2 there)
+        default=None,
+        metadata={
+            "help": "MLM weight of distilbert general distillation (default 2, the paper's 5/2/1 with --alpha 5)"
+        },
+    )
     # tinybert/two_stage/minilm with stage=all: epochs of stage 1 (0 = half). Never an MLflow param: adding one now
     # would change every fine-tuned teacher's fingerprint (train/finetune.py hashes to_params) and retrain it
-    intermediate_epochs: int = field(default=0, metadata={"logged": False})
+    intermediate_epochs: int = field(
+        default=0,
+        metadata={"logged": False, "help": "epochs of the intermediate stage with --stage all (0 = half of --epochs)"},
+    )
     # the MiniLM knobs below are MLflow params (to_params) only for minilm, where they mean something
     # minilm: 1 = MiniLM (attention + value relation), 2 = MiniLMv2 (Q-Q, K-K, V-V relations)
-    version: int = field(default=2, metadata=MINILM)
+    version: int = field(default=2, metadata={**MINILM, "help": "minilm: 1 = MiniLM, 2 = MiniLMv2 relations"})
     # minilm v2: relation heads (0 = 4 x the teacher's heads, the paper's 48 / 64; see MiniLM)
-    relation_heads: int = field(default=0, metadata=MINILM)
+    relation_heads: int = field(
+        default=0,
+        metadata={
+            **MINILM,
+            "help": "minilm v2: relation heads (0 = 4x the teacher's attention heads, MiniLMv2's 48 for a 12-head "
+            "base teacher and 64 for a 16-head large one, or the largest count below that dividing both widths)",
+        },
+    )
     # minilm: relation KL per sequence then batch (the papers') | query (all alike)
-    relation_mean: str = field(default="sequence", metadata=MINILM)
+    relation_mean: str = field(
+        default="sequence",
+        metadata={
+            **MINILM,
+            "help": "minilm: average the relation KL per sequence, then over the batch (sequence, the papers'), or "
+            "over every real query of the batch alike (query)",
+        },
+    )
     # minilm: the teacher layer its relations come from (0 = last, -k = k-th from the top)
-    teacher_layer: int = field(default=0, metadata=MINILM)
+    teacher_layer: int = field(
+        default=0,
+        metadata={**MINILM, "help": "minilm: teacher layer to distil from (0 = last, -k = k-th from the top)"},
+    )
 
     def validate(self, labelled: bool = True) -> None:
         """None fields are unset (the method's default) and pass; a task without labels lets α exceed 1."""
@@ -497,17 +548,17 @@ def coerced(section_cls: type[Any], values: Mapping[str, Any], prefix: str) -> d
     for k, v in values.items():
         if k not in known:
             raise UserError(f"{prefix}{k}", f"unknown key; known keys: {', '.join(sorted(known))}")
-        kw[k] = _coerce(v, _field_type(section_cls, known[k]), f"{prefix}{k}")
+        kw[k] = _coerce(v, field_type_of(section_cls, known[k]), f"{prefix}{k}")
     return kw
 
 
 def field_type(section: str, name: str) -> type[Any] | None:
     """The type a value of ``section.name`` is coerced to (``float`` for ``distill.temperature``)."""
     cls = SECTIONS[section]
-    return _field_type(cls, next(f for f in fields(cls) if f.name == name))
+    return field_type_of(cls, next(f for f in fields(cls) if f.name == name))
 
 
-def _field_type(cls: type[Any], f: Field[Any]) -> type[Any] | None:
+def field_type_of(cls: type[Any], f: Field[Any]) -> type[Any] | None:
     """The type a value for field ``f`` is coerced to: its default's, or for an unset-able field (default None) the
     first type of its annotation ("float | None" → float); None when ``cls`` has no defaults."""
     try:
