@@ -2,7 +2,7 @@
 
 Each function is the command of the same name run in this process (``raydistill sweep``, ``distill``, ``best``,
 ``finetune``): its keyword arguments are the command's flags in snake_case (``num_samples=8`` is ``--num-samples 8``,
-``use_gpu=True`` is ``--use-gpu``). ``run_sweep`` builds the sweep's typed request (``orchestrate.sweep.SweepRequest``)
+``use_gpu=True`` is ``--use-gpu``). ``run_sweep`` builds the sweep's typed request (``orchestrate.request.SweepRequest``)
 from them directly, as the command builds it from its flags; the others spell the command's command line, read by
 its own parser (``commands/settings.py``). The data is one ``FileData`` (exported here as ``Data``), the description
 the data flags are generated from. Each returns the dict the command prints as its last line of JSON; bad input
@@ -66,7 +66,8 @@ def sweep_request(
     from raydistill.commands.flags import SELECTION_FLAGS, SWEEP_TRAIN_FLAGS
     from raydistill.commands.settings import unknown
     from raydistill.config.schema import TrainConfig, coerced
-    from raydistill.orchestrate.sweep import SECOND_OBJECTIVE, SweepRequest
+    from raydistill.orchestrate.request import SweepRequest
+    from raydistill.orchestrate.sweep import SECOND_OBJECTIVE
 
     given = {k: v for k, v in settings.items() if v is not None}
     train = coerced(TrainConfig, {k: given.pop(k) for k in SWEEP_TRAIN_FLAGS + SELECTION_FLAGS if k in given}, "")

@@ -21,8 +21,9 @@ from raydistill.commands.args import teacher_cache_dir
 from raydistill.commands.cli import HelpFormatter, Parser, cli
 from raydistill.commands.flags import SELECTION_FLAGS, SWEEP_TRAIN_FLAGS, data_of
 from raydistill.common.errors import check
+from raydistill.orchestrate.request import SweepRequest
 from raydistill.orchestrate.resources import DEFAULT_CPUS_PER_WORKER
-from raydistill.orchestrate.sweep import SECOND_OBJECTIVE, Sweep, SweepRequest, state_path
+from raydistill.orchestrate.sweep import SECOND_OBJECTIVE, Sweep, state_path
 
 D = SweepRequest()  # the flags' defaults: the request's own
 
