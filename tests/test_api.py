@@ -414,7 +414,7 @@ def test_a_call_leaves_the_callers_environment_and_log_levels(monkeypatch, ends)
         return {"done": True}
 
     try:
-        api._call(command, [], argparse.ArgumentParser(), {})
+        api._call(lambda: command([]))
     except UserError:
         assert ends == "raises"
     after = _state()

@@ -497,9 +497,8 @@ def test_an_exported_student_answers_with_the_run_s_label_names(tmp_path, tiny_t
 
 
 def test_a_space_carries_the_data_section(tmp_path, tiny_teacher):
-    from types import SimpleNamespace
-
     from raydistill.config import space as sp
+    from raydistill.orchestrate.request import SweepRequest
     from raydistill.orchestrate.sweep import _task
 
     ok = _csv(tmp_path, "ok.csv", [(f"t{i}", "xy"[i % 2]) for i in range(20)], header=("body", "tag"))
@@ -509,11 +508,11 @@ def test_a_space_carries_the_data_section(tmp_path, tiny_teacher):
     )
     spec = sp.load(str(yaml))
     assert spec.data == {"train_file": ok, "text_column": "body", "label_column": "tag"}
-    flags = SimpleNamespace(task=None, train_file=None)
+    flags = SweepRequest()
     task, data = _task(flags, spec, tiny_teacher())  # the space's task is a default the files replace
     assert task.name == "file-ok" and data.labels == ("x", "y") and data.fingerprint
     with pytest.raises(UserError, match="give one of them"):
-        _task(SimpleNamespace(task="sst2", train_file=None), spec, tiny_teacher())
+        _task(SweepRequest(task="sst2"), spec, tiny_teacher())
 
 
 @pytest.mark.slow
