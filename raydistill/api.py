@@ -2,15 +2,15 @@
 
 Each function is the command of the same name run in this process (``raydistill sweep``, ``distill``, ``best``,
 ``finetune``): its keyword arguments are the command's flags in snake_case (``num_samples=8`` is ``--num-samples 8``,
-``use_gpu=True`` is ``--use-gpu``). ``run_sweep`` builds the sweep's typed request (``orchestrate.request.SweepRequest``)
-from them directly, as the command builds it from its flags; the others spell the command's command line, read by
-its own parser (``commands/settings.py``). The data is one ``FileData`` (exported here as ``Data``), the description
-the data flags are generated from. Each returns the dict the command prints as its last line of JSON; bad input
-raises ``UserError`` with the field and the one-line message the command prints; a run that fails raises
-``RunFailed``. Ray is started (or the cluster in RAY_ADDRESS joined) only where this process is not connected to one
-already, and then stopped on the way out; a Ray the caller started is used and left running; the caller's environment
-variables, library log levels and signal handlers are as they were after the call. Ctrl-C ends the runs a call opened
-KILLED, then goes on as KeyboardInterrupt. docs/api.md shows it in use.
+``use_gpu=True`` is ``--use-gpu``). ``run_sweep`` builds the sweep's typed request
+(``orchestrate.request.SweepRequest``) from them directly, as the command builds it from its flags; the others spell
+the command's command line, read by its own parser (``commands/settings.py``). The data is one ``FileData``
+(exported here as ``Data``), the description the data flags are generated from. Each returns the dict the command
+prints as its last line of JSON; bad input raises ``UserError`` with the field and the one-line message the command
+prints; a run that fails raises ``RunFailed``. Ray is started (or the cluster in RAY_ADDRESS joined) only where this
+process is not connected to one already, and then stopped on the way out; a Ray the caller started is used and left
+running; the caller's environment variables, library log levels and signal handlers are as they were after the call.
+Ctrl-C ends the runs a call opened KILLED, then goes on as KeyboardInterrupt. docs/api.md shows it in use.
 
 The functions' names differ from the command modules' (``raydistill.commands.sweep`` is what ``python -m
 raydistill.sweep`` runs): ``from raydistill import run_sweep`` loads this module only when asked.
@@ -106,7 +106,7 @@ def run_distill(
     the student is written to ``output`` (default ``outputs/student``). Its scores (``eval_*``, ``best_*``)."""
     from raydistill.commands import distill
 
-    return _command(distill.run, [], distill.parser(), _flags(data, settings, method=method, teacher=teacher))
+    return _command(distill.run, distill.parser(), _flags(data, settings, method=method, teacher=teacher))
 
 
 def finetune_teacher(
@@ -116,7 +116,7 @@ def finetune_teacher(
     (reused where a finished one with the same inputs is there). Its dev scores."""
     from raydistill.commands import finetune
 
-    return _command(finetune.run, [], finetune.parser(), _flags(data, settings, model=model, output=output))
+    return _command(finetune.run, finetune.parser(), _flags(data, settings, model=model, output=output))
 
 
 def best_student(experiment: str, **settings: Any) -> dict[str, Any]:
@@ -125,15 +125,15 @@ def best_student(experiment: str, **settings: Any) -> dict[str, Any]:
     params."""
     from raydistill.commands import best
 
-    return _command(best.run, [], best.parser(), {"experiment": experiment, **settings})
+    return _command(best.run, best.parser(), {"experiment": experiment, **settings})
 
 
-def _command(run: Callable[[list[str]], dict[str, Any]], positional: list[str], parser: Any, flags: dict[str, Any]):
+def _command(run: Callable[[list[str]], dict[str, Any]], parser: Any, flags: dict[str, Any]) -> dict[str, Any]:
     """The command ``run`` on the command line these flags spell (``commands/settings.argv_of``), as its ``cli``
     runs it."""
     from raydistill.commands.settings import argv_of
 
-    argv = positional + argv_of(parser, flags)
+    argv = argv_of(parser, flags)
     return _call(lambda: run(argv))
 
 
