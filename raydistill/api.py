@@ -2,13 +2,15 @@
 
 Each function is the command of the same name run in this process (``raydistill sweep``, ``distill``, ``best``,
 ``finetune``): its keyword arguments are the command's flags in snake_case (``num_samples=8`` is ``--num-samples 8``,
-``use_gpu=True`` is ``--use-gpu``), so the command's parser stays the one source of flags, defaults and checks. It
-returns the dict the command prints as its last line of JSON; bad input raises ``UserError`` with the field and the
-one-line message the command prints; a run that fails raises ``RunFailed``. Ray is started (or the cluster in
-RAY_ADDRESS joined) only where this process is not connected to one already, and then stopped on the way out; a Ray
-the caller started is used and left running; the caller's environment variables, library log levels and signal
-handlers are as they were after the call. Ctrl-C ends the runs a call opened KILLED, then goes on as
-KeyboardInterrupt. docs/api.md shows it in use.
+``use_gpu=True`` is ``--use-gpu``). ``run_sweep`` builds the sweep's typed request
+(``orchestrate.request.SweepRequest``) from them directly, as the command builds it from its flags; the others spell
+the command's command line, read by its own parser (``commands/settings.py``). The data is one ``FileData``
+(exported here as ``Data``), the description the data flags are generated from. Each returns the dict the command
+prints as its last line of JSON; bad input raises ``UserError`` with the field and the one-line message the command
+prints; a run that fails raises ``RunFailed``. Ray is started (or the cluster in RAY_ADDRESS joined) only where this
+process is not connected to one already, and then stopped on the way out; a Ray the caller started is used and left
+running; the caller's environment variables, library log levels and signal handlers are as they were after the call.
+Ctrl-C ends the runs a call opened KILLED, then goes on as KeyboardInterrupt. docs/api.md shows it in use.
 
 The functions' names differ from the command modules' (``raydistill.commands.sweep`` is what ``python -m
 raydistill.sweep`` runs): ``from raydistill import run_sweep`` loads this module only when asked.
@@ -16,48 +18,24 @@ raydistill.sweep`` runs): ``from raydistill import run_sweep`` loads this module
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 from raydistill.common.errors import RunFailed, UserError, check
+from raydistill.tasks.filedata import FileData
+
+Data = FileData  # what a run trains and reports on: the user's files or a dataset (docs/your-data.md)
 
 __all__ = ["Data", "RunFailed", "UserError", "best_student", "finetune_teacher", "run_distill", "run_sweep"]
-
-
-@dataclass(frozen=True)
-class Data:
-    """What a run trains and reports on: a built-in ``task`` (with ``data_dir``, a local copy), your own files
-    (``train_file`` and the rest) or a ``dataset`` (a hub name or a folder ``datasets.load_dataset`` reads): the
-    commands' flags of the same names (docs/your-data.md)."""
-
-    task: str | None = None
-    data_dir: str | None = None
-    train_file: str | None = None
-    eval_file: str | None = None
-    test_file: str | None = None
-    dataset: str | None = None
-    dataset_config: str | None = None
-    train_split: str | None = None
-    eval_split: str | None = None
-    delimiter: str | None = None  # a CSV's field delimiter (default: sniffed among , ; tab |)
-    text_column: str | None = None
-    text_pair_column: str | None = None
-    label_column: str | None = None
-    label_map: str | dict[Any, str] | None = None  # the file's label values to the teacher's names: "0=neg,1=pos"
-    tokens_column: str | None = None  # entity tags: a list of tokens and one of BIO tags per row
-    tags_column: str | None = None
-    task_kind: str | None = None  # classification | regression | token (default: the teacher's head, the columns)
-    task_metric: str | None = None  # accuracy, macro_f1, f1, mcc; pearson, spearman
-    phrase_rows: bool = False
+SWEEP = "python -m raydistill.sweep"
 
 
 def run_sweep(
     space: str | None = None,
     *,
     teacher: str | None = None,
-    data: Data | dict[str, Any] | None = None,
+    data: FileData | dict[str, Any] | None = None,
     overrides: dict[str, Any] | None = None,
     **settings: Any,
 ) -> dict[str, Any]:
@@ -66,12 +44,60 @@ def run_sweep(
     {"loguniform": [1, 8]}}``. ``run_sweep(resume=True, name=NAME)`` continues a sweep, started here or by the
     command."""
     from raydistill.commands import sweep
+    from raydistill.commands.cli import check_paths
 
-    flags = _flags(data, settings, teacher=teacher)
-    if overrides:
-        check("set" not in settings, "set", "give the space's fields once: as overrides, not as set")
-        flags["set"] = [f"{key}={_yaml(value)}" for key, value in overrides.items()]
-    return _call(sweep.run, [space] if space else [], sweep.parser(), flags)
+    check("set" not in settings, "set", "give the space's fields once: as overrides, not as set")
+    request = sweep_request(space, teacher, _data(data, settings), overrides or {}, settings)
+
+    def run() -> dict[str, Any]:
+        check_paths(request)  # as the command's parse does: the places it writes to, first
+        return sweep.execute(*sweep.settled(request))
+
+    return _call(run)
+
+
+def sweep_request(
+    space: str | None, teacher: str | None, data: FileData, overrides: dict[str, Any], settings: dict[str, Any]
+) -> Any:
+    """The ``SweepRequest`` the sweep command builds from the flags these settings name: the train flags as the
+    train fields given, ``teacher_cache`` / ``no_teacher_cache`` as the cache's folder, the others the request's own
+    fields, each of its field's type."""
+    from raydistill.commands.args import teacher_cache_dir
+    from raydistill.commands.flags import SELECTION_FLAGS, SWEEP_TRAIN_FLAGS
+    from raydistill.commands.settings import unknown
+    from raydistill.config.coerce import coerced
+    from raydistill.config.schema import TrainConfig
+    from raydistill.orchestrate.request import SweepRequest
+    from raydistill.orchestrate.sweep import SECOND_OBJECTIVE
+
+    given = {k: v for k, v in settings.items() if v is not None}
+    train = coerced(TrainConfig, {k: given.pop(k) for k in SWEEP_TRAIN_FLAGS + SELECTION_FLAGS if k in given}, "")
+    cache = teacher_cache_dir(given.pop("teacher_cache", None), _switch(given.pop("no_teacher_cache", False)))
+    if given.get("multi_objective") is True:  # the flag alone: its own default
+        given["multi_objective"] = "params"
+    choices = ", ".join(sorted(SECOND_OBJECTIVE))
+    mo = given.get("multi_objective")
+    check(mo is None or mo in SECOND_OBJECTIVE, "multi_objective", f"one of {choices} (or True), got {mo!r}")
+    made = {"space", "teacher", "data", "overrides", "train", "teacher_cache"}
+    own = {f.name for f in dataclasses.fields(SweepRequest)} - made
+    for key, value in given.items():
+        check(key in own, key, unknown(SWEEP))
+        if isinstance(SweepRequest.__dataclass_fields__[key].default, bool):
+            _switch(value, key)
+    return SweepRequest(
+        **coerced(SweepRequest, given, ""),
+        space=space or "",
+        teacher=teacher,
+        data=data,
+        overrides=tuple(overrides.items()),
+        train=tuple(train.items()),
+        teacher_cache=cache,
+    )
+
+
+def _switch(value: Any, key: str = "no_teacher_cache") -> bool:
+    check(isinstance(value, bool), key, f"True or False, got {value!r}")
+    return bool(value)
 
 
 def run_distill(
@@ -81,7 +107,7 @@ def run_distill(
     the student is written to ``output`` (default ``outputs/student``). Its scores (``eval_*``, ``best_*``)."""
     from raydistill.commands import distill
 
-    return _call(distill.run, [], distill.parser(), _flags(data, settings, method=method, teacher=teacher))
+    return _command(distill.run, distill.parser(), _flags(data, settings, method=method, teacher=teacher))
 
 
 def finetune_teacher(
@@ -91,7 +117,7 @@ def finetune_teacher(
     (reused where a finished one with the same inputs is there). Its dev scores."""
     from raydistill.commands import finetune
 
-    return _call(finetune.run, [], finetune.parser(), _flags(data, settings, model=model, output=output))
+    return _command(finetune.run, finetune.parser(), _flags(data, settings, model=model, output=output))
 
 
 def best_student(experiment: str, **settings: Any) -> dict[str, Any]:
@@ -100,84 +126,66 @@ def best_student(experiment: str, **settings: Any) -> dict[str, Any]:
     params."""
     from raydistill.commands import best
 
-    return _call(best.run, [], best.parser(), {"experiment": experiment, **settings})
+    return _command(best.run, best.parser(), {"experiment": experiment, **settings})
 
 
-def _call(run, positional: list[str], parser: argparse.ArgumentParser, flags: dict[str, Any]) -> dict[str, Any]:
-    """The command ``run`` on the flags' command line, as its ``cli`` runs it (its interrupt record, the places it
-    writes to checked; the caller's signal handlers, environment variables and library log levels kept), inside a Ray
-    of its own unless the caller has one; Ctrl-C: its cleanups, then re-raised."""
+def _command(run: Callable[[list[str]], dict[str, Any]], parser: Any, flags: dict[str, Any]) -> dict[str, Any]:
+    """The command ``run`` on the command line these flags spell (``commands/settings.argv_of``), as its ``cli``
+    runs it."""
+    from raydistill.commands.settings import argv_of
+
+    argv = argv_of(parser, flags)
+    return _call(lambda: run(argv))
+
+
+def _call(run: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """``run`` as a command's ``cli`` runs it (its interrupt record, the places it writes to checked; the caller's
+    signal handlers, environment variables and library log levels kept), inside a Ray of its own unless the caller
+    has one; Ctrl-C: its cleanups, then re-raised."""
     from raydistill.commands.cli import command_scope, handlers_kept, run_cleanups, state_kept
     from raydistill.orchestrate.connect import owned_ray
 
-    argv = positional + _argv(parser, flags)
     # the caller's environment, log levels and signal handlers back after Ray stops
     with state_kept(), command_scope(), handlers_kept(), owned_ray():
         try:
-            return run(argv)
+            return run()
         except KeyboardInterrupt:
             run_cleanups()  # the runs it opened end KILLED (a Ray it started stops with the scope)
             raise
 
 
-def _argv(parser: argparse.ArgumentParser, flags: dict[str, Any]) -> list[str]:
-    """The command line of ``parser``'s command that sets these flags (keys: the flags' names in snake_case; None:
-    the flag's default). Every value goes as ``--flag=VALUE``, which argparse reads back whatever VALUE starts with."""
-    options = {a.dest: a for a in parser._actions if a.option_strings and not isinstance(a, argparse._HelpAction)}
-    argv: list[str] = []
-    for key, value in flags.items():
-        if value is None:
-            continue
-        check(
-            key in options,
-            key,
-            f"not a flag of {parser.prog}: the settings are its flags in snake_case (see {parser.prog} --help)",
-        )
-        action = options[key]
-        flag = action.option_strings[0]
-        if action.nargs == 0:  # an on/off flag (--use-gpu; --group-by-length / --no-group-by-length)
-            check(isinstance(value, bool), key, f"True or False, got {value!r}")
-            negative = isinstance(action, argparse.BooleanOptionalAction) and not value
-            argv += [f"--no-{flag[2:]}"] if negative else [flag] if value else []
-        elif isinstance(action, argparse._AppendAction):  # --set KEY=VALUE, repeated
-            values = [value] if isinstance(value, str) else list(value)
-            argv += [f"{flag}={v}" for v in values]
-        elif action.nargs == "?" and value is True:  # --multi-objective alone: its own default
-            argv.append(flag)
-        else:
-            check(not isinstance(value, list | tuple | dict | set), key, f"one value, got {value!r}")
-            argv.append(f"{flag}={value}")
-    return argv
+def _flags(data: FileData | dict[str, Any] | None, settings: dict[str, Any], **named: Any) -> dict[str, Any]:
+    """A command's flags: its named arguments, the data's, the other settings."""
+    from raydistill.commands.flags import dest, flagged
+
+    given = _data(data, settings)
+    flags = {dest(f): getattr(given, f.name) for f in flagged(FileData) if getattr(given, f.name)}
+    return {**named, **flags, **settings}
 
 
-def _flags(data: Data | dict[str, Any] | None, settings: dict[str, Any], **named: Any) -> dict[str, Any]:
-    """A function's flags: its named arguments, the data's, the other settings; a flag given twice is refused."""
-    given = _data(data)
-    twice = sorted(given.keys() & settings.keys())
-    if twice:
-        raise UserError(twice[0], "given twice, in data and as a setting; give it once")
-    return {**named, **given, **settings}
+def _data(data: FileData | dict[str, Any] | None, settings: dict[str, Any] | None = None) -> FileData:
+    """The data a call names: a ``FileData``, or a dict of its fields (``label_map`` text or a dict, ``{0: "neg",
+    1: "pos"}``: the map in the dict's order); data flags given as settings (``train_file=``) join it, and leave
+    ``settings``; a field given both ways is refused."""
+    from raydistill.commands.flags import dest, flagged
 
-
-def _data(data: Data | dict[str, Any] | None) -> dict[str, Any]:
-    """The flags that say what a run trains on."""
+    fields = {dest(f): f.name for f in flagged(FileData)}  # a data flag's setting name → the field it sets
+    settings = {} if settings is None else settings
+    loose = {fields[k]: settings.pop(k) for k in list(settings) if k in fields and settings[k] is not None}
     if data is None:
-        return {}
+        data = {}
     if isinstance(data, dict):
-        known = {f.name for f in dataclasses.fields(Data)}
+        known = {f.name for f in dataclasses.fields(FileData)}
         for key in data:
             check(key in known, "data", f"no field {key!r}; one of: {', '.join(sorted(known))}")
-        data = Data(**data)
-    check(isinstance(data, Data), "data", f"a raydistill.api.Data or a dict of its fields, got {type(data).__name__}")
-    flags = {k: v for k, v in dataclasses.asdict(data).items() if v is not None and v is not False}
-    if isinstance(flags.get("label_map"), dict):  # {0: "neg", 1: "pos"}: the flag's text, in the dict's order
-        flags["label_map"] = ",".join(f"{value}={name}" for value, name in flags["label_map"].items())
-    return flags
-
-
-def _yaml(value: Any) -> str:
-    """A Python value as the YAML text ``--set KEY=VALUE`` reads back to it (1e-5 stays a float, "yes" a string)."""
-    import yaml
-
-    text = yaml.safe_dump(value, default_flow_style=True, width=1 << 30)
-    return text.removesuffix("\n...\n").strip()
+        data = FileData(**{k: v for k, v in data.items() if v is not None})
+    what = type(data).__name__
+    check(isinstance(data, FileData), "data", f"a raydistill.api.Data or a dict of its fields, got {what}")
+    twice = sorted(k for k in loose if getattr(data, k) != getattr(FileData(), k))
+    if twice:
+        raise UserError(twice[0], "given twice, in data and as a setting; give it once")
+    data = dataclasses.replace(data, **loose)
+    if isinstance(data.label_map, dict):  # the flag's text, in the dict's order
+        text = ",".join(f"{value}={name}" for value, name in data.label_map.items())
+        data = dataclasses.replace(data, label_map=text)
+    return data

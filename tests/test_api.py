@@ -190,7 +190,7 @@ def test_bad_input_raises_what_the_command_prints(tiny_teacher, tmp_path, capsys
         (
             distill.main,
             [*base, "--task-kind", "ranking"],  # argparse's own check
-            lambda: run_distill("kd", teacher=teacher, data=dataclasses.replace(data, task_kind="ranking")),
+            lambda: run_distill("kd", teacher=teacher, data=dataclasses.replace(data, kind="ranking")),
         ),
         (
             distill.main,
@@ -240,7 +240,12 @@ def test_settings_the_command_lacks_are_refused_by_name(tiny_teacher, tmp_path):
         run_distill("kd", teacher=teacher, epoch=1)
     assert e.value.field == "epoch" and "not a flag of python -m raydistill.distill" in e.value.message
     with pytest.raises(UserError, match="given twice"):
-        run_distill("kd", teacher=teacher, data=Data(task="sst2"), task="rte")
+        run_distill("kd", teacher=teacher, data=Data(train_file="a.csv"), train_file="b.csv")
+    with pytest.raises(UserError) as e:
+        run_sweep("pkd_glue", epoch=1)
+    assert e.value.field == "epoch" and "not a flag of python -m raydistill.sweep" in e.value.message
+    with pytest.raises(UserError, match="True or False"):
+        run_sweep("pkd_glue", use_gpu="yes")
     with pytest.raises(UserError, match="no field 'train'"):
         run_distill("kd", teacher=teacher, data={"train": "x.csv"})
     with pytest.raises(UserError, match="True or False"):
@@ -255,24 +260,74 @@ def test_settings_the_command_lacks_are_refused_by_name(tiny_teacher, tmp_path):
 def test_settings_parse_as_the_command_line_they_stand_for():
     """Every kind of flag: valued, negative, on/off, --no-X, repeated, optional value; what argparse reads back from
     the API's command line is what it reads from the one a user types."""
-    from raydistill.api import _argv
     from raydistill.commands import sweep
+    from raydistill.commands.settings import argv_of
 
     p = sweep.parser()
     flags = dict(num_samples=2, lr=2e-5, seed=-1, use_gpu=True, ray_train_trials=False, group_by_length=False)
     flags |= dict(set=["student.layers=2", "train.epochs=1"], multi_objective=True, name="-dash", teacher=None)
     typed = ["--num-samples", "2", "--lr", "2e-05", "--seed", "-1", "--use-gpu", "--no-group-by-length"]
     typed += ["--set", "student.layers=2", "--set", "train.epochs=1", "--multi-objective", "--name=-dash"]
-    assert p.parse_args(["s", *_argv(p, flags)]) == p.parse_args(["s", *typed])
+    assert p.parse_args(["s", *argv_of(p, flags)]) == p.parse_args(["s", *typed])
+
+
+def test_a_sweeps_settings_make_the_request_its_command_line_makes(tmp_path, monkeypatch):
+    """``run_sweep``'s keyword arguments build the same ``SweepRequest`` the command builds from the flags a user
+    types: no command line in between, every kind of setting (valued, on/off, --no-X, optional value, data,
+    overrides, the teacher cache)."""
+    from raydistill.api import Data, _data, sweep_request
+    from raydistill.commands import sweep
+
+    monkeypatch.chdir(tmp_path)
+    data = Data(train_file="r.csv", label_column="stars", kind="classification", phrase_rows=True)
+    settings = dict(num_samples=2, lr=2e-5, seed=-1, use_gpu=True, ray_train_trials=False, group_by_length=False)
+    settings |= dict(multi_objective=True, name="-dash", teacher_epochs=2, no_teacher_cache=True, eval_file="d.csv")
+    overrides = {"student.layers": 2, "distill.temperature": {"loguniform": [1, 8]}, "train.lr": 1e-5}
+    got = sweep_request("pkd_glue", "t", _data(data, settings), overrides, settings)
+    typed = ["pkd_glue", "--teacher", "t", "--num-samples", "2", "--lr", "2e-05", "--seed", "-1", "--use-gpu"]
+    typed += ["--no-group-by-length", "--multi-objective", "--name=-dash", "--teacher-epochs", "2"]
+    typed += ["--no-teacher-cache", "--train-file", "r.csv", "--eval-file", "d.csv", "--label-column", "stars"]
+    typed += ["--task-kind", "classification", "--phrase-rows", "--set", "student.layers=2"]
+    typed += ["--set", "distill.temperature={loguniform: [1, 8]}", "--set", "train.lr=0.00001"]
+    want = sweep.request_of(sweep.parser().parse_args(typed))
+    assert got == want
+    assert dict(got.overrides)["train.lr"] == 1e-5 and dict(got.train)["lr"] == 2e-5  # a float stays a float
+
+
+def test_a_resumed_sweep_runs_the_request_it_recorded(tmp_path):
+    """A sweep records its request (JSON, beside its Tune experiment); ``--resume --name`` (or ``run_sweep(resume=True,
+    name=…)``) reads it back as the same request, resumed, whoever started it."""
+    from raydistill.api import Data
+    from raydistill.commands import sweep
+    from raydistill.orchestrate.request import SweepRequest
+    from raydistill.orchestrate.sweep import state_path
+
+    started = SweepRequest(
+        space="pkd_glue",
+        overrides=(("student.layers", {"choice": [2, 4]}), ("train.lr", 1e-5)),
+        data=Data(train_file="/d/r.csv", label_column="stars", labels=("neg", "pos"), phrase_rows=True),
+        train=(("epochs", 2), ("group_by_length", False)),
+        num_samples=3,
+        name="s1",
+        storage_path=str(tmp_path),
+    )
+    assert SweepRequest.of_record(json.loads(json.dumps(started.record()))) == started
+    path = state_path(str(tmp_path), "s1")
+    os.makedirs(os.path.dirname(path))
+    with open(path, "w") as f:
+        json.dump({"request": started.record(), "name": "s1", "parent_run_id": "abc"}, f)
+    again, state = sweep.settled(SweepRequest(resume=True, name="s1", storage_path=str(tmp_path)))
+    assert again == dataclasses.replace(started, resume=True) and state["parent_run_id"] == "abc"
 
 
 def test_overrides_reach_the_space_as_the_values_given():
-    import yaml
+    from raydistill.config import space as sp
 
-    from raydistill.api import _yaml
-
-    for value in (4, 1e-5, 0.001, "yes", "first_k", False, None, {"loguniform": [1e-5, 3e-4]}, {"choice": [2, 4]}):
-        assert yaml.safe_load(_yaml(value)) == value
+    for value in (4, 1e-5, 0.001, "yes", "first_k", False, {"loguniform": [1e-5, 3e-4]}, {"choice": [2, 4]}):
+        assert sp.load("kd_glue", [("description", value)]).raw["description"] == value
+    given = {"choice": [2, 4]}
+    sp.load("kd_glue", [("student.layers", given)])
+    assert given == {"choice": [2, 4]}  # the caller's value is the caller's: the space never changes it
 
 
 def test_ray_is_stopped_only_where_the_call_started_it(monkeypatch):
@@ -359,7 +414,7 @@ def test_a_call_leaves_the_callers_environment_and_log_levels(monkeypatch, ends)
         return {"done": True}
 
     try:
-        api._call(command, [], argparse.ArgumentParser(), {})
+        api._call(lambda: command([]))
     except UserError:
         assert ends == "raises"
     after = _state()
@@ -441,16 +496,18 @@ def test_help_parsers_are_the_commands_own():
 
 
 def test_every_data_field_is_a_flag_of_the_commands_that_read_data():
-    """``Data`` names the commands' data flags: each field, datasets and entity tags included, parses as its flag."""
-    import dataclasses
-
-    from raydistill.api import _argv, _data
+    """``Data`` (the one ``FileData``) names the commands' data flags: each field offered as a flag, datasets and
+    entity tags included, parses as its flag, and the flags give back the same ``Data``."""
+    from raydistill.api import _flags
     from raydistill.commands import distill, finetune, sweep
+    from raydistill.commands.flags import data_of, flagged
+    from raydistill.commands.settings import argv_of
 
-    values = {f.name: ("x" if f.type != "bool" else True) for f in dataclasses.fields(Data)}
-    values.update(task_kind="token", phrase_rows=True)
+    values = {f.name: ("x" if f.type != "bool" else True) for f in flagged(Data)}
+    values.update(kind="token", phrase_rows=True)
+    assert {"train_file", "dataset", "tokens_column", "label_map", "delimiter"} <= set(values)
     leads = {sweep: ["s"], distill: ["--method", "kd", "--teacher", "t"], finetune: ["--model", "m", "--output", "o"]}
     for mod, lead in leads.items():
         p = mod.parser()
-        parsed = vars(p.parse_args([*lead, *_argv(p, _data(Data(**values)))]))
-        assert {k: parsed[k] for k in values} == values
+        parsed = p.parse_args([*lead, *argv_of(p, _flags(Data(**values), {}))])
+        assert data_of(parsed) == Data(**values)

@@ -51,9 +51,7 @@ MAX_PARAMS = 8  # self/cls not counted; *args and **kwargs count one each
 # what still breaks a size rule, by "module" or "module:function": why, and the work that removes it. A fixed entry is
 # removed (test_the_size_allow_list_is_still_needed), not kept as a loophole.
 OVERSIZE: dict[str, str] = {
-    "raydistill.tasks.files": "816 lines: h-req splits tasks/files.py by concern (issue 47 item 4)",
     "raydistill.orchestrate.sweep": "545 lines: h-req takes its argparse Namespace out (issue 47 item 2)",
-    "raydistill.commands.args:add_data_args": "67 lines: h-req generates the flags from the config fields (item 2)",
     "raydistill.orchestrate.tuner:run_trials": "13 params: the typed request of item 2 (h-req) carries them",
     # the augmentation knobs (p, k, n, seed, batch size, length, candidates) travel together through four functions:
     # one frozen dataclass for them is the augment command's typed request (item 2), made with it
@@ -310,6 +308,41 @@ def test_the_stage_rule_sees_a_lazy_import_from_above(tmp_path):
     f.write_text("def f():\n    from raydistill.train.loop import run\n")
     ((target, _),) = imports("raydistill.config.m", f, modules())
     assert stage(target) > stage("raydistill.config.m")
+
+
+def argparse_parts(path: Path) -> list[str]:
+    """What of argparse a module holds: an import of it, a ``Namespace`` named (a parsed command line passed on)."""
+    found = [f"import argparse (line {n})" for n in _argparse_imports(path)]
+    text = path.read_text(encoding="utf-8")
+    found += [f"Namespace (line {text.count(chr(10), 0, m.start()) + 1})" for m in re.finditer(r"\bNamespace\b", text)]
+    return found
+
+
+def _argparse_imports(path: Path) -> list[int]:
+    lines = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+        names += [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+        lines += [node.lineno for name in names if name.split(".")[0] == "argparse"]
+    return lines
+
+
+def test_argparse_only_in_commands():
+    """A command's flags end where the command builds its typed request: no module outside raydistill/commands/
+    imports argparse or passes a parsed ``Namespace`` on (a shim has neither)."""
+    outside = [
+        f"{f.relative_to(ROOT)}: {part}"
+        for name, f in modules().items()
+        if not name.startswith("raydistill.commands")
+        for part in argparse_parts(f)
+    ]
+    assert not outside, "argparse outside raydistill/commands/:\n" + "\n".join(outside)
+
+
+def test_the_argparse_rule_sees_an_import_and_a_namespace(tmp_path):
+    f = tmp_path / "m.py"
+    f.write_text("from argparse import Namespace\n\n\ndef f(a: 'Namespace'):\n    from types import SimpleNamespace\n")
+    assert argparse_parts(f) == ["import argparse (line 1)", "Namespace (line 1)", "Namespace (line 4)"]
 
 
 def test_ray_is_imported_only_under_orchestrate():

@@ -44,10 +44,9 @@ def test_the_plan_knows_whether_a_sweep_runs_its_control(tiny_teacher, glue_dir,
     argv += ["--set", "student.hidden=32", "--set", "student.intermediate=64", "--set", "student.heads=2"]
     argv += ["--set", "student.layers=2", "--tracking-uri", f"sqlite:///{tmp_path / 'm.db'}", "--eval-limit", "8"]
     for extra, seeds in (([], 2), (["--set", "search.control=false"], 0), (["--set", "search.confirm=false"], 2)):
-        a, args, state = sweep._arguments(argv + extra)
-        assert Sweep.plan(a, args, state, None).control_seeds == seeds
+        assert Sweep.plan(*sweep._arguments(argv + extra)).control_seeds == seeds
     with pytest.raises(UserError) as e:
-        Sweep.plan(*sweep._arguments(argv + ["--set", "search.control=maybe"]), None)
+        Sweep.plan(*sweep._arguments(argv + ["--set", "search.control=maybe"]))
     assert e.value.field == "search.control"
 
 

@@ -11,7 +11,8 @@ import pickle
 import pytest
 
 from raydistill.common.errors import UserError
-from raydistill.config.schema import RunConfig, data_of, task_of, task_of_params
+from raydistill.config.params import data_of, task_of_params
+from raydistill.config.schema import RunConfig, task_of
 from raydistill.tasks.files import FileData, report, resolve
 
 # built-in task -> (GLUE folder, new column names (text, pair, label), label names written)
@@ -328,9 +329,8 @@ def test_token_tags_take_the_teachers_order_and_the_student_the_runs_names(tmp_p
 
 
 def test_a_space_carries_a_dataset_and_token_columns(klue, tmp_path, tiny_teacher):
-    from types import SimpleNamespace
-
     from raydistill.config import space as sp
+    from raydistill.orchestrate.request import SweepRequest
     from raydistill.orchestrate.sweep import _task
 
     yaml = tmp_path / "mine.yaml"
@@ -339,7 +339,7 @@ def test_a_space_carries_a_dataset_and_token_columns(klue, tmp_path, tiny_teache
         "tokens_column: chars, tags_column: ner}\n"
     )
     spec = sp.load(str(yaml))
-    task, data = _task(SimpleNamespace(task=None, train_file=None), spec, _klue_teacher(tiny_teacher, klue))
+    task, data = _task(SweepRequest(), spec, _klue_teacher(tiny_teacher, klue))
     assert task.kind == "token" and task.name == "dataset-parquet" and data.labels == KLUE_TAGS
 
 

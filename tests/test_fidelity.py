@@ -12,7 +12,8 @@ import torch
 import torch.nn.functional as F
 
 from raydistill.common.errors import UserError
-from raydistill.config.schema import DistillConfig, RunConfig, StudentConfig, TrainConfig, build
+from raydistill.config.coerce import build
+from raydistill.config.schema import DistillConfig, RunConfig, StudentConfig, TrainConfig
 from raydistill.models.student import build_student, init_layers
 from raydistill.models.teacher import load_model
 from raydistill.testing import TinyShape, make_tiny_model

@@ -12,7 +12,8 @@ import sys
 import pytest
 
 from raydistill.common.errors import UserError
-from raydistill.config.schema import RunConfig, data_of, task_of, task_of_params
+from raydistill.config.params import data_of, task_of_params
+from raydistill.config.schema import RunConfig, task_of
 from raydistill.tasks.files import FileData, report, resolve
 
 # built-in task -> (GLUE folder, rows of train.tsv kept, new column names (text, pair, label), label names written)
@@ -450,8 +451,8 @@ def test_a_bad_label_map_is_refused_in_one_line(tmp_path, tiny_teacher, label_ma
 def test_the_api_takes_a_label_map_as_text_or_a_dict():
     from raydistill.api import Data, _data
 
-    assert _data(Data(train_file="f.csv", label_map={0: "neg", 1: "pos"}))["label_map"] == "0=neg,1=pos"
-    assert _data({"train_file": "f.csv", "label_map": "0=neg,1=pos"})["label_map"] == "0=neg,1=pos"
+    assert _data(Data(train_file="f.csv", label_map={0: "neg", 1: "pos"})).label_map == "0=neg,1=pos"  # type: ignore[arg-type]
+    assert _data({"train_file": "f.csv", "label_map": "0=neg,1=pos"}).label_map == "0=neg,1=pos"
 
 
 @pytest.mark.parametrize(
@@ -498,9 +499,8 @@ def test_an_exported_student_answers_with_the_run_s_label_names(tmp_path, tiny_t
 
 
 def test_a_space_carries_the_data_section(tmp_path, tiny_teacher):
-    from types import SimpleNamespace
-
     from raydistill.config import space as sp
+    from raydistill.orchestrate.request import SweepRequest
     from raydistill.orchestrate.sweep import _task
 
     ok = _csv(tmp_path, "ok.csv", [(f"t{i}", "xy"[i % 2]) for i in range(20)], header=("body", "tag"))
@@ -510,11 +510,11 @@ def test_a_space_carries_the_data_section(tmp_path, tiny_teacher):
     )
     spec = sp.load(str(yaml))
     assert spec.data == {"train_file": ok, "text_column": "body", "label_column": "tag"}
-    flags = SimpleNamespace(task=None, train_file=None)
+    flags = SweepRequest()
     task, data = _task(flags, spec, tiny_teacher())  # the space's task is a default the files replace
     assert task.name == "file-ok" and data.labels == ("x", "y") and data.fingerprint
     with pytest.raises(UserError, match="give one of them"):
-        _task(SimpleNamespace(task="sst2", train_file=None), spec, tiny_teacher())
+        _task(SweepRequest(task="sst2"), spec, tiny_teacher())
 
 
 @pytest.mark.slow

@@ -12,7 +12,8 @@ class _Stop(Exception):
 def test_quantize_reads_a_hub_runs_data_dir_as_the_hub(monkeypatch):
     """A run whose data came from the hub logs data_dir "hub"; best --quantize reads it back as no folder (the hub),
     not as a path ("data_dir: hub is not a directory")."""
-    from raydistill.config.schema import RunConfig, data_dir_of
+    from raydistill.config.params import data_dir_of
+    from raydistill.config.schema import RunConfig
     from raydistill.export import quantize
 
     params = RunConfig.from_dict({"task": "sst2", "teacher": "t"}).to_params()

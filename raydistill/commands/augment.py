@@ -94,15 +94,16 @@ def _add_sampling_args(ap: Parser) -> None:
 
 def _task(args):
     """The built-in ``--task`` by name, or the user's files as a run reads them (same rows, same dev hold-out)."""
-    from raydistill.commands.args import data_section
+    from raydistill.commands.flags import data_of
     from raydistill.config.schema import RunConfig, task_of
 
-    if not data_section(args):
+    data = data_of(args)
+    if not data.given:
         check(
             bool(args.task), "task", "is required: --task NAME, or --train-file FILE / --dataset NAME for your own data"
         )
         return args.task
-    return task_of(RunConfig.from_dict({"task": args.task, "teacher": "-", "data": data_section(args)}))
+    return task_of(RunConfig.from_dict({"task": args.task, "teacher": "-", "data": data}))
 
 
 @cli

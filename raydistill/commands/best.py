@@ -192,7 +192,7 @@ def _onnx_and_int8(a: argparse.Namespace, tracker: Tracker, best, folder: str) -
     logged to the trial's run."""
     out: dict = {}
     if a.onnx:
-        from raydistill.config.schema import task_of_params
+        from raydistill.config.params import task_of_params
         from raydistill.export.onnx import export_onnx
 
         task = task_of_params(best.data.params)

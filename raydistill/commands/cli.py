@@ -10,7 +10,7 @@ import contextvars
 import functools
 import re
 import sys
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from raydistill.common.errors import UserError
 from raydistill.common.interrupts import INTERRUPT as _INTERRUPT
@@ -66,11 +66,12 @@ class Parser(argparse.ArgumentParser):
         _CHECK_PATHS.set(False)  # before parsing, as the one-shot it is: a parse that fails uses it up too
         ns = super().parse_args(args, namespace)
         if first:
-            _check_paths(ns)
+            check_paths(ns)
         return ns
 
 
-def _check_paths(ns: argparse.Namespace) -> None:
+def check_paths(ns: Any) -> None:
+    """The places a command's flags (or request) name to write to: writable, and a result folder free to write."""
     for dest in WRITABLE_ARGS:
         value = getattr(ns, dest, None)
         if isinstance(value, str) and value:

@@ -22,12 +22,12 @@ from raydistill.data.overview import summary, write_split
 
 def split(args) -> dict:
     """Write the rows a run trains on, chooses on and reports on, one JSON object per row."""
-    from raydistill.commands.args import data_section
+    from raydistill.commands.flags import data_of
     from raydistill.config.schema import RunConfig
 
     train = {"val_fraction": args.val_fraction}
     cfg = RunConfig.from_dict(
-        {"task": args.task, "teacher": "-", "data_dir": args.data_dir, "train": train, "data": data_section(args)}
+        {"task": args.task, "teacher": "-", "data_dir": args.data_dir, "train": train, "data": data_of(args)}
     )
     return write_split(cfg, args.output)
 
@@ -84,13 +84,13 @@ def main(argv=None):
     p.add_argument("--output", required=True, help="folder to write the three files into (empty or new)")
     add_overwrite(p, "raydistill data split")
     args = parser.parse_args(argv)
-    from raydistill.commands.args import data_section
+    from raydistill.commands.flags import data_of
     from raydistill.tasks.files import report
 
     if args.command == "split":
         out = split(args)
     else:
-        out = summary(args.task, args.data_dir, args.val_fraction, data_section(args))
+        out = summary(args.task, args.data_dir, args.val_fraction, data_of(args))
     report()  # the columns guessed in the user's files
     print(json.dumps(out, ensure_ascii=False))
     return 0

@@ -15,15 +15,18 @@ from dataclasses import fields
 from raydistill.commands.args import (
     add_teacher_args,
     add_train_args,
-    data_section,
     local_abspath,
     teacher_cache_dir,
     train_config,
 )
 from raydistill.commands.cli import HelpFormatter, Parser, add_overwrite, cli
+from raydistill.commands.flags import add_fields, data_of
 from raydistill.common.errors import RunFailed
 from raydistill.config.schema import DistillConfig, RunConfig, StudentConfig
 
+# DistillConfig's fields in --help's order: the losses' weights, then the layers and stages they read
+LOSS_FLAGS = ("temperature", "alpha", "beta", "alpha_cos", "alpha_mlm")
+LAYER_FLAGS = ("mapping", "stage", "intermediate_epochs", "version", "relation_heads", "relation_mean", "teacher_layer")
 DESCRIPTION = (
     "One distillation run: a student learns from a fine-tuned teacher on a task (--task general: general "
     "distillation on raw text from --unlabeled-text). One worker trains in this process, with no Ray started; "
@@ -84,75 +87,12 @@ def _add_student_args(p: Parser, s: StudentConfig) -> None:
 
 def _add_loss_weight_args(p: Parser, d: DistillConfig) -> None:
     """The soft loss's temperature and the weights of the losses a method combines."""
-    p.add_argument(
-        "--temperature",
-        type=float,
-        default=d.temperature,
-        help="softmax temperature of the soft loss (default: the method's: tinybert 1; distilbert on --task "
-        "general 2; others 4)",
-    )
-    p.add_argument(
-        "--alpha",
-        type=float,
-        default=d.alpha,
-        help="weight of the soft loss; 1-alpha weighs the hard "
-        "loss (default: the method's: tinybert 1, others 0.5; distilbert on --task general 5, no hard loss)",
-    )
-    p.add_argument("--beta", type=float, default=d.beta, help="weight of the intermediate (patient) loss (pkd)")
-    p.add_argument(
-        "--alpha-cos",
-        type=float,
-        default=d.alpha_cos,
-        help="weight of distilbert's cosine loss on the last hidden states",
-    )
-    p.add_argument(
-        "--alpha-mlm",
-        type=float,
-        default=d.alpha_mlm,
-        help="MLM weight of distilbert general distillation (default 2, the paper's 5/2/1 with --alpha 5)",
-    )
+    add_fields(p, DistillConfig, LOSS_FLAGS, d)
 
 
 def _add_layer_args(p: Parser, d: DistillConfig) -> None:
     """Which teacher layers the intermediate losses read, the stages, and MiniLM's relations."""
-    p.add_argument(
-        "--mapping",
-        default=d.mapping,
-        help="which teacher layer each student layer learns from (pkd, "
-        "tinybert, two_stage): uniform | skip | last | top | bottom | a list of teacher layers such as 3,6,9,12",
-    )
-    p.add_argument(
-        "--stage",
-        default=d.stage,
-        help="all | intermediate | pred: both stages or one of them (tinybert, "
-        "two_stage, minilm; minilm on --task general runs intermediate)",
-    )
-    p.add_argument(
-        "--intermediate-epochs",
-        type=int,
-        default=0,
-        help="epochs of the intermediate stage with --stage all (0 = half of --epochs)",
-    )
-    p.add_argument("--version", type=int, default=d.version, help="minilm: 1 = MiniLM, 2 = MiniLMv2 relations")
-    p.add_argument(
-        "--relation-heads",
-        type=int,
-        default=d.relation_heads,
-        help="minilm v2: relation heads (0 = 4x the teacher's attention heads, MiniLMv2's 48 for a 12-head "
-        "base teacher and 64 for a 16-head large one, or the largest count below that dividing both widths)",
-    )
-    p.add_argument(
-        "--relation-mean",
-        default=d.relation_mean,
-        help="minilm: average the relation KL per sequence, then over the batch (sequence, the papers'), "
-        "or over every real query of the batch alike (query)",
-    )
-    p.add_argument(
-        "--teacher-layer",
-        type=int,
-        default=d.teacher_layer,
-        help="minilm: teacher layer to distil from (0 = last, -k = k-th from the top)",
-    )
+    add_fields(p, DistillConfig, LAYER_FLAGS, d)
 
 
 def _add_run_args(p: Parser) -> None:
@@ -222,7 +162,7 @@ def config_from_args(a) -> RunConfig:
             task=a.task,
             teacher=local_abspath(a.teacher),
             data_dir=local_abspath(a.data_dir),
-            data=data_section(a),
+            data=data_of(a),
             output=os.path.abspath(a.output),
             student={**student_sizes(a), "init": a.init},
             distill=distill,
@@ -232,7 +172,7 @@ def config_from_args(a) -> RunConfig:
             run_name=a.run_name,
             augment_dir=local_abspath(a.augment_dir),
             fault=a.inject_fault,
-            teacher_cache=teacher_cache_dir(a),
+            teacher_cache=teacher_cache_dir(a.teacher_cache, a.no_teacher_cache),
             teacher_cache_gb=a.teacher_cache_gb,
             unlabeled_text=os.path.abspath(a.unlabeled_text) if a.unlabeled_text else None,
         )

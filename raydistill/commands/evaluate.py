@@ -16,14 +16,15 @@ from raydistill.train.saved import evaluate_dir
 def _task(a):
     """The built-in ``--task``, or the user's files described as a run describes them (``--train-file`` gives the
     labels and their order)."""
-    from raydistill.commands.args import data_section
+    from raydistill.commands.flags import data_of
     from raydistill.config.schema import RunConfig, task_of
     from raydistill.tasks import get_task
 
-    if not data_section(a):
+    data = data_of(a)
+    if not data.given:
         check(bool(a.task), "task", "is required: --task NAME, or --train-file FILE / --dataset NAME for your own data")
         return get_task(a.task)
-    return task_of(RunConfig.from_dict({"task": a.task, "teacher": a.model, "data": data_section(a)}))
+    return task_of(RunConfig.from_dict({"task": a.task, "teacher": a.model, "data": data}))
 
 
 @cli

@@ -57,14 +57,15 @@ def parser():
 
 
 def config(a) -> RunConfig:
-    from raydistill.commands.args import data_section, local_abspath, train_config
+    from raydistill.commands.args import local_abspath, train_config
+    from raydistill.commands.flags import data_of
 
     return RunConfig.from_dict(
         dict(
             task=a.task,
             teacher=local_abspath(a.model),
             data_dir=local_abspath(a.data_dir),
-            data=data_section(a),
+            data=data_of(a),
             output=os.path.abspath(a.output),
             student={"init": "pretrained"},
             distill={"method": "finetune"},

@@ -11,6 +11,7 @@ carved from the training rows (``best_val_*``) and reported on dev (``best_eval_
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -18,11 +19,13 @@ from typing import Any
 
 from raydistill.commands.args import teacher_cache_dir
 from raydistill.commands.cli import HelpFormatter, Parser, cli
+from raydistill.commands.flags import SELECTION_FLAGS, SWEEP_TRAIN_FLAGS, data_of
 from raydistill.common.errors import check
+from raydistill.orchestrate.request import SweepRequest
 from raydistill.orchestrate.resources import DEFAULT_CPUS_PER_WORKER
 from raydistill.orchestrate.sweep import SECOND_OBJECTIVE, Sweep, state_path
 
-TEACHER_EPOCHS, TEACHER_LR = 3, 2e-5  # the in-sweep teacher fine-tune: raydistill.finetune's defaults
+D = SweepRequest()  # the flags' defaults: the request's own
 
 
 def parser():
@@ -88,7 +91,7 @@ def _add_resource_args(p: Parser) -> None:
     p.add_argument(
         "--gpus-per-worker",
         type=float,
-        default=1.0,
+        default=D.gpus_per_worker,
         help="GPUs per worker with --use-gpu; a fraction such as 0.5 packs small trials on one GPU",
     )
     p.add_argument(
@@ -103,38 +106,23 @@ def _add_train_overrides(p: Parser) -> None:
     """distill's training flags, each overriding the space's value (no defaults of their own), and the in-sweep
     teacher fine-tune's."""
     from raydistill.commands.args import add_selection_args
+    from raydistill.commands.flags import add_overrides
 
-    for flag, kind in (
-        ("epochs", int),
-        ("max-steps", int),
-        ("epoch-rows", int),
-        ("train-limit", int),
-        ("eval-limit", int),
-        ("max-length", int),
-        ("batch-size", int),
-        ("seed", int),
-        ("lr", float),
-    ):
-        p.add_argument(
-            f"--{flag}",
-            type=kind,
-            help=f"as in raydistill.distill (default: the space's train."
-            f"{flag.replace('-', '_')}, else raydistill.distill's)",
-        )
+    add_overrides(p, SWEEP_TRAIN_FLAGS)
     add_selection_args(p, None)
     p.add_argument(
         "--teacher-epochs",
         type=int,
-        default=TEACHER_EPOCHS,
+        default=D.teacher_epochs,
         help="epochs of the teacher's fine-tune when "
         "--teacher has no task head (on all training rows, whatever the trials' --max-steps/--train-limit; "
-        f"default {TEACHER_EPOCHS})",
+        f"default {D.teacher_epochs})",
     )
     p.add_argument(
         "--teacher-lr",
         type=float,
-        default=TEACHER_LR,
-        help=f"learning rate of that fine-tune (default {TEACHER_LR:g}, raydistill.finetune's)",
+        default=D.teacher_lr,
+        help=f"learning rate of that fine-tune (default {D.teacher_lr:g}, raydistill.finetune's)",
     )
 
 
@@ -169,11 +157,13 @@ def _add_sweep_args(p: Parser) -> None:
         "latency on this machine (latency): Optuna's multi-objective TPE, the Pareto front in the summary",
     )
     p.add_argument("--verbose", action="store_true", help="Ray Tune's and Ray Train's own progress lines too")
-    p.add_argument("--placement-strategy", default="PACK", help="PACK or SPREAD a trial's workers over nodes")
+    p.add_argument(
+        "--placement-strategy", default=D.placement_strategy, help="PACK or SPREAD a trial's workers over nodes"
+    )
     p.add_argument(
         "--max-failures",
         type=int,
-        default=1,
+        default=D.max_failures,
         help="failures each trial recovers from (a worker lost, a trial process restarted)",
     )
     p.add_argument(
@@ -195,11 +185,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 def run(argv: list[str] | None = None) -> dict[str, Any]:
-    """The sweep these flags describe, run to its end: the best trial as ``main`` prints it (``raydistill.api``'s
-    ``run_sweep`` runs the same). Bad input is a UserError before Ray starts."""
-    a, argv, state = _arguments(list(sys.argv[1:] if argv is None else argv))
+    """The sweep these flags describe, run to its end: the best trial as ``main`` prints it. Bad input is a UserError
+    before Ray starts."""
+    return execute(*_arguments(list(sys.argv[1:] if argv is None else argv)))
+
+
+def execute(request: SweepRequest, state: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The sweep ``request`` asks for (``state``: a resumed sweep's record; ``resumed`` reads it): the best trial.
+    ``raydistill.api.run_sweep`` runs the same from the request it builds."""
     # every check that needs no Ray: nothing is logged before it passes
-    sweep = Sweep.plan(a, argv, state, teacher_cache_dir(a))
+    sweep = Sweep.plan(request, state or {})
     from raydistill.tasks.files import report
 
     report()  # the columns guessed in the user's files, once the checks passed
@@ -211,32 +206,59 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     return sweep.finish(rows, run_ids, confirmed, control)
 
 
-def _arguments(argv: list[str]) -> tuple[argparse.Namespace, list[str], dict[str, Any]]:
-    """The flags, and for ``--resume`` the sweep as it was started (same space, flags, resources and concurrency)
-    with the state it recorded."""
-    a = parser().parse_args(argv)
-    state: dict[str, Any] = {}
-    if a.resume:
-        check(bool(a.name), "name", "--resume needs the --name of the sweep to continue")
-        path = state_path(a.storage_path, a.name)
-        check(
-            os.path.isfile(path),
-            "resume",
-            f"no sweep {a.name!r} under {os.path.dirname(os.path.dirname(path))}; check --name and --storage-path",
-        )
-        with open(path) as f:
-            state = json.load(f)
-        argv = state["argv"]
-        a = parser().parse_args(
-            argv + ["--resume", "--name", a.name] + (["--storage-path", a.storage_path] if a.storage_path else [])
-        )
+def request_of(a: argparse.Namespace) -> SweepRequest:
+    """The request the parsed flags make: the space's overrides read (``--set``), the data (``FileData``'s flags),
+    the train flags given, the teacher cache's folder."""
+    from raydistill.config.space import parse_override
+
+    made: dict[str, Any] = {
+        "overrides": tuple(parse_override(o) for o in a.set),
+        "data": data_of(a),
+        "train": tuple((n, getattr(a, n)) for n in SWEEP_TRAIN_FLAGS + SELECTION_FLAGS if getattr(a, n) is not None),
+        "teacher_cache": teacher_cache_dir(a.teacher_cache, a.no_teacher_cache),
+    }
+    fields = [f.name for f in dataclasses.fields(SweepRequest) if f.name not in made]
+    return SweepRequest(**{name: getattr(a, name) for name in fields}, **made)
+
+
+def resumed(request: SweepRequest) -> tuple[SweepRequest, dict[str, Any]]:
+    """For ``resume``: the sweep ``request.name`` as it was started (same space, flags, resources) with the state it
+    recorded; this request's storage path kept. A sweep an older raydistill started recorded its command line."""
+    check(bool(request.name), "name", "--resume needs the --name of the sweep to continue")
+    path = state_path(request.storage_path, request.name or "")
     check(
-        bool(a.space),
+        os.path.isfile(path),
+        "resume",
+        f"no sweep {request.name!r} under {os.path.dirname(os.path.dirname(path))}; check --name and --storage-path",
+    )
+    with open(path) as f:
+        state = json.load(f)
+    if "request" in state:
+        started = SweepRequest.of_record(state["request"])
+    else:
+        started = request_of(parser().parse_args(state["argv"]))
+    again = dataclasses.replace(started, resume=True, name=request.name, storage_path=request.storage_path)
+    return again, state
+
+
+def _arguments(argv: list[str]) -> tuple[SweepRequest, dict[str, Any]]:
+    """The request of the flags, and for ``--resume`` the sweep as it was started with the state it recorded."""
+    return settled(request_of(parser().parse_args(argv)))
+
+
+def settled(request: SweepRequest) -> tuple[SweepRequest, dict[str, Any]]:
+    """The request as it runs: for ``resume``, the sweep as it was started with the state it recorded; a space
+    named."""
+    state: dict[str, Any] = {}
+    if request.resume:
+        request, state = resumed(request)
+    check(
+        bool(request.space),
         "space",
         "name a search space (python -m raydistill.sweep pkd_glue; a YAML path works too), "
         "or continue a sweep with --resume --name NAME",
     )
-    return a, argv, state
+    return request, state
 
 
 if __name__ == "__main__":

@@ -11,19 +11,18 @@ params, checkpoints and losses always hold the values it used.
 from __future__ import annotations
 
 import dataclasses
-import json
-from collections.abc import Mapping
-from dataclasses import Field, dataclass, field, fields
-from typing import TYPE_CHECKING, Any, TypeVar
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any
 
 from raydistill.common.errors import UserError, check
+from raydistill.config.coerce import _coerce, build, field_type_of
+from raydistill.config.params import HUB, data_params
 from raydistill.tasks.base import Task
 from raydistill.tasks.files import FileData
 
 if TYPE_CHECKING:
-    from _typeshed import DataclassInstance
+    pass
 
-HUB = "hub"  # a run's data_dir param when its data came from the Hugging Face hub (read back as None: ``data_dir_of``)
 LOSS_CONVENTION = "soft=T^2*KL(p_t^T||p_s^T); total=alpha*soft+(1-alpha)*hard+beta*intermediate"
 
 
@@ -62,25 +61,76 @@ MINILM = {"logged": "minilm"}  # a field's metadata: an MLflow param only for th
 @dataclass(frozen=True)
 class DistillConfig:
     method: str = "kd"
-    temperature: float | None = None  # None = the method's default (see Method.defaults)
-    alpha: float | None = None
-    beta: float = 0.0
-    mapping: str = "uniform"  # uniform | skip | last | top | bottom | explicit list "2,4,6"
-    stage: str = "all"  # tinybert / two_stage: all | intermediate | pred
-    alpha_cos: float = 1.0  # DistilBERT cosine weight
-    alpha_mlm: float | None = None  # DistilBERT MLM weight (general distillation; default 2 there)
+    temperature: float | None = field(  # None = the method's default (see Method.defaults)
+        default=None,
+        metadata={
+            "help": "softmax temperature of the soft loss (default: the method's: tinybert 1; distilbert on --task "
+            "general 2; others 4)"
+        },
+    )
+    alpha: float | None = field(
+        default=None,
+        metadata={
+            "help": "weight of the soft loss; 1-alpha weighs the hard loss (default: the method's: tinybert 1, others "
+            "0.5; distilbert on --task general 5, no hard loss)"
+        },
+    )
+    beta: float = field(default=0.0, metadata={"help": "weight of the intermediate (patient) loss (pkd)"})
+    mapping: str = field(  # uniform | skip | last | top | bottom | explicit list "2,4,6"
+        default="uniform",
+        metadata={
+            "help": "which teacher layer each student layer learns from (pkd, tinybert, two_stage): uniform | skip | "
+            "last | top | bottom | a list of teacher layers such as 3,6,9,12"
+        },
+    )
+    stage: str = field(  # tinybert / two_stage / minilm: all | intermediate | pred
+        default="all",
+        metadata={
+            "help": "all | intermediate | pred: both stages or one of them (tinybert, two_stage, minilm; minilm on "
+            "--task general runs intermediate)"
+        },
+    )
+    alpha_cos: float = field(  # DistilBERT cosine weight
+        default=1.0, metadata={"help": "weight of distilbert's cosine loss on the last hidden states"}
+    )
+    alpha_mlm: float | None = field(  # DistilBERT MLM weight (general distillation; default 2 there)
+        default=None,
+        metadata={
+            "help": "MLM weight of distilbert general distillation (default 2, the paper's 5/2/1 with --alpha 5)"
+        },
+    )
     # tinybert/two_stage/minilm with stage=all: epochs of stage 1 (0 = half). Never an MLflow param: adding one now
     # would change every fine-tuned teacher's fingerprint (teacher/fit.py hashes to_params) and retrain it
-    intermediate_epochs: int = field(default=0, metadata={"logged": False})
+    intermediate_epochs: int = field(
+        default=0,
+        metadata={"logged": False, "help": "epochs of the intermediate stage with --stage all (0 = half of --epochs)"},
+    )
     # the MiniLM knobs below are MLflow params (to_params) only for minilm, where they mean something
     # minilm: 1 = MiniLM (attention + value relation), 2 = MiniLMv2 (Q-Q, K-K, V-V relations)
-    version: int = field(default=2, metadata=MINILM)
+    version: int = field(default=2, metadata={**MINILM, "help": "minilm: 1 = MiniLM, 2 = MiniLMv2 relations"})
     # minilm v2: relation heads (0 = 4 x the teacher's heads, the paper's 48 / 64; see MiniLM)
-    relation_heads: int = field(default=0, metadata=MINILM)
+    relation_heads: int = field(
+        default=0,
+        metadata={
+            **MINILM,
+            "help": "minilm v2: relation heads (0 = 4x the teacher's attention heads, MiniLMv2's 48 for a 12-head "
+            "base teacher and 64 for a 16-head large one, or the largest count below that dividing both widths)",
+        },
+    )
     # minilm: relation KL per sequence then batch (the papers') | query (all alike)
-    relation_mean: str = field(default="sequence", metadata=MINILM)
+    relation_mean: str = field(
+        default="sequence",
+        metadata={
+            **MINILM,
+            "help": "minilm: average the relation KL per sequence, then over the batch (sequence, the papers'), or "
+            "over every real query of the batch alike (query)",
+        },
+    )
     # minilm: the teacher layer its relations come from (0 = last, -k = k-th from the top)
-    teacher_layer: int = field(default=0, metadata=MINILM)
+    teacher_layer: int = field(
+        default=0,
+        metadata={**MINILM, "help": "minilm: teacher layer to distil from (0 = last, -k = k-th from the top)"},
+    )
 
     def validate(self, labelled: bool = True) -> None:
         """None fields are unset (the method's default) and pass; a task without labels lets α exceed 1."""
@@ -133,44 +183,105 @@ class DistillConfig:
 
 @dataclass(frozen=True)
 class TrainConfig:
-    epochs: int = 3
-    max_steps: int = 0  # 0 = no cap; otherwise total optimizer steps per run
+    epochs: int = field(default=3, metadata={"help": "passes over the training rows"})
+    max_steps: int = field(default=0, metadata={"help": "cap on optimizer steps (0 = none)"})  # per run
     # rows per epoch (0 = every training row): each epoch then trains a fresh random draw of that many rows and val
     # scores after it. An augmented set is ~21x its task: one pass as one epoch scores val once, at its end, and a
     # student that overfits the near-copies halfway is not the one kept (docs/benchmarks/2026-11-27-transfer-mrpc.md)
-    epoch_rows: int = 0
-    batch_size: int = 32  # global batch, split across workers
-    lr: float = 5e-5
+    epoch_rows: int = field(
+        default=0,
+        metadata={
+            "help": "rows per epoch: each epoch trains a fresh random draw of N training rows, then scores val (0 = "
+            "every row); on an augmented set, N about the task's own size scores val as often as a plain run"
+        },
+    )
+    batch_size: int = field(default=32, metadata={"help": "global batch size, split over the workers"})
+    lr: float = field(default=5e-5, metadata={"help": "peak learning rate (AdamW, linear warm-up and decay)"})
     weight_decay: float = 0.01
     warmup_ratio: float = 0.1
-    max_length: int = 128
-    train_limit: int = 0  # 0 = all
-    eval_limit: int = 0
-    seed: int = 42
+    max_length: int = field(default=128, metadata={"help": "tokens per example (longer ones are cut)"})
+    train_limit: int = field(default=0, metadata={"help": "use the first N training examples"})  # 0 = all
+    eval_limit: int = field(
+        default=0,
+        metadata={
+            "help": "score at most N rows of each split scored every epoch: the first N of dev and a fixed sample of "
+            "N of the validation split (0 = all). A quick run's choice of epoch and trial then rests on fewer rows: "
+            "noisier"
+        },
+    )
+    seed: int = field(default=42, metadata={"help": "random seed of the run"})
     num_workers: int = 1
     use_gpu: bool = False
     bf16: bool = True  # bf16 autocast of the whole step, on GPU
     # the same on a CPU with native bf16 matmul (AMX, AVX512-BF16): faster steps, rounding moves the scores, so opt-in
     # (docs/benchmarks/2026-11-27-augmented-speed.md); a CPU without it trains fp32, and the run's params say so
-    cpu_bf16: bool = False
+    cpu_bf16: bool = field(
+        default=False,
+        metadata={
+            "help": "the student step under bf16 autocast on a CPU with native bf16 (AMX, AVX512-BF16), fp32 master "
+            "weights: ~1.7x the steps/s on such a CPU, scores move by rounding; elsewhere fp32"
+        },
+    )
     teacher_bf16: bool = True  # frozen teacher forward under bf16 autocast where native (GPU; CPU AVX512-BF16/AMX)
     # What chooses (best epoch, trial, recipe) never sees what reports: a stratified share of the training rows is the
     # validation split everything chooses on ("val"); the dev set only reports. "dev": choose on dev (the old way).
-    val_fraction: float = 0.1
-    select_on: str = "val"
+    val_fraction: float = field(
+        default=0.1,
+        metadata={
+            "help": "share of the training rows held out (stratified, fixed seed) as the validation split that "
+            "chooses the best epoch and trial",
+            "said": " (default {value:g})",
+            "sweep": "plain",
+        },
+    )
+    select_on: str = field(
+        default="val",
+        metadata={
+            "help": "val: choose on the validation split, report dev; dev: choose and report on dev",
+            "sweep": "plain",
+        },
+    )
     # the metric that chooses epochs and trials on that split: "" = the task's main metric; e.g. "macro_f1" where a rare
     # class matters as much as a common one (issue 48). What reports stays the task's metric beside it.
-    select_metric: str = ""
+    select_metric: str = field(
+        default="",
+        metadata={
+            "help": "the metric that chooses the best epoch and trial on that split, e.g. macro_f1 (every class counts "
+            "the same, however rare); what reports stays the task's metric, macro-F1 beside it",
+            "unset": "the task's main metric",
+        },
+    )
     # batches of similar-length rows (raydistill/data/batches.py): the same rows and steps with fewer padded token
     # slots, so faster epochs (docs/benchmarks/2026-11-24-epoch-speed-mrpc.md)
-    group_by_length: bool = True
+    group_by_length: bool = field(
+        default=True,
+        metadata={
+            "help": "draw each batch from rows of similar length (megabatches of 50 batches sorted by length, then "
+            "shuffled): less padding, faster epochs; --no-group-by-length: batches drawn at random"
+        },
+    )
     # "unpadded": the forwards that read no attention scores run on the batch's real tokens only
     # (models/packing.py); stages that read scores (TinyBERT's attention loss, MiniLM) stay padded
-    attention: str = "padded"
-    compile: bool = False  # torch.compile the student (its forward; the loss and optimizer stay eager)
+    attention: str = field(
+        default="padded",
+        metadata={
+            "help": "unpadded: forwards that read no attention scores run on the batch's real tokens only (flash "
+            "attention's varlen kernel where the model was loaded with it); stages reading scores stay padded",
+            "choices": ("padded", "unpadded"),
+        },
+    )
+    # the loss and optimizer stay eager
+    compile: bool = field(default=False, metadata={"help": "torch.compile the student's forward"})
     # a run whose loss goes NaN/inf or explodes, or whose val score sits at the majority floor, stops after that
     # epoch, reported as diverged (train/diverge.py); a teacher's fine-tune never does (teacher/fit.py)
-    stop_diverged: bool = True
+    stop_diverged: bool = field(
+        default=True,
+        metadata={
+            "help": "stop a distillation run (a sweep's trial) after an epoch whose training loss is NaN/inf or over "
+            "10x its first step's, or whose validation answers collapsed to one at the majority floor: reported as "
+            "diverged, its student kept; a teacher's fine-tune is never stopped"
+        },
+    )
 
     def validate(self) -> None:
         check(self.epochs >= 1, "train.epochs", f"must be >= 1, got {self.epochs}")
@@ -357,63 +468,6 @@ def task_of(cfg: RunConfig) -> Task:
     return make_task(cfg.task, cfg.data)
 
 
-def task_of_params(params: dict[str, str]) -> Task:
-    """The ``Task`` of a logged run (its params: ``to_params``), for re-scoring it later (``best``, ``evaluate``)."""
-    from raydistill.tasks import make_task
-    from raydistill.tasks.files import resolve
-
-    data = data_of(params)
-    if data.given and not data.fingerprint:  # labels too long for a param: read again, aligned as the run was
-        data = resolve(data, params.get("teacher"))
-    return make_task(params["task"], data)
-
-
-FILE_PARAMS = ("train_file", "eval_file", "test_file", "text_column", "text_pair_column", "label_column")
-# a dataset's name, config, revision and splits, a token task's columns (logged where set, as are files' params)
-DATA_PARAMS = FILE_PARAMS + (
-    "dataset",
-    "dataset_config",
-    "dataset_revision",
-    "train_split",
-    "eval_split",
-    "tokens_column",
-    "tags_column",
-    "label_map",
-    "delimiter",
-)
-
-
-def data_params(data: FileData) -> dict[str, str]:
-    """The MLflow params of a task on the user's data: enough to rebuild it (``data_of``); long label lists are left
-    to be read back from the data (params cap at 6,000 characters)."""
-    if not data.given:
-        return {}
-    p = {k: getattr(data, k) for k in DATA_PARAMS if getattr(data, k) or (data.train_file and k in FILE_PARAMS)}
-    p.update(task_kind=data.kind, task_metric=data.metric, phrase_rows=str(data.phrase_rows))
-    p["files_fingerprint"] = data.fingerprint  # the files' bytes, a dataset's rows (a sweep's data_fingerprint: rows)
-    labels = json.dumps(list(data.labels), ensure_ascii=False)
-    if len(labels) <= 5000:
-        p["task_labels"] = labels
-    return p
-
-
-def data_of(params: dict[str, str]) -> FileData:
-    """The data section of a logged run (``data_params`` read back; an empty one for a built-in task)."""
-    if not params.get("train_file") and not params.get("dataset"):
-        return FileData()
-    kw: dict[str, Any] = {k: params.get(k, "") for k in DATA_PARAMS}
-    kw.update(kind=params.get("task_kind", ""), metric=params.get("task_metric", ""))
-    labels = tuple(json.loads(params.get("task_labels", "[]")))
-    kw.update(phrase_rows=params.get("phrase_rows") == "True", labels=labels)
-    return FileData(**kw, fingerprint=params.get("files_fingerprint", "") if "task_labels" in params else "")
-
-
-def data_dir_of(params: dict[str, str]) -> str | None:
-    """The data folder of a logged run's params: None (the Hugging Face hub) for the ``"hub"`` placeholder."""
-    v = params.get("data_dir")
-    return None if v in (None, "", "None", HUB) else v
-
-
 def _labelled(task: str) -> bool:
     """Whether ``task`` has gold labels (an unknown name counts as labelled; preflight names it)."""
     from raydistill.tasks import TASKS
@@ -430,55 +484,9 @@ SECTIONS: dict[str, type[StudentConfig | DistillConfig | TrainConfig | FileData]
     "train": TrainConfig,
     "data": FileData,
 }
-_S = TypeVar("_S", bound="DataclassInstance")  # a section class
-
-
-def build(section_cls: type[_S], values: dict[str, Any], prefix: str) -> _S:
-    """Make a frozen section from a dict, refusing unknown keys and wrong types with a one-line error."""
-    return section_cls(**coerced(section_cls, values, prefix))
-
-
-def coerced(section_cls: type[Any], values: Mapping[str, Any], prefix: str) -> dict[str, Any]:
-    """``values`` for fields of ``section_cls``, each coerced to its field's type (an int drawn for a float field
-    becomes a float, as from YAML); an unknown key or a value of the wrong type is a one-line error naming
-    ``prefix + key``."""
-    known = {f.name: f for f in fields(section_cls)}
-    kw = {}
-    for k, v in values.items():
-        if k not in known:
-            raise UserError(f"{prefix}{k}", f"unknown key; known keys: {', '.join(sorted(known))}")
-        kw[k] = _coerce(v, _field_type(section_cls, known[k]), f"{prefix}{k}")
-    return kw
 
 
 def field_type(section: str, name: str) -> type[Any] | None:
     """The type a value of ``section.name`` is coerced to (``float`` for ``distill.temperature``)."""
     cls = SECTIONS[section]
-    return _field_type(cls, next(f for f in fields(cls) if f.name == name))
-
-
-def _field_type(cls: type[Any], f: Field[Any]) -> type[Any] | None:
-    """The type a value for field ``f`` is coerced to: its default's, or for an unset-able field (default None) the
-    first type of its annotation ("float | None" → float); None when ``cls`` has no defaults."""
-    try:
-        default = getattr(cls(), f.name)
-    except TypeError:
-        return None
-    if default is not None:
-        return type(default)
-    return {"float": float, "int": int, "str": str, "bool": bool}.get(str(f.type).split("|")[0].strip())
-
-
-def _coerce(v: Any, want: type[Any] | None, name: str) -> Any:
-    if want is None or v is None or isinstance(v, want):
-        return v
-    try:
-        if want is bool:
-            if isinstance(v, str) and v.lower() in ("true", "false", "1", "0"):
-                return v.lower() in ("true", "1")
-            raise ValueError
-        if want is int and isinstance(v, float) and not v.is_integer():
-            raise ValueError
-        return want(v)
-    except (TypeError, ValueError):
-        raise UserError(name, f"expected {want.__name__}, got {v!r}") from None
+    return field_type_of(cls, next(f for f in fields(cls) if f.name == name))

@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 
 from raydistill.common.errors import UserError, check
+from raydistill.config.coerce import build, coerced
 from raydistill.config.domains import Choice, Domain, Fixed, IntUniform, Param, Uniform, parse_domain
 from raydistill.config.schema import (
     FIELD_OF,
@@ -30,8 +31,6 @@ from raydistill.config.schema import (
     RunConfig,
     StudentConfig,
     TrainConfig,
-    build,
-    coerced,
     field_type,
     param_name,
     split_init,
@@ -135,7 +134,9 @@ def resolve_path(space: str) -> str:
     return path
 
 
-def load(space: str, overrides: Sequence[str] = ()) -> SweepSpec:
+def load(space: str, overrides: Sequence[str | tuple[str, Any]] = ()) -> SweepSpec:
+    """The space ``space`` (a shipped name or a YAML path) with ``overrides`` set: ``(dotted key, value)`` pairs, or
+    ``KEY=VALUE`` text as ``--set`` gives it (the value read as YAML: ``parse_override``)."""
     path = resolve_path(space)
     try:
         with open(path, encoding="utf-8") as f:
@@ -145,25 +146,31 @@ def load(space: str, overrides: Sequence[str] = ()) -> SweepSpec:
         where = f" at line {mark.line + 1}" if mark else ""
         raise UserError("space", f"{path} is not valid YAML{where}: {getattr(e, 'problem', e)}") from None
     check(isinstance(raw, dict), "space", f"{path} must be a YAML mapping of keys (name, method, student, …)")
-    for o in overrides:
-        apply_override(raw, o)
-    keys = frozenset(o.split("=", 1)[0].strip() for o in overrides)
+    pairs = [parse_override(o) if isinstance(o, str) else o for o in overrides]
+    for key, value in pairs:
+        apply_override(raw, key, value)
+    keys = frozenset(key for key, _ in pairs)
     return parse(raw, default_name=os.path.splitext(os.path.basename(path))[0], overridden=keys)
 
 
-def apply_override(raw: dict[str, Any], item: str) -> None:
-    """--set student.layers=4: YAML-typed value at a dotted key."""
+def parse_override(item: str) -> tuple[str, Any]:
+    """--set student.layers=4: the dotted key and its value read as YAML."""
     check("=" in item, "set", f"{item!r} is not KEY=VALUE, e.g. --set student.layers=4")
     key, value = item.split("=", 1)
-    parts = key.strip().split(".")
+    try:
+        return key.strip(), yaml.safe_load(value)
+    except yaml.YAMLError:
+        raise UserError("set", f"cannot parse the value of {key!r}: {value!r}") from None
+
+
+def apply_override(raw: dict[str, Any], key: str, value: Any) -> None:
+    """The value at a dotted key of the space (``student.layers``)."""
+    parts = key.split(".")
     node = raw
     for p in parts[:-1]:
         node = node.setdefault(p, {})
         check(isinstance(node, dict), "set", f"{key} goes through a non-mapping value")
-    try:
-        node[parts[-1]] = yaml.safe_load(value)
-    except yaml.YAMLError:
-        raise UserError("set", f"cannot parse the value of {key!r}: {value!r}") from None
+    node[parts[-1]] = copy.deepcopy(value)  # the caller's value (an API's dict) never changed by the space
 
 
 def parse(raw: dict[str, Any], default_name: str = "sweep", overridden: frozenset[str] = frozenset()) -> SweepSpec:

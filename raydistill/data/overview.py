@@ -11,6 +11,7 @@ from collections import Counter
 
 from raydistill.common.errors import UserError
 from raydistill.tasks import SPLITS, get_task, load_split
+from raydistill.tasks.files import FileData
 from raydistill.tasks.glue import MissingData
 
 
@@ -29,10 +30,10 @@ def label_summary(task, examples: list[dict]) -> dict:
     return {"questions": len(examples), "paragraphs": len({e["context"] for e in examples})}
 
 
-def _task(task_name: str | None, data: dict | None = None):
+def _task(task_name: str | None, data: FileData | None = None):
     """The built-in task and its splits, or the user's files (``--train-file``: the data section, resolved as a run
     resolves it) and the splits they give."""
-    if not data:
+    if data is None or not data.given:
         task = get_task(task_name or "")
         return task, SPLITS[task.name]
     from raydistill.config.schema import RunConfig, task_of
@@ -41,7 +42,7 @@ def _task(task_name: str | None, data: dict | None = None):
     return task_of(cfg), cfg.data.splits()
 
 
-def summary(task_name: str | None, data_dir, val_fraction: float = 0.1, data: dict | None = None) -> dict:
+def summary(task_name: str | None, data_dir, val_fraction: float = 0.1, data: FileData | None = None) -> dict:
     task, names = _task(task_name, data)
     splits, labels, missing = {}, {}, []
     for split in names:
@@ -50,7 +51,8 @@ def summary(task_name: str | None, data_dir, val_fraction: float = 0.1, data: di
         except MissingData as e:
             missing.append(str(e).split(": ", 1)[-1])
             continue
-        name = {"validation": "eval"}.get(split, split) if data else split  # a file's split: the flag that named it
+        # a file's split: the flag that named it
+        name = {"validation": "eval"}.get(split, split) if data and data.given else split
         splits[name], labels[name] = len(examples), label_summary(task, examples)
     if not splits:
         raise UserError("data_dir", f"no split of {task.name} found: {missing[0]}")

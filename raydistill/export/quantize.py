@@ -222,7 +222,7 @@ def quantize_report(model_dir: str, fp32_path: str, params: dict, length: int = 
     """Quantise ``fp32_path`` and compare it with the fp32 file (dev score on the run's dev set, from the trial's
     ``params``) and with the teacher (``params['teacher']``, batch-1 latency in PyTorch and, exported to a temporary
     folder, in ONNX Runtime)."""
-    from raydistill.config.schema import data_dir_of, data_of, task_of_params
+    from raydistill.config.params import data_dir_of, data_of, task_of_params
     from raydistill.models.teacher import load_model
 
     task = task_of_params(params)

@@ -7,21 +7,23 @@ student on gold labels alone) and ``finish`` (the summary). Ctrl-C between any t
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import json
 import os
 import sys
 import time
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
 from raydistill.common.errors import UserError, check
 from raydistill.common.hub import is_local
 from raydistill.common.paths import is_uri, results_path, storage_location, write_json_atomic
-from raydistill.config.schema import RunConfig, TrainConfig
+from raydistill.config.schema import RunConfig
 from raydistill.config.sizes import Shape
+from raydistill.orchestrate.request import SweepRequest
 from raydistill.orchestrate.resources import DEFAULT_CPUS_PER_WORKER, Cluster, TrialDemand, concurrency
+from raydistill.tasks.files import FileData
 from raydistill.tracking.track import Tracker, resolve_tracking_uri
 
 STATE = "raydistill_sweep.json"
@@ -44,8 +46,7 @@ def state_path(storage_path: str | None, name: str) -> str:
 class Sweep:
     """The driver's state of one sweep (see the module's docstring for its steps)."""
 
-    args: argparse.Namespace
-    argv: list[str]
+    request: SweepRequest
     spec: Any  # config.space.SweepSpec
     base: RunConfig
     name: str
@@ -73,27 +74,31 @@ class Sweep:
 
     # ------------------------------------------------------------------ before Ray
     @classmethod
-    def plan(cls, a: argparse.Namespace, argv: list[str], state: dict[str, Any], teacher_cache: str | None) -> Sweep:
+    def plan(cls, request: SweepRequest, state: dict[str, Any]) -> Sweep:
         """The space, the base config and every check that needs no Ray: a sweep that cannot run stops here, before
-        anything is logged. ``teacher_cache``: the teacher-output cache folder (None: no cache)."""
+        anything is logged. ``state``: what a resumed sweep recorded (empty for a new one)."""
         from raydistill.config import space as sp
         from raydistill.config.selection import confirm_of, control_seeds
         from raydistill.train.preflight import teacher_config
 
-        spec = sp.load(a.space, a.set)
+        a = request
+        spec = sp.load(a.space, a.overrides)
         # the space's own defaults for the two scheduling keys it may carry; flags win
-        a.num_workers = a.num_workers if a.num_workers is not None else spec.raw.get("num_workers", 1)
-        a.max_concurrent = a.max_concurrent if a.max_concurrent is not None else spec.raw.get("max_concurrent")
+        a = dataclasses.replace(
+            a,
+            num_workers=a.num_workers if a.num_workers is not None else spec.raw.get("num_workers", 1),
+            max_concurrent=a.max_concurrent if a.max_concurrent is not None else spec.raw.get("max_concurrent"),
+        )
         teacher = a.teacher or spec.teacher or "bert-base-uncased"
         teacher = os.path.abspath(os.path.expanduser(teacher)) if is_local(teacher) else teacher  # trials run elsewhere
         task, data = _task(a, spec, teacher)
-        a.experiment = a.experiment or default_experiment(spec.name, task.name, state)
+        a = dataclasses.replace(a, experiment=a.experiment or default_experiment(spec.name, task.name, state))
         name = a.name or f"{spec.name}-{task.name}-{time.strftime('%Y%m%d-%H%M%S')}"
         n_samples = a.num_samples if a.num_samples is not None else spec.num_samples
         demand = _demand(a, n_samples)
         storage_root = results_path()
         output = os.path.join(storage_root, "students", name, "student")
-        base = _base_config(a, spec, task.name, teacher, output, teacher_cache, data)
+        base = _base_config(a, spec, task.name, teacher, output, data)
         metric = _objective(spec, task, base)
         check(a.teacher_epochs >= 1, "teacher_epochs", f"must be >= 1, got {a.teacher_epochs}")
         check(a.teacher_lr > 0, "teacher_lr", f"must be > 0, got {a.teacher_lr}")
@@ -101,8 +106,7 @@ class Sweep:
         if machine:  # the Ray this command starts has this machine's CPUs and GPUs: a trial that can't fit stops here
             concurrency(demand, machine, a.max_concurrent, n_samples)
         sweep = cls(
-            args=a,
-            argv=argv,
+            request=a,
             spec=spec,
             base=base,
             name=name,
@@ -155,8 +159,8 @@ class Sweep:
         from raydistill.orchestrate.connect import init_ray, mute_workers, shutdown
         from raydistill.train.loop import Clock
 
-        a = self.args
-        self.state = {**self.state, "argv": self.argv, "name": self.name, "experiment": self.base.experiment}
+        a = self.request
+        self.state = {**self.state, "request": a.record(), "name": self.name, "experiment": self.base.experiment}
         self._save()  # resumable from here on: Ctrl-C, SIGTERM or a lost driver
         resume_hint(
             f"python -m raydistill.sweep --resume --name {self.name}"
@@ -209,7 +213,7 @@ class Sweep:
         self.tracker.end_run(self.parent, "KILLED")
 
     def _save(self) -> None:
-        write_json_atomic(state_path(self.args.storage_path, self.name), self.state)  # a killed driver: old or new
+        write_json_atomic(state_path(self.request.storage_path, self.name), self.state)  # a killed driver: old or new
 
     # ------------------------------------------------------------------ the teacher and its yardstick
     def prepare(self) -> None:
@@ -220,7 +224,7 @@ class Sweep:
         from raydistill.teacher.fit import prepare_teacher
         from raydistill.train.preflight import preflight
 
-        a = self.args
+        a = self.request
         root = results_path()
         teacher = self.state.get("teacher") or prepare_teacher(
             self.base, root, self.parent, log, epochs=a.teacher_epochs, lr=a.teacher_lr
@@ -262,7 +266,7 @@ class Sweep:
         """The options every trial (and its confirmation) runs with."""
         from raydistill.orchestrate.tuner import trial_opts
 
-        a = self.args
+        a = self.request
         in_process = (
             self.demand.in_process()
             and self.machine is not None
@@ -295,8 +299,8 @@ class Sweep:
             parent=self.parent,
             teacher=self.teacher_shape,
             n_at_once=self.n_at_once,
-            multi_objective=SECOND_OBJECTIVE.get(self.args.multi_objective),
-            resume=self.args.resume,
+            multi_objective=SECOND_OBJECTIVE.get(self.request.multi_objective or ""),
+            resume=self.request.resume,
             opts=self.opts,
         )
         self.clock.lap("trials")
@@ -333,7 +337,7 @@ class Sweep:
             name=self.name,
             parent=self.parent,
             n_at_once=self.n_at_once,
-            resume=self.args.resume,
+            resume=self.request.resume,
             opts=self.opts,
             suffix=suffix,
         )
@@ -436,7 +440,7 @@ class Sweep:
             concurrency=self.n_at_once,
             wall_s=wall,
             teacher=ref,
-            front_by=SECOND_OBJECTIVE.get(self.args.multi_objective) or "latency_ms_b1",
+            front_by=SECOND_OBJECTIVE.get(self.request.multi_objective or "") or "latency_ms_b1",
             run_ids=run_ids,
             confirmed=confirmed,
             control=control,
@@ -445,17 +449,16 @@ class Sweep:
         return finish(outcome, rows)
 
 
-def _task(a: argparse.Namespace, spec: Any, teacher: str) -> tuple[Any, Any]:
+def _task(a: SweepRequest, spec: Any, teacher: str) -> tuple[Any, FileData]:
     """The task of the sweep and its data section: the user's data (the flags', else the space's ``data``: files or a
     dataset, read and checked here, once), else the flag's task, else the space's; none of them is the user's
     error."""
-    from raydistill.config.schema import build
+    from raydistill.config.coerce import build
     from raydistill.tasks import get_task
-    from raydistill.tasks.files import FileData, file_task, resolve, section_of
+    from raydistill.tasks.files import file_task, resolve
 
-    data = section_of(a) or spec.data
-    if data:  # the space's task is a default the files replace; a --task beside them is refused
-        files = build(FileData, data, "data.")
+    if a.data.given or spec.data:  # the space's task is a default the files replace; a --task beside them is refused
+        files = a.data if a.data.given else build(FileData, spec.data, "data.")
         check(not a.task, "task", f"--task {a.task} and {files.flag} both name the data; give one of them")
         files = resolve(files, teacher)
         return file_task(files), files
@@ -474,22 +477,20 @@ def default_experiment(space: str, task: str, state: dict[str, Any]) -> str:
     return f"{space}-{task.removeprefix('file-')}"
 
 
-def _demand(a: argparse.Namespace, n_samples: int) -> TrialDemand:
+def _demand(a: SweepRequest, n_samples: int) -> TrialDemand:
     """What one trial asks of the cluster, its counts and Ray options checked."""
     from raydistill.train.preflight import check_ray_options
 
     _check_counts(a, n_samples)
     demand = TrialDemand(
-        a.num_workers, a.cpus_per_worker or DEFAULT_CPUS_PER_WORKER, a.gpus_per_worker if a.use_gpu else None
+        _workers(a), a.cpus_per_worker or DEFAULT_CPUS_PER_WORKER, a.gpus_per_worker if a.use_gpu else None
     )
     check_ray_options(a.placement_strategy, a.max_failures, demand.cpus_per_worker, demand.gpus_per_worker)
     _check_gpu_share(a)
     return demand
 
 
-def _base_config(
-    a: argparse.Namespace, spec: Any, task: str, teacher: str, output: str, teacher_cache: str | None, data: Any
-) -> RunConfig:
+def _base_config(a: SweepRequest, spec: Any, task: str, teacher: str, output: str, data: FileData) -> RunConfig:
     """What every trial shares before the space's draws: task, teacher, data, the train flags, MLflow, output."""
     return RunConfig.from_dict(
         dict(
@@ -502,7 +503,7 @@ def _base_config(
             experiment=a.experiment,
             output=output,
             fault=a.inject_fault,
-            teacher_cache=teacher_cache,
+            teacher_cache=a.teacher_cache,
             teacher_cache_gb=a.teacher_cache_gb,
         )
     )
@@ -517,17 +518,16 @@ def _objective(spec: Any, task: Any, base: RunConfig) -> str:
     return as_final(spec.metric, "metric") if spec.metric else objective(chosen, base.train.select_on)
 
 
-def _train_section(a: argparse.Namespace, spec: Any) -> dict[str, Any]:
-    """The base config's ``train``: the space's fixed values, then the flags given."""
+def _train_section(a: SweepRequest, spec: Any) -> dict[str, Any]:
+    """The base config's ``train``: the space's fixed values, then the train fields given."""
     fixed = spec.fixed("train")
-    # every train field the sweep has a flag for (given: its flags have no defaults of their own)
-    flags = {f.name: getattr(a, f.name) for f in fields(TrainConfig) if getattr(a, f.name, None) is not None}
+    flags = {k: v for k, v in a.train if v is not None}
     if a.fp32_teacher:
         flags["teacher_bf16"] = False
     return {**fixed, **flags, "num_workers": a.num_workers, "use_gpu": a.use_gpu}
 
 
-def _check_counts(a: argparse.Namespace, n_samples: int) -> None:
+def _check_counts(a: SweepRequest, n_samples: int) -> None:
     check(n_samples >= 1, "num_samples", "must be >= 1")
     check(
         a.max_concurrent is None or a.max_concurrent >= 1,
@@ -536,9 +536,15 @@ def _check_counts(a: argparse.Namespace, n_samples: int) -> None:
     )
 
 
-def _check_gpu_share(a: argparse.Namespace) -> None:
+def _workers(a: SweepRequest) -> int:
+    """The workers per trial, settled by ``plan`` (the flag, else the space's, else 1)."""
+    assert a.num_workers is not None
+    return a.num_workers
+
+
+def _check_gpu_share(a: SweepRequest) -> None:
     check(
-        not (a.use_gpu and a.num_workers > 1 and a.gpus_per_worker < 1),
+        not (a.use_gpu and _workers(a) > 1 and a.gpus_per_worker < 1),
         "gpus_per_worker",
         f"{a.num_workers} DDP workers at {a.gpus_per_worker:g} GPU each could share one GPU, which NCCL refuses; pack "
         "1-worker trials with a fraction (--num-workers 1), or give each worker a whole GPU (--gpus-per-worker 1)",

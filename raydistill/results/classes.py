@@ -81,7 +81,7 @@ def of_runs(run: Any, parent: Any) -> tuple[dict[str, Any], str]:
 def _names(run: Any, metrics: dict[str, float]) -> tuple[str, ...]:
     """The run's class names, from its task (params); where the task cannot be rebuilt (its files moved), the keys
     its metrics carry stand for them."""
-    from raydistill.config.schema import task_of_params
+    from raydistill.config.params import task_of_params
 
     try:
         return task_of_params(run.data.params).label_names
