@@ -139,11 +139,31 @@ def export_student(checkpoint, output: str) -> str:
 
 
 def _copy_best(root: str, output: str) -> str:
+    """Files hard-linked where ``output`` shares the checkpoint's file system (saved files are never rewritten in
+    place, and the checkpoint keeps its best student after the run, ``_shrink``): one copy on disk, not two."""
     from raydistill.common.outputs import publish, staging
+    from raydistill.train.checkpoint import link
 
     tmp_out = staging(output)
-    shutil.copytree(os.path.join(root, "checkpoint", "best_student"), tmp_out, dirs_exist_ok=True)
+    shutil.copytree(os.path.join(root, "checkpoint", "best_student"), tmp_out, dirs_exist_ok=True, copy_function=link)
     return publish(tmp_out, output, "raydistill distill")
+
+
+def _shrink(checkpoint) -> None:
+    """A run that has ended keeps a checkpoint without its optimizer state and latest student (train.checkpoint's
+    ``finish``): on this machine's disk only (a checkpoint in remote storage is left as it is)."""
+    from raydistill.train.checkpoint import finish
+
+    if isinstance(checkpoint, str):
+        path = checkpoint
+    elif getattr(getattr(checkpoint, "filesystem", None), "type_name", "") == "local":
+        path = checkpoint.path
+    else:
+        return
+    folder = os.path.join(path, "checkpoint")
+    if os.path.isdir(folder):
+        freed = finish(folder)
+        log.debug("checkpoint %s shrunk by %d bytes", folder, freed)
 
 
 # checkpoints kept per run (in process and on Ray Train): the latest. It is written beside the old one and put in place
@@ -291,6 +311,7 @@ def execute(
     except BaseException as e:
         _end_unfinished(tracker, run_id, e)
         raise
+    _shrink(checkpoint)  # ended: from here on it is only ever reported again, never trained on
     return {**final, **stopped, "run_id": run_id, "student_dir": student_dir}
 
 
@@ -371,13 +392,13 @@ def _fit_here(
 
 
 def _publish_student(cfg: RunConfig, tracker: Tracker, run_id: str, checkpoint, final: dict) -> str:
-    """The best epoch's student to ``cfg.output``, logged to the run as artifacts and as a model with its card."""
+    """The best epoch's student to ``cfg.output``, logged to the run once: as a model with its card (which keeps the
+    folder whole, ``Tracker.download_student``), or as plain artifacts where that failed."""
     from raydistill.config.schema import task_of
     from raydistill.export.card import student_card
     from raydistill.tracking.track import PIPELINES
 
     student_dir = export_student(checkpoint, cfg.output)
-    tracker.log_artifacts(run_id, student_dir, "student")
     kind = task_of(cfg).kind
     card = student_card(
         student_dir,
@@ -387,7 +408,8 @@ def _publish_student(cfg: RunConfig, tracker: Tracker, run_id: str, checkpoint, 
         pipeline_tag=PIPELINES[kind],
         metrics=final,
     )
-    tracker.log_student_model(run_id, student_dir, kind, card)  # the UI's Models column
+    if tracker.log_student_model(run_id, student_dir, kind, card) is None:  # the UI's Models column
+        tracker.log_artifacts(run_id, student_dir, "student")  # the files at least: what best --export reads
     return student_dir
 
 

@@ -36,6 +36,15 @@ def size(n: float) -> str:
     return f"{n:g}"
 
 
+def disk_size(n: float) -> str:
+    """Bytes as a person reads them: ``1.8 GB``, ``270 MB``, ``4.0 KB`` (powers of 1000, as ``du --si``)."""
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if abs(n) >= scale:
+            x = n / scale
+            return f"{x:.1f} {unit}" if abs(x) < 100 else f"{x:.0f} {unit}"
+    return f"{n:g} B"
+
+
 def fmt(v, column: str = "") -> str:
     """A table cell: a parameter count (a ``*_params`` column) as ``17.4M``, other floats to 4 significant digits."""
     if column.endswith("_params") and isinstance(v, int | float) and not isinstance(v, bool):
