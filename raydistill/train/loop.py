@@ -240,7 +240,7 @@ class Trainer:
                 ckpt_dir = self._evaluate(epoch, metrics, best_dir) if ctx.rank == 0 else None
                 diverged = self._shared(metrics.get("diverged"))
                 shown = {k: v for k, v in metrics.items() if k != "diverged"}
-                ctx.log(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in shown.items()))
+                ctx.log(epoch_line(shown))
                 try:  # report persists the checkpoint; it raises when the trial is stopped (ASHA, Ctrl-C): clean up
                     ctx.report({**metrics, **({"diverged": diverged} if diverged else {})}, ckpt_dir)
                 finally:
@@ -418,6 +418,14 @@ class Trainer:
         self.clock.lap("checkpoint")
         metrics.update(self.clock.metrics())  # cumulative seconds per phase, so far
         return ckpt_dir
+
+
+def epoch_line(metrics: dict) -> str:
+    """An epoch's metrics as its log line: a parameter count as ``17.4M`` (``1.739e+07`` reads as nothing), other
+    floats to 4 significant digits."""
+    from raydistill.results.report import fmt
+
+    return " ".join(f"{k}={fmt(v, k)}" for k, v in metrics.items())
 
 
 class Clock:
