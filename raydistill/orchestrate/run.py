@@ -58,13 +58,21 @@ def _worker(config: dict) -> None:
         device=device,
         resume_dir=resume_dir,
         report=report,
-        log=(lambda m: print(f"[rank0] {m}", file=sys.__stderr__, flush=True)) if rank == 0 else (lambda m: None),
+        log=_printer(cfg) if rank == 0 else (lambda m: None),
     )
     try:
         run(cfg, ctx)
     finally:
         if resume_dir:
             shutil.rmtree(os.path.dirname(resume_dir), ignore_errors=True)
+
+
+def _printer(cfg: RunConfig):
+    """How rank 0 says a line: to the process's real stderr, a sweep's trial's lines led by its id (console.label)."""
+    from raydistill.orchestrate.console import label
+
+    lead = label(cfg.run_name)
+    return lambda m: print(f"{lead}{m}", file=sys.__stderr__, flush=True)
 
 
 class MlflowEpochCallback(UserCallback):
@@ -240,7 +248,7 @@ def fit_in_process(cfg: RunConfig, *, run_dir: str, threads: int, resume: bool, 
         device=device,
         resume_dir=os.path.join(kept[-1], "checkpoint") if kept else None,
         report=report,
-        log=lambda m: print(f"[rank0] {m}", file=sys.__stderr__, flush=True),
+        log=_printer(cfg),
     )
     run(cfg, ctx)
     return last, _checkpoints(run_dir)[-1]
