@@ -423,9 +423,14 @@ class Trainer:
 def epoch_line(metrics: dict) -> str:
     """An epoch's metrics as its log line: a parameter count as ``17.4M`` (``1.739e+07`` reads as nothing), other
     floats to 4 significant digits."""
-    from raydistill.results.report import fmt
+    from raydistill.common.units import size
 
-    return " ".join(f"{k}={fmt(v, k)}" for k, v in metrics.items())
+    def shown(k: str, v) -> str:
+        if k.endswith("_params") and isinstance(v, int | float) and not isinstance(v, bool):
+            return size(v)
+        return f"{v:.4g}" if isinstance(v, float) else f"{v}"
+
+    return " ".join(f"{k}={shown(k, v)}" for k, v in metrics.items())
 
 
 class Clock:
