@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import stat
+from urllib.parse import urlparse
 
 import pytest
 
@@ -65,6 +66,8 @@ def test_an_ended_run_keeps_a_slim_checkpoint_and_its_student_once(tiny_teacher,
     c = MlflowClient(uri)
     assert "student" not in {a.path for a in c.list_artifacts(out["run_id"])}
     (logged,) = c.search_logged_models([c.get_run(out["run_id"]).info.experiment_id])
+    in_mlflow = os.path.join(urlparse(logged.artifact_location).path, "model", w)
+    assert os.stat(in_mlflow).st_ino == os.stat(exported).st_ino  # a local store: the same file, linked
     best = download_student(Tracker(uri, "disk"), out["run_id"], str(tmp_path / "best"))
     assert weights(best) == [w] and mode(os.path.join(best, w)) == 0o640 and mode(best) == 0o750
     assert os.path.isfile(os.path.join(best, "tokenizer.json")) and os.path.isfile(os.path.join(best, "config.json"))

@@ -416,8 +416,11 @@ def _publish_student(cfg: RunConfig, tracker: Tracker, run_id: str, checkpoint, 
         pipeline_tag=PIPELINES[kind],
         metrics=final,
     )
-    if tracker.log_student_model(run_id, student_dir, kind, card) is None:  # the UI's Models column
+    model_id = tracker.log_student_model(run_id, student_dir, kind, card)  # the UI's Models column
+    if model_id is None:
         tracker.log_artifacts(run_id, student_dir, "student")  # the files at least: what best --export reads
+    else:
+        tracker.share_files(model_id, student_dir)  # a local store: its copy hard-linked to the export's files
     return student_dir
 
 
