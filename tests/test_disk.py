@@ -116,3 +116,15 @@ def test_an_epochs_line_shows_sizes_as_people_read_them():
 
     line = epoch_line({"epoch": 1, "stage": "pred", "train_loss": 0.348123, "student_params": 17_390_000.0})
     assert line == "epoch=1 stage=pred train_loss=0.3481 student_params=17.4M"
+
+
+def test_the_summary_says_what_the_results_folder_holds(tmp_path, monkeypatch):
+    """The sweep's JSON line carries ``results_disk`` (its stderr says it in units); a hard-linked file counts once."""
+    from raydistill.results.summary import _results_disk
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "raydistill-results").mkdir()
+    (tmp_path / "raydistill-results" / "a").write_bytes(b"x" * 100_000)
+    os.link(tmp_path / "raydistill-results" / "a", tmp_path / "raydistill-results" / "b")
+    disk = _results_disk()
+    assert disk["path"] == str(tmp_path / "raydistill-results") and 100_000 <= disk["bytes"] < 200_000
