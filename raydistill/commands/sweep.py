@@ -21,9 +21,10 @@ from raydistill.commands.args import teacher_cache_dir
 from raydistill.commands.cli import HelpFormatter, Parser, cli
 from raydistill.commands.flags import SELECTION_FLAGS, SWEEP_TRAIN_FLAGS, data_of
 from raydistill.common.errors import check
+from raydistill.orchestrate import repeat
 from raydistill.orchestrate.request import SweepRequest
 from raydistill.orchestrate.resources import DEFAULT_CPUS_PER_WORKER
-from raydistill.orchestrate.sweep import SECOND_OBJECTIVE, Sweep, state_path
+from raydistill.orchestrate.sweep import SECOND_OBJECTIVE, Sweep, log, state_path
 
 D = SweepRequest()  # the flags' defaults: the request's own
 
@@ -140,6 +141,12 @@ def _add_sweep_args(p: Parser) -> None:
     p.add_argument("--name", help="sweep run name (default: SPACE-TASK-timestamp)")
     p.add_argument("--resume", action="store_true", help="continue the sweep --name in --storage-path")
     p.add_argument(
+        "--rerun",
+        action="store_true",
+        help="train a new sweep even where a finished sweep of the experiment had identical inputs (space, flags, "
+        "teacher, data), whose result is otherwise printed again, nothing trained",
+    )
+    p.add_argument(
         "--set",
         action="append",
         default=[],
@@ -198,12 +205,18 @@ def execute(request: SweepRequest, state: dict[str, Any] | None = None) -> dict[
     from raydistill.tasks.files import report
 
     report()  # the columns guessed in the user's files, once the checks passed
+    again = repeat.reuse(sweep, log)  # identical inputs to a finished sweep: its result, nothing trained
+    if again is not None:
+        return again
     sweep.start()
+    repeat.record(sweep)
     sweep.prepare()
     rows, run_ids = sweep.search()
     rows, run_ids, confirmed = sweep.confirm(rows, run_ids)
     control = sweep.control(rows, run_ids, confirmed)
-    return sweep.finish(rows, run_ids, confirmed, control)
+    out = sweep.finish(rows, run_ids, confirmed, control)
+    repeat.keep(sweep, out)
+    return out
 
 
 def request_of(a: argparse.Namespace) -> SweepRequest:

@@ -23,6 +23,7 @@ import tempfile
 import threading
 
 from raydistill.common.errors import UserError
+from raydistill.common.modes import as_umask
 from raydistill.common.paths import write_json_atomic
 
 MARKER = ".raydistill-written.json"
@@ -193,6 +194,7 @@ def publish(src: str, dest: str, command: str, keep: tuple[str, ...] = ()) -> st
         shutil.copytree(src, moved, dirs_exist_ok=True)  # into the empty folder staging just made
         shutil.rmtree(src, ignore_errors=True)
         src = moved
+    as_umask(src)  # the user's umask, not the owner-only modes of mkdtemp and safetensors (common/modes.py)
     new = _files(src)
     files = sorted(set(new) | {k for k in keep if os.path.isfile(os.path.join(dest, k))})
     if not os.path.exists(dest):

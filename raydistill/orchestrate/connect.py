@@ -28,6 +28,9 @@ def init_ray(num_cpus: int | None = None, log_to_driver: bool = True, verbose: b
     """
     if ray.is_initialized():
         return False
+    from raydistill.orchestrate.console import plain_worker_output, quiet_notices
+
+    quiet_notices(verbose)
     os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")
     address = os.environ.get("RAY_ADDRESS")
     if address:
@@ -63,6 +66,7 @@ def init_ray(num_cpus: int | None = None, log_to_driver: bool = True, verbose: b
         watch(ray.get_runtime_context().gcs_address)  # a cluster lost mid-command: one line, no run left RUNNING
     else:
         start_local(num_cpus, log_to_driver, verbose)
+    plain_worker_output(verbose)  # the trials' lines as they wrote them: no pid prefixes, colour or folding
     return True
 
 

@@ -36,6 +36,7 @@ class SweepRequest:
     storage_path: str | None = None
     name: str | None = None
     resume: bool = False
+    rerun: bool = False  # a sweep with a finished twin (identical inputs) trains anew (orchestrate/repeat.py)
     multi_objective: str | None = None
     verbose: bool = False
     placement_strategy: str = "PACK"

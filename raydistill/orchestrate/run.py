@@ -59,13 +59,21 @@ def _worker(config: dict) -> None:
         device=device,
         resume_dir=resume_dir,
         report=report,
-        log=(lambda m: print(f"[rank0] {m}", file=sys.__stderr__, flush=True)) if rank == 0 else (lambda m: None),
+        log=_printer(cfg) if rank == 0 else (lambda m: None),
     )
     try:
         run(cfg, ctx)
     finally:
         if resume_dir:
             shutil.rmtree(os.path.dirname(resume_dir), ignore_errors=True)
+
+
+def _printer(cfg: RunConfig):
+    """How rank 0 says a line: to the process's real stderr, a sweep's trial's lines led by its id (console.label)."""
+    from raydistill.orchestrate.console import label
+
+    lead = label(cfg.run_name)
+    return lambda m: print(f"{lead}{m}", file=sys.__stderr__, flush=True)
 
 
 class MlflowEpochCallback(UserCallback):
@@ -126,6 +134,28 @@ def make_trainer(cfg: RunConfig, *, name: str, storage_path: str, opts: RunOptio
             logging_config=LoggingConfig(log_level="INFO" if opts.verbose else "WARNING"),
         ),
     )
+
+
+def _local_dir(checkpoint) -> str | None:
+    """The checkpoint's folder where it is on this machine's disk (a folder the in-process runner persisted, or a Ray
+    checkpoint in local storage), else None (remote storage)."""
+    if isinstance(checkpoint, str):
+        return checkpoint
+    if getattr(getattr(checkpoint, "filesystem", None), "type_name", "") == "local":
+        return checkpoint.path
+    return None
+
+
+def _shrink(checkpoint) -> None:
+    """A run that has ended keeps a checkpoint without its optimizer state and latest student (train.checkpoint's
+    ``finish``): on this machine's disk only (a checkpoint in remote storage is left as it is)."""
+    from raydistill.train.checkpoint import finish
+
+    path = _local_dir(checkpoint)
+    folder = os.path.join(path, "checkpoint") if path else ""
+    if folder and os.path.isdir(folder):
+        freed = finish(folder)
+        log.debug("checkpoint %s shrunk by %d bytes", folder, freed)
 
 
 # checkpoints kept per run (in process and on Ray Train): the latest. It is written beside the old one and put in place
@@ -202,7 +232,7 @@ def fit_in_process(cfg: RunConfig, *, run_dir: str, threads: int, resume: bool, 
         device=device,
         resume_dir=os.path.join(kept[-1], "checkpoint") if kept else None,
         report=report,
-        log=lambda m: print(f"[rank0] {m}", file=sys.__stderr__, flush=True),
+        log=_printer(cfg),
     )
     run(cfg, ctx)
     return last, _checkpoints(run_dir)[-1]
@@ -273,6 +303,7 @@ def execute(
     except BaseException as e:
         _end_unfinished(tracker, run_id, e)
         raise
+    _shrink(checkpoint)  # ended: from here on it is only ever reported again, never trained on
     return {**final, **stopped, "run_id": run_id, "student_dir": student_dir}
 
 
@@ -353,13 +384,13 @@ def _fit_here(
 
 
 def _publish_student(cfg: RunConfig, tracker: Tracker, run_id: str, checkpoint, final: dict) -> str:
-    """The best epoch's student to ``cfg.output``, logged to the run as artifacts and as a model with its card."""
+    """The best epoch's student to ``cfg.output``, logged to the run once: as a model with its card (which keeps the
+    folder whole, ``Tracker.download_student``), or as plain artifacts where that failed."""
     from raydistill.config.schema import task_of
     from raydistill.export.card import student_card
     from raydistill.tracking.track import PIPELINES
 
     student_dir = export_student(checkpoint, cfg.output)
-    tracker.log_artifacts(run_id, student_dir, "student")
     kind = task_of(cfg).kind
     card = student_card(
         student_dir,
@@ -369,7 +400,15 @@ def _publish_student(cfg: RunConfig, tracker: Tracker, run_id: str, checkpoint, 
         pipeline_tag=PIPELINES[kind],
         metrics=final,
     )
-    tracker.log_student_model(run_id, student_dir, kind, card)  # the UI's Models column
+    model_id = tracker.log_student_model(run_id, student_dir, kind, card)  # the UI's Models column
+    if model_id is None:
+        tracker.log_artifacts(run_id, student_dir, "student")  # the files at least: what best --export reads
+    elif (local := _local_dir(checkpoint)) is not None:
+        # a local store: its copy hard-linked to the checkpoint's best student, which nothing rewrites; never to the
+        # export, the user's folder, which a later save_pretrained into it rewrites in place
+        from raydistill.tracking.share import share_files
+
+        share_files(tracker, model_id, os.path.join(local, "checkpoint", "best_student"))
     return student_dir
 
 

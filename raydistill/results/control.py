@@ -97,11 +97,11 @@ def predictions(base: RunConfig, tracker: Tracker, s: Student, task: Any, dev: l
 
 
 def _folder(tracker: Tracker, s: Student, tmp: str) -> str:
-    """The student's folder: where its trial exported it when this host sees it, else its run's ``student``
-    artifacts (a trial that ran on another node)."""
+    """The student's folder: where its trial exported it when this host sees it, else the student its run logged
+    (a trial that ran on another node)."""
     if os.path.isfile(os.path.join(s.folder, "config.json")):
         return s.folder
-    return tracker.download_artifacts(s.run_id, "student", tmp)
+    return tracker.download_student(s.run_id, tmp)
 
 
 def line(c: dict) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from raydistill.common.units import size  # noqa: F401  (re-exported: the summary and the sweep read it here)
+
 SHOW = ("method", "student_layers", "student_hidden", "temperature", "alpha", "beta", "mapping")
 # every param a space can search (Tune config keys = MLflow param names); the UI view shows those that varied
 PARAMS = (
@@ -27,13 +29,13 @@ PARAMS = (
 )
 
 
-def size(n: float) -> str:
-    """A parameter count as a person reads it: ``17.4M``, ``880.0K``, ``110M`` (``1.739e+07`` reads as nothing)."""
-    for unit, scale in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
+def disk_size(n: float) -> str:
+    """Bytes as a person reads them: ``1.8 GB``, ``270 MB``, ``4.0 KB`` (powers of 1000, as ``du --si``)."""
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
         if abs(n) >= scale:
             x = n / scale
-            return f"{x:.1f}{unit}" if abs(x) < 100 else f"{x:.0f}{unit}"
-    return f"{n:g}"
+            return f"{x:.1f} {unit}" if abs(x) < 100 else f"{x:.0f} {unit}"
+    return f"{n:g} B"
 
 
 def fmt(v, column: str = "") -> str:

@@ -14,7 +14,7 @@ from typing import Any
 from raydistill.common.errors import failure_reason
 from raydistill.common.paths import results_path
 from raydistill.config.schema import RunConfig
-from raydistill.results.report import PARAMS, SHOW, pareto_plot, table
+from raydistill.results.report import PARAMS, SHOW, disk_size, pareto_plot, table
 from raydistill.results.selection import rank_trials, report_metric, winner
 from raydistill.tracking.track import Tracker
 
@@ -148,6 +148,7 @@ def finish(sweep: SweepOutcome, rows: list[dict[str, Any]]) -> dict[str, Any]:
     summary.update(_class_summary(sweep, best, classes))
     _log_best(sweep, rows, best)
     summary["mlflow_ui"] = ui = _ui_link(sweep, rows)
+    summary["results_disk"] = disk = _results_disk()
     print("\n" + text, file=sys.stderr, flush=True)
     print(
         "\npick a student in the MLflow UI: "
@@ -157,7 +158,17 @@ def finish(sweep: SweepOutcome, rows: list[dict[str, Any]]) -> dict[str, Any]:
         file=sys.stderr,
         flush=True,
     )
+    print(f"results folder: {disk['path']} holds {disk_size(disk['bytes'])}", file=sys.stderr, flush=True)
     return summary
+
+
+def _results_disk() -> dict[str, Any]:
+    """What the results folder (every sweep's checkpoints, MLflow's local store, caches) takes on disk, as ``du``
+    counts it: the user's to keep or clean."""
+    from raydistill.train.checkpoint import disk_bytes
+
+    root = results_path()
+    return {"path": root, "bytes": disk_bytes(root)}
 
 
 def _scores(metric: str) -> list[str]:

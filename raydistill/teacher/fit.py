@@ -138,6 +138,7 @@ class ResumeRecord:
     def open_run(self, tracker: Tracker, cfg: RunConfig, parent_run_id: str | None, log) -> str:
         """The MLflow run: the kept one, RUNNING again, or a new one (a stale record of another fine-tune goes)."""
         from raydistill.common.outputs import remove_if_ours
+        from raydistill.train.precision import effective
 
         if self.resume_dir:
             self.run_id = self.kept["run_id"]
@@ -147,7 +148,8 @@ class ResumeRecord:
         remove_if_ours(self.folder, RESUME_KIND, RESUME_FILES)  # a stale record of another fine-tune
         self.run_id = tracker.start_run(
             f"finetune-{cfg.task}",
-            {**cfg.to_params(), "fingerprint": self.fp},
+            # what ran beside what was asked: bf16=True on a CPU without native bf16 trains fp32 (issue 48 item 6)
+            {**cfg.to_params(), **effective(cfg.train), "fingerprint": self.fp},
             tags={"raydistill.role": "teacher"},
             parent_run_id=parent_run_id,
         )

@@ -328,6 +328,24 @@ class Tracker:
         """A run's artifact folder ``path`` copied under ``dst`` (a student a trial on another node exported)."""
         return retry(self.client.download_artifacts, run_id, path, dst)
 
+    def download_student(self, run_id: str, dst: str) -> str:
+        """A run's student (the folder it exported: model, tokenizer, card) copied under ``dst``: its logged model's
+        ``model`` folder (MLflow's transformers flavour keeps the exported folder there whole), or for a run logged
+        before the student was kept once, or whose logged model failed, its ``student`` artifacts."""
+        from mlflow.artifacts import download_artifacts
+
+        run = self.client.get_run(run_id)
+        logged = retry(
+            self.client.search_logged_models,
+            [run.info.experiment_id],
+            filter_string=f"source_run_id = '{run_id}'",
+            max_results=1,
+        )
+        if not logged:
+            return self.download_artifacts(run_id, "student", dst)
+        uri = f"{logged[0].artifact_location.rstrip('/')}/{STUDENT_IN_MODEL}"
+        return retry(download_artifacts, artifact_uri=uri, dst_path=dst, tracking_uri=self.uri)
+
     def log_dict(self, run_id: str, data: dict, artifact_file: str) -> None:
         retry(self.client.log_dict, run_id, data, artifact_file)
 
@@ -433,13 +451,15 @@ def download_student(tracker: Tracker, run_id: str, out_dir: str) -> str:
     mlflow.set_tracking_uri(tracker.uri)
     tmp = staging(out_dir)
     try:
-        src = mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path="student", dst_path=tmp)
+        src = tracker.download_student(run_id, tmp)
         return publish(src, out_dir, "raydistill best --export")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
 ALIAS = "champion"
+# where a logged model of the transformers flavour keeps the folder it was logged from (mlflow.transformers.model_io)
+STUDENT_IN_MODEL = "model"
 
 
 def register(tracker: Tracker, run_id: str, name: str, alias: str = ALIAS) -> str:

@@ -10,10 +10,11 @@ import tempfile
 
 import torch
 
+from raydistill.common.modes import as_umask
 from raydistill.models.prune import PLAN_FILE
 
 
-def _link(src: str, dst: str) -> None:
+def link(src: str, dst: str) -> None:
     """Hard-link rather than copy (saved files are never rewritten in place); copy across file systems."""
     try:
         os.link(src, dst)
@@ -23,7 +24,7 @@ def _link(src: str, dst: str) -> None:
 
 def copy_dir(src: str, dst: str) -> None:
     shutil.rmtree(dst, ignore_errors=True)
-    shutil.copytree(src, dst, copy_function=_link)
+    shutil.copytree(src, dst, copy_function=link)
 
 
 def save_checkpoint(path: str, student, tokenizer, objective, opt, sched, state: dict, best: str | None = None) -> None:
@@ -45,6 +46,7 @@ def save_checkpoint(path: str, student, tokenizer, objective, opt, sched, state:
         )
         with open(os.path.join(tmp, "state.json"), "w") as f:
             json.dump(state, f)
+        as_umask(tmp)  # readable as the user's files: safetensors and mkdtemp make them owner-only
         if os.path.exists(path):
             shutil.rmtree(path)
         os.replace(tmp, path)
@@ -61,4 +63,43 @@ def load_state(resume_dir: str):
 
 
 def resume_student(resume_dir: str | None) -> str | None:
-    return os.path.join(resume_dir, "student") if resume_dir else None
+    """The student a resumed run continues: the latest one, or in a finished run's checkpoint (``finish``) the best
+    one, all it keeps (such a run trains no further: it reports its last epoch again)."""
+    if not resume_dir:
+        return None
+    latest = os.path.join(resume_dir, "student")
+    return latest if os.path.isdir(latest) else os.path.join(resume_dir, BEST)
+
+
+BEST = "best_student"
+TRAINING_ONLY = ("optimizer", "scheduler")  # what only a run that trains on needs
+
+
+def finish(path: str) -> int:
+    """Shrink the checkpoint folder ``path`` of a run that has ended (its student exported and logged) to what a run
+    resumed after its end still reads: the best student, the history and the objective's state. The AdamW state (two
+    copies of the weights) and the latest student go: nothing trains from them again. Each file is replaced by a
+    rename, so a crash leaves the old file or the new one. Returns the bytes freed."""
+    before = disk_bytes(path)
+    state = os.path.join(path, "train_state.pt")
+    if os.path.isfile(state):
+        blobs = torch.load(state, map_location="cpu", weights_only=True)
+        if any(k in blobs for k in TRAINING_ONLY):
+            torch.save({k: v for k, v in blobs.items() if k not in TRAINING_ONLY}, state + ".tmp")
+            os.replace(state + ".tmp", state)
+    latest = os.path.join(path, "student")
+    if os.path.isdir(latest) and os.path.isdir(os.path.join(path, BEST)):
+        shutil.rmtree(latest)
+    return before - disk_bytes(path)
+
+
+def disk_bytes(root: str) -> int:
+    """Bytes the files under ``root`` take on disk, a hard-linked file counted once (as ``du`` counts it)."""
+    seen, total = set(), 0
+    for d, _, names in os.walk(root):
+        for n in names:
+            st = os.lstat(os.path.join(d, n))
+            if (st.st_dev, st.st_ino) not in seen:
+                seen.add((st.st_dev, st.st_ino))
+                total += st.st_blocks * 512
+    return total

@@ -251,7 +251,7 @@ class Trainer:
                 ckpt_dir = self._evaluate(epoch, metrics, best_dir) if ctx.rank == 0 else None
                 diverged = self._shared(metrics.get("diverged"))
                 shown = {k: v for k, v in metrics.items() if k != "diverged"}
-                ctx.log(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in shown.items()))
+                ctx.log(epoch_line(shown))
                 try:  # report persists the checkpoint; it raises when the trial is stopped (ASHA, Ctrl-C): clean up
                     ctx.report({**metrics, **({"diverged": diverged} if diverged else {})}, ckpt_dir)
                 finally:
@@ -418,6 +418,19 @@ class Trainer:
         self.clock.lap("checkpoint")
         metrics.update(self.clock.metrics())  # cumulative seconds per phase, so far
         return ckpt_dir
+
+
+def epoch_line(metrics: dict) -> str:
+    """An epoch's metrics as its log line: a parameter count as ``17.4M`` (``1.739e+07`` reads as nothing), other
+    floats to 4 significant digits."""
+    from raydistill.common.units import size
+
+    def shown(k: str, v) -> str:
+        if k.endswith("_params") and isinstance(v, int | float) and not isinstance(v, bool):
+            return size(v)
+        return f"{v:.4g}" if isinstance(v, float) else f"{v}"
+
+    return " ".join(f"{k}={shown(k, v)}" for k, v in metrics.items())
 
 
 class Clock:

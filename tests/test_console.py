@@ -1,0 +1,94 @@
+"""A quiet, honest console (issue 48 item 6): the trials' lines reach the user as they wrote them — no Ray
+``(run_trial pid=…)`` prefixes, no colour codes in redirected output, no "[repeated 2x across cluster]" folding —
+and Ray's token notice only with --verbose."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+DRIVER = textwrap.dedent(
+    """
+    import os, sys, time
+    import ray
+    from raydistill.orchestrate.connect import init_ray, shutdown
+
+    init_ray(num_cpus=2, verbose=sys.argv[1] == "verbose")
+
+    @ray.remote
+    def trial(i):
+        print("the same line from every trial", file=sys.stderr, flush=True)
+        print(f"epoch=1 of trial {i}", file=sys.stderr, flush=True)
+
+    ray.get([trial.remote(i) for i in range(3)])
+    time.sleep(3)  # the log monitor forwards lines about every second
+    shutdown()
+    """
+)
+
+
+def drive(tmp_path, *args: str) -> str:
+    env_keep = {"PATH", "HOME", "PYTHONPATH", "VIRTUAL_ENV", "TMPDIR"}
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k in env_keep or k.startswith(("RAYDISTILL", "HF_"))}
+    env.pop("RAY_AUTH_MODE", None)  # Ray's default: token auth on for a new local cluster, with its notice
+    p = subprocess.run(
+        [sys.executable, "-c", DRIVER, *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,  # redirected: not a terminal
+        text=True,
+        timeout=240,
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    return p.stdout + p.stderr
+
+
+def test_redirected_worker_output_is_plain_and_whole(tmp_path):
+    out = drive(tmp_path, "quiet")
+    lines = out.splitlines()
+    assert lines.count("the same line from every trial") == 3, out[-3000:]  # not folded into one
+    assert {f"epoch=1 of trial {i}" for i in range(3)} <= set(lines)
+    assert "\x1b[" not in out and "pid=" not in out and "repeated" not in out
+    assert "Token authentication" not in out
+
+
+def test_verbose_keeps_rays_own_printer(tmp_path):
+    out = drive(tmp_path, "verbose")
+    assert "(trial pid=" in out and "Token authentication" in out
+
+
+def test_a_trials_lines_are_led_by_its_id_a_single_runs_by_nothing():
+    from raydistill.orchestrate.console import label
+
+    assert label("38b85360 pkd 2L-256 T=2 a=0.5 b=100 skip") == "[38b85360] "
+    assert label("my run") == "" and label(None) == ""
+
+
+def test_the_printer_prints_each_line_as_written(capsys):
+    from raydistill.orchestrate.console import _print
+
+    _print({"pid": 123, "is_err": True, "lines": ["[38b85360] epoch=1", "[38b85360] epoch=1"], "ip": "x"})
+    _print({"pid": "raylet", "is_err": True, "lines": ["A worker died"], "ip": "x"})
+    assert capsys.readouterr().err.splitlines() == ["[38b85360] epoch=1", "[38b85360] epoch=1", "ray: A worker died"]
+
+
+def test_a_finetune_run_logs_the_precision_that_ran(tmp_path, tiny_teacher, glue_dir):
+    """The teacher's fine-tune run said ``bf16: True`` and nothing of what ran: on a CPU without native bf16 it ran
+    fp32 (issue 48 item 6). Its params now carry the effective precisions, as a distillation run's do."""
+    from raydistill.teacher.fit import ResumeRecord
+    from raydistill.train.precision import effective
+    from tests.test_loop import cfg_for
+
+    class Recorder:
+        def start_run(self, name, params, tags=None, parent_run_id=None):
+            self.params = params
+            return "run"
+
+    cfg = cfg_for("sst2", tiny_teacher("classification", 2), glue_dir, "finetune", epochs=1)
+    tracker = Recorder()
+    ResumeRecord(str(tmp_path / "out"), "fp").open_run(tracker, cfg, None, print)  # type: ignore[arg-type]
+    assert str(tracker.params["bf16"]) == "True"  # what was asked, still logged
+    assert {k: tracker.params[k] for k in ("student_step_precision", "teacher_precision")} == effective(cfg.train)
