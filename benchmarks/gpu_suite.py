@@ -7,8 +7,8 @@
 
 The parts, in order of priority (``--parts`` picks; they always run in this order):
 
-tests    ``pytest -m gpu tests/test_gpu.py`` → OUT/tests/junit.xml (+ pytest.log): every method end to end on the GPU,
-         NCCL with one rank, the teacher cache built on the GPU, two 0.5-GPU trials at once, best --onnx on a CPU.
+tests    ``pytest -m gpu tests/e2e/test_gpu.py`` → OUT/tests/junit.xml (+ pytest.log): every method end to end on the
+         GPU, NCCL with one rank, the teacher cache built on the GPU, two 0.5-GPU trials at once, best --onnx on a CPU.
 quality  the MiniLM encoder fine-tuned as the teacher on full SST-2 on the GPU (``raydistill.finetune --use-gpu``),
          then a ``pkd_glue`` sweep of ≥ 24 trials packed on the GPU (``--use-gpu --gpus-per-worker 0.125``: 8 at once)
          and ``raydistill.best --export --onnx``: trials per hour, fixed cost per trial (a trial's seconds outside
@@ -164,7 +164,7 @@ def cut(res: dict, step: str, r: dict) -> bool:
 
 def part_tests(a, out: str, res: dict, save) -> None:
     junit, log = os.path.join(out, "junit.xml"), os.path.join(out, "pytest.log")
-    cmd = [sys.executable, "-m", "pytest", "-m", "gpu", "-v", "-p", "no:cacheprovider", "tests/test_gpu.py"]
+    cmd = [sys.executable, "-m", "pytest", "-m", "gpu", "-v", "-p", "no:cacheprovider", "tests/e2e/test_gpu.py"]
     res.update(bounded([*cmd, f"--junitxml={junit}"], log, a.limit_s))
     cut(res, "pytest", res)
     if os.path.isfile(junit):

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.paths import ROOT
+
 NUM = r"([0-9.]+(?:e[-+][0-9]+)?|nan|inf)"
 
 

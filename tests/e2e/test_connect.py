@@ -26,9 +26,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.paths import ROOT
+
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = ROOT
 
 
 def clean_env(**extra) -> dict:

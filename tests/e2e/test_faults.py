@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tests.test_distill_ray import TINY_STUDENT, distill
+from tests.e2e.test_distill_ray import TINY_STUDENT, distill
 
 
 @pytest.mark.slow
@@ -100,7 +100,8 @@ def test_nan_loss_fails_the_run_with_its_reason(tiny_teacher, glue_dir, mlflow_u
                 str(tmp_path / "ray"),
                 "--inject-fault",
                 "nan:epoch=1",
-                "--no-stop-diverged",  # on (the default), the run stops as diverged instead: tests/test_diverge.py
+                # on (the default), the run stops as diverged instead: tests/unit/train/test_diverge.py
+                "--no-stop-diverged",
             ]
         )
     assert e.value.code == 1
@@ -148,7 +149,7 @@ def test_sweep_goes_on_past_failed_trials(ray_session, tiny_teacher, glue_dir, t
             f"sqlite:///{tmp_path / 'm.db'}",
             "--inject-fault",
             "nan:epoch=1",
-            "--no-stop-diverged",  # failed trials (on, they stop as diverged: tests/test_diverge.py)
+            "--no-stop-diverged",  # failed trials (on, they stop as diverged: tests/unit/train/test_diverge.py)
         ]
     )
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
@@ -226,7 +227,7 @@ def test_half_written_checkpoint_is_never_taken_as_valid(tiny_teacher, tmp_path)
 
 def test_same_config_and_seed_reproduce_the_dev_metric(tiny_teacher, glue_dir):
     from raydistill.train.loop import Context, run
-    from tests.test_loop import cfg_for
+    from tests.unit.train.test_loop import cfg_for
 
     cfg = cfg_for(
         "sst2",

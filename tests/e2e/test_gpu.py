@@ -1,5 +1,6 @@
 """The product on a CUDA GPU (issue 25): ``pytest -m gpu`` on a GPU machine. Every test here needs CUDA and is skipped
-without it, so CI stays green; tests/test_gpu_helpers.py runs the checks these tests rely on on the CPU in CI.
+without it, so CI stays green; tests/unit/train/test_gpu_helpers.py runs the checks these tests rely on on the CPU in
+CI.
 
 * every method end to end on the GPU (the real loop, bf16 autocast where native, fp32 master weights, loss finite and
   falling, the exported student re-scored on the CPU equal to the dev score the run reported);
@@ -22,13 +23,14 @@ import pytest
 import torch
 
 from tests.gpu_checks import METHODS, Captured, check_run, dev_size, method_cfg, write_sst2
+from tests.paths import ROOT as REPO_ROOT
 
 pytestmark = [
     pytest.mark.gpu,
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (pytest -m gpu on a GPU machine)"),
 ]
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = str(REPO_ROOT)
 
 
 def cuda():

@@ -154,7 +154,7 @@ def test_interrupt_mid_trial_then_resume(tiny_teacher, glue_dir, tmp_path):
 def test_interrupt_a_1_worker_distill_run_in_process(tiny_teacher, glue_dir, tmp_path):
     """Ctrl-C mid-epoch of ``distill``'s one worker, trained in the command's process (no Ray): one line, exit 130,
     no traceback, the MLflow run ended KILLED and tagged interrupted (as on Ray Train)."""
-    from tests.test_distill_ray import TINY_STUDENT
+    from tests.e2e.test_distill_ray import TINY_STUDENT
 
     db = tmp_path / "m.db"
     cmd = [sys.executable, "-m", "raydistill.distill", "--method", "kd", "--task", "sst2", "--data-dir", glue_dir]

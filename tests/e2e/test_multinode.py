@@ -39,9 +39,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.paths import ROOT
+
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = ROOT
 MARKER = "RAYDISTILL_MULTINODE_CLUSTER"
 TINY_STUDENT = [
     "--student-layers",

@@ -10,7 +10,8 @@ import ast
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.paths import ROOT
+
 PKG = ROOT / "raydistill"
 # the pipeline's stages, lowest first: a module may import its own stage and those before it. The package's top
 # (the API, the test models, the shims of the commands' old names) stands above them all.

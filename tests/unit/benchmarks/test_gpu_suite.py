@@ -1,6 +1,6 @@
 """benchmarks/gpu_suite.py keeps what it measured (issue 49 item 3): the bound kills a part's process tree without
 raising, a part writes its results as it goes, a cut part reports what finished, and results.json is always written.
-The whole suite's smoke is tests/test_benchmarks_smoke.py::test_gpu_suite_smoke (slow); these are cheap."""
+The whole suite's smoke is tests/e2e/test_benchmarks_smoke.py::test_gpu_suite_smoke (slow); these are cheap."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ import sys
 import time
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
+from tests.paths import ROOT
+
+BENCH = ROOT / "benchmarks"
 sys.path.insert(0, str(BENCH))
 
 import gpu_suite

@@ -10,11 +10,12 @@ import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
+from tests.paths import ROOT
+
+BENCH = ROOT / "benchmarks"
 sys.path.insert(0, str(BENCH))
 
 import quality

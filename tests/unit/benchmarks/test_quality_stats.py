@@ -3,12 +3,13 @@ and the verdict rule ("beats" only beyond the noise)."""
 
 from __future__ import annotations
 
-import os
 import sys
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "benchmarks"))
+from tests.paths import ROOT
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 
 def test_scores_intervals_and_verdicts():

@@ -7,11 +7,11 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.paths import ROOT
+
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import transfer  # noqa: E402
 

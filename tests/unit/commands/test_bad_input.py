@@ -1758,7 +1758,8 @@ def test_enough_distinct_cases_across_every_command():
 
 
 REGENERATE = (
-    "RAYDISTILL_RECORD_BAD_INPUT=1 python -m pytest -q tests/test_bad_input.py -k refused_in_process, then "
+    "RAYDISTILL_RECORD_BAD_INPUT=1 python -m pytest -q tests/unit/commands/test_bad_input.py -k refused_in_process, "
+    "then "
     "python -m tests.gen_reliability"
 )
 

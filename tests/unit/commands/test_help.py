@@ -7,9 +7,10 @@ import argparse
 import importlib
 import json
 import re
-from pathlib import Path
 
 import pytest
+
+from tests.paths import FIXTURES
 
 COMMANDS = {
     name: f"raydistill.commands.{name}"
@@ -118,7 +119,7 @@ def test_every_command_keeps_its_options():
     """The options of every command (and ``data``'s sub-commands), in --help's order, pinned in
     tests/fixtures/command_options.json: a move or a refactor of the commands leaves what users type as it was. A new
     or renamed option is a deliberate change to that file."""
-    pinned = json.loads((Path(__file__).parent / "fixtures" / "command_options.json").read_text(encoding="utf-8"))
+    pinned = json.loads((FIXTURES / "command_options.json").read_text(encoding="utf-8"))
     now = {
         name: [
             "/".join(a.option_strings) or a.dest

@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from raydistill.commands import list as listing
+from tests.paths import ROOT
 
 
 def test_every_group_lists_every_registered_name_with_a_description():
@@ -85,7 +86,7 @@ def test_unknown_group_is_one_line(capsys):
 
 
 def test_python_m_raydistill_list_end_to_end():
-    env = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     p = subprocess.run(
         [sys.executable, "-m", "raydistill", "list", "spaces"], capture_output=True, text=True, timeout=120, env=env
     )

@@ -1,4 +1,5 @@
-"""Messages a newcomer meets that the bad-input table (tests/test_bad_input.py) does not cover by itself."""
+"""Messages a newcomer meets that the bad-input table (tests/unit/commands/test_bad_input.py) does not cover by
+itself."""
 
 from __future__ import annotations
 

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.paths import ROOT
+
 PACKAGE = ROOT / "raydistill"
 SOURCES = sorted(PACKAGE.rglob("*.py"))
 LOOPBACK = ("127.0.0.1", "localhost", "::1")

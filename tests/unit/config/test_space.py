@@ -11,6 +11,7 @@ from raydistill.common.errors import UserError
 from raydistill.config import space as sp
 from raydistill.config.domains import Choice, Fixed, LogUniform, Uniform
 from raydistill.config.sizes import Shape, parse_size
+from tests.paths import ROOT
 
 BERT_BASE = Shape(12, 768, 3072, 12)
 
@@ -166,9 +167,8 @@ def test_named_spaces_ship_inside_the_wheel(tmp_path):
     import subprocess
     import sys
     import zipfile
-    from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1]
+    root = ROOT
     src = tmp_path / "src"  # a copy: setuptools writes build/ and *.egg-info into the tree it builds
     for d in ("raydistill", "search_spaces"):
         shutil.copytree(root / d, src / d, ignore=shutil.ignore_patterns("__pycache__"))

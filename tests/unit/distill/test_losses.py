@@ -8,6 +8,7 @@ import torch
 
 from raydistill.common.errors import UserError
 from raydistill.distill import losses as L
+from tests.paths import ROOT
 
 t = torch.tensor
 
@@ -42,9 +43,8 @@ def test_every_loss_says_what_it_computes():
         assert getattr(L, name).__doc__, name
     # the convention is written once, in docs/methods.md, and the module points there (issue 39)
     assert "docs/methods.md" in L.__doc__ and "The loss convention" in L.__doc__
-    from pathlib import Path
 
-    doc = (Path(__file__).resolve().parents[1] / "docs" / "methods.md").read_text(encoding="utf-8")
+    doc = (ROOT / "docs" / "methods.md").read_text(encoding="utf-8")
     convention = doc.split("## The loss convention", 1)[1].split("\n## ", 1)[0]
     assert "T²" in convention and "α" in convention and "β" in convention
 

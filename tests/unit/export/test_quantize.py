@@ -21,8 +21,7 @@ from raydistill.export.quantize import OrtModel, dev_data, dev_score, quantize_o
 from raydistill.models.teacher import load_model
 from raydistill.tasks.encode import collate
 from raydistill.train.saved import evaluate_dir
-
-from .test_onnx import exported_student
+from tests.unit.export.test_onnx import exported_student
 
 # measured on the tiny random 2-layer, hidden-32 student below (logits of |x| <= 0.026): max |INT8 - fp32 logit|
 # 1.1e-4 to 2.6e-4 over three batches, at most 1.5% of the largest logit; the test allows 5%
@@ -285,8 +284,7 @@ def test_tiny_sweep_then_best_onnx_quantize(ray_session, tiny_teacher, glue_dir,
     from mlflow.tracking import MlflowClient
 
     from raydistill.commands import best, sweep
-
-    from .test_sweep import TINY
+    from tests.e2e.test_sweep import TINY
 
     monkeypatch.chdir(tmp_path)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"

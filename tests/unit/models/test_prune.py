@@ -22,8 +22,8 @@ from raydistill.config.sizes import Shape, check_shape, resolve
 from raydistill.models import prune
 from raydistill.models.student import build_student
 from raydistill.models.teacher import load_model
-
-from .test_bad_input import E, assert_one_line, distill, main_of, mlflow_runs, paths, trapped  # noqa: F401
+from tests.paths import ROOT
+from tests.unit.commands.test_bad_input import E, assert_one_line, distill, main_of, mlflow_runs, paths, trapped  # noqa: F401
 
 MINILM, BASE, LARGE = Shape(6, 384, 1536, 12), Shape(12, 768, 3072, 12), Shape(24, 1024, 4096, 16)
 
@@ -376,7 +376,6 @@ def test_refused_end_to_end(E):  # noqa: F811
 
 
 def test_every_case_is_documented():
-    from pathlib import Path
 
-    doc = (Path(__file__).resolve().parents[1] / "docs" / "RELIABILITY.md").read_text(encoding="utf-8")
+    doc = (ROOT / "docs" / "RELIABILITY.md").read_text(encoding="utf-8")
     assert not [c[0] for c in CASES if f"`{c[0]}`" not in doc]

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.paths import ROOT
+
 CLUSTER = ROOT / "cluster"
 LAUNCHER_CONFIGS = sorted(CLUSTER.glob("*.yaml"))
 IDS = [p.name for p in LAUNCHER_CONFIGS]

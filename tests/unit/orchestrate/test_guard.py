@@ -10,9 +10,10 @@ import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.paths import ROOT
+
+REPO = ROOT
 
 
 def env() -> dict:

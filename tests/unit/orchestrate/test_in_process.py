@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.test_loop import cfg_for
+from tests.unit.train.test_loop import cfg_for
 
 
 class Crash(Exception):
@@ -189,7 +189,7 @@ def test_a_1_worker_distill_command_trains_here_without_ray(tiny_teacher, glue_d
 
     from raydistill.distill.__main__ import main
     from raydistill.orchestrate import connect
-    from tests.test_distill_ray import TINY_STUDENT
+    from tests.e2e.test_distill_ray import TINY_STUDENT
 
     def no_ray(*a, **kw):
         raise AssertionError("Ray started")

@@ -12,7 +12,8 @@ from urllib.parse import urlparse
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.paths import ROOT
+
 KUBERAY = ROOT / "cluster" / "kuberay"
 MANIFESTS = sorted(KUBERAY.rglob("*.yaml"))  # the S3 manifests and their GCS variants under gcs/
 NAMESPACE = "raydistill"

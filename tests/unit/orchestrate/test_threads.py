@@ -8,14 +8,14 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from raydistill.orchestrate.resources import THREAD_ENV
-from tests.test_loop import cfg_for
+from tests.paths import ROOT
+from tests.unit.train.test_loop import cfg_for
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = ROOT
 
 # the tokenizer pool alone: threads of this process after tokenising batches, less those before (the tokenizer
 # loaded, torch imported: every other thread is there already)

@@ -1,6 +1,7 @@
 """A sweep's labels-only control (issue 46): how many seeds it trains, what it trains (the winner's student on gold
 labels alone), that it never competes for the winner, and the verdict of the winner against it — hand-made
-predictions where the answer is known. The end-to-end check is in tests/test_sweep.py (test_tiny_sweep_end_to_end)."""
+predictions where the answer is known. The end-to-end check is in tests/e2e/test_sweep.py
+(test_tiny_sweep_end_to_end)."""
 
 from __future__ import annotations
 

@@ -14,8 +14,9 @@ from raydistill.common.errors import UserError
 from raydistill.data.__main__ import main as data_main
 from raydistill.data.overview import summary
 from raydistill.tasks import SPLITS, TASKS, get_task, load_split
+from tests.paths import FIXTURES
 
-FIX = Path(__file__).parent / "fixtures"
+FIX = FIXTURES
 GLUE = FIX / "glue"
 
 

@@ -101,7 +101,7 @@ def test_the_sweep_reference_still_scores_the_training_majority_on_dev():
 
 # ------------------------------------------------------------------ the loop (in-process, no Ray)
 def _cfg(tiny_teacher, glue_dir, **train):
-    from tests.test_loop import cfg_for
+    from tests.unit.train.test_loop import cfg_for
 
     cfg = cfg_for("sst2", tiny_teacher("classification", 2), glue_dir, "kd", epochs=3, alpha=0.5, temperature=2.0)
     return cfg.replace(train=dataclasses.replace(cfg.train, **train))

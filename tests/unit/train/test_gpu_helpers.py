@@ -1,5 +1,5 @@
-"""The CPU side of the GPU tests (tests/test_gpu.py, ``pytest -m gpu``): what they rely on, run in CI without a GPU —
-the window arithmetic that says two trials held GPU memory at once, the per-stage loss check, a GPU trial's path
+"""The CPU side of the GPU tests (tests/e2e/test_gpu.py, ``pytest -m gpu``): what they rely on, run in CI without a
+GPU — the window arithmetic that says two trials held GPU memory at once, the per-stage loss check, a GPU trial's path
 through Ray Train with a fraction of a GPU and NCCL, where the in-sweep teacher trains, and the device refusals."""
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def test_falling_per_stage_compares_within_each_stage():
 
 
 def test_the_gpu_tests_run_checks_hold_on_the_cpu(tiny_teacher, glue_dir, tmp_path, monkeypatch):
-    """tests/test_gpu.py's end-to-end check of one run, here on the CPU: fp32 step, losses finite and falling, fp32
+    """tests/e2e/test_gpu.py's end-to-end check of one run, here on the CPU: fp32 step, losses finite and falling, fp32
     weights, the exported student re-scored equal to the dev score the run reported."""
     torch.set_num_threads(1)
     from tests.gpu_checks import write_sst2
@@ -59,8 +59,9 @@ def test_the_gpu_tests_run_checks_hold_on_the_cpu(tiny_teacher, glue_dir, tmp_pa
 
 
 def test_a_gpu_trial_packs_a_fraction_of_a_gpu_and_its_ray_train_path_uses_nccl(tmp_path):
-    """A 1-worker GPU trial trains in its Tune trial process on its share of the GPU (tests/test_in_process.py); with
-    several workers, or --ray-train-trials, it runs on Ray Train over NCCL."""
+    """A 1-worker GPU trial trains in its Tune trial process on its share of the GPU
+    (tests/unit/orchestrate/test_in_process.py); with several workers, or --ray-train-trials, it runs on Ray Train
+    over NCCL."""
     from raydistill.orchestrate.resources import Cluster, TrialDemand, concurrency
     from raydistill.orchestrate.run import RunOptions, make_trainer
 
