@@ -32,8 +32,8 @@ OUT/results.json holds every part, rewritten after each step and whatever ends a
 (``cut``, ``cut_in``) keeps every number it measured, what finished read from MLflow, steps.json and pytest's log;
 a part that raises keeps its ``error`` and the next part runs. The last stdout line is ``GPU_SUITE …``. ``--smoke``
 runs the same parts on the CPU (no ``--use-gpu``): the GPU tests skip, gpu.py runs its smoke per layout, the quality
-run uses a tiny encoder and a small synthetic SST-2 with 2 trials (and 2 with --ray-train-trials), the augment run
-the same tiny encoder and SST-2 with 2 copies and 1 seed.
+run uses a tiny encoder and a small synthetic SST-2 with at most 2 trials (and as many with --ray-train-trials) and
+no labels-only control, the augment run the same tiny encoder and SST-2 with 2 copies and 1 seed.
 """
 
 from __future__ import annotations
@@ -245,7 +245,8 @@ def quality_inputs(a, out: str) -> tuple[str, str, list[str], list[str], list[st
             encoder,
             size,
             ["--epochs", "1"],
-            ["--epochs", "2", "--max-steps", "4", "--set", "search.confirm=false"],
+            # the labels-only control is the product's (tests/e2e/test_sweep.py), not the suite's plumbing
+            ["--epochs", "2", "--max-steps", "4", "--set", "search.confirm=false", "--set", "search.control=false"],
         )
     size = ["--max-length", str(a.max_length), "--batch-size", "32"]
     ft = ["--epochs", str(a.teacher_epochs), "--lr", str(a.teacher_lr), "--batch-size", "64", "--use-gpu"]

@@ -93,6 +93,8 @@ def main() -> None:
         "search.asha=false",
         "--set",
         "search.confirm=false",
+        "--set",
+        "search.control=false",  # the labels-only control trains without the teacher: not what the cache changes
         "--epochs",
         str(a.epochs),
         "--max-concurrent",

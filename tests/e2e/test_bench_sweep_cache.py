@@ -1,8 +1,9 @@
 """Benchmark (a) runs end to end in smoke mode (tiny models): both sweeps finish and a ratio is printed.
 
 The smoke checks the script's plumbing only, at its tiniest (2 trials of 1 epoch per sweep: the second trial is the
-first to read a cache the first built): that the cache gives the same losses and is reused across runs is
-tests/unit/train/test_loop.py's (test_teacher_cache_gives_the_same_losses and the tests after it)."""
+first to read a cache the first built; the script runs no labels-only control): that the cache gives the same losses
+and is reused across runs is tests/unit/train/test_loop.py's (test_teacher_cache_gives_the_same_losses and the tests
+after it)."""
 
 from __future__ import annotations
 

@@ -123,8 +123,9 @@ def test_flop_count_matches_hand_count():
 @pytest.mark.slow
 def test_sweep_throughput_smoke(tmp_path):
     """Two real sweep commands (the old defaults, the new ones) on tiny models, at the tiniest (1 trial of 1 epoch
-    each): the script's plumbing (its two commands, the phases it reads back from MLflow, its JSON and ratio line).
-    That the default runs as many trials at once as the CPUs hold is test_concurrency.py's."""
+    each, no labels-only control: the script sets search.control=false): the script's plumbing (its two commands, the
+    phases it reads back from MLflow, its JSON and ratio line). That the default runs as many trials at once as the
+    CPUs hold is test_concurrency.py's."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     out_json = tmp_path / "tp.json"
     proc = subprocess.run(
@@ -160,8 +161,9 @@ def test_gpu_suite_smoke(tmp_path):
     encoder fine-tuned as the teacher, a 1-trial pkd_glue sweep, best --export --onnx, the sweep again with
     --ray-train-trials —, gpu.py's smoke per layout (benchmark (d) itself checked: ``check_gpu_benchmark``), and the
     augment run (recipe + 2 copies vs recipe vs labels only, 1 seed) — results in --out. One trial per sweep is the
-    suite's plumbing at its tiniest: several trials at once, and choosing among them, are test_concurrency.py's and
-    test_sweep.py's."""
+    suite's plumbing at its tiniest, without the labels-only control (--smoke sets search.control=false): several
+    trials at once, choosing among them and the control are test_concurrency.py's, test_sweep.py's and
+    test_control.py's."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     out = tmp_path / "gpu-suite"
     proc = subprocess.run(
