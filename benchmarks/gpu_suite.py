@@ -7,8 +7,8 @@
 
 The parts, in order of priority (``--parts`` picks; they always run in this order):
 
-tests    ``pytest -m gpu tests/test_gpu.py`` → OUT/tests/junit.xml (+ pytest.log): every method end to end on the GPU,
-         NCCL with one rank, the teacher cache built on the GPU, two 0.5-GPU trials at once, best --onnx on a CPU.
+tests    ``pytest -m gpu tests/e2e/test_gpu.py`` → OUT/tests/junit.xml (+ pytest.log): every method end to end on the
+         GPU, NCCL with one rank, the teacher cache built on the GPU, two 0.5-GPU trials at once, best --onnx on a CPU.
 quality  the MiniLM encoder fine-tuned as the teacher on full SST-2 on the GPU (``raydistill.finetune --use-gpu``),
          then a ``pkd_glue`` sweep of ≥ 24 trials packed on the GPU (``--use-gpu --gpus-per-worker 0.125``: 8 at once)
          and ``raydistill.best --export --onnx``: trials per hour, fixed cost per trial (a trial's seconds outside
@@ -32,8 +32,8 @@ OUT/results.json holds every part, rewritten after each step and whatever ends a
 (``cut``, ``cut_in``) keeps every number it measured, what finished read from MLflow, steps.json and pytest's log;
 a part that raises keeps its ``error`` and the next part runs. The last stdout line is ``GPU_SUITE …``. ``--smoke``
 runs the same parts on the CPU (no ``--use-gpu``): the GPU tests skip, gpu.py runs its smoke per layout, the quality
-run uses a tiny encoder and a small synthetic SST-2 with 2 trials (and 2 with --ray-train-trials), the augment run
-the same tiny encoder and SST-2 with 2 copies and 1 seed.
+run uses a tiny encoder and a small synthetic SST-2 with at most 2 trials (and as many with --ray-train-trials) and
+no labels-only control, the augment run the same tiny encoder and SST-2 with 2 copies and 1 seed.
 """
 
 from __future__ import annotations
@@ -164,7 +164,7 @@ def cut(res: dict, step: str, r: dict) -> bool:
 
 def part_tests(a, out: str, res: dict, save) -> None:
     junit, log = os.path.join(out, "junit.xml"), os.path.join(out, "pytest.log")
-    cmd = [sys.executable, "-m", "pytest", "-m", "gpu", "-v", "-p", "no:cacheprovider", "tests/test_gpu.py"]
+    cmd = [sys.executable, "-m", "pytest", "-m", "gpu", "-v", "-p", "no:cacheprovider", "tests/e2e/test_gpu.py"]
     res.update(bounded([*cmd, f"--junitxml={junit}"], log, a.limit_s))
     cut(res, "pytest", res)
     if os.path.isfile(junit):
@@ -248,7 +248,8 @@ def quality_inputs(a, out: str) -> tuple[str, str, list[str], list[str], list[st
             encoder,
             size,
             ["--epochs", "1"],
-            ["--epochs", "2", "--max-steps", "4", "--set", "search.confirm=false"],
+            # the labels-only control is the product's (tests/e2e/test_sweep.py), not the suite's plumbing
+            ["--epochs", "2", "--max-steps", "4", "--set", "search.confirm=false", "--set", "search.control=false"],
         )
     size = ["--max-length", str(a.max_length), "--batch-size", "32"]
     ft = ["--epochs", str(a.teacher_epochs), "--lr", str(a.teacher_lr), "--batch-size", "64", "--use-gpu"]

@@ -59,6 +59,8 @@ def main() -> None:
     p.add_argument("--data-dir", help="GLUE folder with SST-2 (default: synthetic)")
     p.add_argument("--smoke", action="store_true", help="tiny teacher and student")
     p.add_argument("--examples", type=int, default=512)
+    p.add_argument("--trials", type=int, default=3, help="trials per sweep (the cache is built by the first)")
+    p.add_argument("--epochs", type=int, default=2, help="epochs per trial")
     p.add_argument(
         "--teacher",
         default="default",
@@ -86,7 +88,7 @@ def main() -> None:
         "--teacher",
         teacher,
         "--num-samples",
-        "3",
+        str(a.trials),
         "--set",
         f"student.size={size}",
         "--set",
@@ -95,8 +97,10 @@ def main() -> None:
         "search.asha=false",
         "--set",
         "search.confirm=false",
+        "--set",
+        "search.control=false",  # the labels-only control trains without the teacher: not what the cache changes
         "--epochs",
-        "2",
+        str(a.epochs),
         "--max-concurrent",
         "1",  # one trial at a time, as measured: the cache is the variable
         "--train-limit",

@@ -1,7 +1,7 @@
 """Benchmark: trials per hour of the same sweep with the package's defaults vs one trial at a time on one CPU.
 
 Each sweep is its own `python -m raydistill.sweep` command (its own local Ray), side by side in one run, the teacher
-cache warm (a first, untimed sweep builds it), ASHA off so every trial runs every epoch:
+cache warm (a first, untimed sweep builds it), ASHA off so every trial runs every epoch, no labels-only control:
   * baseline      --max-concurrent 1 --cpus-per-worker 1 --ray-train-trials   (the old defaults: one trial at a
                   time on one CPU, on Ray Train; one core idle on 2 cores)
   * default       no flags: as many trials at once as the CPUs hold, 1 CPU (and torch thread) each, each trial
@@ -98,6 +98,8 @@ def main() -> None:
         "search.asha=false",
         "--set",
         "search.confirm=false",
+        "--set",
+        "search.control=false",  # trials per hour of the search itself, as before the control (issue 46) existed
         "--epochs",
         str(a.epochs),
         "--train-limit",

@@ -1,7 +1,8 @@
-"""What the GPU tests (tests/test_gpu.py) check about one run, kept device-agnostic so CI runs the same checks on the
-CPU (tests/test_gpu_helpers.py): a real ``loop.run`` on ``device`` with the student and teacher it built in hand, its
-losses finite and falling within each stage, its weights fp32 (the master weights under bf16 autocast), the dtype its
-layers actually computed in, and the exported student re-scored on the CPU against the dev score the run reported."""
+"""What the GPU tests (tests/e2e/test_gpu.py) check about one run, kept device-agnostic so CI runs the same checks on
+the CPU (tests/unit/train/test_gpu_helpers.py): a real ``loop.run`` on ``device`` with the student and teacher it built
+in hand, its losses finite and falling within each stage, its weights fp32 (the master weights under bf16 autocast),
+the dtype its layers actually computed in, and the exported student re-scored on the CPU against the dev score the run
+reported."""
 
 from __future__ import annotations
 

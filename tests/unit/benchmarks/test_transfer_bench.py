@@ -1,0 +1,96 @@
+"""benchmarks/transfer.py: its records are what goes on across sessions, so what it keeps and how it reads them back
+are tested here; one smoke run checks the plumbing of the real commands and that a second call runs nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.paths import ROOT
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import transfer  # noqa: E402
+
+
+def _run(preds: list, val: float, dev: float) -> dict:
+    return {"preds": preds, "val": val, "dev": dev, "wall_s": 60.0, "student": "3L-192"}
+
+
+def _records(gold: list, teacher: list, labels: list[list], recipe: list[list]) -> dict:
+    done: dict = {"mrpc/gold": {"gold": gold}, "mrpc/teacher": {"builds": [{"dev": 0.9, "preds": teacher}]}}
+    for row, runs in (("labels", labels), ("recipe", recipe)):
+        for i, p in enumerate(runs):
+            acc = sum(a == b for a, b in zip(p, gold, strict=True)) / len(gold)
+            done[f"mrpc/fast/{row}/{42 + i}"] = _run(p, val=acc + 0.01 * i, dev=acc)
+    return done
+
+
+def test_summarise_reads_every_row_from_the_records_alone():
+    """Each row's median and range over its seeds, its median seed on val standing for it; a row clearly better than
+    labels-only on 400 dev rows 'beats' it, the same predictions 'tie'."""
+    gold = [i % 2 for i in range(400)]
+    wrong = [1 - g for g in gold]
+    labels = [gold[:200] + wrong[200:]] * 3  # 0.5
+    recipe = [gold[:360] + wrong[360:], gold[:364] + wrong[364:], gold[:368] + wrong[368:]]  # 0.90, 0.91, 0.92
+    res = transfer.summarise(_records(gold, gold, labels, recipe), "mrpc", "fast", [42, 43, 44])
+    assert res is not None
+    assert res["labels"]["median"] == 0.5 and res["recipe"]["median"] == pytest.approx(0.91)
+    assert res["recipe"]["rep"]["dev"] == pytest.approx(0.91)  # the median seed on val
+    assert res["recipe"]["vs_labels"]["verdict"] == "beats"
+    assert res["teacher"]["headroom"] == pytest.approx(0.4)
+    same = transfer.summarise(_records(gold, gold, labels, labels), "mrpc", "fast", [42, 43, 44])
+    assert same is not None and same["recipe"]["vs_labels"]["verdict"] == "ties"
+
+
+def test_records_keep_what_another_process_wrote(tmp_path):
+    """Two calls writing one records file (a report beside a run, two machines' files merged): neither loses the
+    other's runs."""
+    path = str(tmp_path / "r.json")
+    a, b = transfer.Records(path), transfer.Records(path)
+    a.put("mrpc/fast/labels/42", {"dev": 0.7})
+    b.put("mrpc/fast/labels/43", {"dev": 0.8})
+    assert set(json.load(open(path))) == {"mrpc/fast/labels/42", "mrpc/fast/labels/43"}
+
+
+def test_tinybert_keeps_the_teachers_heads():
+    """TinyBERT matches attention scores head by head: its fast student keeps the teacher's 12 heads, sliced (prune
+    keeps the teacher's head size); every other row trains the shape as declared."""
+    assert transfer.student_of("fast", "tinybert+aug20", 12) == ("3", "192", "768", "12", "slice")
+    assert transfer.student_of("fast", "recipe+aug20", 12) == transfer.STUDENTS["fast"]
+    assert transfer.student_of("half", "tinybert+aug20", 12) == transfer.STUDENTS["half"]
+
+
+def test_an_augmented_pass_is_split_into_epochs_of_fresh_draws(tmp_path):
+    """``--aug-evals N``: N epochs of ``epoch_rows`` rows draw about one pass over the rows a run keeps (90%: the
+    val share and its copies leave)."""
+    (tmp_path / "train.jsonl").write_text("{}\n" * 2100)
+    assert transfer.epoch_rows(str(tmp_path), 10) == 189
+    assert transfer.epoch_rows(str(tmp_path), 10_000) == 1
+
+
+@pytest.mark.slow
+def test_transfer_smoke_records_and_goes_on(tmp_path):
+    """The real commands on a tiny teacher: the teacher, the augmented set and the runs recorded with their dev
+    predictions; the same command again runs nothing and reports the same table."""
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "transfer.py"), "--smoke", "--work", str(tmp_path)]
+    cmd += ["--rows", "recipe+aug20"]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    first = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert first.returncode == 0, first.stderr[-3000:]
+    done = json.load(open(tmp_path / "records.json"))
+    runs = [k for k in done if k.startswith("mrpc/fast/recipe+aug20/")]
+    assert len(runs) == 2 and len(done["mrpc/gold"]["gold"]) == 40
+    for k in runs:
+        assert len(done[k]["preds"]) == 40 and done[k]["teacher_build"] == done["mrpc/teacher"]["builds"][0]["digest"]
+        assert "--augment-dir" in done[k]["command"]
+        # one pass as --aug-evals (2 in the smoke) epochs of fresh draws, val scored after each
+        assert done[k]["epochs"] == 2 and "--epoch-rows" in done[k]["command"]
+    again = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "raydistill.distill" not in again.stderr  # nothing ran again
+    assert again.stdout.count("recorded") == 2
+    assert first.stdout.splitlines()[-1] == again.stdout.splitlines()[-1]  # the TRANSFER line, from the records
