@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.test_sweep import TINY
+from tests.e2e.test_sweep import TINY
 
 pytestmark = pytest.mark.slow
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from tests.paths import ROOT
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
 import fixed_cost  # noqa: E402
 
 

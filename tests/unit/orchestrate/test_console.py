@@ -80,7 +80,7 @@ def test_a_finetune_run_logs_the_precision_that_ran(tmp_path, tiny_teacher, glue
     fp32 (issue 48 item 6). Its params now carry the effective precisions, as a distillation run's do."""
     from raydistill.teacher.fit import ResumeRecord
     from raydistill.train.precision import effective
-    from tests.test_loop import cfg_for
+    from tests.unit.train.test_loop import cfg_for
 
     class Recorder:
         def start_run(self, name, params, tags=None, parent_run_id=None):

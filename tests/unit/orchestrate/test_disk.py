@@ -12,7 +12,7 @@ from urllib.parse import urlparse
 
 import pytest
 
-from tests.test_loop import cfg_for
+from tests.unit.train.test_loop import cfg_for
 
 WEIGHTS = (".safetensors", ".bin", ".pt", ".onnx")
 
