@@ -165,13 +165,14 @@ def test_a_1_worker_gpu_trial_trains_in_process_unless_ray_train_is_asked_for(
 
     from ray import tune
 
+    from raydistill.orchestrate.request import SweepRequest
     from raydistill.orchestrate.resources import Cluster, TrialDemand
     from raydistill.orchestrate.sweep import Sweep
     from raydistill.orchestrate.tuner import trainable_for
 
-    args = SimpleNamespace(ray_train_trials=ray_train_trials, max_failures=1, placement_strategy="PACK", verbose=False)
+    request = SweepRequest(ray_train_trials=ray_train_trials, max_failures=1, placement_strategy="PACK", verbose=False)
     demand = TrialDemand(workers, 1.0, 0.125 if workers == 1 else 1.0)
-    sweep = SimpleNamespace(demand=demand, machine=Cluster(16, 1), storage="/s", args=args)
+    sweep = SimpleNamespace(demand=demand, machine=Cluster(16, 1), storage="/s", request=request)
     opts = Sweep._trial_opts(sweep, {})  # type: ignore[arg-type]
     assert opts.in_process is in_process and opts.run.gpus_per_worker == sweep.demand.gpus_per_worker
     monkeypatch.setattr(tune, "with_parameters", lambda f, **kw: f)  # no Ray object store needed for the bundle
