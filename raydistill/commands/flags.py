@@ -29,17 +29,8 @@ TRAIN_FLAGS = (
     "seed",
 )
 # the sweep's, in its --help's order (as it always was: its seed before its lr)
-SWEEP_TRAIN_FLAGS = (
-    "epochs",
-    "max_steps",
-    "epoch_rows",
-    "train_limit",
-    "eval_limit",
-    "max_length",
-    "batch_size",
-    "seed",
-    "lr",
-)
+SWEEP_TRAIN_FLAGS = (*TRAIN_FLAGS[:-2], "seed", "lr")
+assert TRAIN_FLAGS[-2:] == ("lr", "seed")
 SELECTION_FLAGS = (
     "val_fraction",
     "select_on",
