@@ -120,10 +120,15 @@ def test_run_sweep_returns_what_the_command_prints(ray_session, tiny_teacher, tm
         no_teacher_cache=True,
         tracking_uri=uri,
         name="by-api",
+        rerun=True,  # inputs identical to the command's sweep: without it, that sweep's result again (repeat.py)
         **small,
     )
     assert capsys.readouterr().out == ""
     assert set(got) == set(want) and (got["sweep"], want["sweep"]) == ("by-api", "by-command")
+    again = run_sweep(
+        "pkd_glue", teacher=teacher, data=data, overrides=overrides, no_teacher_cache=True, tracking_uri=uri, **small
+    )  # nothing trained: the latest twin's result, as JSON kept it
+    assert again == {**json.loads(json.dumps(got, default=str)), "reused": "by-api"}
     assert got["trials"] == want["trials"] == 1 and got["errors"] == want["errors"] == 0
     _same(got["best"], want["best"])  # the same first trial (the space's first recipe), the same scores
     assert {k: v for k, v in got["teacher"].items() if k.startswith(SCORES)} == {

@@ -110,7 +110,9 @@ def test_distill_cli_logs_mlflow_run_and_saves_student(tiny_teacher, glue_dir, m
     } <= set(run.data.metrics)
     assert run.data.metrics["best_eval_accuracy"] == out["eval_accuracy"]
     assert run.info.status == "FINISHED"
-    assert any(a.path == "student" for a in c.list_artifacts(run.info.run_id))
+    # the student logged once: as the run's logged model (the UI's Models column), no second copy as artifacts
+    assert [m.source_run_id for m in c.search_logged_models([run.info.experiment_id])] == [run.info.run_id]
+    assert not any(a.path == "student" for a in c.list_artifacts(run.info.run_id))
 
 
 KO_LABELS = ("O", "B-PS", "I-PS", "B-LC", "I-LC", "B-OG", "I-OG", "B-DT", "I-DT", "B-TI", "I-TI", "B-QT", "I-QT")
