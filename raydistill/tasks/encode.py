@@ -207,7 +207,11 @@ def score(task, examples: list[dict], encoded: Encoded, outputs: dict, by_class:
     """``task.metrics`` (0-1 scale) from model outputs, macro-F1 beside them for a task with classes; ``by_class``:
     each class's recall too (``recall_<key>``, dev only: a split that chooses needs no table). See the module
     docstring for the ``outputs`` layout."""
-    preds, refs = example_predictions(task, examples, encoded, outputs)
+    return score_predictions(task, *example_predictions(task, examples, encoded, outputs), by_class=by_class)
+
+
+def score_predictions(task, preds: list, refs: list, by_class: bool = False) -> dict[str, float]:
+    """``score`` of predictions already taken from the outputs (``example_predictions``)."""
     out = metrics.compute(task, preds, refs)
     if by_class and metrics.per_class(task):
         out.update(metrics.class_recall(task, preds, refs))

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from raydistill.common.progress import Progress
-from raydistill.tasks.encode import collate, example_predictions, score
+from raydistill.tasks.encode import collate, example_predictions, score_predictions
 from raydistill.train.diverge import answer_metrics
 from raydistill.train.step import forward, to_device
 
@@ -46,10 +46,11 @@ def split_metrics(model, task, split: Split, pad_id: int, batch_size: int, devic
         return {f"{prefix}_mlm_loss": loss / max(n, 1), f"{prefix}_mlm_accuracy": correct / max(n, 1)}
     outs = model_outputs(model, task, encoded, pad_id, batch_size, device, progress)
     by_class = prefix == "eval"  # each class's recall on dev, what the summary's table shows; val only chooses
-    out = score(task, examples, encoded, outs, by_class)
+    preds, refs = example_predictions(task, examples, encoded, outs)
+    out = score_predictions(task, preds, refs, by_class)
     # on val, what tells a collapsed run (train/diverge.py) from one still learning under the majority floor
     if prefix == "val" and task.kind in ("classification", "regression"):
-        out.update(answer_metrics(task, *example_predictions(task, examples, encoded, outs)))
+        out.update(answer_metrics(task, preds, refs))
     return {f"{prefix}_{k}": float(v) for k, v in out.items()}
 
 
