@@ -58,6 +58,9 @@ ROWS: dict[str, dict[str, Any]] = {
     "recipe+aug20@v2": {"method": "pkd", "loss": RECIPE, "aug": True, "retired": "augment-v2 copies"},
     # kept for the record: augment-v3 copies, one pass as one epoch, so val chose nothing (scored once, at the end)
     "recipe+aug20@1eval": {"method": "pkd", "loss": RECIPE, "aug": True, "retired": "val scored once a pass"},
+    # kept for the record: the student chosen among both stages' epochs (an intermediate-stage epoch, answering with
+    # the teacher's sliced head, won); TinyBERT's student is now chosen among its prediction stage's epochs
+    "tinybert+aug20@anystage": {"method": "tinybert", "loss": [], "aug": True, "retired": "chosen among both stages"},
 }
 BASE_ROWS = ("labels", "recipe", "recipe+aug20", "tinybert+aug20")
 TWINS = (

@@ -396,7 +396,7 @@ class Trainer:
         self.history.append(metrics)
         if self.cfg.train.stop_diverged:  # before the checkpoint: a resumed run knows it stopped
             metrics.update(self._judge(metrics))
-        best = best_epoch(self.history, self.main)
+        best = best_epoch(self.history, self.main, self.stages[-1])
         metrics.update(
             best_epoch=best["epoch"],  # best_val_* chose it; best_eval_* is that epoch's dev score
             **{f"best_{k}": v for k, v in best.items() if k.startswith(("eval_", "val_"))},
