@@ -37,7 +37,7 @@ from common import loadavg, machine
 from sweep_cache import sweep_setup
 
 PHASES = ("time_trial_start_s", "time_models_s", "time_data_s", "time_cache_s", "time_eval_s", "time_latency_s")
-PHASES += ("time_checkpoint_s", "time_between_s")
+PHASES += ("time_checkpoint_s", "time_between_s", "time_run_start_s", "time_export_s")
 STORES = ("sqlite", "server-sqlite", "server-postgres")
 
 
@@ -80,7 +80,9 @@ def trial_metrics(uri: str, parent: str) -> list[dict]:
 
 
 def row(kind: str, n: int, out: dict, trials: list[dict]) -> dict:
-    med = {k: statistics.median(t.get(k, 0.0) for t in trials) for k in ("fixed_cost_s", "trial_wall_s", *PHASES)}
+    keys = ("fixed_cost_s", "fixed_cpu_s", "trial_wall_s", *PHASES)
+    med = {k: statistics.median(t.get(k, 0.0) for t in trials) for k in keys}
+    med["reused"] = sum(t.get("worker_trials", 1) > 1 for t in trials)  # trials trained by an actor used before
     train = sum(t.get("time_train_s", 0.0) for t in trials)
     overhead = (out["wall_s"] * n - train) / max(len(trials), 1)  # slots x tuning wall, less the training steps
     return {"store": kind, "at_once": n, "trials": len(trials), "wall_s": out["wall_s"], **med, "overhead_s": overhead}
@@ -89,8 +91,9 @@ def row(kind: str, n: int, out: dict, trials: list[dict]) -> dict:
 def show(r: dict) -> None:
     parts = ", ".join(f"{k[5:-2]} {r[k]:.2f}" for k in PHASES)
     print(
-        f"{r['store']} x{r['at_once']}: {r['trials']} trials, tuning {r['wall_s']:.1f} s; per trial (median) fixed "
-        f"cost {r['fixed_cost_s']:.2f} s of {r['trial_wall_s']:.2f} s ({parts}); sweep overhead per trial "
+        f"{r['store']} x{r['at_once']}: {r['trials']} trials ({r['reused']} in a reused actor), tuning "
+        f"{r['wall_s']:.1f} s; per trial (median) fixed cost {r['fixed_cost_s']:.2f} s of {r['trial_wall_s']:.2f} s, "
+        f"{r['fixed_cpu_s']:.2f} CPU s ({parts}); sweep overhead per trial "
         f"{r['overhead_s']:.2f} s; load {loadavg()}",
         flush=True,
     )
@@ -144,6 +147,7 @@ def main() -> None:
             if 1 in mine and n in mine:
                 print(
                     f"RATIO store={kind} fixed_cost {n}/1={mine[n]['fixed_cost_s'] / mine[1]['fixed_cost_s']:.2f} "
+                    f"fixed_cpu {n}/1={mine[n]['fixed_cpu_s'] / max(mine[1]['fixed_cpu_s'], 1e-9):.2f} "
                     f"overhead {n}/1={mine[n]['overhead_s'] / mine[1]['overhead_s']:.2f}"
                 )
 

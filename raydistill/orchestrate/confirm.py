@@ -47,7 +47,7 @@ def run_confirm(
             trainable,
             param_space={"point": tune.grid_search(points)},
             run_config=tune.RunConfig(name=exp, storage_path=storage, verbose=0, failure_config=failure_config(opts)),
-            tune_config=tune.TuneConfig(num_samples=1, max_concurrent_trials=n_at_once),
+            tune_config=tune.TuneConfig(num_samples=1, max_concurrent_trials=n_at_once, reuse_actors=opts.in_process),
         )
     grid = tuner.fit()
     return [grid[i] for i in range(len(grid))]  # a ResultGrid is indexed (its types declare no __iter__)

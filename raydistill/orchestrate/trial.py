@@ -25,6 +25,9 @@ class TrialOpts:
     augment_dirs: dict[int, str] = field(default_factory=dict)
 
 
+_WORKER_TRIALS = 0  # trials this process has run, this one included
+
+
 def run_name(cfg: RunConfig, trial_id: str) -> str:
     from raydistill.distill.methods import get_method
 
@@ -49,7 +52,9 @@ def run_trial(
     from raydistill.orchestrate.run import execute
     from raydistill.tracking.track import Tracker
 
-    t_start = time.perf_counter()
+    global _WORKER_TRIALS
+    _WORKER_TRIALS += 1  # a reused trial actor (in-process trials) has its imports and caches already
+    t_start, cpu_start = time.perf_counter(), time.process_time()
     trial_id = ray.tune.get_context().get_trial_id()
     config = dict(config.get("point") or config)  # a confirmation trial: one grid point of configurations
     confirm_of = config.pop("confirm_of", None)  # the trial whose configuration it trains with another seed
@@ -93,5 +98,9 @@ def run_trial(
             "trial_wall_s": wall,
             "time_trial_start_s": t_run - t_start,
             "fixed_cost_s": wall - out.get("time_train_s", 0.0),
+            "worker_trials": _WORKER_TRIALS,
+            # CPU seconds outside training steps (the whole process's, its threads too; trained here only when in
+            # process): unlike wall seconds they stay flat as trials share the cores, unless the trials add work
+            **({"fixed_cpu_s": time.process_time() - cpu_start - out["cpu_train_s"]} if opts.in_process else {}),
         },
     )

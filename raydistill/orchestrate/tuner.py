@@ -100,6 +100,9 @@ def run_trials(
                 num_samples=n_samples,
                 metric=None if multi_objective else metric,
                 mode=None if multi_objective else mode,
+                # an in-process trial's actor trains the next trial: its imports (most of a new trial process's
+                # start) and its process-wide caches are paid once per slot, not once per trial
+                reuse_actors=opts.in_process,
             ),
         )
     grid = tuner.fit()

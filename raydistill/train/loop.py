@@ -434,18 +434,22 @@ def epoch_line(metrics: dict) -> str:
 
 
 class Clock:
-    """Cumulative wall seconds per phase of a run (``time_<phase>_s``), lap by lap."""
+    """Cumulative wall seconds per phase of a run (``time_<phase>_s``), lap by lap, and the process's CPU seconds in
+    training steps (``cpu_train_s``): what a trial's fixed CPU seconds are counted against (``orchestrate.trial``),
+    since wall seconds outside training grow with the trials sharing a machine's cores even when no work is added."""
 
     def __init__(self):
-        self.t, self.spent = time.perf_counter(), {}
+        self.t, self.cpu, self.spent, self.cpu_train = time.perf_counter(), time.process_time(), {}, 0.0
 
     def lap(self, phase: str) -> None:
-        now = time.perf_counter()
+        now, cpu = time.perf_counter(), time.process_time()
         self.spent[phase] = self.spent.get(phase, 0.0) + now - self.t
-        self.t = now
+        if phase == "train":
+            self.cpu_train += cpu - self.cpu
+        self.t, self.cpu = now, cpu
 
     def metrics(self) -> dict:
-        return {f"time_{k}_s": round(v, 3) for k, v in self.spent.items()}
+        return {**{f"time_{k}_s": round(v, 3) for k, v in self.spent.items()}, "cpu_train_s": round(self.cpu_train, 3)}
 
 
 def _teacher_cache(cfg, needs: list, teacher, data, device, ctx, t_dtype: str):

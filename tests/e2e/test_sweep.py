@@ -50,6 +50,8 @@ def test_tiny_sweep_end_to_end(ray_session, tiny_teacher, glue_dir, tmp_path, ca
             base_encoder,
             "--num-samples",
             "3",
+            "--max-concurrent",
+            "2",  # the third trial trains in the actor of the first that ends (in-process trials reuse actors)
             *TINY,
             "--set",
             "search.confirm={top: 1, seeds: 1}",
@@ -95,6 +97,11 @@ def test_tiny_sweep_end_to_end(ray_session, tiny_teacher, glue_dir, tmp_path, ca
     assert len(parent) == 1 and len(teacher) == 1 and len(children) == 4
     check_control(out, parent[0], controls, glue_dir)
     confirms = [r for r in children if r.data.tags.get("raydistill.confirm_of")]
+    searched = [r for r in children if r not in confirms]
+    # in process, two slots: one actor trained two of the three trials (its imports paid once); every trial says its
+    # fixed cost in wall and CPU seconds
+    assert sorted(int(r.data.metrics["worker_trials"]) for r in searched) == [1, 1, 2]
+    assert all({"fixed_cost_s", "fixed_cpu_s"} <= set(r.data.metrics) for r in children)
     assert len(confirms) == 1 and confirms[0].data.tags["raydistill.confirm_of"] == conf["config_of"]
     assert (
         confirms[0].data.params["seed"]

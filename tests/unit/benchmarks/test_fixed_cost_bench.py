@@ -22,6 +22,7 @@ def test_a_row_is_the_median_trial_and_the_sweeps_overhead_per_trial():
     assert (r["store"], r["at_once"], r["trials"]) == ("sqlite", 2, 3)
     assert r["fixed_cost_s"] == 3.0 and r["trial_wall_s"] == 8.0 and r["time_trial_start_s"] == 0.7
     assert r["time_models_s"] == 0.0  # a phase no trial logged
+    assert r["reused"] == 0  # no trial says its actor trained one before it
     # 2 slots x 15 s of tuning = 30 slot-seconds, 16 of them training steps: 14 s over 3 trials
     assert r["overhead_s"] == pytest.approx(14 / 3)
 
@@ -43,3 +44,13 @@ def test_the_sweeps_split_the_cpus_over_the_slots_and_switch_off_what_is_not_a_t
     assert out["parent_run_id"] == "p" and out["command_s"] >= 0
     assert cmd[cmd.index("--max-concurrent") + 1] == "8" and cmd[cmd.index("--num-samples") + 1] == "16"
     assert cmd[cmd.index("--cpus-per-worker") + 1] == "0.25"  # 2 CPUs over 8 slots
+
+
+def test_a_row_counts_the_trials_a_reused_actor_trained_and_their_median_cpu_seconds():
+    trials = [
+        {"fixed_cost_s": 4.0, "fixed_cpu_s": 3.0, "worker_trials": 1},
+        {"fixed_cost_s": 2.0, "fixed_cpu_s": 1.0, "worker_trials": 2},
+        {"fixed_cost_s": 3.0, "fixed_cpu_s": 2.5, "worker_trials": 3},
+    ]
+    r = fixed_cost.row("sqlite", 1, {"wall_s": 9.0}, trials)
+    assert r["reused"] == 2 and r["fixed_cpu_s"] == 2.5
