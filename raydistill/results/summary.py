@@ -143,6 +143,7 @@ def finish(sweep: SweepOutcome, rows: list[dict[str, Any]]) -> dict[str, Any]:
             **{r["trial"]: r["error"] for r in rows if r["status"] == "ERROR"},
             **(sweep.control or {}).get("errors", {}),
         },
+        known={r["trial"] for r in rows},
     )
     summary = _summary(sweep, rows, best, front, front_cols, png=files[-1] if files[-1].endswith(".png") else None)
     summary.update(_class_summary(sweep, best, classes))

@@ -39,6 +39,9 @@ WATCHERS: list = []
 EXPERIMENT_KIND = ("mlflow.experimentKind", "custom_model_development")
 
 
+LOST = "started as the sweep's driver died, before Tune saved the trial: the resumed sweep sampled its place again"
+
+
 def default_tracking_uri() -> str:
     """SQLite beside the Ray results, with an absolute path: Ray changes the working directory of trials."""
     path = results_path("mlflow.db")
@@ -262,14 +265,22 @@ class Tracker:
         }
 
     def close_children(
-        self, parent_run_id: str, reason: str = "stopped_early", stopped=(), errors: dict | None = None
+        self,
+        parent_run_id: str,
+        reason: str = "stopped_early",
+        stopped=(),
+        errors: dict | None = None,
+        known: set[str] | None = None,
     ) -> None:
         """Child runs still RUNNING when the sweep ends were stopped early (ASHA kills the trial; ended when they last
         logged an epoch), or the sweep was interrupted (``reason="interrupted"``): mark them KILLED with that reason as
         a tag. ``stopped``: the trial ids the scheduler stopped. On Ray Train (GPU, several workers) such a trial can
         see its controller die as Tune removes its placement group and end its run FAILED first: KILLED too, error
         dropped. ``errors`` (trial id → Tune's reason): trials whose process died before their run could be ended (the
-        OOM killer ends an in-process trial's actor): FAILED with that reason, not taken for stopped."""
+        OOM killer ends an in-process trial's actor): FAILED with that reason, not taken for stopped. ``known``: the
+        search's trial ids; a search trial's run still RUNNING that is not among them was started just before the
+        sweep's driver died, before Tune saved it, so the resumed sweep sampled its place again: KILLED, tagged
+        ``raydistill.lost`` (what it logged stays)."""
         c = self.client
         errors = errors or {}
         for r in self.children(parent_run_id):  # every child: the in-sweep teacher's has no trial id
@@ -278,6 +289,16 @@ class Tracker:
             if status == "RUNNING" and trial in errors:
                 self.set_tags(rid, {"error": errors[trial][:4000]})
                 self.end_run(rid, "FAILED")
+                continue
+            if (
+                status == "RUNNING"
+                and known is not None
+                and trial
+                and trial not in known
+                and not r.data.tags.get("raydistill.role")
+            ):
+                self.set_tags(rid, {"raydistill.lost": LOST})
+                self.end_run(rid, "KILLED")
                 continue
             if status == "RUNNING" or (status == "FAILED" and r.data.tags.get("raydistill.trial_id") in stopped):
                 if status == "FAILED" and "error" in r.data.tags:

@@ -341,8 +341,13 @@ def test_killed_sweep_driver_resumes_without_rerunning_finished_trials(tiny_teac
     out = json.loads(second.stdout.strip().splitlines()[-1])
     assert out["trials"] == 3 and out["errors"] == 0
     assert out["concurrency"] == min(len(os.sched_getaffinity(0)), 3)  # as started: 2 at once on 2 CPUs
-    runs = [r for r in c.search_runs([exp.experiment_id]) if "raydistill.trial_id" in r.data.tags]
-    assert len(runs) == 3 and len({r.data.tags["raydistill.trial_id"] for r in runs}) == 3  # no duplicates
+    every = [r for r in c.search_runs([exp.experiment_id]) if "raydistill.trial_id" in r.data.tags]
+    # a trial the dead driver had started in a reused actor before Tune saved it (it cannot be resumed: Tune samples
+    # its place again) is no stopped trial and no duplicate: KILLED, tagged lost; at most the slots' worth
+    lost = [r for r in every if "raydistill.lost" in r.data.tags]
+    assert all(r.info.status == "KILLED" and "stopped_early" not in r.data.tags for r in lost) and len(lost) <= 2
+    runs = [r for r in every if r not in lost]
+    assert len(runs) == 3 and len({r.data.tags["raydistill.trial_id"] for r in every}) == len(every)  # no duplicates
     for r in runs:
         assert r.info.status == "FINISHED"
         assert sorted(m.step for m in c.get_metric_history(r.info.run_id, "eval_accuracy")) == [1, 2]

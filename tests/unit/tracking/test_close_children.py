@@ -68,3 +68,27 @@ def test_a_trial_whose_process_died_ends_failed_with_tunes_reason(tmp_path):
     run = c.get_run(rid)
     assert run.info.status == "FAILED" and run.data.tags["error"] == reason
     assert "stopped_early" not in run.data.tags
+
+
+def test_a_search_trial_tune_never_saved_ends_killed_and_tagged_lost(tmp_path):
+    """A trial started as the sweep's driver died, before Tune saved it (a reused trial actor starts the next trial at
+    once): the resumed sweep samples its place again under a new id. Its run, still RUNNING, is no stopped trial:
+    KILLED and tagged ``raydistill.lost``, what it logged kept. Confirmation and control runs are not search trials."""
+    from raydistill.tracking.track import LOST, Tracker
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    tracker = Tracker(uri, "sweep")
+    c = tracker.client
+    parent = tracker.start_run("parent", {})
+    lost = tracker.start_run("l", {}, tags={"raydistill.trial_id": "lost"}, parent_run_id=parent)
+    c.log_metric(lost, "epoch", 1, step=1)
+    stopped = tracker.start_run("s", {}, tags={"raydistill.trial_id": "asha"}, parent_run_id=parent)
+    confirm = tracker.start_run(
+        "c", {}, tags={"raydistill.trial_id": "conf", "raydistill.role": "confirm"}, parent_run_id=parent
+    )
+    tracker.close_children(parent, stopped={"asha"}, known={"asha", "done"})
+    got = {k: c.get_run(r) for k, r in (("lost", lost), ("asha", stopped), ("conf", confirm))}
+    assert got["lost"].info.status == "KILLED" and got["lost"].data.tags["raydistill.lost"] == LOST
+    assert "stopped_early" not in got["lost"].data.tags and c.get_metric_history(lost, "epoch")
+    assert got["asha"].data.tags.get("stopped_early") == "true" and "raydistill.lost" not in got["asha"].data.tags
+    assert got["conf"].data.tags.get("stopped_early") == "true" and "raydistill.lost" not in got["conf"].data.tags
