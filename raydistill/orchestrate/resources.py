@@ -147,6 +147,15 @@ def gpu_memory(device) -> dict:
     }
 
 
+def gpu_fresh(device) -> None:
+    """A trial starting in a process that trained another (Tune reuses in-process trials' actors): the blocks torch
+    still caches for the last trial go back to the GPU, and the peak ``gpu_memory`` reports starts from this trial."""
+    import torch
+
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats(device)
+
+
 def concurrency(demand: TrialDemand, cluster: Cluster, max_concurrent: int | None, num_samples: int) -> int:
     """Trials at once: as many as the cluster holds, at most ``max_concurrent`` and ``num_samples``. Raises a
     UserError naming the flag when one trial asks for more than the cluster has."""

@@ -198,7 +198,7 @@ def fit_in_process(cfg: RunConfig, *, run_dir: str, threads: int, resume: bool, 
     persisted under ``run_dir`` (the last ``KEEP``), ``on_epoch(metrics)`` per epoch, and a restarted trial
     (``resume``) going on from its latest checkpoint. Returns the last epoch's metrics and the latest checkpoint
     folder."""
-    from raydistill.orchestrate.resources import confine_threads, gpu_memory
+    from raydistill.orchestrate.resources import confine_threads, gpu_fresh, gpu_memory
     from raydistill.train.loop import Context, run
 
     if not resume:  # a fresh start: only the checkpoints an earlier attempt made here go (the folder rule)
@@ -207,6 +207,8 @@ def fit_in_process(cfg: RunConfig, *, run_dir: str, threads: int, resume: bool, 
     os.makedirs(run_dir, exist_ok=True)
     kept = _checkpoints(run_dir)
     device = trial_device(cfg.train)
+    if device.type == "cuda":  # a reused trial actor: the last trial's cached blocks go back, its peak is not ours
+        gpu_fresh(device)
     # the tokenizers' pool (and torch's threads on the CPU): the trial's CPUs, before it first tokenises
     confine_threads(threads, torch_threads=device.type == "cpu")
     last: dict = {}

@@ -144,10 +144,12 @@ def test_in_process_gpu_trial_hands_the_loop_its_gpu_and_reports_its_memory(fake
     monkeypatch.setattr(loop, "run", fake_run)
     monkeypatch.setattr(res, "confine_threads", lambda n, torch_threads=True: seen.update(torch_threads=torch_threads))
     monkeypatch.setattr(res, "gpu_memory", lambda device: {"gpu_peak_memory_mb": 12.0, "on": str(device)})
+    monkeypatch.setattr(res, "gpu_fresh", lambda device: seen.update(fresh=str(device)))
     cfg = RunConfig(task="sst2", teacher="t", train=TrainConfig(use_gpu=True))
     epochs: list = []
     last, latest = fit_in_process(cfg, run_dir=str(tmp_path / "run"), threads=2, resume=False, on_epoch=epochs.append)
-    assert seen == {"device": torch.device("cuda", 0), "torch_threads": False}
+    # the peak reported is this trial's, in an actor that may have trained another before
+    assert seen == {"device": torch.device("cuda", 0), "torch_threads": False, "fresh": "cuda:0"}
     assert [m["on"] for m in epochs] == ["cuda:0", "cuda:0"] and last["gpu_peak_memory_mb"] == 12.0
     assert latest == str(tmp_path / "run" / "checkpoint_000002")
 
