@@ -246,10 +246,14 @@ def test_same_config_and_seed_reproduce_the_dev_metric(tiny_teacher, glue_dir):
 
 
 @pytest.mark.slow
-def test_killed_sweep_driver_resumes_without_rerunning_finished_trials(tiny_teacher, glue_dir, tmp_path):
+def test_killed_sweep_driver_resumes_without_rerunning_finished_trials(
+    ray_session, tiny_teacher, glue_dir, tmp_path, capsys, monkeypatch
+):
     """SIGKILL the sweep driver after its first trial finished (on 2 CPUs another is mid-trial then); --resume
     finishes the rest with the same concurrency, re-runs nothing finished, duplicates no MLflow run, and the Optuna
-    study continues."""
+    study continues. The killed sweep is a command of its own (its process group and local Ray killed); the resume
+    runs in this process on the tests' shared Ray, whose 4 CPUs would allow 3 at once: the concurrency it keeps is
+    the recorded one."""
     import signal
     import sqlite3
 
@@ -329,16 +333,12 @@ def test_killed_sweep_driver_resumes_without_rerunning_finished_trials(tiny_teac
     assert len(done_before) >= 1
 
     # only --name: the resumed sweep takes its space, flags, resources and concurrency from what it was started with
-    second = subprocess.run(
-        [sys.executable, "-m", "raydistill.sweep", "pkd_glue", "--name", "resumable", "--resume"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert second.returncode == 0, second.stderr[-3000:]
-    out = json.loads(second.stdout.strip().splitlines()[-1])
+    from raydistill.commands import sweep
+
+    monkeypatch.chdir(tmp_path)  # ./raydistill-results, where the killed sweep left its state
+    capsys.readouterr()
+    sweep.main(["pkd_glue", "--name", "resumable", "--resume"])  # raises where the command would exit non-zero
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert out["trials"] == 3 and out["errors"] == 0
     assert out["concurrency"] == min(len(os.sched_getaffinity(0)), 3)  # as started: 2 at once on 2 CPUs
     runs = [r for r in c.search_runs([exp.experiment_id]) if "raydistill.trial_id" in r.data.tags]
