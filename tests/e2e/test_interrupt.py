@@ -1,9 +1,9 @@
 """Ctrl-C (SIGINT) during a sweep, at three moments — while it fine-tunes its teacher, between trials, mid-trial — ends
 it with one line naming the exact resume command, exit 130, no summary, its MLflow runs KILLED (none left RUNNING),
-and `--resume --name NAME` alone finishes the sweep (slow). Each interrupted command is one of its own (its own
-process and local Ray, the signal sent to it), all started at once (``interrupted``); the resume runs the same argv in
-this process on the tests' shared Ray (one Ray start and one import of torch + Ray fewer per test: the resume is
-about the recorded state, not the process)."""
+and `--resume --name NAME` alone finishes the sweep (slow). The interrupted sweep is a command of its own (its own
+process and local Ray, the signal sent to it); the resume runs the same argv in this process on the tests' shared Ray
+(one Ray start and one import of torch + Ray fewer per test: the resume is about the recorded state, not the
+process)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ import sqlite3
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -103,89 +102,68 @@ def _resume(cwd, name, capsys, monkeypatch):
     return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
 
 
-def _scenarios(teacher, glue_dir, d) -> dict:
-    """Each test's command and the moment it is interrupted at, by test name."""
-    from tests.e2e.test_distill_ray import TINY_STUDENT
-
-    db, clf = d / "m.db", teacher("classification", 2)
-    distill = [sys.executable, "-m", "raydistill.distill", "--method", "kd", "--task", "sst2", "--data-dir", glue_dir]
-    distill += ["--teacher", clf, *TINY_STUDENT, "--epochs", "200", "--batch-size", "16"]
-    distill += ["--max-length", "32", "--eval-limit", "16", "--tracking-uri", f"sqlite:///{db}", "--output", "s"]
-    return {
-        "test_interrupt_while_the_sweep_fine_tunes_its_teacher": (
-            _cmd(teacher("base"), glue_dir, db, "int-teacher", "--num-samples", "1", "--teacher-epochs", "6"),
-            lambda e: "epoch 2/6" in e,  # the teacher's run is open
-        ),
-        "test_interrupt_between_trials": (
-            _cmd(clf, glue_dir, db, "int-between", "--num-samples", "2", "--max-concurrent", "1"),
-            lambda e: "TERMINATED" in e,
-        ),
-        "test_interrupt_mid_trial_then_resume": (
-            _cmd(clf, glue_dir, db, "int-mid", "--num-samples", "2", "--max-concurrent", "1", "--max-steps", "40"),
-            lambda e: "epoch 1/2" in e and "RUNNING" in e,
-        ),
-        "test_interrupt_a_1_worker_distill_run_in_process": (distill, lambda e: "epoch 1/" in e),
-    }
-
-
-@pytest.fixture(scope="module")
-def interrupted(request, tiny_teacher, glue_dir, tmp_path_factory):
-    """The commands of this module's selected tests, started at once, each interrupted at its own moment (a watcher
-    thread each): test name → (its folder, the future of (exit code, stdout, stderr)). Each command has its own
-    process, local Ray and folder, and waits for its own output, so none depends on the others' pace; a sweep mostly
-    keeps one core busy, so on 2 cores they end in about half the time they take one after another."""
-    selected = {item.originalname for item in request.session.items if item.module is request.module}
-    pool = ThreadPoolExecutor(max_workers=4)
-    runs = {}
-    for name in sorted(selected):
-        d = tmp_path_factory.mktemp(name.removeprefix("test_"))
-        if name in (scenarios := _scenarios(tiny_teacher, glue_dir, d)):
-            cmd, ready = scenarios[name]
-            runs[name] = (d, pool.submit(_interrupt_when, cmd, d, ready))
-    yield runs
-    pool.shutdown(wait=True)
-
-
-def test_interrupt_while_the_sweep_fine_tunes_its_teacher(interrupted, ray_session, capsys, monkeypatch):
-    d, run = interrupted["test_interrupt_while_the_sweep_fine_tunes_its_teacher"]
-    code, out, err = run.result()
+def test_interrupt_while_the_sweep_fine_tunes_its_teacher(
+    ray_session, tiny_teacher, glue_dir, tmp_path, capsys, monkeypatch
+):
+    db = tmp_path / "m.db"
+    cmd = _cmd(tiny_teacher("base"), glue_dir, db, "int-teacher", "--num-samples", "1", "--teacher-epochs", "6")
+    code, out, err = _interrupt_when(cmd, tmp_path, lambda e: "epoch 2/6" in e)  # the teacher's run is open
     _check_interrupted(code, out, err, "int-teacher")
-    st = _statuses(d / "m.db")
+    st = _statuses(db)
     assert ("KILLED", "sweep") in st and ("KILLED", "teacher") in st and not any(s == "RUNNING" for s, _ in st)
     # the state was written before the teacher: --name alone resumes
-    done = _resume(d, "int-teacher", capsys, monkeypatch)
+    done = _resume(tmp_path, "int-teacher", capsys, monkeypatch)
     assert done["trials"] == 1 and done["errors"] == 0
-    st = _statuses(d / "m.db")
+    st = _statuses(db)
     assert ("FINISHED", "sweep") in st and ("FINISHED", "teacher") in st
 
 
-def test_interrupt_between_trials(interrupted):
-    d, run = interrupted["test_interrupt_between_trials"]
-    code, out, err = run.result()
+def test_interrupt_between_trials(tiny_teacher, glue_dir, tmp_path):
+    db = tmp_path / "m.db"
+    cmd = _cmd(
+        tiny_teacher("classification", 2), glue_dir, db, "int-between", "--num-samples", "2", "--max-concurrent", "1"
+    )
+    code, out, err = _interrupt_when(cmd, tmp_path, lambda e: "TERMINATED" in e)
     _check_interrupted(code, out, err, "int-between")
-    st = _statuses(d / "m.db")
+    st = _statuses(db)
     assert ("KILLED", "sweep") in st and ("FINISHED", "trial") in st and not any(s == "RUNNING" for s, _ in st)
 
 
-def test_interrupt_mid_trial_then_resume(interrupted, ray_session, capsys, monkeypatch):
-    d, run = interrupted["test_interrupt_mid_trial_then_resume"]
-    code, out, err = run.result()
+def test_interrupt_mid_trial_then_resume(ray_session, tiny_teacher, glue_dir, tmp_path, capsys, monkeypatch):
+    db = tmp_path / "m.db"
+    cmd = _cmd(
+        tiny_teacher("classification", 2),
+        glue_dir,
+        db,
+        "int-mid",
+        "--num-samples",
+        "2",
+        "--max-concurrent",
+        "1",
+        "--max-steps",
+        "40",
+    )
+    code, out, err = _interrupt_when(cmd, tmp_path, lambda e: "epoch 1/2" in e and "RUNNING" in e)
     _check_interrupted(code, out, err, "int-mid")
-    st = _statuses(d / "m.db")
+    st = _statuses(db)
     assert ("KILLED", "sweep") in st and ("KILLED", "trial") in st and not any(s == "RUNNING" for s, _ in st)
-    done = _resume(d, "int-mid", capsys, monkeypatch)
+    done = _resume(tmp_path, "int-mid", capsys, monkeypatch)
     assert done["trials"] == 2 and done["errors"] == 0
-    st = _statuses(d / "m.db")
+    st = _statuses(db)
     trials = [s for s, role in st if role == "trial"]
     assert trials == ["FINISHED", "FINISHED"] and ("FINISHED", "sweep") in st  # resumed into the same runs
 
 
-def test_interrupt_a_1_worker_distill_run_in_process(interrupted):
+def test_interrupt_a_1_worker_distill_run_in_process(tiny_teacher, glue_dir, tmp_path):
     """Ctrl-C mid-epoch of ``distill``'s one worker, trained in the command's process (no Ray): one line, exit 130,
     no traceback, the MLflow run ended KILLED and tagged interrupted (as on Ray Train)."""
-    d, run = interrupted["test_interrupt_a_1_worker_distill_run_in_process"]
-    code, out, err = run.result()
-    db = d / "m.db"
+    from tests.e2e.test_distill_ray import TINY_STUDENT
+
+    db = tmp_path / "m.db"
+    cmd = [sys.executable, "-m", "raydistill.distill", "--method", "kd", "--task", "sst2", "--data-dir", glue_dir]
+    cmd += ["--teacher", tiny_teacher("classification", 2), *TINY_STUDENT, "--epochs", "200", "--batch-size", "16"]
+    cmd += ["--max-length", "32", "--eval-limit", "16", "--tracking-uri", f"sqlite:///{db}", "--output", "s"]
+    code, out, err = _interrupt_when(cmd, str(tmp_path), lambda e: "epoch 1/" in e)
     lines = [ln for ln in err.strip().splitlines() if ln.strip()]
     assert code == 130 and lines[-1].startswith("interrupted"), err[-3000:]
     assert "Traceback" not in err and not out.strip()
