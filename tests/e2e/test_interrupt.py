@@ -1,9 +1,6 @@
 """Ctrl-C (SIGINT) during a sweep, at three moments — while it fine-tunes its teacher, between trials, mid-trial — ends
 it with one line naming the exact resume command, exit 130, no summary, its MLflow runs KILLED (none left RUNNING),
-and `--resume --name NAME` alone finishes the sweep (slow). The interrupted sweep is a command of its own (its own
-process and local Ray, the signal sent to it); the resume runs the same argv in this process on the tests' shared Ray
-(one Ray start and one import of torch + Ray fewer per test: the resume is about the recorded state, not the
-process)."""
+and `--resume --name NAME` alone finishes the sweep (slow)."""
 
 from __future__ import annotations
 
@@ -92,27 +89,27 @@ def _check_interrupted(code, out, err, name):
     assert "Traceback" not in err and not out.strip()  # one line, and no summary that looks like a finished sweep
 
 
-def _resume(cwd, name, capsys, monkeypatch):
-    """``--resume --name NAME`` alone, from the folder the sweep ran in: its JSON line."""
-    from raydistill.commands import sweep
+def _resume(cwd, name, db):
+    r = subprocess.run(
+        [sys.executable, "-m", "raydistill.sweep", "--resume", "--name", name],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "RAY_ADDRESS": ""},
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
 
-    monkeypatch.chdir(cwd)  # ./raydistill-results, where the interrupted sweep left its state
-    capsys.readouterr()
-    sweep.main(["--resume", "--name", name])  # raises (fails the test) where the command would exit non-zero
-    return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
 
-
-def test_interrupt_while_the_sweep_fine_tunes_its_teacher(
-    ray_session, tiny_teacher, glue_dir, tmp_path, capsys, monkeypatch
-):
+def test_interrupt_while_the_sweep_fine_tunes_its_teacher(tiny_teacher, glue_dir, tmp_path):
     db = tmp_path / "m.db"
     cmd = _cmd(tiny_teacher("base"), glue_dir, db, "int-teacher", "--num-samples", "1", "--teacher-epochs", "6")
     code, out, err = _interrupt_when(cmd, tmp_path, lambda e: "epoch 2/6" in e)  # the teacher's run is open
     _check_interrupted(code, out, err, "int-teacher")
     st = _statuses(db)
     assert ("KILLED", "sweep") in st and ("KILLED", "teacher") in st and not any(s == "RUNNING" for s, _ in st)
-    # the state was written before the teacher: --name alone resumes
-    done = _resume(tmp_path, "int-teacher", capsys, monkeypatch)
+    done = _resume(tmp_path, "int-teacher", db)  # the state was written before the teacher: --name alone resumes
     assert done["trials"] == 1 and done["errors"] == 0
     st = _statuses(db)
     assert ("FINISHED", "sweep") in st and ("FINISHED", "teacher") in st
@@ -129,7 +126,7 @@ def test_interrupt_between_trials(tiny_teacher, glue_dir, tmp_path):
     assert ("KILLED", "sweep") in st and ("FINISHED", "trial") in st and not any(s == "RUNNING" for s, _ in st)
 
 
-def test_interrupt_mid_trial_then_resume(ray_session, tiny_teacher, glue_dir, tmp_path, capsys, monkeypatch):
+def test_interrupt_mid_trial_then_resume(tiny_teacher, glue_dir, tmp_path):
     db = tmp_path / "m.db"
     cmd = _cmd(
         tiny_teacher("classification", 2),
@@ -147,7 +144,7 @@ def test_interrupt_mid_trial_then_resume(ray_session, tiny_teacher, glue_dir, tm
     _check_interrupted(code, out, err, "int-mid")
     st = _statuses(db)
     assert ("KILLED", "sweep") in st and ("KILLED", "trial") in st and not any(s == "RUNNING" for s, _ in st)
-    done = _resume(tmp_path, "int-mid", capsys, monkeypatch)
+    done = _resume(tmp_path, "int-mid", db)
     assert done["trials"] == 2 and done["errors"] == 0
     st = _statuses(db)
     trials = [s for s, role in st if role == "trial"]
