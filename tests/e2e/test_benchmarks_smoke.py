@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -33,6 +34,50 @@ def run_script(name: str, tmp_path, *args) -> tuple[str, dict]:
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
     return lines[-1], json.loads(out_json.read_text())
+
+
+# The two slowest smokes (whole sweeps and the GPU suite's parts, one command after another, each mostly keeping one
+# core busy) start together when the module starts, each a process group of its own with its own folders and Ray,
+# its output in files; their tests wait for them and check what they left. On 2 cores the module then takes about
+# the longest smoke's time plus the rest, not their sum. Only the selected tests' smokes start.
+def _sweep_throughput_argv(out: Path) -> list[str]:
+    script = str(ROOT / "benchmarks" / "sweep_throughput.py")
+    return [sys.executable, script, "--smoke", "--trials", "1", "--epochs", "1", "--json", str(out / "tp.json")]
+
+
+def _gpu_suite_argv(out: Path) -> list[str]:
+    script = str(ROOT / "benchmarks" / "gpu_suite.py")
+    return [sys.executable, script, "--smoke", "--num-samples", "1", "--out", str(out / "gpu-suite")]
+
+
+BACKGROUND = {"test_sweep_throughput_smoke": _sweep_throughput_argv, "test_gpu_suite_smoke": _gpu_suite_argv}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def background(request, tmp_path_factory):
+    """Test name → (its folder, its process) for each selected test of ``BACKGROUND``, started at once."""
+    selected = {item.originalname for item in request.session.items if item.module is request.module}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    started = {}
+    for name in sorted(selected & set(BACKGROUND)):
+        out = tmp_path_factory.mktemp(name.removeprefix("test_"))
+        with open(out / "stdout.txt", "w") as so, open(out / "stderr.txt", "w") as se:
+            p = subprocess.Popen(BACKGROUND[name](out), cwd=ROOT, env=env, stdout=so, stderr=se, start_new_session=True)
+            started[name] = (out, p)
+    yield started
+    for _, p in started.values():  # a test that failed before waiting: nothing of its smoke outlives the module
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+
+
+def finished(background: dict, name: str, timeout: float) -> tuple[Path, subprocess.CompletedProcess]:
+    """The background smoke of test ``name`` once it ended: its folder, and its process as ``subprocess.run`` gives
+    it."""
+    out, p = background[name]
+    rc = p.wait(timeout=timeout)
+    done = subprocess.CompletedProcess(p.args, rc, (out / "stdout.txt").read_text(), (out / "stderr.txt").read_text())
+    return out, done
 
 
 def test_step_speed_smoke(tmp_path):
@@ -121,31 +166,13 @@ def test_flop_count_matches_hand_count():
 
 
 @pytest.mark.slow
-def test_sweep_throughput_smoke(tmp_path):
+def test_sweep_throughput_smoke(background):
     """Two real sweep commands (the old defaults, the new ones) on tiny models, at the tiniest (1 trial of 1 epoch
     each, no labels-only control: the script sets search.control=false): the script's plumbing (its two commands, the
     phases it reads back from MLflow, its JSON and ratio line). That the default runs as many trials at once as the
-    CPUs hold is test_concurrency.py's."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    out_json = tmp_path / "tp.json"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "benchmarks" / "sweep_throughput.py"),
-            "--smoke",
-            "--trials",
-            "1",
-            "--epochs",
-            "1",
-            "--json",
-            str(out_json),
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=1500,
-    )
+    CPUs hold is test_concurrency.py's. Started with the module (``background``)."""
+    out, proc = finished(background, "test_sweep_throughput_smoke", timeout=1500)
+    out_json = out / "tp.json"
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     last = [ln for ln in proc.stdout.splitlines() if ln.strip()][-1]
     m = re.match(rf"RATIO default/baseline={NUM}", last)
@@ -156,24 +183,16 @@ def test_sweep_throughput_smoke(tmp_path):
 
 
 @pytest.mark.slow
-def test_gpu_suite_smoke(tmp_path):
+def test_gpu_suite_smoke(background):
     """The GPU suite's four parts on the CPU (issues 25, 40): the GPU tests (skipped here), the quality run — a tiny
     encoder fine-tuned as the teacher, a 1-trial pkd_glue sweep, best --export --onnx, the sweep again with
     --ray-train-trials —, gpu.py's smoke per layout (benchmark (d) itself checked: ``check_gpu_benchmark``), and the
     augment run (recipe + 2 copies vs recipe vs labels only, 1 seed) — results in --out. One trial per sweep is the
     suite's plumbing at its tiniest, without the labels-only control (--smoke sets search.control=false): several
     trials at once, choosing among them and the control are test_concurrency.py's, test_sweep.py's and
-    test_control.py's."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    out = tmp_path / "gpu-suite"
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "gpu_suite.py"), "--smoke", "--num-samples", "1", "--out", str(out)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=1200,
-    )
+    test_control.py's. Started with the module (``background``)."""
+    folder, proc = finished(background, "test_gpu_suite_smoke", timeout=1200)
+    out = folder / "gpu-suite"
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     last = [ln for ln in proc.stdout.splitlines() if ln.strip()][-1]
     assert last.startswith("GPU_SUITE ") and last.endswith("ok=True"), last

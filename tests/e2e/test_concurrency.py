@@ -4,6 +4,8 @@
   Optuna's constant liar keeps the concurrent proposals apart;
 * two sweeps started at once on one host, ASHA on, both finish: each command's Ray actors (Ray Train's placement
   group cleaner included) talk to their own Ray, never "multiple active Ray instances".
+
+All the module's sweeps start at once (``sweeps``): the first test's beside the second's two.
 """
 
 from __future__ import annotations
@@ -73,24 +75,66 @@ def runs_of(db, experiment):
     return [r for r in c.search_runs([exp.experiment_id]) if "raydistill.trial_id" in r.data.tags]
 
 
-def test_default_runs_as_many_trials_at_once_as_the_cpus_hold(tiny_teacher, glue_dir, tmp_path):
+def _wide(teacher, glue_dir, d) -> list[list[str]]:
+    return [sweep_cmd(teacher, glue_dir, d / "m.db", "wide", "--num-samples", "4", "--set", "search.asha=false")]
+
+
+def _two(teacher, glue_dir, d) -> list[list[str]]:
+    asha = ["--set", "search.asha={grace_period: 1, reduction_factor: 2}"]
+    return [
+        sweep_cmd(teacher, glue_dir, d / name / "m.db", name, "--num-samples", "3", "--epochs", "3", *asha)
+        for name in ("left", "right")
+    ]
+
+
+SWEEPS = {
+    "test_default_runs_as_many_trials_at_once_as_the_cpus_hold": _wide,
+    "test_two_sweeps_at_once_on_one_host_both_finish": _two,
+}
+
+
+@pytest.fixture(scope="module")
+def sweeps(request, tiny_teacher, glue_dir, tmp_path_factory):
+    """Every sweep of this module's selected tests, started at once, each its own command with its own local Ray and
+    folder (``RAY_ADDRESS`` empty), output in files: test name → [(folder, process)]. What each test checks is its
+    own sweeps' (the CPUs of its own Ray, its trials' overlap, both of two sweeps finishing beside another Ray), so
+    they need not wait for each other; a third Ray beside the two of test_two_sweeps is one more neighbour."""
+    selected = {item.originalname for item in request.session.items if item.module is request.module}
+    teacher = tiny_teacher("classification", 2)
+    started: dict = {}
+    for name in sorted(selected & set(SWEEPS)):
+        d = tmp_path_factory.mktemp(name.removeprefix("test_")[:20])
+        for cmd in SWEEPS[name](teacher, glue_dir, d):
+            cwd = d / cmd[cmd.index("--name") + 1]
+            cwd.mkdir()
+            with open(cwd / "stdout.txt", "w") as so, open(cwd / "stderr.txt", "w") as se:
+                p = subprocess.Popen(cmd, cwd=cwd, env={**os.environ, "RAY_ADDRESS": ""}, stdout=so, stderr=se)
+            started.setdefault(name, []).append((cwd, p))
+    yield started
+    for runs in started.values():
+        for _, p in runs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def _ended(cwd, p, timeout) -> tuple[str, str]:
+    """A started sweep once it ended: its stdout and stderr (its exit code checked)."""
+    p.wait(timeout=timeout)
+    out, err = (cwd / "stdout.txt").read_text(), (cwd / "stderr.txt").read_text()
+    assert p.returncode == 0, err[-3000:]
+    return out, err
+
+
+def test_default_runs_as_many_trials_at_once_as_the_cpus_hold(sweeps):
     if (os.cpu_count() or 1) < 2:
         pytest.skip("needs 2 CPUs")
-    db = tmp_path / "m.db"
-    p = subprocess.run(
-        sweep_cmd(
-            tiny_teacher("classification", 2), glue_dir, db, "wide", "--num-samples", "4", "--set", "search.asha=false"
-        ),
-        cwd=tmp_path,
-        env={**os.environ, "RAY_ADDRESS": ""},
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert p.returncode == 0, p.stderr[-3000:]
+    ((d, p),) = sweeps["test_default_runs_as_many_trials_at_once_as_the_cpus_hold"]
+    out, err = _ended(d, p, 900)
+    db = d.parent / "m.db"
     cpus = len(os.sched_getaffinity(0))
-    assert f"{min(cpus, 4)} trial(s) at once: the cluster has {cpus} CPUs" in p.stderr
-    out = json.loads(p.stdout.strip().splitlines()[-1])
+    assert f"{min(cpus, 4)} trial(s) at once: the cluster has {cpus} CPUs" in err
+    out = json.loads(out.strip().splitlines()[-1])
     assert out["trials"] == 4 and out["errors"] == 0 and out["concurrency"] == min(cpus, 4)
     assert out["fixed_cost_s"] is not None and out["fixed_cost_s"] > 0
     runs = sorted(runs_of(db, "wide"), key=lambda r: r.info.start_time)
@@ -102,40 +146,9 @@ def test_default_runs_as_many_trials_at_once_as_the_cpus_hold(tiny_teacher, glue
     assert len(set(lrs)) == 4  # concurrent proposals are distinct points
 
 
-def test_two_sweeps_at_once_on_one_host_both_finish(tiny_teacher, glue_dir, tmp_path):
-    teacher = tiny_teacher("classification", 2)
-    procs = []
-    for name in ("left", "right"):
-        d = tmp_path / name
-        d.mkdir()
-        cmd = sweep_cmd(
-            teacher,
-            glue_dir,
-            d / "m.db",
-            name,
-            "--num-samples",
-            "3",
-            "--epochs",
-            "3",
-            "--set",
-            "search.asha={grace_period: 1, reduction_factor: 2}",
-        )
-        procs.append(
-            (
-                d,
-                subprocess.Popen(
-                    cmd,
-                    cwd=d,
-                    env={**os.environ, "RAY_ADDRESS": ""},
-                    text=True,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                ),
-            )
-        )
-    for d, p in procs:
-        out, err = p.communicate(timeout=1500)
-        assert p.returncode == 0, err[-3000:]
+def test_two_sweeps_at_once_on_one_host_both_finish(sweeps):
+    for d, p in sweeps["test_two_sweeps_at_once_on_one_host_both_finish"]:
+        out, err = _ended(d, p, 1500)
         assert "multiple active Ray instances" not in err and "Failed to query Ray Train Controller" not in err
         summary = json.loads(out.strip().splitlines()[-1])
         assert summary["trials"] == 3 and summary["errors"] == 0

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -245,19 +246,11 @@ def test_same_config_and_seed_reproduce_the_dev_metric(tiny_teacher, glue_dir):
     assert a["train_loss"] == pytest.approx(b["train_loss"], abs=1e-4)
 
 
-@pytest.mark.slow
-def test_killed_sweep_driver_resumes_without_rerunning_finished_trials(tiny_teacher, glue_dir, tmp_path):
-    """SIGKILL the sweep driver after its first trial finished (on 2 CPUs another is mid-trial then); --resume
-    finishes the rest with the same concurrency, re-runs nothing finished, duplicates no MLflow run, and the Optuna
-    study continues."""
-    import signal
-    import sqlite3
+KILLED = "test_killed_sweep_driver_resumes_without_rerunning_finished_trials"
 
-    import optuna
-    from mlflow.tracking import MlflowClient
 
-    db = tmp_path / "m.db"
-    cmd = [
+def _killed_sweep_cmd(teacher: str, glue_dir: str, db) -> list[str]:
+    return [
         sys.executable,
         "-m",
         "raydistill.sweep",
@@ -267,7 +260,7 @@ def test_killed_sweep_driver_resumes_without_rerunning_finished_trials(tiny_teac
         "--data-dir",
         glue_dir,
         "--teacher",
-        tiny_teacher("classification", 2),
+        teacher,
         "--num-samples",
         "3",
         "--set",
@@ -301,10 +294,22 @@ def test_killed_sweep_driver_resumes_without_rerunning_finished_trials(tiny_teac
         "--experiment",
         "resume",
     ]
-    env = {**os.environ, "RAY_ADDRESS": ""}
+
+
+def _kill_after_a_trial(cmd: list[str], cwd) -> None:
+    """Start the sweep in its own process group (the kill takes its local Ray too) and SIGKILL the group once its
+    first trial finished."""
+    import signal
+    import sqlite3
+
     first = subprocess.Popen(
-        cmd, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
-    )  # its own process group: the kill takes its local Ray too
+        cmd,
+        cwd=cwd,
+        env={**os.environ, "RAY_ADDRESS": ""},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     finished_sql = (
         "select count(*) from runs r join tags t on r.run_uuid = t.run_uuid "
         "where t.key = 'raydistill.trial_id' and r.status = 'FINISHED'"
@@ -313,12 +318,45 @@ def test_killed_sweep_driver_resumes_without_rerunning_finished_trials(tiny_teac
     while time.time() < deadline:
         time.sleep(2)
         try:
-            if sqlite3.connect(db).execute(finished_sql).fetchone()[0] >= 1:
+            if sqlite3.connect(cwd / "m.db").execute(finished_sql).fetchone()[0] >= 1:
                 break
         except sqlite3.Error:
             pass
     os.killpg(first.pid, signal.SIGKILL)
     first.wait()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def killed_sweep(request, tiny_teacher, glue_dir, tmp_path_factory):
+    """The killed sweep of test_killed_sweep_driver…, started with the module (when that test is selected) and killed
+    by a watcher thread once its first trial finished, while the module's other tests run: (its folder, the
+    watcher's future). A command of its own, own Ray and folder: nothing of the other tests reaches it."""
+    selected = {item.originalname for item in request.session.items if item.module is request.module}
+    if KILLED not in selected:
+        yield None
+        return
+    d = tmp_path_factory.mktemp("killed-sweep")
+    pool = ThreadPoolExecutor(max_workers=1)
+    watcher = pool.submit(
+        _kill_after_a_trial, _killed_sweep_cmd(tiny_teacher("classification", 2), glue_dir, d / "m.db"), d
+    )
+    yield d, watcher
+    pool.shutdown(wait=True)
+
+
+@pytest.mark.slow
+def test_killed_sweep_driver_resumes_without_rerunning_finished_trials(killed_sweep, ray_session, capsys, monkeypatch):
+    """SIGKILL the sweep driver after its first trial finished (on 2 CPUs another is mid-trial then); --resume
+    finishes the rest with the same concurrency, re-runs nothing finished, duplicates no MLflow run, and the Optuna
+    study continues. The killed sweep is a command of its own (its process group and local Ray killed), started with
+    the module (``killed_sweep``); the resume runs in this process on the tests' shared Ray, whose 4 CPUs would
+    allow 3 at once: the concurrency it keeps is the recorded one."""
+    import optuna
+    from mlflow.tracking import MlflowClient
+
+    tmp_path, watcher = killed_sweep
+    watcher.result()
+    db = tmp_path / "m.db"
     c = MlflowClient(f"sqlite:///{db}")
     exp = c.get_experiment_by_name("resume")
     done_before = {
@@ -329,16 +367,12 @@ def test_killed_sweep_driver_resumes_without_rerunning_finished_trials(tiny_teac
     assert len(done_before) >= 1
 
     # only --name: the resumed sweep takes its space, flags, resources and concurrency from what it was started with
-    second = subprocess.run(
-        [sys.executable, "-m", "raydistill.sweep", "pkd_glue", "--name", "resumable", "--resume"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert second.returncode == 0, second.stderr[-3000:]
-    out = json.loads(second.stdout.strip().splitlines()[-1])
+    from raydistill.commands import sweep
+
+    monkeypatch.chdir(tmp_path)  # ./raydistill-results, where the killed sweep left its state
+    capsys.readouterr()
+    sweep.main(["pkd_glue", "--name", "resumable", "--resume"])  # raises where the command would exit non-zero
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert out["trials"] == 3 and out["errors"] == 0
     assert out["concurrency"] == min(len(os.sched_getaffinity(0)), 3)  # as started: 2 at once on 2 CPUs
     every = [r for r in c.search_runs([exp.experiment_id]) if "raydistill.trial_id" in r.data.tags]

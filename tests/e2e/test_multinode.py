@@ -8,6 +8,10 @@ on loopback, token authentication on.
 * such a submitted sweep, stopped with `ray job stop` after its first trial, finishes when submitted again with
   `--resume --name … --storage-path …`, without running the finished trial again.
 
+The last two share one submitted sweep (``resumed_sweep``, stopped then resumed): each of its submissions costs a
+driver's start and trials' imports on the cluster, and the sweep the first test checked was the same one. It starts
+with the module, beside the DDP runs (4 CPUs: its one trial at a time leaves a node's 2 CPUs for PACK).
+
 Isolation from the in-process Ray of other tests (``ray_session``) and from any other Ray on the machine:
 every command that talks to this cluster runs in a subprocess with ``RAY_ADDRESS`` and the auth variables
 set; the pytest process never calls ``ray.init`` here. Each node has its own ``--temp-dir`` under one short
@@ -34,6 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -410,119 +415,72 @@ def test_driver_without_the_token_is_refused_in_one_line(cluster, tiny_teacher, 
         str(tmp_path / "ray"),
     ]
     no_mode = {k: v for k, v in cluster.env.items() if k != "RAY_AUTH_MODE"}
-    for env, expect in (
+    cases = (
         (no_mode, "RAY_AUTH_MODE=token"),
         ({**cluster.env, "RAY_ADDRESS": cluster.dashboard}, "ray job submit"),
-    ):
-        p = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
-        errors = [ln for ln in p.stderr.splitlines() if ln.startswith("error: ")]
-        assert p.returncode == 2 and len(errors) == 1 and "Traceback" not in p.stderr, p.stderr[-3000:]
+    )
+    # both drivers at once: each is refused on its own (nothing of the other is read), and each start is mostly
+    # single-threaded imports, so two take about the time of one on 2 cores
+    procs = [
+        (subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True), x)
+        for env, x in cases
+    ]
+    for p, expect in procs:
+        _, err = p.communicate(timeout=300)
+        errors = [ln for ln in err.splitlines() if ln.startswith("error: ")]
+        assert p.returncode == 2 and len(errors) == 1 and "Traceback" not in err, err[-3000:]
         assert errors[0].startswith("error: RAY_ADDRESS: ") and expect in errors[0], errors
     assert not (tmp_path / "s").exists()
 
 
-def test_job_submit_runs_sweep_on_cluster(cluster, tiny_teacher, glue_dir, tmp_path):
-    teacher = tiny_teacher("classification", 2)
-    db = tmp_path / "mlflow.db"
-    runtime_env = {
-        "excludes": [".git", "raydistill-results", "outputs", ".pytest_cache", "__pycache__", "*.egg-info"],
-        "env_vars": {"TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"},
-    }
-    submit = [
-        *ray_cli(),
-        "job",
-        "submit",
-        "--address",
-        cluster.dashboard,
-        "--working-dir",
-        str(REPO),
-        "--runtime-env-json",
-        json.dumps(runtime_env),
-        "--",
-        "python",
-        "-m",
-        "raydistill.sweep",
-        "pkd_glue",
-        "--task",
-        "sst2",
-        "--data-dir",
-        glue_dir,
-        "--teacher",
-        teacher,
-        "--num-samples",
-        "2",
-        "--max-concurrent",
-        "2",
-        *TINY_SPACE,
-        "--epochs",
-        "1",
-        "--max-steps",
-        "4",
-        "--batch-size",
-        "16",
-        "--max-length",
-        "32",
-        "--eval-limit",
-        "16",
-        "--tracking-uri",
-        f"sqlite:///{db}",
-        "--storage-path",
-        str(tmp_path / "ray"),
-        "--name",
-        "mn-sweep",
-        "--experiment",
-        "multinode-sweep",
-    ]
-    # the job API refuses a client holding a different token
-    bad = tmp_path / "wrong_token"
-    bad.write_text(secrets.token_hex(32))
-    refused = cluster.run(
-        [*ray_cli(), "job", "list", "--address", cluster.dashboard],
-        cwd=tmp_path,
-        timeout=120,
-        env={"RAY_AUTH_TOKEN_PATH": str(bad)},
-        check=False,
-    )
-    assert refused.returncode != 0
-
-    t0 = time.time()
-    env = {k: v for k, v in cluster.env.items() if k != "RAY_ADDRESS"}  # `ray job` gets --address instead
-    p = subprocess.run(submit, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
-    print(f"job submit: {time.time() - t0:.1f}s")
-    assert p.returncode == 0, f"--- stdout\n{p.stdout[-8000:]}\n--- stderr\n{p.stderr[-4000:]}"
-    assert re.search(r"Job 'raysubmit_\w+' succeeded", p.stdout), p.stdout[-4000:]
-    summary = json.loads([ln for ln in p.stdout.splitlines() if ln.startswith('{"sweep"')][-1])
-    assert summary["trials"] == 2 and summary["errors"] == 0
-
-    from mlflow.tracking import MlflowClient
-
-    c = MlflowClient(f"sqlite:///{db}")
-    runs = c.search_runs([c.get_experiment_by_name("multinode-sweep").experiment_id])
-    parents = [r for r in runs if r.data.tags.get("raydistill.role") == "sweep"]
-    children = [r for r in runs if r.data.tags.get("raydistill.trial_id")]
-    assert len(parents) == 1 and parents[0].info.run_id == summary["parent_run_id"]
-    assert parents[0].info.status == "FINISHED"
-    assert len(children) == 2
-    for r in children:
-        assert r.info.status == "FINISHED" and r.data.tags["mlflow.parentRunId"] == summary["parent_run_id"]
-        assert {"eval_accuracy", "train_loss", "student_params"} <= set(r.data.metrics)
+RUNTIME_ENV = {
+    "excludes": [".git", "raydistill-results", "outputs", ".pytest_cache", "__pycache__", "*.egg-info"],
+    "env_vars": {"TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"},
+}
 
 
-def test_submitted_sweep_stopped_then_resumed_reruns_no_finished_trial(cluster, tiny_teacher, glue_dir, tmp_path):
-    """docs/CLUSTER.md "Stop and resume a submitted sweep": `ray job stop` a submitted 2-trial sweep once its first
-    trial finished, then a second `ray job submit … --resume --name NAME --storage-path URI` finishes the sweep
-    without running the finished trial again. The storage path is a URI (file://), so the sweep keeps its resume
-    state as it does for s3:// / gs://: in the job's working directory on the head, found again by an identical
-    --working-dir."""
+@dataclass
+class Resumed:
+    """What the stopped-then-resumed submitted sweep left: the MLflow store, the trials finished when it was
+    stopped (trial id → run id, end time), `ray job status` of the stopped job, the resubmission, its JSON line."""
+
+    db: Path
+    experiment: str
+    n_done: int
+    status: str
+    logs: str
+    before: dict
+    second: subprocess.CompletedProcess
+    summary: dict | None
+
+
+SHARED = {"test_job_submit_runs_sweep_on_cluster", "test_submitted_sweep_stopped_then_resumed_reruns_no_finished_trial"}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def resumed_sweep(request, cluster, tiny_teacher, glue_dir, tmp_path_factory):
+    """``stop_and_resume`` run once for the two tests that check it, started with the module (a thread, when either
+    is selected) so that it runs on the cluster beside the tests before them: the future of its ``Resumed``."""
+    selected = {item.originalname for item in request.session.items if item.module is request.module}
+    if not selected & SHARED:
+        yield None
+        return
+    teacher, pool = tiny_teacher("classification", 2), ThreadPoolExecutor(max_workers=1)
+    yield pool.submit(stop_and_resume, cluster, teacher, glue_dir, tmp_path_factory.mktemp("resumed-sweep"))
+    pool.shutdown(wait=True)
+
+
+def stop_and_resume(cluster, teacher: str, glue_dir: str, tmp_path: Path) -> Resumed:
+    """docs/CLUSTER.md "Stop and resume a submitted sweep", for the two tests below (each checks its own part of it:
+    a submitted sweep's runs on the cluster, and its stop and resume): `ray job submit` a 2-trial sweep, `ray job
+    stop` it once its first trial finished, then `ray job submit … --resume --name NAME --storage-path URI` finishes
+    it. The storage path is a URI (file://), so the sweep keeps its resume state as it does for s3:// / gs://: in the
+    job's working directory on the head, found again by an identical --working-dir."""
     import sqlite3
 
     from mlflow.tracking import MlflowClient
 
     db, storage, name = tmp_path / "mlflow.db", f"file://{tmp_path / 'ray'}", "mn-resume"
-    runtime_env = {
-        "excludes": [".git", "raydistill-results", "outputs", ".pytest_cache", "__pycache__", "*.egg-info"],
-        "env_vars": {"TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"},
-    }
     env = {k: v for k, v in cluster.env.items() if k != "RAY_ADDRESS"}  # `ray job` gets --address instead
 
     def job(*argv, timeout=120, check=True):
@@ -538,7 +496,7 @@ def test_submitted_sweep_stopped_then_resumed_reruns_no_finished_trial(cluster, 
             "--working-dir",
             str(REPO),
             "--runtime-env-json",
-            json.dumps(runtime_env),
+            json.dumps(RUNTIME_ENV),
             *([] if wait else ["--no-wait"]),
             "--",
             "python",
@@ -561,7 +519,7 @@ def test_submitted_sweep_stopped_then_resumed_reruns_no_finished_trial(cluster, 
         "--data-dir",
         glue_dir,
         "--teacher",
-        tiny_teacher("classification", 2),
+        teacher,
         "--num-samples",
         "2",
         "--max-concurrent",
@@ -597,32 +555,84 @@ def test_submitted_sweep_stopped_then_resumed_reruns_no_finished_trial(cluster, 
             pass
     job("stop", "--address", cluster.dashboard, "mn-resume-1", check=False)
     status = job("status", "--address", cluster.dashboard, "mn-resume-1").stdout
-    assert n_done >= 1 and "was stopped" in status, (
-        status,
-        job("logs", "--address", cluster.dashboard, "mn-resume-1", check=False).stdout[-4000:],
-    )
-    c = MlflowClient(f"sqlite:///{db}")
-    exp = c.get_experiment_by_name("multinode-resume")
-    before = {
-        r.data.tags["raydistill.trial_id"]: (r.info.run_id, r.info.end_time)
-        for r in c.search_runs([exp.experiment_id], "attributes.status = 'FINISHED'")
-        if "raydistill.trial_id" in r.data.tags
-    }
+    logs = job("logs", "--address", cluster.dashboard, "mn-resume-1", check=False).stdout[-4000:]
+    before = {}
+    if n_done:
+        c = MlflowClient(f"sqlite:///{db}")
+        exp = c.get_experiment_by_name("multinode-resume")
+        before = {
+            r.data.tags["raydistill.trial_id"]: (r.info.run_id, r.info.end_time)
+            for r in c.search_runs([exp.experiment_id], "attributes.status = 'FINISHED'")
+            if "raydistill.trial_id" in r.data.tags
+        }
     print(f"stopped with {len(before)} of 2 trials finished")
 
     # only --resume --name --storage-path: the rest (space, flags, tracking URI) comes from the stopped sweep's state
     second = submit("mn-resume-2", "--resume")
+    lines = [ln for ln in second.stdout.splitlines() if ln.startswith('{"sweep"')]
+    summary = json.loads(lines[-1]) if lines else None
+    return Resumed(db, "multinode-resume", n_done, status, logs, before, second, summary)
+
+
+def test_job_submit_runs_sweep_on_cluster(cluster, resumed_sweep, tmp_path):
+    """`ray job submit -- python -m raydistill.sweep pkd_glue …` runs a sweep to success on the cluster (the submitted
+    sweep of ``resumed_sweep``: its trials run there in both jobs), its parent run and its trials FINISHED in MLflow,
+    each trial a child of the parent with its metrics; the job API refuses a client holding another token."""
+    # the job API refuses a client holding a different token
+    bad = tmp_path / "wrong_token"
+    bad.write_text(secrets.token_hex(32))
+    refused = cluster.run(
+        [*ray_cli(), "job", "list", "--address", cluster.dashboard],
+        cwd=tmp_path,
+        timeout=120,
+        env={"RAY_AUTH_TOKEN_PATH": str(bad)},
+        check=False,
+    )
+    assert refused.returncode != 0
+
+    resumed = resumed_sweep.result()
+    p = resumed.second
+    assert p.returncode == 0, f"--- stdout\n{p.stdout[-8000:]}\n--- stderr\n{p.stderr[-4000:]}"
+    assert re.search(r"Job '[\w-]+' succeeded", p.stdout), p.stdout[-4000:]
+    summary = resumed.summary
+    assert summary is not None and summary["trials"] == 2 and summary["errors"] == 0
+
+    from mlflow.tracking import MlflowClient
+
+    c = MlflowClient(f"sqlite:///{resumed.db}")
+    runs = c.search_runs([c.get_experiment_by_name(resumed.experiment).experiment_id])
+    parents = [r for r in runs if r.data.tags.get("raydistill.role") == "sweep"]
+    children = [r for r in runs if r.data.tags.get("raydistill.trial_id")]
+    assert len(parents) == 1 and parents[0].info.run_id == summary["parent_run_id"]
+    assert parents[0].info.status == "FINISHED"
+    assert len(children) == 2
+    for r in children:
+        assert r.info.status == "FINISHED" and r.data.tags["mlflow.parentRunId"] == summary["parent_run_id"]
+        assert {"eval_accuracy", "train_loss", "student_params"} <= set(r.data.metrics)
+
+
+def test_submitted_sweep_stopped_then_resumed_reruns_no_finished_trial(resumed_sweep):
+    """docs/CLUSTER.md "Stop and resume a submitted sweep": `ray job stop` a submitted 2-trial sweep once its first
+    trial finished, then a second `ray job submit … --resume --name … --storage-path URI` finishes the sweep without
+    running the finished trial again (``resumed_sweep`` runs it)."""
+    from mlflow.tracking import MlflowClient
+
+    r = resumed_sweep.result()
+    assert r.n_done >= 1 and "was stopped" in r.status, (r.status, r.logs)
+    second = r.second
     assert second.returncode == 0 and "Job 'mn-resume-2' succeeded" in second.stdout, (
         f"--- stdout\n{second.stdout[-8000:]}\n--- stderr\n{second.stderr[-4000:]}"
     )
-    summary = json.loads([ln for ln in second.stdout.splitlines() if ln.startswith('{"sweep"')][-1])
-    assert summary["trials"] == 2 and summary["errors"] == 0
-    runs = [r for r in c.search_runs([exp.experiment_id]) if "raydistill.trial_id" in r.data.tags]
-    assert len(runs) == 2 and len({r.data.tags["raydistill.trial_id"] for r in runs}) == 2  # no duplicate trial
-    assert all(r.info.status == "FINISHED" for r in runs)
-    after = {r.data.tags["raydistill.trial_id"]: (r.info.run_id, r.info.end_time) for r in runs}
-    assert all(after[t] == before[t] for t in before), (before, after)  # a finished trial is not run again
-    for r in runs:
-        assert [m.step for m in c.get_metric_history(r.info.run_id, "eval_accuracy")] == [1]
-    parents = [r for r in c.search_runs([exp.experiment_id]) if r.data.tags.get("raydistill.role") == "sweep"]
+    summary = r.summary
+    assert summary is not None and summary["trials"] == 2 and summary["errors"] == 0
+    c = MlflowClient(f"sqlite:///{r.db}")
+    exp = c.get_experiment_by_name(r.experiment)
+    runs = [x for x in c.search_runs([exp.experiment_id]) if "raydistill.trial_id" in x.data.tags]
+    assert len(runs) == 2 and len({x.data.tags["raydistill.trial_id"] for x in runs}) == 2  # no duplicate trial
+    assert all(x.info.status == "FINISHED" for x in runs)
+    after = {x.data.tags["raydistill.trial_id"]: (x.info.run_id, x.info.end_time) for x in runs}
+    assert all(after[t] == r.before[t] for t in r.before), (r.before, after)  # a finished trial is not run again
+    for x in runs:
+        assert [m.step for m in c.get_metric_history(x.info.run_id, "eval_accuracy")] == [1]
+    parents = [x for x in c.search_runs([exp.experiment_id]) if x.data.tags.get("raydistill.role") == "sweep"]
     assert len(parents) == 1 and parents[0].info.run_id == summary["parent_run_id"]

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
@@ -29,12 +27,17 @@ def postgres_server(tmp_path_factory):
         pytest.skip(f"no PostgreSQL-backed MLflow server here: {e}")
 
 
-def sweep(teacher: str, glue_dir: str, uri: str, cwd) -> dict:
-    cmd = [sys.executable, "-m", "raydistill.sweep", "kd_glue", "--task", "sst2", "--data-dir", glue_dir]
-    cmd += ["--teacher", teacher, "--tracking-uri", uri, "--name", "pg", "--experiment", "pg-sweep"]
+def sweep(teacher: str, glue_dir: str, uri: str, capsys) -> dict:
+    """The sweep, in this process on the tests' shared Ray (4 CPUs: four half-CPU trials at once); the caller is in
+    the folder it runs in. What is tested is the server and the trials writing to it at once, not the command's
+    process: a command of its own would add an import of torch + Ray and a Ray start."""
+    from raydistill.commands import sweep as command
+
+    argv = ["kd_glue", "--task", "sst2", "--data-dir", glue_dir]
+    argv += ["--teacher", teacher, "--tracking-uri", uri, "--name", "pg", "--experiment", "pg-sweep"]
     for s in ("student.hidden=32", "student.intermediate=64", "student.heads=2", "student.layers=2"):
-        cmd += ["--set", s]
-    cmd += [
+        argv += ["--set", s]
+    argv += [
         "--set",
         "train.lr={loguniform: [1.0e-4, 1.0e-2]}",
         "--set",
@@ -42,23 +45,26 @@ def sweep(teacher: str, glue_dir: str, uri: str, cwd) -> dict:
         "--set",
         "search.control=false",
     ]
-    cmd += ["--set", "search.asha=false", "--num-samples", "4", "--cpus-per-worker", "0.5"]
-    cmd += ["--epochs", str(EPOCHS), "--max-steps", "4", "--batch-size", "16", "--max-length", "32"]
-    cmd += ["--eval-limit", "16"]
-    # the sweep's own local Ray (the session's Ray holds the test process's CPUs)
-    p = subprocess.run(
-        cmd, cwd=cwd, env={**os.environ, "RAY_ADDRESS": ""}, capture_output=True, text=True, timeout=1200
-    )
-    assert p.returncode == 0, p.stderr[-4000:]
-    assert "4 trial(s) at once" in p.stderr, p.stderr[-3000:]
+    argv += ["--set", "search.asha=false", "--num-samples", "4", "--cpus-per-worker", "0.5"]
+    argv += ["--epochs", str(EPOCHS), "--max-steps", "4", "--batch-size", "16", "--max-length", "32"]
+    argv += ["--eval-limit", "16"]
+    capsys.readouterr()
+    command.main(argv)  # raises (fails the test) where the command would exit non-zero
+    out, err = capsys.readouterr()
+    assert "4 trial(s) at once" in err, err[-3000:]
     # the last stdout line is the JSON (MLflow's "View run … at" lines from trials once came after it)
-    return json.loads(p.stdout.strip().splitlines()[-1])
+    return json.loads(out.strip().splitlines()[-1])
 
 
-def test_concurrent_sweep_on_a_postgres_backed_server_loses_nothing(postgres_server, tiny_teacher, glue_dir, tmp_path):
+def test_concurrent_sweep_on_a_postgres_backed_server_loses_nothing(
+    postgres_server, ray_session, tiny_teacher, glue_dir, tmp_path, capsys, monkeypatch
+):
     from mlflow.tracking import MlflowClient
 
-    out = sweep(tiny_teacher("classification", 2), glue_dir, postgres_server, tmp_path)
+    from raydistill.commands import best
+
+    monkeypatch.chdir(tmp_path)  # ./raydistill-results (the spool, if any) lands here
+    out = sweep(tiny_teacher("classification", 2), glue_dir, postgres_server, capsys)
     assert out["trials"] == 4 and out["errors"] == 0
 
     c = MlflowClient(postgres_server)
@@ -79,16 +85,8 @@ def test_concurrent_sweep_on_a_postgres_backed_server_loses_nothing(postgres_ser
         assert model.model_id
     assert not (tmp_path / "raydistill-results" / "mlflow-spool.jsonl").exists()  # no metric waited for a retry
 
-    p = subprocess.run(
-        [sys.executable, "-m", "raydistill.best", "--experiment", "pg-sweep", "--tracking-uri", postgres_server]
-        + ["--export", str(tmp_path / "student")],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert p.returncode == 0, p.stderr[-3000:]
-    b = json.loads(p.stdout.strip().splitlines()[-1])
+    best.main(["--experiment", "pg-sweep", "--tracking-uri", postgres_server, "--export", str(tmp_path / "student")])
+    b = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     by_trial = {r.data.tags["raydistill.trial_id"]: r.info.run_id for r in trials}
     assert b["run_id"] == by_trial[out["best"]["trial"]]  # the sweep's own winner, read back from the server
     assert os.path.isfile(tmp_path / "student" / "config.json")

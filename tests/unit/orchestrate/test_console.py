@@ -4,9 +4,12 @@ and Ray's token notice only with --verbose."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
+
+import pytest
 
 DRIVER = textwrap.dedent(
     """
@@ -28,26 +31,34 @@ DRIVER = textwrap.dedent(
 )
 
 
-def drive(tmp_path, *args: str) -> str:
+@pytest.fixture(scope="module")
+def drove(tmp_path_factory) -> dict[str, str]:
+    """The driver's console, redirected (not a terminal), run ``quiet`` and ``verbose`` at once, each with a local
+    Ray of its own (two starts of mostly single-threaded imports take about the time of one on 2 cores)."""
     env_keep = {"PATH", "HOME", "PYTHONPATH", "VIRTUAL_ENV", "TMPDIR"}
-    import os
-
     env = {k: v for k, v in os.environ.items() if k in env_keep or k.startswith(("RAYDISTILL", "HF_"))}
     env.pop("RAY_AUTH_MODE", None)  # Ray's default: token auth on for a new local cluster, with its notice
-    p = subprocess.run(
-        [sys.executable, "-c", DRIVER, *args],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,  # redirected: not a terminal
-        text=True,
-        timeout=240,
-    )
-    assert p.returncode == 0, p.stderr[-3000:]
-    return p.stdout + p.stderr
+    procs = {
+        mode: subprocess.Popen(
+            [sys.executable, "-c", DRIVER, mode],
+            cwd=tmp_path_factory.mktemp(mode),
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for mode in ("quiet", "verbose")
+    }
+    out = {}
+    for mode, p in procs.items():
+        stdout, stderr = p.communicate(timeout=240)
+        assert p.returncode == 0, stderr[-3000:]
+        out[mode] = stdout + stderr
+    return out
 
 
-def test_redirected_worker_output_is_plain_and_whole(tmp_path):
-    out = drive(tmp_path, "quiet")
+def test_redirected_worker_output_is_plain_and_whole(drove):
+    out = drove["quiet"]
     lines = out.splitlines()
     assert lines.count("the same line from every trial") == 3, out[-3000:]  # not folded into one
     assert {f"epoch=1 of trial {i}" for i in range(3)} <= set(lines)
@@ -55,8 +66,8 @@ def test_redirected_worker_output_is_plain_and_whole(tmp_path):
     assert "Token authentication" not in out
 
 
-def test_verbose_keeps_rays_own_printer(tmp_path):
-    out = drive(tmp_path, "verbose")
+def test_verbose_keeps_rays_own_printer(drove):
+    out = drove["verbose"]
     assert "(trial pid=" in out and "Token authentication" in out
 
 
