@@ -1,5 +1,6 @@
-"""``python -m raydistill.distill.augment``: TinyBERT data augmentation as a command (its documented name); the data
-stage builds the set (``raydistill.data.augment.build``)."""
+"""``python -m raydistill.distill.augment``: TinyBERT data augmentation as a command (its documented name): the flags
+parsed (the knobs' generated from ``AugmentOptions``), one ``AugmentRequest`` built, and the data stage builds the set
+(``raydistill.data.augment.build``)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,12 @@ from pathlib import Path
 
 from raydistill.commands.args import add_data_args
 from raydistill.commands.cli import HelpFormatter, Parser, add_overwrite, cli
+from raydistill.commands.flags import add_fields, dest, flagged
 from raydistill.common.errors import check
-from raydistill.data.augment import MLM_HINT, build, check_candidates
+from raydistill.data.augment import MLM_HINT, AugmentOptions, AugmentRequest, build, check_candidates
+
+# the knobs' flags, in --help's order, after the data's (--candidates stands beside the models it chooses between)
+SAMPLING = ("p", "k", "n", "seed", "limit", "batch_size", "max_length")
 
 
 def model_source(args) -> tuple[str, str, str]:
@@ -54,13 +59,7 @@ def parser() -> Parser:
         default=None,
         help="local data folder: the GLUE root or the task's own folder (default: the Hugging Face hub)",
     )
-    ap.add_argument(
-        "--candidates",
-        default=None,
-        help="mlm: a masked LM's top-k predictions (the paper's; needs "
-        "--mlm) | embedding: the nearest whole words in a model's word embeddings (any encoder, e.g. "
-        "--teacher) (default: mlm when --mlm is given, else embedding)",
-    )
+    add_fields(ap, AugmentOptions, ("candidates",))  # no default of its own: the model given chooses (model_source)
     ap.add_argument(
         "--mlm",
         default=None,
@@ -80,16 +79,16 @@ def parser() -> Parser:
 
 
 def _add_sampling_args(ap: Parser) -> None:
-    """How words are replaced and copies drawn, and the model's batches."""
-    ap.add_argument("--p", type=float, default=0.4, help="probability that a word is replaced")
-    ap.add_argument("--k", type=int, default=15, help="candidates per word to draw a replacement from")
-    ap.add_argument("--n", type=int, default=20, help="augmented copies per training row")
-    ap.add_argument("--seed", type=int, default=0, help="random seed of the sampling")
-    ap.add_argument(
-        "--limit", type=int, default=None, help="augment only the first LIMIT training examples (default: all)"
-    )
-    ap.add_argument("--batch-size", type=int, default=64, help="sentences per model forward pass")
-    ap.add_argument("--max-length", type=int, default=128, help="tokens per sentence (longer ones are cut)")
+    """How words are replaced and copies drawn, and the model's batches: ``AugmentOptions``' fields."""
+    add_fields(ap, AugmentOptions, SAMPLING, AugmentOptions())
+
+
+def request(args) -> AugmentRequest:
+    """The set the flags ask for: its model (refused where it cannot work), knobs and task."""
+    candidates, model_dir, field = model_source(args)
+    knobs = {f.name: getattr(args, dest(f)) for f in flagged(AugmentOptions, SAMPLING)}
+    options = AugmentOptions(**knobs, candidates=candidates)
+    return AugmentRequest(_task(args), args.data_dir, model_dir, args.output, options, mlm=args.mlm, field=field)
 
 
 def _task(args):
@@ -108,30 +107,14 @@ def _task(args):
 
 @cli
 def main(argv=None):
-    args = parser().parse_args(argv)
-    candidates, model_dir, field = model_source(args)
-    task = _task(args)
+    req = request(parser().parse_args(argv))
     from raydistill.tasks.files import report
 
     report()  # the columns guessed in the user's files
-    n_in, n_out, out = build(
-        task,
-        args.data_dir,
-        model_dir,
-        args.output,
-        candidates=candidates,
-        mlm=args.mlm,
-        field=field,
-        p=args.p,
-        k=args.k,
-        n=args.n,
-        seed=args.seed,
-        limit=args.limit,
-        batch_size=args.batch_size,
-        max_length=args.max_length,
-    )
-    print(f"{n_in} examples -> {n_out} (with {args.n} augmented copies each): {out}")
-    print(json.dumps({"examples": n_in, "rows": n_out, "copies": args.n, "train": out}))  # last line JSON, as elsewhere
+    n_in, n_out, out = build(req)
+    n = req.options.n
+    print(f"{n_in} examples -> {n_out} (with {n} augmented copies each): {out}")
+    print(json.dumps({"examples": n_in, "rows": n_out, "copies": n, "train": out}))  # last line JSON, as elsewhere
 
 
 if __name__ == "__main__":

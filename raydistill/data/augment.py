@@ -39,16 +39,23 @@ Paper defaults: ``p=0.4, k=15, n=20``.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
 import random
 import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from raydistill.common.errors import UserError, check
 from raydistill.data.candidates import embedding_candidates, mlm_candidates
 from raydistill.models.teacher import quiet_hf
+
+if TYPE_CHECKING:
+    from raydistill.tasks.base import Task
 
 # v2: copies carry label None (the teacher labels them); v3: TinyBERT's replaceable words (letters only, no stop
 # words) and one side of a pair per copy
@@ -117,6 +124,76 @@ def check_candidates(candidates) -> None:
     )
 
 
+def _flag(help: str, default: Any, **more: Any) -> Any:
+    """A knob the augment command offers as a flag (``commands/flags.py`` generates it from ``help`` and ``more``)."""
+    return dataclasses.field(default=default, metadata={"help": help, **more})
+
+
+@dataclass(frozen=True)
+class AugmentOptions:
+    """How an augmented set is made: TinyBERT's knobs, declared once. The augment command's flags are generated from
+    these fields; a sweep's augmented sets (``data.augment_sets``) and ``augment``/``augment_cached``/``build`` take
+    the same object. Checked when made, so a bad value is refused before any model or data is loaded."""
+
+    p: float = _flag("probability that a word is replaced", 0.4)
+    k: int = _flag("candidates per word to draw a replacement from", 15)
+    n: int = _flag("augmented copies per training row", 20)
+    seed: int = _flag("random seed of the sampling", 0)
+    # the rows, not the copies: applied by ``rows`` wherever rows are taken, so the cache key (of the rows) covers it
+    limit: int | None = _flag("augment only the first LIMIT training examples (default: all)", None)
+    batch_size: int = _flag("sentences per model forward pass", 64)  # not in the cache key: the output is the same
+    max_length: int = _flag("tokens per sentence (longer ones are cut)", 128)
+    # the command's flag has no default of its own: the model given chooses (``commands/augment.model_source``)
+    candidates: str = _flag(
+        "mlm: a masked LM's top-k predictions (the paper's; needs --mlm) | embedding: the nearest whole words in a "
+        "model's word embeddings (any encoder, e.g. --teacher) (default: mlm when --mlm is given, else embedding)",
+        "mlm",
+    )
+
+    def __post_init__(self) -> None:
+        p, k, n = self.p, self.k, self.n
+        check(0.0 <= p <= 1.0, "augment_p", f"must be a probability in [0, 1], got {p}")
+        check(isinstance(k, int) and k >= 1, "augment_k", f"must be an integer >= 1, got {k!r}")
+        check(isinstance(n, int) and n >= 0, "augment_n", f"must be an integer >= 0, got {n!r}")
+        check(
+            self.batch_size >= 1 and self.max_length >= 3,
+            "augment_batch",
+            "batch_size must be >= 1 and max_length >= 3",
+        )
+        limit = self.limit
+        check(
+            limit is None or (isinstance(limit, int) and limit >= 1),
+            "augment_limit",
+            f"must be an integer >= 1 (or none: every row), got {limit!r}",
+        )
+        check_candidates(self.candidates)
+
+    def rows(self, examples: Iterable[dict]) -> list[dict]:
+        """The examples augmented: the first ``limit`` (all without one)."""
+        return list(examples)[: self.limit]
+
+    def key(self) -> dict[str, Any]:
+        """The knobs that change the copies, as the cache key has always named them (``batch_size`` does not)."""
+        names = ("p", "k", "n", "seed", "max_length", "candidates")
+        return {name: getattr(self, name) for name in names}
+
+
+@dataclass(frozen=True)
+class AugmentRequest:
+    """One augmented set to write: what the augment command builds from its flags and a sweep from its space, for
+    ``build``. ``task``: a built-in task's name or a ``Task`` (the user's files); ``model_dir`` proposes the
+    candidates (a masked LM, or any encoder's word embeddings); ``field`` names its flag in errors; ``mlm``: the
+    ``--mlm`` given, recorded in ``augment.json``."""
+
+    task: str | Task
+    data_dir: str | None
+    model_dir: str
+    output: str
+    options: AugmentOptions
+    mlm: str | None = None
+    field: str = "augment_teacher"
+
+
 def _sample(text, slots, p, rng):
     """One augmented copy of ``text``: each replaceable word swapped with probability ``p``."""
     parts, last = [], 0
@@ -127,18 +204,12 @@ def _sample(text, slots, p, rng):
     return "".join(parts) + text[last:]
 
 
-def augment(
-    examples, model_dir, p=0.4, k=15, n=20, seed=0, batch_size=64, max_length=128, candidates="mlm", field=None
-) -> list[dict]:
-    """Originals first, then ``n`` augmented copies per example (example by example, same dict format).
-    ``candidates``: ``mlm`` (``model_dir`` a masked LM) or ``embedding`` (any encoder); ``field`` names the
+def augment(examples, model_dir, options: AugmentOptions, field: str | None = None) -> list[dict]:
+    """Originals first, then ``options.n`` augmented copies per example (example by example, same dict format).
+    ``options.candidates``: ``mlm`` (``model_dir`` a masked LM) or ``embedding`` (any encoder); ``field`` names the
     model's flag in errors (default ``augment_mlm`` / ``augment_teacher``)."""
-    check(0.0 <= p <= 1.0, "augment_p", f"must be a probability in [0, 1], got {p}")
-    check(isinstance(k, int) and k >= 1, "augment_k", f"must be an integer >= 1, got {k!r}")
-    check(isinstance(n, int) and n >= 0, "augment_n", f"must be an integer >= 0, got {n!r}")
-    check(batch_size >= 1 and max_length >= 3, "augment_batch", "batch_size must be >= 1 and max_length >= 3")
-    check_candidates(candidates)
-    examples = list(examples)
+    o = options
+    examples = o.rows(examples)
     for ex in examples:
         check(
             isinstance(ex, dict) and isinstance(ex.get("text"), str),
@@ -146,23 +217,23 @@ def augment(
             "data augmentation needs classification/regression examples {'text', 'text_pair', 'label'}",
         )
     texts = list(dict.fromkeys(s for ex in examples for s in (ex["text"], ex.get("text_pair")) if s is not None))
-    if candidates == "mlm":
+    if o.candidates == "mlm":
         tok, model = _load_mlm(model_dir)
-        found = mlm_candidates(texts, tok, model, k, batch_size, max_length, field or "augment_mlm")
+        found = mlm_candidates(texts, tok, model, o.k, o.batch_size, o.max_length, field or "augment_mlm")
     else:
         field = field or "augment_teacher"
         tok, emb = _load_embeddings(model_dir, field)
-        found = embedding_candidates(texts, tok, emb, k, field)
+        found = embedding_candidates(texts, tok, emb, o.k, field)
     slots = dict(zip(texts, found, strict=True))
 
-    rng = random.Random(seed)
+    rng = random.Random(o.seed)
     copies = []
     for ex in examples:
         sides = [f for f in ("text", "text_pair") if ex.get(f) is not None]
-        for i in range(n):
+        for i in range(o.n):
             new = {**ex, "label": None} if "label" in ex else dict(ex)  # the teacher labels a copy, not the gold
             f = sides[i % len(sides)]  # a pair: one side per copy, the other kept
-            new[f] = _sample(ex[f], slots[ex[f]], p, rng)
+            new[f] = _sample(ex[f], slots[ex[f]], o.p, rng)
             copies.append(new)
     return [dict(ex) for ex in examples] + copies
 
@@ -189,47 +260,22 @@ def mlm_fingerprint(mlm_dir) -> str:
     return h.hexdigest()
 
 
-def cache_path(examples, model_dir, cache_dir, p=0.4, k=15, n=20, seed=0, max_length=128, candidates="mlm") -> Path:
-    """Where ``augment_cached`` keeps this result (batch_size does not change the output, so it is not keyed)."""
-    ex_fp = _sha(json.dumps(list(examples), sort_keys=True, ensure_ascii=False, default=str).encode())
-    knobs = {"p": p, "k": k, "n": n, "seed": seed, "max_length": max_length, "candidates": candidates}
-    key = json.dumps([CACHE_VERSION, ex_fp, mlm_fingerprint(model_dir), knobs], sort_keys=True)
+def cache_path(examples, model_dir, cache_dir, options: AugmentOptions) -> Path:
+    """Where ``augment_cached`` keeps this result: keyed by the rows augmented, the model's files and the knobs that
+    change the copies (``AugmentOptions.key``). The key is what existing caches were written under: keep it so."""
+    ex_fp = _sha(json.dumps(options.rows(examples), sort_keys=True, ensure_ascii=False, default=str).encode())
+    key = json.dumps([CACHE_VERSION, ex_fp, mlm_fingerprint(model_dir), options.key()], sort_keys=True)
     return Path(cache_dir) / f"{_sha(key.encode())}.jsonl"
 
 
-def augment_cached(
-    examples,
-    model_dir,
-    cache_dir,
-    p=0.4,
-    k=15,
-    n=20,
-    seed=0,
-    batch_size=64,
-    max_length=128,
-    candidates="mlm",
-    field=None,
-) -> list[dict]:
+def augment_cached(examples, model_dir, cache_dir, options: AugmentOptions, field: str | None = None) -> list[dict]:
     """``augment`` with the result stored as JSONL under ``cache_dir`` and re-used on the next identical call."""
-    examples = list(examples)
-    path = cache_path(
-        examples, model_dir, cache_dir, p=p, k=k, n=n, seed=seed, max_length=max_length, candidates=candidates
-    )
+    examples = options.rows(examples)
+    path = cache_path(examples, model_dir, cache_dir, options)
     if path.is_file():
         with path.open(encoding="utf-8") as f:
             return [json.loads(line) for line in f]
-    result = augment(
-        examples,
-        model_dir,
-        p=p,
-        k=k,
-        n=n,
-        seed=seed,
-        batch_size=batch_size,
-        max_length=max_length,
-        candidates=candidates,
-        field=field,
-    )
+    result = augment(examples, model_dir, options, field)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".jsonl")
     try:
@@ -242,74 +288,44 @@ def augment_cached(
     return result
 
 
-def build(
-    task_name,
-    data_dir,
-    model_dir: str,
-    output: str,
-    candidates: str = "embedding",
-    mlm=None,
-    field: str = "augment_teacher",
-    p: float = 0.4,
-    k: int = 15,
-    n: int = 20,
-    seed: int = 0,
-    limit=None,
-    batch_size: int = 64,
-    max_length: int = 128,
-) -> tuple[int, int, str]:
+def build(request: AugmentRequest) -> tuple[int, int, str]:
     """Write OUTPUT/train.jsonl (the training rows after the dev hold-out, each tagged with its source row, and ``n``
     augmented copies of each) and OUTPUT/augment.json (the knobs); cached under OUTPUT/cache. What the command and a
-    sweep searching ``augment`` call; ``task_name`` a built-in task's name or a ``Task`` (the user's files). Returns
-    (rows in, rows out, the train.jsonl path)."""
+    sweep searching ``augment`` call. Returns (rows in, rows out, the train.jsonl path)."""
     from raydistill.tasks import get_task  # lazy: task loading lives elsewhere
 
-    task = get_task(task_name) if isinstance(task_name, str) else task_name
-    examples, held = _source_rows(task, data_dir, limit)
-    out = Path(output)
+    r, o = request, request.options
+    task = get_task(r.task) if isinstance(r.task, str) else r.task
+    examples, held = _source_rows(task, r.data_dir, o)
+    out = Path(r.output)
     quiet_hf()  # an encoder loaded without its task head: no load report, no progress bars
-    result = augment_cached(
-        examples,
-        model_dir,
-        out / "cache",
-        p=p,
-        k=k,
-        n=n,
-        seed=seed,
-        batch_size=batch_size,
-        max_length=max_length,
-        candidates=candidates,
-        field=field,
-    )
+    result = augment_cached(examples, r.model_dir, out / "cache", o, r.field)
     knobs = {
         "version": CACHE_VERSION,
         "task": task.name,
-        "candidates": candidates,
-        "model": model_dir,
-        "mlm": mlm,
-        "p": p,
-        "k": k,
-        "n": n,
-        "seed": seed,
-        "limit": limit,
-        "max_length": max_length,
+        "candidates": o.candidates,
+        "model": r.model_dir,
+        "mlm": r.mlm,
+        "p": o.p,
+        "k": o.k,
+        "n": o.n,
+        "seed": o.seed,
+        "limit": o.limit,
+        "max_length": o.max_length,
         "held_out_rows": len(held),
     }
     _publish(out, result, knobs)
     return len(examples), len(result), str(out / "train.jsonl")
 
 
-def _source_rows(task, data_dir, limit) -> tuple[list[dict], set[int]]:
+def _source_rows(task, data_dir, options: AugmentOptions) -> tuple[list[dict], set[int]]:
     """The task's training rows after the dev hold-out, each tagged with its row number (the first ``limit``), and
     the held-out row numbers."""
     from raydistill.data.splits import SOURCE, split_train
 
     rows, cut = split_train(task, data_dir)  # augment after the hold-out: dev rows never get copies
     held = cut.out_of_train
-    examples = [{**ex, SOURCE: i} for i, ex in enumerate(rows) if i not in held]
-    if limit is not None:
-        examples = examples[:limit]
-    return examples, held
+    return options.rows({**ex, SOURCE: i} for i, ex in enumerate(rows) if i not in held), held
 
 
 def _publish(out: Path, result: list[dict], knobs: dict) -> None:

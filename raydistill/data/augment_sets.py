@@ -15,7 +15,7 @@ def build_sets(raw, base, root: str, log) -> dict[int, str]:
     """One augmented training set per N > 0 the space can draw, under ``root/augment``, from the task's training rows
     and the teacher's word embeddings; returns N → the folder a trial passes as ``augment_dir``."""
     from raydistill.config.schema import task_of
-    from raydistill.data.augment import build
+    from raydistill.data.augment import AugmentOptions, AugmentRequest, build
     from raydistill.models.teacher import fingerprint
 
     out = {}
@@ -25,15 +25,9 @@ def build_sets(raw, base, root: str, log) -> dict[int, str]:
             f"augmentation: {n} copies of every training row, replacements from the teacher's word embeddings "
             f"-> {folder}"
         )
-        n_in, n_out, _ = build(
-            task_of(base),
-            base.data_dir,
-            base.teacher,
-            folder,
-            candidates="embedding",
-            n=n,
-            max_length=base.train.max_length,
-        )
+        # the command's knobs but N and the trials' length; the teacher proposes (the augment command's --teacher)
+        options = AugmentOptions(n=n, max_length=base.train.max_length, candidates="embedding")
+        n_in, n_out, _ = build(AugmentRequest(task_of(base), base.data_dir, base.teacher, folder, options))
         log(f"augmentation: {n_in} rows -> {n_out}")
         out[n] = folder
     return out

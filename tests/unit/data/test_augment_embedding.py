@@ -5,6 +5,7 @@ rows, the teacher's soft targets on the augmented copies, and the real MiniLM te
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -132,7 +133,7 @@ def test_deterministic_under_a_seed_and_copies_use_candidates(teacher):
     _, d = teacher
 
     def run(seed):
-        return aug.augment(EXAMPLES, d, p=0.5, k=3, n=4, seed=seed, candidates="embedding")
+        return aug.augment(EXAMPLES, d, aug.AugmentOptions(p=0.5, k=3, n=4, seed=seed, candidates="embedding"))
 
     a = run(7)
     assert a == run(7) and a != run(8)
@@ -147,30 +148,32 @@ def test_deterministic_under_a_seed_and_copies_use_candidates(teacher):
         orig = EXAMPLES[j // 4]["text"].split()
         new = c["text"].split()
         assert len(new) == len(orig) and all(w == o or w in words for w, o in zip(new, orig, strict=True))
-    assert {c["text"] for c in aug.augment(EXAMPLES, d, p=0.0, n=2, candidates="embedding")} == set(TEXTS[:3])
+    assert {c["text"] for c in aug.augment(EXAMPLES, d, aug.AugmentOptions(p=0.0, n=2, candidates="embedding"))} == set(
+        TEXTS[:3]
+    )
 
 
 def test_cache_keyed_by_candidates_and_reused(teacher, tmp_path, monkeypatch):
     _, d = teacher
-    first = aug.augment_cached(EXAMPLES, d, tmp_path, p=0.5, k=3, n=2, seed=4, candidates="embedding")
-    assert aug.cache_path(EXAMPLES, d, tmp_path, p=0.5, k=3, n=2, seed=4, candidates="embedding") != aug.cache_path(
-        EXAMPLES, d, tmp_path, p=0.5, k=3, n=2, seed=4, candidates="mlm"
-    )
+    knobs = aug.AugmentOptions(p=0.5, k=3, n=2, seed=4, candidates="embedding")
+    first = aug.augment_cached(EXAMPLES, d, tmp_path, knobs)
+    mlm = dataclasses.replace(knobs, candidates="mlm")
+    assert aug.cache_path(EXAMPLES, d, tmp_path, knobs) != aug.cache_path(EXAMPLES, d, tmp_path, mlm)
 
     def boom(*a, **kw):
         raise AssertionError("the model should not be loaded on a cache hit")
 
     monkeypatch.setattr(aug, "_load_embeddings", boom)
-    assert aug.augment_cached(EXAMPLES, d, tmp_path, p=0.5, k=3, n=2, seed=4, candidates="embedding") == first
+    assert aug.augment_cached(EXAMPLES, d, tmp_path, knobs) == first
 
 
 def test_unknown_candidates_and_mlm_without_head_are_refused(teacher):
     _, d = teacher
     with pytest.raises(UserError) as e:
-        aug.augment(EXAMPLES, d, n=1, candidates="glove")
+        aug.augment(EXAMPLES, d, aug.AugmentOptions(n=1, candidates="glove"))
     assert e.value.field == "augment_candidates"
     with pytest.raises(UserError, match="--candidates embedding") as e:  # a classifier has no MLM head
-        aug.augment(EXAMPLES, d, n=1, candidates="mlm")
+        aug.augment(EXAMPLES, d, aug.AugmentOptions(n=1, candidates="mlm"))
     assert e.value.field == "augment_mlm"
 
 

@@ -62,13 +62,13 @@ def test_general_then_task_distillation(method, extra, tiny_teacher, glue_dir, t
 
 
 def test_tinybert_trains_on_an_augmented_set(tiny_teacher, glue_dir, tmp_path):
-    from raydistill.data.augment import augment
+    from raydistill.data.augment import AugmentOptions, augment
     from raydistill.tasks import get_task
 
     task = get_task("sst2")
     # rows tagged with the training row they come from: the run leaves out those of its validation split
     examples = [{**e, "source_index": i} for i, e in enumerate(task.loader(task, glue_dir, "train")[:16])]
-    aug = augment(examples, tiny_teacher("mlm"), p=0.4, k=3, n=2, seed=0)
+    aug = augment(examples, tiny_teacher("mlm"), AugmentOptions(p=0.4, k=3, n=2, seed=0))
     assert len(aug) == 48 and all("source_index" in e for e in aug)
     (tmp_path / "aug").mkdir()
     with open(tmp_path / "aug" / "train.jsonl", "w") as f:
