@@ -20,7 +20,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,7 +83,7 @@ def seed_all(seed: int) -> None:
 @dataclass
 class RunData:
     task: Task
-    train: list  # encoded training features
+    train: Sequence[dict]  # encoded training features (flat for text tasks: ``tasks.encode.FlatFeatures``)
     eval_examples: list
     eval_encoded: object
     pad_id: int
