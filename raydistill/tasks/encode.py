@@ -133,35 +133,22 @@ def _encode_text(task, examples: list[dict], tokenizer, max_length: int) -> Enco
     """Text classification and regression: ``CHUNK`` rows tokenised at a time (the fast tokenizer's batch call)
     straight into flat arrays (``FlatFeatures``); one feature per example, no padding, truncated to ``max_length``."""
     pairs = any(e.get("text_pair") is not None for e in examples)  # over all rows, as one call once decided it
-    n = len(examples)
-    columns: dict[str, np.ndarray] = {}
-    counts, pos = np.zeros(n, np.int64), 0
-    for s in range(0, n, CHUNK):
+    parts: dict[str, list[np.ndarray]] = {}
+    counts: list[np.ndarray] = []
+    for s in range(0, len(examples), CHUNK):
         chunk = examples[s : s + CHUNK]
         texts = [e["text"] for e in chunk]
         enc = tokenizer(
             texts, [e.get("text_pair") for e in chunk] if pairs else None, truncation=True, max_length=max_length
         )
-        counts[s : s + len(chunk)] = [len(ids) for ids in enc["input_ids"]]
-        total = int(counts[s : s + len(chunk)].sum())
+        counts.append(np.fromiter(map(len, enc["input_ids"]), np.int64, len(chunk)))
+        total = int(counts[-1].sum())
         for k in (k for k in MODEL_INPUTS if k in enc):
-            if k not in columns:  # room guessed from the first chunk; only what is written becomes resident
-                columns[k] = np.empty(total * -(-n // len(chunk)) + max_length, DTYPES[k])
-            col = columns[k]
-            if pos + total > len(col):
-                col.resize(max(2 * len(col), pos + total), refcheck=False)  # see _fit
-            col[pos : pos + total] = np.fromiter(itertools.chain.from_iterable(enc[k]), DTYPES[k], total)
-        pos += total
-    for col in columns.values():
-        _fit(col, pos)
-    offsets = np.concatenate([[0], np.cumsum(counts)])
-    return Encoded(FlatFeatures(columns, offsets, _labels(task, examples)), range(n))
-
-
-def _fit(col: np.ndarray, size: int) -> None:
-    """``col`` cut to ``size`` in place: a realloc, which for a large array (its own memory map) keeps or remaps the
-    pages, never a second copy of the arrays (a concatenation of the chunks held them twice: +30 MB of 400k rows)."""
-    col.resize(size, refcheck=False)  # refcheck off: no view of ``col`` exists (each chunk is copied in)
+            flat = itertools.chain.from_iterable(enc[k])
+            parts.setdefault(k, []).append(np.fromiter(flat, DTYPES[k], total))
+    offsets = np.concatenate([[0], np.cumsum(np.concatenate(counts))]) if counts else np.zeros(1, np.int64)
+    columns = {k: np.concatenate(v) for k, v in parts.items()}
+    return Encoded(FlatFeatures(columns, offsets, _labels(task, examples)), range(len(examples)))
 
 
 def _labels(task, examples: list[dict]) -> np.ndarray:
