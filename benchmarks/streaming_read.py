@@ -12,10 +12,12 @@ checkout after), alternating before / after so both see the same load. In each, 
   rows       ``train_val_dev`` (the training, validation and dev rows its training reads)
   encoded    ``tasks.encode.encode`` of the training rows (max length 128): the arrays a first step needs
 
-and per phase its seconds, the peak RSS growth over the baseline so far, and the file's opens and bytes read
-(``/proc/self/io`` rchar: every read, the file's being nearly all of them). The encoded arrays' size is their token
-ids, masks and segment ids as int64. Ends with ``STREAMREAD {…}`` (medians per tree). The machine's load is printed
-beside the seconds: on a shared machine they are no clean speed measurement; the memory and the reads are.
+and per phase its seconds, the peak RSS growth over the baseline so far, the RSS growth held at its end, and the file's
+opens and bytes read (``/proc/self/io`` rchar: every read, the file's being nearly all of them). The encoded arrays'
+size (the target's yardstick) is their token ids, masks and segment ids as int64; where the features are flat
+(``tasks.encode.FlatFeatures``) the bytes they hold are given too. Ends with ``STREAMREAD {…}`` (medians per tree).
+The machine's load is printed beside the seconds: on a shared machine they are no clean speed measurement; the memory
+and the reads are.
 
     python benchmarks/streaming_read.py --before /tmp/before --tokenizer MODEL_DIR --glue GLUE --rows 400000
 """
@@ -89,6 +91,7 @@ def child(path: str, tokenizer_dir: str, workdir: str) -> dict:
         out["phases"][name] = {
             "s": round(time.perf_counter() - t0, 2),
             "peak_growth_mb": round((_status("VmHWM") - base) / 2**20, 1),
+            "held_growth_mb": round((_status("VmRSS") - base) / 2**20, 1),
             "opens": len(opens),
             "read_mb": round((_rchar() - r0) / 2**20, 1),
         }
@@ -106,6 +109,10 @@ def child(path: str, tokenizer_dir: str, workdir: str) -> dict:
     mark("encoded")
     tokens = sum(len(f["input_ids"]) for f in enc.features)
     out["encoded_arrays_mb"] = round(tokens * 3 * 8 / 2**20, 1)
+    flat = getattr(enc.features, "columns", None)  # flat features (FlatFeatures): the bytes they hold
+    if flat is not None:
+        held = sum(c.nbytes for c in flat.values()) + enc.features.offsets.nbytes + enc.features.labels.nbytes
+        out["encoded_held_mb"] = round(held / 2**20, 1)
     out["train_rows"], out["opens"] = len(train), opens
     return out
 
@@ -156,6 +163,7 @@ def main() -> None:
     summary = {
         name: {
             "encoded_arrays_mb": runs[0]["encoded_arrays_mb"],
+            "encoded_held_mb": runs[0].get("encoded_held_mb"),
             **{
                 ph: {k: statistics.median(m["phases"][ph][k] for m in runs) for k in runs[0]["phases"][ph]}
                 for ph in PHASES

@@ -15,11 +15,12 @@ import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
-from raydistill.tasks.encode import Encoded, encode
+from raydistill.tasks.encode import DTYPES, Encoded, FlatFeatures, encode
 
 VERSION = "1"
 KINDS = ("classification", "regression")
@@ -54,24 +55,28 @@ def _key(task, examples: list[dict], tokenizer, max_length: int) -> str | None:
     for state in ("truncation", "padding"):  # set by the last call, not part of the definition: left out
         spec.pop(state, None)
     h.update(json.dumps(spec, sort_keys=True).encode())
-    rows = [(e["text"], e.get("text_pair"), e["label"]) for e in examples]
-    h.update(json.dumps(rows, ensure_ascii=False, default=str).encode())
+    for piece in _rows_text(examples):
+        h.update(piece)
     return h.hexdigest()[:24]
+
+
+def _rows_text(examples: list[dict], batch: int = 1024) -> Iterator[bytes]:
+    """``json.dumps([(text, pair, label), ...])`` of the rows, ``batch`` rows at a time: the same bytes (the key of
+    every entry written before), never the whole text at once."""
+    yield b"["
+    for s in range(0, len(examples), batch):
+        rows = ((e["text"], e.get("text_pair"), e["label"]) for e in examples[s : s + batch])
+        text = ", ".join(json.dumps(r, ensure_ascii=False, default=str) for r in rows)
+        yield ((", " if s else "") + text).encode()
+    yield b"]"
 
 
 def _save(path: str, enc: Encoded) -> None:
     """One .npz written beside ``path`` and renamed: concurrent trials never read half a file (two may both write)."""
     feats = enc.features
-    keys = [k for k, v in feats[0].items() if isinstance(v, list)] if feats else []  # encode's order, kept
-    lengths = np.array([len(f["input_ids"]) for f in feats], dtype=np.int64)
-    arrays: dict[str, Any] = {
-        "keys": np.array(keys),
-        "offsets": np.concatenate([[0], np.cumsum(lengths)]),
-        "labels": np.array([f["labels"] for f in feats]),
-    }
-    for k in keys:  # ids fit int32; masks and segment ids int8
-        dtype = np.int32 if k == "input_ids" else np.int8
-        arrays[k] = np.array([t for f in feats for t in f[k]], dtype=dtype)
+    assert isinstance(feats, FlatFeatures)  # what encode gives the kinds cached
+    arrays: dict[str, Any] = {"keys": np.array(list(feats.columns)), "offsets": feats.offsets, "labels": feats.labels}
+    arrays.update(feats.columns)  # ids int32, masks and segment ids int8 (encode's DTYPES)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".npz", dir=os.path.dirname(path))
     try:
@@ -86,15 +91,11 @@ def _save(path: str, enc: Encoded) -> None:
 
 
 def _load(path: str, kind: str) -> Encoded:
-    """The features as ``encode`` makes them: the same keys in the same order, Python ints and lists."""
+    """The features as ``encode`` makes them (flat: rows read as the same dicts, keys in the same order)."""
     with np.load(path) as z:
-        off, labels = z["offsets"].tolist(), z["labels"].tolist()
-        cols = {str(k): z[str(k)].tolist() for k in z["keys"]}
-    cast = float if kind == "regression" else int
-    feats = []
-    for i in range(len(off) - 1):
-        a, b = off[i], off[i + 1]
-        f: dict = {k: col[a:b] for k, col in cols.items()}
-        f["labels"], f["feature_index"] = cast(labels[i]), i
-        feats.append(f)
-    return Encoded(feats, list(range(len(feats))))
+        columns = {str(k): z[str(k)].astype(DTYPES[str(k)], copy=False) for k in z["keys"]}
+        offsets, labels = z["offsets"].astype(np.int64), z["labels"]
+    labels = labels.astype(np.float64 if kind == "regression" else np.int64, copy=False)
+    if len(offsets) != len(labels) + 1 or any(len(c) != offsets[-1] for c in columns.values()):
+        raise ValueError(f"{path}: its arrays disagree in length")  # a damaged entry: encoded again
+    return Encoded(FlatFeatures(columns, offsets, labels), range(len(labels)))

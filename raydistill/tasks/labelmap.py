@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable, Iterator
 
 from raydistill.common.errors import UserError
 from raydistill.tasks.filedata import FileData
@@ -30,10 +31,10 @@ def _map_names(spec: FileData) -> tuple[str, ...]:
     return tuple(dict.fromkeys(name for _, name in parse_label_map(spec.label_map))) if spec.label_map else ()
 
 
-def _renamed(spec: FileData, where: str, rows: list) -> list:
-    """Rows whose label is the map's name for the file's value; a value the map lacks is refused."""
+def _renamed(spec: FileData, where: str, rows: Iterable) -> Iterator[tuple]:
+    """Rows whose label is the map's name for the file's value, as they are read; a value the map lacks is refused
+    when its row is reached (every reader reads every row: the first, ``resolve``, refuses it)."""
     table = dict(parse_label_map(spec.label_map))
-    out = []
     for n, text, pair, raw in rows:
         name = table.get(raw, table.get(raw.strip()))
         if name is None:
@@ -42,5 +43,4 @@ def _renamed(spec: FileData, where: str, rows: list) -> list:
                 f"{where} {spec.unit} {n}: label {raw!r} is not in --label-map {spec.label_map}; map every value "
                 "the file holds",
             )
-        out.append((n, text, pair, name))
-    return out
+        yield n, text, pair, name

@@ -4,6 +4,7 @@ names, a label map's order), aligned with a named teacher's by name, the metric,
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterator
 from dataclasses import replace
 
 from raydistill.common.errors import UserError
@@ -165,9 +166,10 @@ def _check_eval_labels(spec: FileData) -> None:
         )
 
 
-def _labels(spec: FileData, split: str) -> list[tuple[int, str]]:
-    """(line, label) of the rows with a text; a missing label is refused with the count of such rows."""
-    return [(n, lab) for n, _, _, lab in _rows(spec, split)]
+def _labels(spec: FileData, split: str) -> Iterator[tuple[int, str]]:
+    """(line, label) of the rows with a text, as they are read; a missing label is refused (before the first) with
+    the count of such rows."""
+    return ((n, lab) for n, _, _, lab in _rows(spec, split))
 
 
 def _encode(spec: FileData, path: str, n: int, raw: str):

@@ -20,7 +20,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +36,7 @@ from raydistill.data.general import DynamicMasking
 from raydistill.models.teacher import quiet_hf
 from raydistill.tasks.base import Task
 from raydistill.tasks.encode import Encoded, collate, encode
+from raydistill.tasks.encode import lengths as feature_lengths
 from raydistill.train.checkpoint import copy_dir, load_state, resume_student, save_checkpoint
 from raydistill.train.diverge import PRED_STAGE, START_STEPS, floor_of, verdict
 from raydistill.train.faults import Fault
@@ -82,7 +83,7 @@ def seed_all(seed: int) -> None:
 @dataclass
 class RunData:
     task: Task
-    train: list  # encoded training features
+    train: Sequence[dict]  # encoded training features (flat for text tasks: ``tasks.encode.FlatFeatures``)
     eval_examples: list
     eval_encoded: object
     pad_id: int
@@ -202,7 +203,7 @@ class Trainer:
         self.steps_per_epoch = len(self.data.train) // t.batch_size
         if t.epoch_rows:  # each epoch the first batches of a fresh shuffle: a random draw of about epoch_rows rows
             self.steps_per_epoch = min(self.steps_per_epoch, max(1, t.epoch_rows // t.batch_size))
-        self.lengths = [len(f["input_ids"]) for f in self.data.train] if t.group_by_length else None
+        self.lengths = feature_lengths(self.data.train) if t.group_by_length else None
         if t.max_steps:
             self.steps_per_epoch = min(self.steps_per_epoch, math.ceil(t.max_steps / t.epochs))
         self.stages = [self.objective.method.stage_for(e, t.epochs) for e in range(t.epochs)]

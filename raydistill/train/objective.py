@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 
 from raydistill.distill.mapping import layer_pairs
@@ -80,11 +82,12 @@ def prune_examples(cfg, tokenizer, batch_size: int = 16):
 
         task = task_of(cfg)
         rows, length = prune_rows(cfg, task, n), cfg.train.max_length
+        encoded: Sequence[dict]
         if task.kind == "mlm":  # raw text: the teacher reads it unmasked
-            feats = [dict(tokenizer(r["text"], truncation=True, max_length=length)) for r in rows]
+            encoded = [dict(tokenizer(r["text"], truncation=True, max_length=length)) for r in rows]
         else:
-            feats = encode(task, rows, tokenizer, length).features
-        feats = [{k: f[k] for k in MODEL_INPUTS if k in f} for f in feats]
+            encoded = encode(task, rows, tokenizer, length).features
+        feats = [{k: f[k] for k in MODEL_INPUTS if k in f} for f in encoded]
         return [
             collate(feats[i : i + batch_size], tokenizer.pad_token_id or 0) for i in range(0, len(feats), batch_size)
         ]

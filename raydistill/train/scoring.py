@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from raydistill.common.progress import Progress
-from raydistill.tasks.encode import collate, example_predictions, score_predictions
+from raydistill.tasks.encode import collate, example_predictions, lengths, score_predictions
 from raydistill.train.diverge import answer_metrics
 from raydistill.train.step import forward, to_device
 
@@ -73,7 +73,8 @@ def model_outputs(model, task, encoded, pad_id: int, batch_size: int, device, pr
 def by_length(features: list[dict]) -> list[int]:
     """Row indices, longest first (ties in row order): batches of rows of like length pad little. Scores do not
     depend on the order rows are run in; each row's output is the same (attention masks the padding)."""
-    return sorted(range(len(features)), key=lambda i: -len(features[i]["input_ids"]))
+    n = lengths(features)
+    return sorted(range(len(n)), key=lambda i: -n[i])
 
 
 def _mlm_sums(model, encoded, pad_id: int, batch_size: int, device, progress=None) -> list[float]:

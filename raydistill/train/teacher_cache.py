@@ -29,6 +29,7 @@ import torch
 
 from raydistill.common.paths import write_json_atomic
 from raydistill.common.progress import Progress
+from raydistill.tasks.encode import lengths as feature_lengths
 from raydistill.train.precision import autocast
 
 VERSION = "2"
@@ -144,9 +145,9 @@ class TeacherCache:
         if not (want_h - have_h or want_a - have_a):
             return set(), set()
         cfg = teacher.config
-        lengths = [len(f["input_ids"]) for f in features]
-        h_bytes = sum(lengths) * cfg.hidden_size * 2
-        a_bytes = sum(n * n for n in lengths) * cfg.num_attention_heads * 2
+        lengths = np.array(feature_lengths(features), dtype=np.int64)  # int64: n * n sums past int32
+        h_bytes = int(lengths.sum()) * cfg.hidden_size * 2
+        a_bytes = int((lengths * lengths).sum()) * cfg.num_attention_heads * 2
         used = sum(os.path.getsize(os.path.join(self.dir, f)) for f in os.listdir(self.dir)) if meta else 0
         room = budget_gb * GiB - used
         all_h, all_a = set(range(cfg.num_hidden_layers + 1)) - have_h, set(range(cfg.num_hidden_layers)) - have_a
@@ -301,7 +302,7 @@ class _CacheWriter:
     def __init__(self, out_dir: str, features, config, kind: str):
         self.out_dir, self.config, self.kind = out_dir, config, kind
         self.n, self.n_layers, self.heads = len(features), config.num_hidden_layers, config.num_attention_heads
-        self.lengths = np.array([len(f["input_ids"]) for f in features], dtype=np.int64)
+        self.lengths = np.array(feature_lengths(features), dtype=np.int64)
         self.offsets = np.concatenate([[0], np.cumsum(self.lengths)])
         self.att_offsets = np.concatenate([[0], np.cumsum(self.lengths * self.lengths * self.heads)])
         self.token_level = kind in ("token", "qa")

@@ -81,6 +81,19 @@ def test_a_label_left_without_validation_rows_once_grouped_is_refused():
     assert e.value.field == "val_fraction" and "'pos'" in str(e.value) and "--val-fraction" in str(e.value)
 
 
+def test_the_label_check_reads_the_training_rows_once():
+    """The rows left to train are checked as they are found (a one-pass iterator, no set of every row: issue 48);
+    each label still needs a row on both sides."""
+    label, target = {i: i % 2 for i in range(10)}, {0: 1, 1: 1}
+    C._check_labels(_task(), 0.1, [0, 1], iter([3, 5, 7, 9, 2, 4]), label, target)  # both labels on both sides
+    with pytest.raises(UserError) as e:
+        C._check_labels(_task(), 0.1, [0, 1], iter([2, 4, 6]), label, target)
+    assert "label 'pos'" in e.value.message and "no training row" in e.value.message
+    with pytest.raises(UserError) as e:
+        C._check_labels(_task(), 0.1, [0, 2], iter(range(3, 10)), label, target)
+    assert "label 'pos'" in e.value.message and "no validation row" in e.value.message
+
+
 def test_the_carve_is_computed_once_per_data(monkeypatch):
     rows = [{"text": f"row {k}", "label": k % 2} for k in range(100)]
     first = C.carve(rows, _task(), 0.1)

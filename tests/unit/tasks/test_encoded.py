@@ -122,3 +122,52 @@ def test_augmented_run_tokenises_its_set_once(glue_dir, tiny_teacher, tmp_path, 
     monkeypatch.setattr(encoded, "encode", _no_encode)
     again = loop.load_data(cfg.replace(train=TrainConfig(max_length=32, eval_limit=4, seed=43)), tok)
     assert again.train == first.train
+
+
+def test_the_key_is_the_one_entries_were_written_under(tok):
+    """The rows are hashed a batch at a time now: the same bytes as the whole list's JSON once was, so every entry
+    written before is found again (the key's version stays 1)."""
+    import hashlib
+
+    task, rows = get_task("mrpc"), PAIRS * 700  # past the 1,024 rows hashed at a time
+    for some in (rows, PAIRS, []):
+        h = hashlib.sha256()
+        h.update(json.dumps([encoded.VERSION, task.kind, 16, type(tok).__name__]).encode())
+        spec = json.loads(tok.backend_tokenizer.to_str())
+        for state in ("truncation", "padding"):
+            spec.pop(state, None)
+        h.update(json.dumps(spec, sort_keys=True).encode())
+        whole = [(e["text"], e.get("text_pair"), e["label"]) for e in some]
+        h.update(json.dumps(whole, ensure_ascii=False, default=str).encode())
+        assert encoded._key(task, some, tok, 16) == h.hexdigest()[:24]
+
+
+def test_an_entry_in_the_first_layout_is_read_as_flat_features(tok, tmp_path, monkeypatch):
+    """An entry as version 1 wrote it (row by row from lists: int32 ids, int8 masks, int64 offsets and labels) reads
+    back as the flat features encode makes now, and a new entry is written in that same layout."""
+    import numpy as np
+
+    from raydistill.tasks.encode import FlatFeatures
+
+    task = get_task("mrpc")
+    want = encode(task, PAIRS, tok, 16)
+    rows = [dict(f) for f in want.features]
+    keys = [k for k, v in rows[0].items() if isinstance(v, list)]
+    old = {
+        "keys": np.array(keys),
+        "offsets": np.concatenate([[0], np.cumsum([len(f["input_ids"]) for f in rows])]),
+        "labels": np.array([f["labels"] for f in rows]),
+        **{k: np.array([t for f in rows for t in f[k]], np.int32 if k == "input_ids" else np.int8) for k in keys},
+    }
+    key = encoded._key(task, PAIRS, tok, 16)
+    (tmp_path / "encoded").mkdir()
+    np.savez(tmp_path / "encoded" / f"{key}.npz", **old)
+    monkeypatch.setattr(encoded, "encode", _no_encode)
+    got = encoded.encode_cached(task, PAIRS, tok, 16, str(tmp_path))
+    assert isinstance(got.features, FlatFeatures) and got.features == rows
+    monkeypatch.undo()
+    encoded.encode_cached(task, PAIRS, tok, 16, str(tmp_path / "new"))
+    with np.load(tmp_path / "new" / "encoded" / f"{key}.npz") as z:
+        assert sorted(z.files) == sorted(old)
+        for name, arr in old.items():
+            assert z[name].dtype == arr.dtype and np.array_equal(z[name], arr)

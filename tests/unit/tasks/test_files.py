@@ -279,6 +279,25 @@ def test_empty_texts_are_dropped_with_a_count(tmp_path, capsys):
     assert "1 of 3 rows have an empty text and are left out" in capsys.readouterr().err
 
 
+def test_rows_are_made_as_they_are_read(tmp_path):
+    """A split's checked rows come one at a time (no list of them beside the examples made of them, issue 48), the
+    same rows in order, renamed by a label map; a value the map lacks is refused when its row is reached."""
+    import dataclasses
+    from collections.abc import Iterator
+
+    from raydistill.tasks import columns
+
+    path = _csv(tmp_path, "m.csv", [("a", "0"), ("", "1"), ("b", "1"), ("c", "0")])
+    spec = resolve(FileData(train_file=path, label_map="0=neg,1=pos"))
+    rows = columns._rows(spec, "train")
+    assert isinstance(rows, Iterator) and not isinstance(rows, list)
+    assert list(rows) == [(2, "a", None, "neg"), (4, "b", None, "pos"), (5, "c", None, "neg")]
+    short = dataclasses.replace(spec, label_map="0=neg")
+    with pytest.raises(UserError) as e:
+        list(columns._rows(short, "train"))
+    assert "line 4: label '1' is not in --label-map 0=neg" in e.value.message
+
+
 # ------------------------------------------------------------------ bad input: one line naming the field
 
 

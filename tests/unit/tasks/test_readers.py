@@ -169,3 +169,18 @@ def test_a_dataset_folder_of_csv_reads_na_null_none_as_text(tmp_path):
         got = task.loader(task, None, "train")
         assert [r["text"] for r in got] == [t for t, _ in rows], folder
         assert task.label_names == ("neg", "pos")
+
+
+def test_rows_are_kept_by_column(tmp_path):
+    """The rows a process keeps are held by column (a number array and one list per column, no tuple and list per
+    row) and read as the ``(number, [values])`` pairs they always were; a label's values held once each."""
+    rows = _rows(500)
+    j = _jsonl(tmp_path / "cols.jsonl", rows, blank_every=5)
+    ((got,), _) = read_files([(j, "f")], ["text", "label"], shared=("label",))
+    table = got.get()
+    assert isinstance(table, readers.Table) and table.numbers.typecode == "q" and len(table.columns) == 2
+    assert table.columns[0] == [t for t, _ in rows] and len({id(v) for v in table.columns[1]}) == 2
+    pairs = [(n, [t, lab]) for n, (t, lab) in zip(table.numbers, rows, strict=True)]
+    assert table == pairs and pairs == table and list(table) == pairs and table != pairs[:-1]
+    assert table[0] == (1, [rows[0][0], "a"]) and table[-1] == pairs[-1] and table[3:5] == pairs[3:5]
+    assert table[1][0] == 4 and table[2][0] == 5  # record numbers count the blank lines
