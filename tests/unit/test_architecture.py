@@ -52,18 +52,12 @@ MAX_PARAMS = 8  # self/cls not counted; *args and **kwargs count one each
 # what still breaks a size rule, by "module" or "module:function": why, and the work that removes it. A fixed entry is
 # removed (test_the_size_allow_list_is_still_needed), not kept as a loophole.
 OVERSIZE: dict[str, str] = {
-    "raydistill.orchestrate.sweep": "545 lines: h-req takes its argparse Namespace out (issue 47 item 2)",
-    "raydistill.orchestrate.tuner:run_trials": "13 params: the typed request of item 2 (h-req) carries them",
     # the augmentation knobs (p, k, n, seed, batch size, length, candidates) travel together through four functions:
     # one frozen dataclass for them is the augment command's typed request (item 2), made with it
     "raydistill.data.augment:augment": "10 params: the augment command's typed request (item 2)",
     "raydistill.data.augment:cache_path": "9 params: the augment command's typed request (item 2)",
     "raydistill.data.augment:augment_cached": "11 params: the augment command's typed request (item 2)",
     "raydistill.data.augment:build": "14 params: the augment command's typed request (item 2)",
-    # 9 each: the run's options beside the config, a second group not yet made (issue 47 item 4, left open)
-    "raydistill.orchestrate.run:execute": "9 params: not yet grouped (issue 47 item 4)",
-    "raydistill.orchestrate.run:_fit": "9 params: not yet grouped (issue 47 item 4)",
-    "raydistill.orchestrate.confirm:run_confirm": "9 params: not yet grouped (issue 47 item 4)",
 }
 
 
