@@ -500,8 +500,8 @@ def test_an_exported_student_answers_with_the_run_s_label_names(tmp_path, tiny_t
 
 def test_a_space_carries_the_data_section(tmp_path, tiny_teacher):
     from raydistill.config import space as sp
-    from raydistill.orchestrate.request import SweepRequest
     from raydistill.orchestrate.plan import task_and_data
+    from raydistill.orchestrate.request import SweepRequest
 
     ok = _csv(tmp_path, "ok.csv", [(f"t{i}", "xy"[i % 2]) for i in range(20)], header=("body", "tag"))
     yaml = tmp_path / "mine.yaml"
