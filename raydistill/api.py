@@ -48,16 +48,10 @@ def run_sweep(
     {"loguniform": [1, 8]}}``. ``run_sweep(resume=True, name=NAME)`` continues a sweep, started here or by the
     command."""
     from raydistill.commands import sweep
-    from raydistill.commands.cli import check_paths
 
     check("set" not in settings, "set", "give the space's fields once: as overrides, not as set")
     request = sweep_request(space, teacher, _data(data, settings), overrides or {}, settings)
-
-    def run() -> dict[str, Any]:
-        check_paths(request)  # as the command's parse does: the places it writes to, first
-        return sweep.execute(*sweep.settled(request))
-
-    return _call(run)
+    return _command(lambda r: sweep.execute(*sweep.settled(r)), request)
 
 
 def sweep_request(
