@@ -225,12 +225,7 @@ def config_of(r: DistillRequest) -> RunConfig:
             output=os.path.abspath(r.output),
             student={**student_sizes(r), "init": r.init},
             distill={"method": r.method, **dict(r.distill)},
-            train={
-                **dict(r.train),
-                "num_workers": r.num_workers,
-                "use_gpu": r.use_gpu,
-                "teacher_bf16": not r.fp32_teacher,
-            },
+            train={**dict(r.train), **_resources(r)},
             tracking_uri=r.tracking_uri,
             experiment=r.experiment,
             run_name=r.run_name,
