@@ -2,9 +2,10 @@
 
 Each function is the command of the same name run in this process (``raydistill sweep``, ``distill``, ``best``,
 ``finetune``): its keyword arguments are the command's flags in snake_case (``num_samples=8`` is ``--num-samples 8``,
-``use_gpu=True`` is ``--use-gpu``). ``run_sweep`` builds the sweep's typed request
-(``orchestrate.request.SweepRequest``) from them directly, as the command builds it from its flags; the others spell
-the command's command line, read by its own parser (``commands/settings.py``). The data is one ``FileData``
+``use_gpu=True`` is ``--use-gpu``). Each builds its command's typed, frozen request from them directly, as the
+command builds it from its flags (``orchestrate.request.SweepRequest``, ``commands.distill.DistillRequest``,
+``commands.finetune.FinetuneRequest``, ``commands.best.BestRequest``), each value checked as the flag's parse checks
+it; no command line in between. The data is one ``FileData``
 (exported here as ``Data``), the description the data flags are generated from. Each returns the dict the command
 prints as its last line of JSON; bad input raises ``UserError`` with the field and the one-line message the command
 prints; a run that fails raises ``RunFailed``. Ray is started (or the cluster in RAY_ADDRESS joined) only where this
@@ -28,7 +29,10 @@ from raydistill.tasks.filedata import FileData
 Data = FileData  # what a run trains and reports on: the user's files or a dataset (docs/your-data.md)
 
 __all__ = ["Data", "RunFailed", "UserError", "best_student", "finetune_teacher", "run_distill", "run_sweep"]
-SWEEP = "python -m raydistill.sweep"
+SWEEP = "python -m raydistill.sweep"  # each command as its messages name it
+DISTILL = "python -m raydistill.distill"
+FINETUNE = "python -m raydistill.finetune"
+BEST = "python -m raydistill.best"
 
 
 def run_sweep(
@@ -44,16 +48,10 @@ def run_sweep(
     {"loguniform": [1, 8]}}``. ``run_sweep(resume=True, name=NAME)`` continues a sweep, started here or by the
     command."""
     from raydistill.commands import sweep
-    from raydistill.commands.cli import check_paths
 
     check("set" not in settings, "set", "give the space's fields once: as overrides, not as set")
     request = sweep_request(space, teacher, _data(data, settings), overrides or {}, settings)
-
-    def run() -> dict[str, Any]:
-        check_paths(request)  # as the command's parse does: the places it writes to, first
-        return sweep.execute(*sweep.settled(request))
-
-    return _call(run)
+    return _command(lambda r: sweep.execute(*sweep.settled(r)), request)
 
 
 def sweep_request(
@@ -64,7 +62,6 @@ def sweep_request(
     fields, each of its field's type."""
     from raydistill.commands.args import teacher_cache_dir
     from raydistill.commands.flags import SELECTION_FLAGS, SWEEP_TRAIN_FLAGS
-    from raydistill.commands.settings import unknown
     from raydistill.config.coerce import coerced
     from raydistill.config.schema import TrainConfig
     from raydistill.orchestrate.request import SweepRequest
@@ -107,7 +104,7 @@ def run_distill(
     the student is written to ``output`` (default ``outputs/student``). Its scores (``eval_*``, ``best_*``)."""
     from raydistill.commands import distill
 
-    return _command(distill.run, distill.parser(), _flags(data, settings, method=method, teacher=teacher))
+    return _command(distill.execute, distill_request(method, teacher, data, settings))
 
 
 def finetune_teacher(
@@ -117,7 +114,7 @@ def finetune_teacher(
     (reused where a finished one with the same inputs is there). Its dev scores."""
     from raydistill.commands import finetune
 
-    return _command(finetune.run, finetune.parser(), _flags(data, settings, model=model, output=output))
+    return _command(finetune.execute, finetune_request(model, output, data, settings))
 
 
 def best_student(experiment: str, **settings: Any) -> dict[str, Any]:
@@ -126,16 +123,128 @@ def best_student(experiment: str, **settings: Any) -> dict[str, Any]:
     params."""
     from raydistill.commands import best
 
-    return _command(best.run, best.parser(), {"experiment": experiment, **settings})
+    return _command(best.execute, best_request(experiment, settings))
 
 
-def _command(run: Callable[[list[str]], dict[str, Any]], parser: Any, flags: dict[str, Any]) -> dict[str, Any]:
-    """The command ``run`` on the command line these flags spell (``commands/settings.argv_of``), as its ``cli``
-    runs it."""
-    from raydistill.commands.settings import argv_of
+def distill_request(method: str, teacher: str, data: Any, settings: dict[str, Any]) -> Any:
+    """The ``DistillRequest`` the distill command builds from the flags these settings name: the train and distill
+    flags as those sections' fields, ``teacher_cache`` / ``no_teacher_cache`` as the cache's folder, the data, the
+    others the request's own fields."""
+    from raydistill.commands.args import teacher_cache_dir
+    from raydistill.commands.distill import DistillRequest
+    from raydistill.commands.flags import LAYER_FLAGS, LOSS_FLAGS
+    from raydistill.config.schema import DistillConfig
 
-    argv = argv_of(parser, flags)
-    return _call(lambda: run(argv))
+    given = _settings(DISTILL, data, settings, method=method, teacher=teacher)
+    sections = {**_train(), "distill": (DistillConfig, LOSS_FLAGS + LAYER_FLAGS)}
+    cache = given.pop("teacher_cache", None), _switch(given.pop("no_teacher_cache", False), "no_teacher_cache")
+    return _request(DistillRequest, DISTILL, given, sections, teacher_cache=teacher_cache_dir(*cache))
+
+
+def finetune_request(model: str, output: str, data: Any, settings: dict[str, Any]) -> Any:
+    """The ``FinetuneRequest`` the finetune command builds from the flags these settings name."""
+    from raydistill.commands.finetune import FinetuneRequest
+
+    return _request(
+        FinetuneRequest, FINETUNE, _settings(FINETUNE, data, settings, model=model, output=output), _train()
+    )
+
+
+def best_request(experiment: str, settings: dict[str, Any]) -> Any:
+    """The ``BestRequest`` the best command builds from the flags these settings name."""
+    from raydistill.commands.best import BestRequest
+
+    return _request(BestRequest, BEST, {"experiment": experiment, **settings}, {})
+
+
+def _train() -> dict[str, Any]:
+    """The train section of a training command's request: the train fields every training command has flags for."""
+    from raydistill.commands.flags import SELECTION_FLAGS, TRAIN_FLAGS
+    from raydistill.config.schema import TrainConfig
+
+    return {"train": (TrainConfig, TRAIN_FLAGS + SELECTION_FLAGS)}
+
+
+def _settings(prog: str, data: Any, settings: dict[str, Any], **named: Any) -> dict[str, Any]:
+    """A training command's settings: its named arguments, the data (one ``FileData``: ``data``, and data flags given
+    as settings; none without a training file or dataset, as the flags make it), the other settings."""
+    from raydistill.commands.flags import flagged
+
+    given = _data(data, settings)
+    # as the data flags make it: each flag's kind of value, the fields that are no flag left out
+    flags = {
+        f.name: _value(FileData, f, v, prog) for f in flagged(FileData) if (v := getattr(given, f.name)) != f.default
+    }
+    given = FileData(**flags)
+    return {**named, "data": given if given.given else FileData(), **settings}
+
+
+def _request(cls: type[Any], prog: str, settings: dict[str, Any], sections: dict[str, Any], **made: Any) -> Any:
+    """The request ``cls`` of the command ``prog`` that an API call's settings describe, as the command builds it from
+    its flags (each setting the flag of its name in snake_case; None: the flag's default): a setting that names a
+    field of one of ``sections`` (name → (config class, the fields its flags set)) joins that section's values; the
+    others are the request's own fields; ``made``: fields made otherwise. Each value is checked as the flag's parse
+    checks it (``_value``); a setting the command has no flag for is refused by name."""
+    own = {f.name: f for f in dataclasses.fields(cls) if f.name not in {*sections, *made}}
+    where = {name: sec for sec, (_, names) in sections.items() for name in names}
+    # every field a section's flags set, as the command's parse sets it: the config's default, the request's own
+    # where it has one (a fine-tune's learning rate), the setting given
+    values = {
+        sec: {n: getattr(c(), n) for n in names} | dict(getattr(cls(), sec)) for sec, (c, names) in sections.items()
+    }
+    kw: dict[str, Any] = {}
+    for key, value in settings.items():
+        if value is None:  # the flag's default
+            continue
+        check(key in own or key in where, key, unknown(prog))
+        if key in where:
+            sec_cls = sections[where[key]][0]
+            values[where[key]][key] = _value(sec_cls, sec_cls.__dataclass_fields__[key], value, prog)
+        elif key == "data":
+            kw[key] = value
+        else:
+            kw[key] = _value(cls, own[key], value, prog)
+    return cls(**kw, **{sec: tuple(v.items()) for sec, v in values.items()}, **made)
+
+
+def _value(cls: type[Any], f: dataclasses.Field[Any], value: Any, prog: str) -> Any:
+    """A setting's value as the parse of its flag reads it: an on/off flag True or False; one value; a number as
+    argparse's ``int`` or ``float`` reads its text, and one of the flag's choices, with argparse's words."""
+    from raydistill.commands.flags import flag_of
+    from raydistill.config.coerce import field_type_of
+
+    name = f.name
+    if isinstance(f.default, bool):
+        return _switch(value, name)
+    check(not isinstance(value, list | tuple | dict | set), name, f"one value, got {value!r}")
+    want = field_type_of(cls, f)
+    kind = want if want in (int, float) else str
+    try:
+        value = kind(str(value))
+    except ValueError:
+        raise UserError(flag_of(f), f"invalid {kind.__name__} value: {str(value)!r} (see {prog} --help)") from None
+    choices = f.metadata.get("choices")
+    if choices and value not in choices:
+        among = ", ".join(map(repr, choices))
+        raise UserError(flag_of(f), f"invalid choice: {value!r} (choose from {among}) (see {prog} --help)")
+    return value
+
+
+def _command(execute: Callable[[Any], dict[str, Any]], request: Any) -> dict[str, Any]:
+    """The command's ``execute`` of ``request`` as its ``cli`` runs it (``_call``), the places the request writes to
+    checked first, as the command's parse checks them (``cli.check_paths``)."""
+    from raydistill.commands.cli import check_paths
+
+    def run() -> dict[str, Any]:
+        check_paths(request)
+        return execute(request)
+
+    return _call(run)
+
+
+def unknown(prog: str) -> str:
+    """What a setting the command has no flag for is told."""
+    return f"not a flag of {prog}: the settings are its flags in snake_case (see {prog} --help)"
 
 
 def _call(run: Callable[[], dict[str, Any]]) -> dict[str, Any]:
@@ -152,15 +261,6 @@ def _call(run: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         except KeyboardInterrupt:
             run_cleanups()  # the runs it opened end KILLED (a Ray it started stops with the scope)
             raise
-
-
-def _flags(data: FileData | dict[str, Any] | None, settings: dict[str, Any], **named: Any) -> dict[str, Any]:
-    """A command's flags: its named arguments, the data's, the other settings."""
-    from raydistill.commands.flags import dest, flagged
-
-    given = _data(data, settings)
-    flags = {dest(f): getattr(given, f.name) for f in flagged(FileData) if getattr(given, f.name)}
-    return {**named, **flags, **settings}
 
 
 def _data(data: FileData | dict[str, Any] | None, settings: dict[str, Any] | None = None) -> FileData:

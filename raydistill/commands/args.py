@@ -1,11 +1,11 @@
-"""The flags the training commands share (``distill``, ``finetune``, ``sweep``) and how they become a config's
-``train`` section, and the local-path rule every command applies to model and data folders."""
+"""The flags the training commands share (``distill``, ``finetune``, ``sweep``; their values become a request's
+``train`` section: ``flags.section``), and the local-path rule every command applies to model and data folders."""
 
 from __future__ import annotations
 
 import argparse
 import os
-from typing import Any, overload
+from typing import overload
 
 from raydistill.commands.flags import (
     DEFAULTS,
@@ -13,7 +13,6 @@ from raydistill.commands.flags import (
     TRAIN_FLAGS,
     add_fields,
     add_overrides,
-    section,
 )
 from raydistill.config.schema import RunConfig, TrainConfig
 from raydistill.tasks.files import FileData
@@ -53,11 +52,6 @@ def add_selection_args(p: argparse.ArgumentParser, d: TrainConfig | None = DEFAU
         add_overrides(p, SELECTION_FLAGS)
     else:
         add_fields(p, TrainConfig, SELECTION_FLAGS, d)
-
-
-def train_config(a: argparse.Namespace, **extra: Any) -> dict[str, Any]:
-    """The ``train`` section from the flags every training command shares."""
-    return section(a, TRAIN_FLAGS + SELECTION_FLAGS, **extra)
 
 
 @overload

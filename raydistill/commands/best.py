@@ -10,17 +10,41 @@ logs the numbers to the trial's run (``raydistill.export.quantize``);
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
+from dataclasses import dataclass, field
+from typing import ClassVar
 
 from raydistill.commands.cli import HelpFormatter, Parser, add_overwrite, cli
+from raydistill.commands.flags import request_from
 from raydistill.common.errors import check
 from raydistill.common.outputs import adding_to
 from raydistill.results.classes import of_runs
 from raydistill.results.selection import Pick, choose
 from raydistill.tracking.track import ALIAS, Tracker, download_student, register
+
+MODES = ("max", "min")
+
+
+@dataclass(frozen=True)
+class BestRequest:
+    """What one pick of a sweep's best trial is asked to do: the best command's flags as typed values, built from its
+    command line (``request_of``) or by ``raydistill.api.best_student`` directly."""
+
+    experiment: str = ""
+    tracking_uri: str | None = None
+    metric: str | None = None
+    mode: str | None = field(default=None, metadata={"choices": MODES})
+    sweep: str | None = None
+    export: str | None = None
+    overwrite: bool = False
+    onnx: bool = False
+    quantize: bool = False
+    register: str | None = None
+    max_latency_ms: float | None = None
+    max_params: float | None = None
+    result_writer: ClassVar[str] = "raydistill best --export"  # the command its --export folder's marker names
 
 
 def parser() -> Parser:
@@ -50,7 +74,7 @@ def parser() -> Parser:
     p.add_argument(
         "--mode",
         default=None,
-        choices=["max", "min"],
+        choices=list(MODES),
         help="whether higher or lower --metric is better "
         "(default: the sweep's own mode, recorded with its parent run; max for sweeps that did not record one)",
     )
@@ -100,9 +124,14 @@ def main(argv=None) -> dict:
 
 
 def run(argv=None) -> dict:
-    """The best trial these flags pick, exported and registered as they ask: what ``main`` prints
-    (``raydistill.api``'s ``best_student`` runs the same). Bad input is a UserError before MLflow is read."""
-    a = parser().parse_args(argv)
+    """The best trial these flags pick, exported and registered as they ask: what ``main`` prints. Bad input is a
+    UserError before MLflow is read."""
+    return execute(request_from(BestRequest, parser().parse_args(argv)))
+
+
+def execute(a: BestRequest) -> dict:
+    """The best trial ``a`` picks, exported and registered as it asks (``raydistill.api.best_student`` runs the same
+    from the request it builds)."""
     tracker = Tracker(_checked(a), a.experiment)
     pick = choose(tracker, a.metric, a.mode, a.sweep, a.max_latency_ms, a.max_params)
     best = pick.run
@@ -122,7 +151,7 @@ def run(argv=None) -> dict:
     return out
 
 
-def _checked(a: argparse.Namespace) -> str:
+def _checked(a: BestRequest) -> str:
     """Every flag checked before MLflow is read; the tracking URI to read."""
     check(not a.onnx or bool(a.export), "onnx", "--onnx needs --export DIR")
     check(
@@ -187,7 +216,7 @@ def _summary(pick: Pick, out: dict) -> str:
     return f"best of {pick.scope.said}: trial {trial}, {pick.metric} {out['value']:.4g}{pick.scope.hint}"
 
 
-def _onnx_and_int8(a: argparse.Namespace, tracker: Tracker, best, folder: str) -> dict:
+def _onnx_and_int8(a: BestRequest, tracker: Tracker, best, folder: str) -> dict:
     """``--onnx``: model.onnx beside the exported student; ``--quantize``: the INT8 file, re-scored, timed and
     logged to the trial's run."""
     out: dict = {}

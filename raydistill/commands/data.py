@@ -15,21 +15,47 @@ occur inside a training row (0).
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 
 from raydistill.commands.cli import HelpFormatter, Parser, add_overwrite, cli
+from raydistill.commands.flags import data_of, request_from
 from raydistill.data.overview import summary, write_split
+from raydistill.tasks.filedata import FileData
 
 
-def split(args) -> dict:
+@dataclass(frozen=True)
+class DataRequest:
+    """What one look at a task's data is asked to do: the data command's flags as typed values (``command``: the
+    sub-command, ``summary`` or ``split``; ``output`` and ``overwrite``: ``split``'s own)."""
+
+    command: str = "summary"
+    task: str | None = None
+    data_dir: str | None = None
+    val_fraction: float = 0.1
+    data: FileData = field(default_factory=FileData)  # the user's files or dataset (empty: a built-in task)
+    output: str = ""
+    overwrite: bool = False
+
+
+D = DataRequest()  # the flags' defaults: the request's own
+
+
+def split(r: DataRequest) -> dict:
     """Write the rows a run trains on, chooses on and reports on, one JSON object per row."""
-    from raydistill.commands.flags import data_of
     from raydistill.config.schema import RunConfig
 
-    train = {"val_fraction": args.val_fraction}
-    cfg = RunConfig.from_dict(
-        {"task": args.task, "teacher": "-", "data_dir": args.data_dir, "train": train, "data": data_of(args)}
-    )
-    return write_split(cfg, args.output)
+    train = {"val_fraction": r.val_fraction}
+    cfg = RunConfig.from_dict({"task": r.task, "teacher": "-", "data_dir": r.data_dir, "train": train, "data": r.data})
+    return write_split(cfg, r.output)
+
+
+def execute(r: DataRequest) -> dict:
+    """The sub-command ``r`` names: the summary, or the rows written; what ``main`` prints."""
+    from raydistill.tasks.files import report
+
+    out = split(r) if r.command == "split" else summary(r.task, r.data_dir, r.val_fraction, r.data)
+    report()  # the columns guessed in the user's files
+    return out
 
 
 def _data_dir_arg(p: Parser) -> None:
@@ -46,7 +72,7 @@ def _data_dir_arg(p: Parser) -> None:
     p.add_argument(
         "--val-fraction",
         type=float,
-        default=0.1,
+        default=D.val_fraction,
         help="share of the training rows (SST-2: of its sentences) carved as the validation split, as a run's "
         "--val-fraction",
     )
@@ -84,14 +110,8 @@ def main(argv=None):
     p.add_argument("--output", required=True, help="folder to write the three files into (empty or new)")
     add_overwrite(p, "raydistill data split")
     args = parser.parse_args(argv)
-    from raydistill.commands.flags import data_of
-    from raydistill.tasks.files import report
-
-    if args.command == "split":
-        out = split(args)
-    else:
-        out = summary(args.task, args.data_dir, args.val_fraction, data_of(args))
-    report()  # the columns guessed in the user's files
+    given = {"output": getattr(args, "output", ""), "overwrite": getattr(args, "overwrite", False)}  # split's own
+    out = execute(request_from(DataRequest, args, data=data_of(args), **given))
     print(json.dumps(out, ensure_ascii=False))
     return 0
 

@@ -10,23 +10,25 @@ import argparse
 import json
 import os
 import sys
-from dataclasses import fields
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
-from raydistill.commands.args import (
-    add_teacher_args,
-    add_train_args,
-    local_abspath,
-    teacher_cache_dir,
-    train_config,
-)
+from raydistill.commands.args import add_teacher_args, add_train_args, local_abspath, teacher_cache_dir
 from raydistill.commands.cli import HelpFormatter, Parser, add_overwrite, cli
-from raydistill.commands.flags import add_fields, data_of
+from raydistill.commands.flags import (
+    LAYER_FLAGS,
+    LOSS_FLAGS,
+    SELECTION_FLAGS,
+    TRAIN_FLAGS,
+    add_fields,
+    data_of,
+    request_from,
+    section,
+)
 from raydistill.common.errors import RunFailed
 from raydistill.config.schema import DistillConfig, RunConfig, StudentConfig
+from raydistill.tasks.filedata import FileData
 
-# DistillConfig's fields in --help's order: the losses' weights, then the layers and stages they read
-LOSS_FLAGS = ("temperature", "alpha", "beta", "alpha_cos", "alpha_mlm")
-LAYER_FLAGS = ("mapping", "stage", "intermediate_epochs", "version", "relation_heads", "relation_mean", "teacher_layer")
 DESCRIPTION = (
     "One distillation run: a student learns from a fine-tuned teacher on a task (--task general: general "
     "distillation on raw text from --unlabeled-text). One worker trains in this process, with no Ray started; "
@@ -34,6 +36,49 @@ DESCRIPTION = (
     "Ray Train. It logs to MLflow, writes the best epoch's student to --output, and prints its scores as one "
     "JSON object on the last line of stdout. Bad input is refused before anything starts."
 )
+
+
+@dataclass(frozen=True)
+class DistillRequest:
+    """What one distillation run is asked to do: the distill command's flags as typed values, built from its command
+    line (``request_of``) or by ``raydistill.api.run_distill`` directly. ``train`` and ``distill``: the values of the
+    train and distill fields set (the command sets every one; a field left out takes its config's default, the
+    flag's own); ``teacher_cache``: the cache's folder (None: no cache)."""
+
+    method: str = ""
+    teacher: str = ""
+    task: str | None = None
+    data_dir: str | None = None
+    data: FileData = field(default_factory=FileData)  # the user's files or dataset (empty: a built-in task)
+    train: tuple[tuple[str, Any], ...] = ()
+    distill: tuple[tuple[str, Any], ...] = ()
+    tracking_uri: str | None = None
+    experiment: str = "raydistill"
+    student_layers: str | None = None  # a number, a fraction of the teacher's or 'teacher' (as the flags say)
+    student_hidden: str | None = None
+    student_intermediate: str | None = None
+    student_heads: str | None = None
+    init: str = StudentConfig.init
+    num_workers: int = 1
+    use_gpu: bool = False
+    max_failures: int = 0
+    ray_train: bool = False
+    augment_dir: str | None = None
+    unlabeled_text: str | None = None
+    output: str = "outputs/student"
+    overwrite: bool = False
+    storage_path: str | None = None
+    run_name: str | None = None
+    teacher_cache: str | None = None
+    teacher_cache_gb: float = RunConfig.teacher_cache_gb
+    fp32_teacher: bool = False
+    placement_strategy: str = "PACK"
+    verbose: bool = False
+    inject_fault: str = ""  # test hook, see RunConfig.fault
+    result_writer: ClassVar[str] = "raydistill distill"  # the command its result folder's marker names
+
+
+D = DistillRequest()  # the flags' defaults: the request's own
 
 
 def parser() -> Parser:
@@ -51,7 +96,7 @@ def parser() -> Parser:
     )
     add_train_args(p)
     # in --help's order
-    _add_student_args(p, StudentConfig())
+    _add_student_args(p)
     d = DistillConfig()
     _add_loss_weight_args(p, d)
     _add_layer_args(p, d)
@@ -59,7 +104,7 @@ def parser() -> Parser:
     return p
 
 
-def _add_student_args(p: Parser, s: StudentConfig) -> None:
+def _add_student_args(p: Parser) -> None:
     """The student's sizes (absolute or relative to the teacher's) and how its weights start."""
     sizes = "a number, a fraction of the teacher's (0.5) or 'teacher'"
     p.add_argument("--student-layers", default=None, help=f"{sizes} (default: half the teacher's depth)")
@@ -77,7 +122,7 @@ def _add_student_args(p: Parser, s: StudentConfig) -> None:
     )
     p.add_argument(
         "--init",
-        default=s.init,
+        default=D.init,
         help="random | first_k | every_other | uniform | layers:1,3,5 | slice | "
         "prune[:N|block|block,N] | checkpoint:DIR (python -m raydistill list inits; default: the method's: pkd "
         "first_k, distilbert "
@@ -100,14 +145,14 @@ def _add_run_args(p: Parser) -> None:
     p.add_argument(
         "--num-workers",
         type=int,
-        default=1,
+        default=D.num_workers,
         help="data-parallel (DDP) workers on Ray Train (1: trained in this process, unless Ray Train is asked for)",
     )
     p.add_argument("--use-gpu", action="store_true", help="one GPU per worker")
     p.add_argument(
         "--max-failures",
         type=int,
-        default=0,
+        default=D.max_failures,
         help="worker failures to recover from a checkpoint (above 0: on Ray Train, which restarts the workers)",
     )
     p.add_argument(
@@ -127,7 +172,7 @@ def _add_run_args(p: Parser) -> None:
         default=None,
         help="--task general: the corpus, a text file with one text per line (default: none)",
     )
-    p.add_argument("--output", default="outputs/student", help="folder to write the student to")
+    p.add_argument("--output", default=D.output, help="folder to write the student to")
     add_overwrite(p, "raydistill distill")
     p.add_argument(
         "--storage-path",
@@ -136,47 +181,71 @@ def _add_run_args(p: Parser) -> None:
     )
     p.add_argument("--run-name", default=None, help="MLflow run name (default: METHOD-TASK-SIZE-time)")
     add_teacher_args(p)
-    p.add_argument("--placement-strategy", default="PACK", help="PACK or SPREAD the DDP workers over nodes")
+    p.add_argument(
+        "--placement-strategy", default=D.placement_strategy, help="PACK or SPREAD the DDP workers over nodes"
+    )
     p.add_argument("--verbose", action="store_true", help="Ray Train's own progress lines too")
     p.add_argument("--inject-fault", default="", help=argparse.SUPPRESS)  # test hook, see RunConfig.fault
 
 
-def student_sizes(a) -> dict:
+def request_of(a: argparse.Namespace) -> DistillRequest:
+    """The request the parsed flags make: the data (``FileData``'s flags), every train and distill field's flag, the
+    teacher cache's folder."""
+    made: dict[str, Any] = {
+        "data": data_of(a),
+        "train": tuple(section(a, TRAIN_FLAGS + SELECTION_FLAGS).items()),
+        "distill": tuple(section(a, LOSS_FLAGS + LAYER_FLAGS).items()),
+        "teacher_cache": teacher_cache_dir(a.teacher_cache, a.no_teacher_cache),
+    }
+    return request_from(DistillRequest, a, **made)
+
+
+def student_sizes(r: DistillRequest) -> dict:
     """The student's sizes in numbers: relative ones (and the defaults) resolved against the teacher's config."""
     from raydistill.config.sizes import Shape, resolve
     from raydistill.train.preflight import teacher_config
 
-    raw = {k: getattr(a, f"student_{k}") for k in ("layers", "hidden", "intermediate", "heads")}
+    raw = {k: getattr(r, f"student_{k}") for k in ("layers", "hidden", "intermediate", "heads")}
     for k, v in raw.items():
         if v is not None and str(v).strip().isdigit():
             raw[k] = int(v)
-    if a.init and a.init.startswith("checkpoint:") or all(isinstance(v, int) for v in raw.values()):
+    if r.init and r.init.startswith("checkpoint:") or all(isinstance(v, int) for v in raw.values()):
         return {k: v if isinstance(v, int) else getattr(StudentConfig(), k) for k, v in raw.items()}
-    return resolve(raw, Shape.of(teacher_config(local_abspath(a.teacher))))
+    return resolve(raw, Shape.of(teacher_config(local_abspath(r.teacher))))
 
 
-def config_from_args(a) -> RunConfig:
-    distill = {f.name: getattr(a, f.name) for f in fields(DistillConfig)}  # a flag for every distill field
+def config_of(r: DistillRequest) -> RunConfig:
+    """The run's config: the request's sections, paths made absolute (the workers run elsewhere)."""
     return RunConfig.from_dict(
         dict(
-            task=a.task,
-            teacher=local_abspath(a.teacher),
-            data_dir=local_abspath(a.data_dir),
-            data=data_of(a),
-            output=os.path.abspath(a.output),
-            student={**student_sizes(a), "init": a.init},
-            distill=distill,
-            train=train_config(a, num_workers=a.num_workers, use_gpu=a.use_gpu, teacher_bf16=not a.fp32_teacher),
-            tracking_uri=a.tracking_uri,
-            experiment=a.experiment,
-            run_name=a.run_name,
-            augment_dir=local_abspath(a.augment_dir),
-            fault=a.inject_fault,
-            teacher_cache=teacher_cache_dir(a.teacher_cache, a.no_teacher_cache),
-            teacher_cache_gb=a.teacher_cache_gb,
-            unlabeled_text=os.path.abspath(a.unlabeled_text) if a.unlabeled_text else None,
+            task=r.task,
+            teacher=local_abspath(r.teacher),
+            data_dir=local_abspath(r.data_dir),
+            data=r.data,
+            output=os.path.abspath(r.output),
+            student={**student_sizes(r), "init": r.init},
+            distill={"method": r.method, **dict(r.distill)},
+            train={**dict(r.train), **_resources(r)},
+            tracking_uri=r.tracking_uri,
+            experiment=r.experiment,
+            run_name=r.run_name,
+            augment_dir=local_abspath(r.augment_dir),
+            fault=r.inject_fault,
+            teacher_cache=r.teacher_cache,
+            teacher_cache_gb=r.teacher_cache_gb,
+            unlabeled_text=os.path.abspath(r.unlabeled_text) if r.unlabeled_text else None,
         )
     )
+
+
+def _resources(r: DistillRequest) -> dict[str, Any]:
+    """The train fields the run's resources set: its workers, the GPU, the teacher's precision."""
+    return {"num_workers": r.num_workers, "use_gpu": r.use_gpu, "teacher_bf16": not r.fp32_teacher}
+
+
+def config_from_args(a: argparse.Namespace) -> RunConfig:
+    """The run's config of parsed flags (``config_of`` their request)."""
+    return config_of(request_of(a))
 
 
 @cli
@@ -197,13 +266,18 @@ def main(argv=None) -> dict:
 
 
 def run(argv=None) -> dict:
-    """The run these flags describe, trained to its end: its scores as ``main`` prints them (``raydistill.api``'s
-    ``run_distill`` runs the same). Bad input is a UserError before Ray starts; a run that fails, ``RunFailed``."""
-    a = parser().parse_args(argv)
+    """The run these flags describe, trained to its end: its scores as ``main`` prints them. Bad input is a UserError
+    before Ray starts; a run that fails, ``RunFailed``."""
+    return execute(request_of(parser().parse_args(argv)))
+
+
+def execute(r: DistillRequest) -> dict:
+    """The run ``r`` asks for, trained to its end (``raydistill.api.run_distill`` runs the same from the request it
+    builds): every check that needs no Ray, then ``orchestrate.single.run_one``."""
     from raydistill.train.preflight import check_ray_options, preflight
 
-    check_ray_options(a.placement_strategy, a.max_failures)
-    cfg = config_from_args(a)
+    check_ray_options(r.placement_strategy, r.max_failures)
+    cfg = config_of(r)
     if not os.environ.get("RAY_ADDRESS"):  # the local Ray this command starts has this machine's GPUs, or none
         from raydistill.train.precision import run_device
 
@@ -216,9 +290,9 @@ def run(argv=None) -> dict:
     from raydistill.orchestrate.run import RunOptions
     from raydistill.orchestrate.single import run_one
 
-    storage = storage_location(a.storage_path)  # a URI as given, a folder made absolute
-    opts = RunOptions(max_failures=a.max_failures, placement_strategy=a.placement_strategy, verbose=a.verbose)
-    return run_one(cfg, storage, opts, ray_train=a.ray_train)
+    storage = storage_location(r.storage_path)  # a URI as given, a folder made absolute
+    opts = RunOptions(max_failures=r.max_failures, placement_strategy=r.placement_strategy, verbose=r.verbose)
+    return run_one(cfg, storage, opts, ray_train=r.ray_train)
 
 
 if __name__ == "__main__":

@@ -6,29 +6,46 @@ Used to check that an exported student scores what its MLflow run logged. Last s
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 
 from raydistill.commands.args import add_data_args
 from raydistill.commands.cli import HelpFormatter, Parser, cli
+from raydistill.commands.flags import data_of, request_from
 from raydistill.common.errors import check
+from raydistill.tasks.filedata import FileData
 from raydistill.train.saved import evaluate_dir
 
 
-def _task(a):
+@dataclass(frozen=True)
+class EvaluateRequest:
+    """What one scoring of a saved model is asked to do: the evaluate command's flags as typed values."""
+
+    model: str = ""
+    task: str | None = None
+    data_dir: str | None = None
+    max_length: int = 128
+    eval_limit: int = 0
+    split: str = "dev"  # your own data: the --eval-file (dev) or the --test-file (test)
+    data: FileData = field(default_factory=FileData)  # the user's files or dataset (empty: a built-in task)
+
+
+D = EvaluateRequest()  # the flags' defaults: the request's own
+
+
+def _task(r: EvaluateRequest):
     """The built-in ``--task``, or the user's files described as a run describes them (``--train-file`` gives the
     labels and their order)."""
-    from raydistill.commands.flags import data_of
     from raydistill.config.schema import RunConfig, task_of
     from raydistill.tasks import get_task
 
-    data = data_of(a)
-    if not data.given:
-        check(bool(a.task), "task", "is required: --task NAME, or --train-file FILE / --dataset NAME for your own data")
-        return get_task(a.task)
-    return task_of(RunConfig.from_dict({"task": a.task, "teacher": a.model, "data": data}))
+    if not r.data.given:
+        check(bool(r.task), "task", "is required: --task NAME, or --train-file FILE / --dataset NAME for your own data")
+        assert r.task is not None  # (check refused it otherwise)
+        return get_task(r.task)
+    return task_of(RunConfig.from_dict({"task": r.task, "teacher": r.model, "data": r.data}))
 
 
-@cli
-def main(argv=None) -> dict:
+def parser() -> Parser:
     p = Parser(
         prog="python -m raydistill.evaluate",
         formatter_class=HelpFormatter,
@@ -47,41 +64,52 @@ def main(argv=None) -> dict:
     p.add_argument(
         "--data-dir", help="local data folder: the GLUE root or the task's own folder (default: the Hugging Face hub)"
     )
-    p.add_argument("--max-length", type=int, default=128, help="tokens per example (longer ones are cut)")
-    p.add_argument("--eval-limit", type=int, default=0, help="score only the first N dev examples (0 = all)")
+    p.add_argument("--max-length", type=int, default=D.max_length, help="tokens per example (longer ones are cut)")
+    p.add_argument("--eval-limit", type=int, default=D.eval_limit, help="score only the first N dev examples (0 = all)")
     p.add_argument(
-        "--split", choices=("dev", "test"), default="dev", help="your own data: the --eval-file (dev) or --test-file"
+        "--split", choices=("dev", "test"), default=D.split, help="your own data: the --eval-file (dev) or --test-file"
     )
     add_data_args(p)
-    a = p.parse_args(argv)
+    return p
+
+
+@cli
+def main(argv=None) -> dict:
+    a = parser().parse_args(argv)
+    out = execute(request_from(EvaluateRequest, a, data=data_of(a)))
+    print(json.dumps(out), flush=True)
+    return out
+
+
+def execute(r: EvaluateRequest) -> dict:
+    """The dev (or test) scores of the model ``r`` names, every flag checked before the model is scored."""
     from raydistill.models.heads import SUFFIX as HEADS
     from raydistill.models.heads import has_task_head
     from raydistill.train.preflight import max_positions, teacher_config
 
-    task = _task(a)
-    check(a.max_length >= 8, "max_length", f"must be >= 8, got {a.max_length}")
-    check(a.eval_limit >= 0, "eval_limit", f"must be >= 0 (0 = all), got {a.eval_limit}")
-    tcfg = teacher_config(a.model, field="model")
+    task = _task(r)
+    check(r.max_length >= 8, "max_length", f"must be >= 8, got {r.max_length}")
+    check(r.eval_limit >= 0, "eval_limit", f"must be >= 0 (0 = all), got {r.eval_limit}")
+    tcfg = teacher_config(r.model, field="model")
     check(
         has_task_head(tcfg, task),
         "model",
-        f"{a.model} has no {task.name} head (needs {HEADS[task.kind]} with {task.num_labels} labels), so its "
+        f"{r.model} has no {task.name} head (needs {HEADS[task.kind]} with {task.num_labels} labels), so its "
         "predictions would be random; pass a model fine-tuned or distilled on this task",
     )
     limit = max_positions(tcfg)
     check(
-        limit is None or a.max_length <= limit,
+        limit is None or r.max_length <= limit,
         "max_length",
-        f"{a.max_length} is longer than the model's {limit} position embeddings; pass --max-length {limit} or less",
+        f"{r.max_length} is longer than the model's {limit} position embeddings; pass --max-length {limit} or less",
     )
-    split = "test" if a.split == "test" else ("holdout" if a.train_file and not a.eval_file else None)
-    out = evaluate_dir(a.model, task, a.data_dir, a.max_length, a.eval_limit, split=split)
+    split = "test" if r.split == "test" else ("holdout" if r.data.train_file and not r.data.eval_file else None)
+    out = evaluate_dir(r.model, task, r.data_dir, r.max_length, r.eval_limit, split=split)
     if split == "test":  # eval_* names the dev set everywhere else; the test file's scores must not pass for it
         out = {"test_" + k.removeprefix("eval_"): v for k, v in out.items()}
     from raydistill.tasks.files import report
 
     report()  # the columns guessed in the user's files
-    print(json.dumps(out), flush=True)
     return out
 
 

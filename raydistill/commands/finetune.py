@@ -13,15 +13,41 @@ fine-tune ends, into the same MLflow run.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shlex
 import sys
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 from raydistill.commands.cli import HelpFormatter, Parser, add_overwrite, cli
 from raydistill.common.interrupts import resume_hint
 from raydistill.config.schema import RunConfig
+from raydistill.tasks.filedata import FileData
 from raydistill.teacher.fit import finetune
+
+FINETUNE_LR = 2e-5  # a fine-tune's learning rate, not a distillation's (TrainConfig's): BERT's own recipe
+
+
+@dataclass(frozen=True)
+class FinetuneRequest:
+    """What one teacher fine-tune is asked to do: the finetune command's flags as typed values, built from its command
+    line (``request_of``) or by ``raydistill.api.finetune_teacher`` directly. ``train``: the values of the train
+    fields set (the command sets every one; a field left out takes TrainConfig's default, the flag's own, but the
+    learning rate: ``FINETUNE_LR``)."""
+
+    model: str = ""
+    output: str = ""
+    overwrite: bool = False
+    task: str | None = None
+    data_dir: str | None = None
+    data: FileData = field(default_factory=FileData)  # the user's files or dataset (empty: a built-in task)
+    train: tuple[tuple[str, Any], ...] = (("lr", FINETUNE_LR),)
+    tracking_uri: str | None = None
+    experiment: str = "raydistill"
+    use_gpu: bool = False
+    result_writer: ClassVar[str] = "raydistill finetune"  # the command its result folder's marker names
 
 
 def parser():
@@ -52,28 +78,41 @@ def parser():
         action="store_true",
         help="train on this machine's (current) CUDA GPU, the whole step under bf16 autocast, fp32 master weights",
     )
-    p.set_defaults(lr=2e-5)
+    p.set_defaults(lr=FINETUNE_LR)
     return p
 
 
-def config(a) -> RunConfig:
-    from raydistill.commands.args import local_abspath, train_config
-    from raydistill.commands.flags import data_of
+def request_of(a: argparse.Namespace) -> FinetuneRequest:
+    """The request the parsed flags make: the data (``FileData``'s flags) and every train field's flag."""
+    from raydistill.commands.flags import SELECTION_FLAGS, TRAIN_FLAGS, data_of, request_from, section
+
+    made = {"data": data_of(a), "train": tuple(section(a, TRAIN_FLAGS + SELECTION_FLAGS).items())}
+    return request_from(FinetuneRequest, a, **made)
+
+
+def config_of(r: FinetuneRequest) -> RunConfig:
+    """The fine-tune's config: a pretrained student (the model itself) trained by the ``finetune`` method."""
+    from raydistill.commands.args import local_abspath
 
     return RunConfig.from_dict(
         dict(
-            task=a.task,
-            teacher=local_abspath(a.model),
-            data_dir=local_abspath(a.data_dir),
-            data=data_of(a),
-            output=os.path.abspath(a.output),
+            task=r.task,
+            teacher=local_abspath(r.model),
+            data_dir=local_abspath(r.data_dir),
+            data=r.data,
+            output=os.path.abspath(r.output),
             student={"init": "pretrained"},
             distill={"method": "finetune"},
-            train=train_config(a, use_gpu=a.use_gpu),
-            tracking_uri=a.tracking_uri,
-            experiment=a.experiment,
+            train={**dict(r.train), "use_gpu": r.use_gpu},
+            tracking_uri=r.tracking_uri,
+            experiment=r.experiment,
         )
     )
+
+
+def config(a: argparse.Namespace) -> RunConfig:
+    """The fine-tune's config of parsed flags (``config_of`` their request)."""
+    return config_of(request_of(a))
 
 
 @cli
@@ -84,22 +123,27 @@ def main(argv=None) -> dict:
 
 
 def run(argv=None) -> dict:
-    """The fine-tune these flags describe (or the finished one they match): its dev scores as ``main`` prints them
-    (``raydistill.api``'s ``finetune_teacher`` runs the same). Bad input is a UserError before anything loads."""
-    a = parser().parse_args(argv)
+    """The fine-tune these flags describe (or the finished one they match): its dev scores as ``main`` prints them.
+    Bad input is a UserError before anything loads."""
+    request = request_of(parser().parse_args(argv))
+    # Ctrl-C: it goes on from its last finished epoch
+    resume_hint(shlex.join(["python", "-m", "raydistill.finetune", *(sys.argv[1:] if argv is None else argv)]))
+    return execute(request)
+
+
+def execute(r: FinetuneRequest) -> dict:
+    """The fine-tune ``r`` asks for (``raydistill.api.finetune_teacher`` runs the same from the request it builds):
+    every check before anything loads, then ``teacher.fit.finetune``."""
     from raydistill.config.schema import task_of
     from raydistill.teacher.fit import check_resume_folder
 
-    check_resume_folder(a.output)  # a user's OUTPUT.resume: refused before anything loads, --overwrite or not
+    check_resume_folder(r.output)  # a user's OUTPUT.resume: refused before anything loads, --overwrite or not
     from raydistill.tasks import check_labelled
     from raydistill.train.precision import run_device
     from raydistill.train.preflight import preflight
 
-    cfg = config(a)
+    cfg = config_of(r)
     check_labelled(task_of(cfg), "finetune")
-    resume_hint(
-        shlex.join(["python", "-m", "raydistill.finetune", *(sys.argv[1:] if argv is None else argv)])
-    )  # it goes on from its last finished epoch
     run_device(cfg.train)  # --use-gpu on a machine torch sees no GPU on: refused before anything loads
     cfg = preflight(cfg, teacher_field="model")
     from raydistill.tasks.files import report

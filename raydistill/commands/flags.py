@@ -31,6 +31,9 @@ TRAIN_FLAGS = (
 # the sweep's, in its --help's order (as it always was: its seed before its lr)
 SWEEP_TRAIN_FLAGS = (*TRAIN_FLAGS[:-2], "seed", "lr")
 assert TRAIN_FLAGS[-2:] == ("lr", "seed")
+# DistillConfig's fields in distill's --help order: the losses' weights, then the layers and stages they read
+LOSS_FLAGS = ("temperature", "alpha", "beta", "alpha_cos", "alpha_mlm")
+LAYER_FLAGS = ("mapping", "stage", "intermediate_epochs", "version", "relation_heads", "relation_mean", "teacher_layer")
 SELECTION_FLAGS = (
     "val_fraction",
     "select_on",
@@ -146,3 +149,9 @@ def data_of(a: argparse.Namespace) -> FileData:
         return FileData()
     given: dict[str, Any] = {f.name: getattr(a, dest(f)) or f.default for f in flagged(FileData)}
     return FileData(**given)
+
+
+def request_from(cls: type[Any], a: argparse.Namespace, **made: Any) -> Any:
+    """A command's request (a frozen dataclass ``cls``) of its parsed flags: each field the value of the flag of its
+    name, but those ``made`` from several flags (the data, a config's section, the teacher cache's folder)."""
+    return cls(**{f.name: getattr(a, f.name) for f in dataclasses.fields(cls) if f.name not in made}, **made)

@@ -19,7 +19,7 @@ from typing import Any
 
 from raydistill.commands.args import teacher_cache_dir
 from raydistill.commands.cli import HelpFormatter, Parser, cli
-from raydistill.commands.flags import SELECTION_FLAGS, SWEEP_TRAIN_FLAGS, data_of
+from raydistill.commands.flags import SELECTION_FLAGS, SWEEP_TRAIN_FLAGS, data_of, request_from
 from raydistill.common.errors import check
 from raydistill.orchestrate import repeat
 from raydistill.orchestrate.request import SweepRequest
@@ -230,8 +230,7 @@ def request_of(a: argparse.Namespace) -> SweepRequest:
         "train": tuple((n, getattr(a, n)) for n in SWEEP_TRAIN_FLAGS + SELECTION_FLAGS if getattr(a, n) is not None),
         "teacher_cache": teacher_cache_dir(a.teacher_cache, a.no_teacher_cache),
     }
-    fields = [f.name for f in dataclasses.fields(SweepRequest) if f.name not in made]
-    return SweepRequest(**{name: getattr(a, name) for name in fields}, **made)
+    return request_from(SweepRequest, a, **made)
 
 
 def resumed(request: SweepRequest) -> tuple[SweepRequest, dict[str, Any]]:

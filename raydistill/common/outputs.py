@@ -106,7 +106,8 @@ def check_not_read(out: str, flag: str, args: object) -> None:
 
 def _reads(args: object) -> list[tuple[str, str]]:
     """(flag, path) of every local thing the flags in ``args`` say a command reads."""
-    out = [(n, getattr(args, n, None)) for n in READ_FOLDERS + READ_FILES]
+    data = getattr(args, "data", None)  # a request's data (a FileData), where flags have its fields as their own
+    out = [(n, getattr(args, n, None) or getattr(data, n, None)) for n in READ_FOLDERS + READ_FILES]
     init = getattr(args, "init", None)
     if isinstance(init, str) and init.startswith("checkpoint:"):
         out.append(("init", init[len("checkpoint:") :]))

@@ -12,8 +12,7 @@ import os
 
 from ray import tune
 
-from raydistill.orchestrate.trial import TrialOpts
-from raydistill.orchestrate.tuner import failure_config, trainable_for
+from raydistill.orchestrate.tuner import SweepTrials, failure_config
 
 
 def confirm_points(rows: list[dict], seed: int, seeds: int) -> list[dict]:
@@ -21,33 +20,25 @@ def confirm_points(rows: list[dict], seed: int, seeds: int) -> list[dict]:
     return [{**r["config"], "seed": seed + j, "confirm_of": r["trial"]} for r in rows for j in range(1, seeds + 1)]
 
 
-def run_confirm(
-    points: list[dict],
-    base,
-    *,
-    storage: str,
-    name: str,
-    parent: str,
-    opts: TrialOpts,
-    n_at_once: int,
-    resume: bool,
-    suffix: str = "confirm",
-) -> list:
+def run_confirm(points: list[dict], trials: SweepTrials, suffix: str = "confirm") -> list:
     """Train every point (a trial config with its seed and the trial it repeats) as a trial of its own Tune
     experiment ``NAME-<suffix>`` beside the sweep's (``NAME-confirm``; the labels-only control's ``NAME-control``),
-    with the sweep's ``opts`` (``tuner.trial_opts``); returns the Tune results. Restored on ``resume``."""
-    trainable = trainable_for(base, parent=parent, storage=storage, name=name, opts=opts)
-    exp = f"{name}-{suffix}"
-    if resume and tune.Tuner.can_restore(os.path.join(storage, exp)):
+    as the sweep's ``trials`` run; returns the Tune results. Restored when the sweep is resumed."""
+    trainable = trials.trainable()
+    storage, exp = trials.storage, f"{trials.name}-{suffix}"
+    if trials.resume and tune.Tuner.can_restore(os.path.join(storage, exp)):
         tuner = tune.Tuner.restore(
             os.path.join(storage, exp), trainable=trainable, resume_unfinished=True, resume_errored=False
         )
     else:
+        failures = failure_config(trials.opts)
         tuner = tune.Tuner(
             trainable,
             param_space={"point": tune.grid_search(points)},
-            run_config=tune.RunConfig(name=exp, storage_path=storage, verbose=0, failure_config=failure_config(opts)),
-            tune_config=tune.TuneConfig(num_samples=1, max_concurrent_trials=n_at_once, reuse_actors=opts.in_process),
+            run_config=tune.RunConfig(name=exp, storage_path=storage, verbose=0, failure_config=failures),
+            tune_config=tune.TuneConfig(
+                num_samples=1, max_concurrent_trials=trials.n_at_once, reuse_actors=trials.opts.in_process
+            ),
         )
     grid = tuner.fit()
     return [grid[i] for i in range(len(grid))]  # a ResultGrid is indexed (its types declare no __iter__)

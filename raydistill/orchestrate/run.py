@@ -10,7 +10,7 @@ import shutil
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import ray
@@ -259,17 +259,29 @@ def augment_params(cfg: RunConfig) -> dict:
         return {f"augment_{k}": v for k, v in json.load(f).items()}
 
 
+@dataclass(frozen=True)
+class TrialLink:
+    """What ties a sweep trial's run to its sweep, passed together from the trial to its run: the parent MLflow run,
+    the run's tags (trial id, sweep, role), the run an earlier attempt of the trial left (resumed, not started again)
+    and Tune's report callbacks on Ray Train. A run outside a sweep has none (``NO_LINK``)."""
+
+    parent_run_id: str | None = None
+    tags: dict[str, str] = field(default_factory=dict)
+    resume_run_id: str | None = None
+    callbacks: tuple[Any, ...] = ()
+
+
+NO_LINK = TrialLink()
+
+
 def execute(
     cfg: RunConfig,
     *,
     storage_path: str,
     name: str,
     opts: RunOptions = DEFAULT_OPTIONS,
-    parent_run_id: str | None = None,
-    callbacks=(),
-    tags: dict | None = None,
-    resume_run_id: str | None = None,
     in_process=None,
+    trial: TrialLink = NO_LINK,
 ) -> dict:
     """One distillation run end to end: MLflow run, TorchTrainer.fit, student export, size and latency.
 
@@ -283,14 +295,12 @@ def execute(
     """
     t0 = time.perf_counter()
     tracker = Tracker(cfg.tracking_uri, cfg.experiment)
-    run_id = resume_run_id or tracker.start_run(
-        cfg.run_name or name, _run_params(cfg), tags=tags, parent_run_id=parent_run_id
+    run_id = trial.resume_run_id or tracker.start_run(
+        cfg.run_name or name, _run_params(cfg), tags=trial.tags or None, parent_run_id=trial.parent_run_id
     )
     try:  # from here on the run ends FINISHED, FAILED or KILLED, never left RUNNING
-        _ready_run(cfg, tracker, run_id, resumed=bool(resume_run_id))
-        last, checkpoint, t1 = _fit(
-            cfg, tracker, run_id, storage_path, name, opts, callbacks, bool(resume_run_id), in_process
-        )
+        _ready_run(cfg, tracker, run_id, resumed=bool(trial.resume_run_id))
+        last, checkpoint, t1 = _fit(cfg, tracker, run_id, storage_path, name, opts, trial, in_process)
         t2 = time.perf_counter()
         final = final_metrics(last)
         stopped = {"stopped": last["diverged"]} if last.get("diverged") else {}
@@ -327,14 +337,14 @@ def _fit(
     storage_path: str,
     name: str,
     opts: RunOptions,
-    callbacks,
-    resume: bool,
+    trial: TrialLink,
     in_process,
 ) -> tuple[dict, Any, float]:
     """The run's training, in this process (``in_process``) or on Ray Train: the last report's metrics, the checkpoint
     to export, and the ``perf_counter`` at which training began (what came before it is the run's start-up)."""
     if in_process is not None:
         t1 = time.perf_counter()
+        resume = bool(trial.resume_run_id)
         last, checkpoint = _fit_here(cfg, storage_path, name, opts, tracker, run_id, resume, in_process)
         return last, checkpoint, t1
     trainer = make_trainer(
@@ -342,7 +352,7 @@ def _fit(
         name=name,
         storage_path=storage_path,
         opts=opts,
-        callbacks=[MlflowEpochCallback(tracker, run_id), *callbacks],
+        callbacks=[MlflowEpochCallback(tracker, run_id), *trial.callbacks],
     )
     t1 = time.perf_counter()
     result = trainer.fit()

@@ -49,7 +49,7 @@ def run_trial(
     from ray.tune.integration.ray_train import TuneReportCallback
 
     from raydistill.config.space import trial_config
-    from raydistill.orchestrate.run import execute
+    from raydistill.orchestrate.run import TrialLink, execute
     from raydistill.tracking.track import Tracker
 
     global _WORKER_TRIALS
@@ -75,21 +75,24 @@ def run_trial(
         ray.tune.report({**done.metrics, **({"diverged": stopped} if stopped.startswith("diverged") else {})})
         return
     t_run = time.perf_counter()
-    out = execute(
-        cfg,
-        storage_path=storage,
-        name=f"{sweep_name}-{trial_id}",
+    link = TrialLink(
         parent_run_id=parent_run_id,
-        callbacks=[TuneReportCallback()],
-        opts=opts.run,
-        in_process=ray.tune.report if opts.in_process else None,
-        resume_run_id=existing,
         tags={
             "raydistill.trial_id": trial_id,
             "raydistill.sweep": sweep_name,
             **({"raydistill.confirm_of": confirm_of, "raydistill.role": "confirm"} if confirm_of else {}),
             **({CONTROL_TAG: control_of, "raydistill.role": "control"} if control_of else {}),
         },
+        resume_run_id=existing,
+        callbacks=(TuneReportCallback(),),
+    )
+    out = execute(
+        cfg,
+        storage_path=storage,
+        name=f"{sweep_name}-{trial_id}",
+        opts=opts.run,
+        in_process=ray.tune.report if opts.in_process else None,
+        trial=link,
     )
     wall = time.perf_counter() - t_start  # the trial's fixed cost: its seconds outside training steps
     tracker.log_metrics(

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import dataclass
 
 from ray import tune
 from ray.tune import Callback
 
+from raydistill.config.schema import RunConfig
 from raydistill.orchestrate.run import RunOptions
 from raydistill.orchestrate.search import make_scheduler, make_searcher
 from raydistill.orchestrate.trial import TrialOpts, run_trial
@@ -44,35 +46,43 @@ def failure_config(opts: TrialOpts):
     return tune.FailureConfig(max_failures=opts.run.max_failures if opts.in_process else 0)
 
 
+@dataclass(frozen=True)
+class SweepTrials:
+    """Where and how a sweep's trials run, the same for its search, its confirmation and its labels-only control
+    (``confirm.run_confirm``): the base config each trial's draw changes, the Tune experiments' storage and the
+    sweep's name (their prefix), the parent MLflow run, the options every trial runs with (``trial_opts``), how many
+    train at once, and whether the sweep is resumed (its Tune experiments restored)."""
+
+    base: RunConfig
+    storage: str
+    name: str
+    parent: str
+    opts: TrialOpts
+    n_at_once: int
+    resume: bool = False
+
+    def trainable(self):
+        """``run_trial`` for a Tuner of these trials (``trainable_for``)."""
+        return trainable_for(self.base, parent=self.parent, storage=self.storage, name=self.name, opts=self.opts)
+
+
 def run_trials(
-    spec,
-    base,
-    *,
-    metric: str,
-    mode: str,
-    n_samples: int,
-    storage: str,
-    name: str,
-    parent: str,
-    teacher,
-    n_at_once: int,
-    multi_objective: str | None,
-    resume: bool,
-    opts: TrialOpts,
+    spec, trials: SweepTrials, *, metric: str, mode: str, n_samples: int, teacher, multi_objective: str | None
 ) -> list:
-    """Every trial's Tune result, once the sweep ends. ``opts`` (``trial_opts``) with ``in_process``: each trial trains
-    in its Tune trial process (one worker on the CPU or its share of a GPU, no Ray Train;
+    """Every trial's Tune result, once the sweep ends. ``trials.opts`` (``trial_opts``) with ``in_process``: each trial
+    trains in its Tune trial process (one worker on the CPU or its share of a GPU, no Ray Train;
     ``orchestrate.run.fit_in_process``), and Tune restarts a failed one from its last checkpoint up to
     ``max_failures`` times, as Ray Train would restart its worker."""
+    base, storage, name, opts = trials.base, trials.storage, trials.name, trials.opts
     verbose = opts.run.verbose
-    trainable = trainable_for(base, parent=parent, storage=storage, name=name, opts=opts)
+    trainable = trials.trainable()
     if not verbose:  # Tune's newer console output prints its header box to stdout even at verbose=0
         os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
     # Ctrl-C ends the command (cli: runs KILLED, one line, exit 130, --resume goes on), rather than Tune's own handler
     # ending the sweep early and the command printing a summary of the trials done so far as if it had finished
     os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"
     exp_dir = os.path.join(storage, name)
-    if resume and tune.Tuner.can_restore(exp_dir):
+    if trials.resume and tune.Tuner.can_restore(exp_dir):
         tuner = tune.Tuner.restore(exp_dir, trainable=trainable, resume_unfinished=True, resume_errored=False)
     else:
         searcher = make_searcher(
@@ -82,7 +92,7 @@ def run_trials(
             mode=mode,
             name=name,
             teacher=teacher,
-            n_at_once=n_at_once,
+            n_at_once=trials.n_at_once,
             multi_objective=multi_objective,
         )
         tuner = tune.Tuner(

@@ -262,20 +262,6 @@ def test_settings_the_command_lacks_are_refused_by_name(tiny_teacher, tmp_path):
 # ------------------------------------------------------------------ keyword arguments as the command line
 
 
-def test_settings_parse_as_the_command_line_they_stand_for():
-    """Every kind of flag: valued, negative, on/off, --no-X, repeated, optional value; what argparse reads back from
-    the API's command line is what it reads from the one a user types."""
-    from raydistill.commands import sweep
-    from raydistill.commands.settings import argv_of
-
-    p = sweep.parser()
-    flags = dict(num_samples=2, lr=2e-5, seed=-1, use_gpu=True, ray_train_trials=False, group_by_length=False)
-    flags |= dict(set=["student.layers=2", "train.epochs=1"], multi_objective=True, name="-dash", teacher=None)
-    typed = ["--num-samples", "2", "--lr", "2e-05", "--seed", "-1", "--use-gpu", "--no-group-by-length"]
-    typed += ["--set", "student.layers=2", "--set", "train.epochs=1", "--multi-objective", "--name=-dash"]
-    assert p.parse_args(["s", *argv_of(p, flags)]) == p.parse_args(["s", *typed])
-
-
 def test_a_sweeps_settings_make_the_request_its_command_line_makes(tmp_path, monkeypatch):
     """``run_sweep``'s keyword arguments build the same ``SweepRequest`` the command builds from the flags a user
     types: no command line in between, every kind of setting (valued, on/off, --no-X, optional value, data,
@@ -498,21 +484,3 @@ def test_help_parsers_are_the_commands_own():
     assert renamed.prog == "raydistill sweep"
     strings = [a.option_strings for a in plain._actions if not isinstance(a, argparse._HelpAction)]
     assert [a.option_strings for a in renamed._actions if not isinstance(a, argparse._HelpAction)] == strings
-
-
-def test_every_data_field_is_a_flag_of_the_commands_that_read_data():
-    """``Data`` (the one ``FileData``) names the commands' data flags: each field offered as a flag, datasets and
-    entity tags included, parses as its flag, and the flags give back the same ``Data``."""
-    from raydistill.api import _flags
-    from raydistill.commands import distill, finetune, sweep
-    from raydistill.commands.flags import data_of, flagged
-    from raydistill.commands.settings import argv_of
-
-    values = {f.name: ("x" if f.type != "bool" else True) for f in flagged(Data)}
-    values.update(kind="token", phrase_rows=True)
-    assert {"train_file", "dataset", "tokens_column", "label_map", "delimiter"} <= set(values)
-    leads = {sweep: ["s"], distill: ["--method", "kd", "--teacher", "t"], finetune: ["--model", "m", "--output", "o"]}
-    for mod, lead in leads.items():
-        p = mod.parser()
-        parsed = p.parse_args([*lead, *argv_of(p, _flags(Data(**values), {}))])
-        assert data_of(parsed) == Data(**values)

@@ -37,16 +37,16 @@ def test_the_table_and_the_flag_from_logged_metrics():
 
 
 def test_select_metric_is_checked_and_chooses(tiny_teacher):
-    from raydistill.orchestrate.sweep import _objective
+    from raydistill.orchestrate.plan import objective_of
     from raydistill.tasks import get_task
 
     base = {"task": "sst2", "teacher": "t"}
     cfg = RunConfig.from_dict({**base, "train": {"select_metric": "macro_f1"}})
-    assert _objective(SimpleNamespace(metric=None), get_task("sst2"), cfg) == "best_val_macro_f1"
+    assert objective_of(SimpleNamespace(metric=None), get_task("sst2"), cfg) == "best_val_macro_f1"
     # the default is the task's main metric, unchanged; a space's own metric still wins
     plain = RunConfig.from_dict(base)
-    assert _objective(SimpleNamespace(metric=None), get_task("sst2"), plain) == "best_val_accuracy"
-    assert _objective(SimpleNamespace(metric="best_val_accuracy"), get_task("sst2"), cfg) == "best_val_accuracy"
+    assert objective_of(SimpleNamespace(metric=None), get_task("sst2"), plain) == "best_val_accuracy"
+    assert objective_of(SimpleNamespace(metric="best_val_accuracy"), get_task("sst2"), cfg) == "best_val_accuracy"
     with pytest.raises(UserError) as e:
         RunConfig.from_dict({**base, "train": {"select_metric": "pearson"}})
     assert e.value.field == "train.select_metric" and "accuracy, macro_f1" in e.value.message

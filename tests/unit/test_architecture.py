@@ -52,12 +52,6 @@ MAX_PARAMS = 8  # self/cls not counted; *args and **kwargs count one each
 # what still breaks a size rule, by "module" or "module:function": why, and the work that removes it. A fixed entry is
 # removed (test_the_size_allow_list_is_still_needed), not kept as a loophole.
 OVERSIZE: dict[str, str] = {
-    "raydistill.orchestrate.sweep": "545 lines: h-req takes its argparse Namespace out (issue 47 item 2)",
-    "raydistill.orchestrate.tuner:run_trials": "13 params: the typed request of item 2 (h-req) carries them",
-    # 9 each: the run's options beside the config, a second group not yet made (issue 47 item 4, left open)
-    "raydistill.orchestrate.run:execute": "9 params: not yet grouped (issue 47 item 4)",
-    "raydistill.orchestrate.run:_fit": "9 params: not yet grouped (issue 47 item 4)",
-    "raydistill.orchestrate.confirm:run_confirm": "9 params: not yet grouped (issue 47 item 4)",
 }
 
 

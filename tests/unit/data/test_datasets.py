@@ -330,8 +330,8 @@ def test_token_tags_take_the_teachers_order_and_the_student_the_runs_names(tmp_p
 
 def test_a_space_carries_a_dataset_and_token_columns(klue, tmp_path, tiny_teacher):
     from raydistill.config import space as sp
+    from raydistill.orchestrate.plan import task_and_data
     from raydistill.orchestrate.request import SweepRequest
-    from raydistill.orchestrate.sweep import _task
 
     yaml = tmp_path / "mine.yaml"
     yaml.write_text(
@@ -339,7 +339,7 @@ def test_a_space_carries_a_dataset_and_token_columns(klue, tmp_path, tiny_teache
         "tokens_column: chars, tags_column: ner}\n"
     )
     spec = sp.load(str(yaml))
-    task, data = _task(SweepRequest(), spec, _klue_teacher(tiny_teacher, klue))
+    task, data = task_and_data(SweepRequest(), spec, _klue_teacher(tiny_teacher, klue))
     assert task.kind == "token" and task.name == "dataset-parquet" and data.labels == KLUE_TAGS
 
 

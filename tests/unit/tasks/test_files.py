@@ -519,8 +519,8 @@ def test_an_exported_student_answers_with_the_run_s_label_names(tmp_path, tiny_t
 
 def test_a_space_carries_the_data_section(tmp_path, tiny_teacher):
     from raydistill.config import space as sp
+    from raydistill.orchestrate.plan import task_and_data
     from raydistill.orchestrate.request import SweepRequest
-    from raydistill.orchestrate.sweep import _task
 
     ok = _csv(tmp_path, "ok.csv", [(f"t{i}", "xy"[i % 2]) for i in range(20)], header=("body", "tag"))
     yaml = tmp_path / "mine.yaml"
@@ -530,10 +530,10 @@ def test_a_space_carries_the_data_section(tmp_path, tiny_teacher):
     spec = sp.load(str(yaml))
     assert spec.data == {"train_file": ok, "text_column": "body", "label_column": "tag"}
     flags = SweepRequest()
-    task, data = _task(flags, spec, tiny_teacher())  # the space's task is a default the files replace
+    task, data = task_and_data(flags, spec, tiny_teacher())  # the space's task is a default the files replace
     assert task.name == "file-ok" and data.labels == ("x", "y") and data.fingerprint
     with pytest.raises(UserError, match="give one of them"):
-        _task(SweepRequest(task="sst2"), spec, tiny_teacher())
+        task_and_data(SweepRequest(task="sst2"), spec, tiny_teacher())
 
 
 @pytest.mark.slow
