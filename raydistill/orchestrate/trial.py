@@ -94,16 +94,18 @@ def run_trial(
         in_process=ray.tune.report if opts.in_process else None,
         trial=link,
     )
-    wall = time.perf_counter() - t_start  # the trial's fixed cost: its seconds outside training steps
-    tracker.log_metrics(
-        out["run_id"],
-        {
-            "trial_wall_s": wall,
-            "time_trial_start_s": t_run - t_start,
-            "fixed_cost_s": wall - out.get("time_train_s", 0.0),
-            "worker_trials": _WORKER_TRIALS,
-            # CPU seconds outside training steps (the whole process's, its threads too; trained here only when in
-            # process): unlike wall seconds they stay flat as trials share the cores, unless the trials add work
-            **({"fixed_cpu_s": time.process_time() - cpu_start - out["cpu_train_s"]} if opts.in_process else {}),
-        },
-    )
+    tracker.log_metrics(out["run_id"], fixed_cost(out, t_start, t_run, cpu_start, opts.in_process))
+
+
+def fixed_cost(out: dict, t_start: float, t_run: float, cpu_start: float, in_process: bool) -> dict:
+    """A finished trial's seconds outside training steps: wall, and CPU (the whole process's, its threads too; only
+    for a trial trained in its own process), which unlike wall seconds stays flat as trials share the cores unless
+    the trials add work."""
+    wall = time.perf_counter() - t_start
+    return {
+        "trial_wall_s": wall,
+        "time_trial_start_s": t_run - t_start,
+        "fixed_cost_s": wall - out.get("time_train_s", 0.0),
+        "worker_trials": _WORKER_TRIALS,
+        **({"fixed_cpu_s": time.process_time() - cpu_start - out["cpu_train_s"]} if in_process else {}),
+    }

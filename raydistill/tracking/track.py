@@ -290,13 +290,8 @@ class Tracker:
                 self.set_tags(rid, {"error": errors[trial][:4000]})
                 self.end_run(rid, "FAILED")
                 continue
-            if (
-                status == "RUNNING"
-                and known is not None
-                and trial
-                and trial not in known
-                and not r.data.tags.get("raydistill.role")
-            ):
+            searched = trial and not r.data.tags.get("raydistill.role")  # not a confirmation's or control's
+            if status == "RUNNING" and known is not None and searched and trial not in known:
                 self.set_tags(rid, {"raydistill.lost": LOST})
                 self.end_run(rid, "KILLED")
                 continue
