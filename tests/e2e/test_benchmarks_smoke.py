@@ -326,4 +326,7 @@ def test_streaming_read_smoke(tiny_teacher, glue_dir, tmp_path):
     got = json.loads(last.split(" ", 1)[1])
     for tree in ("before", "after"):
         assert got[tree]["rows"]["opens"] == 2 and got[tree]["encoded"]["read_mb"] < 1, got[tree]
-        assert list(got[tree])[1:] == ["columns", "resolve", "params", "rows", "encoded"]
+        assert list(got[tree])[2:] == ["columns", "resolve", "params", "rows", "encoded"]
+        # the bytes the flat features hold (this tree encodes into them), beside what int64 arrays would take
+        assert got[tree]["encoded_held_mb"] is not None, got[tree]  # rounded to 0.1 MB: 0.0 for 500 rows
+        assert got[tree]["encoded_held_mb"] <= got[tree]["encoded_arrays_mb"], got[tree]
