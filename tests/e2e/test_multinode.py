@@ -9,8 +9,7 @@ on loopback, token authentication on.
   `--resume --name … --storage-path …`, without running the finished trial again.
 
 The last two share one submitted sweep (``resumed_sweep``, stopped then resumed): each of its submissions costs a
-driver's start and trials' imports on the cluster, and the sweep the first test checked was the same one. It starts
-with the module, beside the DDP runs (4 CPUs: its one trial at a time leaves a node's 2 CPUs for PACK).
+driver's start and trials' imports on the cluster, and the sweep the first test checked was the same one.
 
 Isolation from the in-process Ray of other tests (``ray_session``) and from any other Ray on the machine:
 every command that talks to this cluster runs in a subprocess with ``RAY_ADDRESS`` and the auth variables
@@ -38,7 +37,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -454,32 +452,18 @@ class Resumed:
     summary: dict | None
 
 
-SHARED = {"test_job_submit_runs_sweep_on_cluster", "test_submitted_sweep_stopped_then_resumed_reruns_no_finished_trial"}
-
-
-@pytest.fixture(scope="module", autouse=True)
-def resumed_sweep(request, cluster, tiny_teacher, glue_dir, tmp_path_factory):
-    """``stop_and_resume`` run once for the two tests that check it, started with the module (a thread, when either
-    is selected) so that it runs on the cluster beside the tests before them: the future of its ``Resumed``."""
-    selected = {item.originalname for item in request.session.items if item.module is request.module}
-    if not selected & SHARED:
-        yield None
-        return
-    teacher, pool = tiny_teacher("classification", 2), ThreadPoolExecutor(max_workers=1)
-    yield pool.submit(stop_and_resume, cluster, teacher, glue_dir, tmp_path_factory.mktemp("resumed-sweep"))
-    pool.shutdown(wait=True)
-
-
-def stop_and_resume(cluster, teacher: str, glue_dir: str, tmp_path: Path) -> Resumed:
-    """docs/CLUSTER.md "Stop and resume a submitted sweep", for the two tests below (each checks its own part of it:
-    a submitted sweep's runs on the cluster, and its stop and resume): `ray job submit` a 2-trial sweep, `ray job
-    stop` it once its first trial finished, then `ray job submit … --resume --name NAME --storage-path URI` finishes
-    it. The storage path is a URI (file://), so the sweep keeps its resume state as it does for s3:// / gs://: in the
-    job's working directory on the head, found again by an identical --working-dir."""
+@pytest.fixture(scope="module")
+def resumed_sweep(cluster, tiny_teacher, glue_dir, tmp_path_factory) -> Resumed:
+    """docs/CLUSTER.md "Stop and resume a submitted sweep", run once for the two tests below (each checks its own
+    part of it: a submitted sweep's runs on the cluster, and its stop and resume): `ray job submit` a 2-trial sweep,
+    `ray job stop` it once its first trial finished, then `ray job submit … --resume --name NAME --storage-path URI`
+    finishes it. The storage path is a URI (file://), so the sweep keeps its resume state as it does for s3:// /
+    gs://: in the job's working directory on the head, found again by an identical --working-dir."""
     import sqlite3
 
     from mlflow.tracking import MlflowClient
 
+    tmp_path = tmp_path_factory.mktemp("resumed-sweep")
     db, storage, name = tmp_path / "mlflow.db", f"file://{tmp_path / 'ray'}", "mn-resume"
     env = {k: v for k, v in cluster.env.items() if k != "RAY_ADDRESS"}  # `ray job` gets --address instead
 
@@ -519,7 +503,7 @@ def stop_and_resume(cluster, teacher: str, glue_dir: str, tmp_path: Path) -> Res
         "--data-dir",
         glue_dir,
         "--teacher",
-        teacher,
+        tiny_teacher("classification", 2),
         "--num-samples",
         "2",
         "--max-concurrent",
@@ -590,17 +574,16 @@ def test_job_submit_runs_sweep_on_cluster(cluster, resumed_sweep, tmp_path):
     )
     assert refused.returncode != 0
 
-    resumed = resumed_sweep.result()
-    p = resumed.second
+    p = resumed_sweep.second
     assert p.returncode == 0, f"--- stdout\n{p.stdout[-8000:]}\n--- stderr\n{p.stderr[-4000:]}"
     assert re.search(r"Job '[\w-]+' succeeded", p.stdout), p.stdout[-4000:]
-    summary = resumed.summary
+    summary = resumed_sweep.summary
     assert summary is not None and summary["trials"] == 2 and summary["errors"] == 0
 
     from mlflow.tracking import MlflowClient
 
-    c = MlflowClient(f"sqlite:///{resumed.db}")
-    runs = c.search_runs([c.get_experiment_by_name(resumed.experiment).experiment_id])
+    c = MlflowClient(f"sqlite:///{resumed_sweep.db}")
+    runs = c.search_runs([c.get_experiment_by_name(resumed_sweep.experiment).experiment_id])
     parents = [r for r in runs if r.data.tags.get("raydistill.role") == "sweep"]
     children = [r for r in runs if r.data.tags.get("raydistill.trial_id")]
     assert len(parents) == 1 and parents[0].info.run_id == summary["parent_run_id"]
@@ -617,7 +600,7 @@ def test_submitted_sweep_stopped_then_resumed_reruns_no_finished_trial(resumed_s
     running the finished trial again (``resumed_sweep`` runs it)."""
     from mlflow.tracking import MlflowClient
 
-    r = resumed_sweep.result()
+    r = resumed_sweep
     assert r.n_done >= 1 and "was stopped" in r.status, (r.status, r.logs)
     second = r.second
     assert second.returncode == 0 and "Job 'mn-resume-2' succeeded" in second.stdout, (
