@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import shutil
 import socket
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import replace
 
 import pytest
@@ -25,52 +24,11 @@ from raydistill.distill import losses as L
 KO_LABELS = ("O", "B-PS", "I-PS", "B-LC", "I-LC", "B-OG", "I-OG", "B-DT", "I-DT", "B-TI", "I-TI", "B-QT", "I-QT")
 
 
-WORLD = 2  # every multi-worker case here runs two ranks
-_pool: ProcessPoolExecutor | None = None
-
-
-def _ranks() -> ProcessPoolExecutor:
-    """Two spawned processes kept for the whole module, one per rank: each test's ranks run in them, so torch, the
-    package and transformers are imported twice per module rather than twice per test (a fresh spawned process per
-    rank and test cost ~3-5 s of imports; what is tested is the ranks' arithmetic, not their start)."""
-    global _pool
-    if _pool is None:
-        _pool = ProcessPoolExecutor(WORLD, mp_context=mp.get_context("spawn"))
-    return _pool
-
-
-def _drop_ranks() -> None:
-    """Kill the rank processes (a rank that failed may have left its process group open, or the other rank waiting
-    in a collective): the next test spawns fresh ones."""
-    global _pool
-    if _pool is not None:
-        for p in list(getattr(_pool, "_processes", {}).values()):
-            p.kill()
-        _pool.shutdown(wait=True, cancel_futures=True)
-        _pool = None
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _ranks_end_with_the_module():
-    yield
-    _drop_ranks()
-
-
-def _spawn(fn, world: int, *args, timeout_s: float = 600) -> None:
-    """``fn(rank, world, port, *args)`` on each of ``world`` ranks at once, as ``mp.spawn`` ran it: a rank's exception
-    is raised here; a rank still running after ``timeout_s`` (one left waiting in a collective) fails the test."""
-    assert world == WORLD, world
+def _spawn(fn, world: int, *args) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    pool = _ranks()
-    futures = [pool.submit(fn, rank, world, port, *args) for rank in range(world)]  # an idle process takes each
-    try:
-        for f in as_completed(futures, timeout=timeout_s):
-            f.result()
-    except BaseException:
-        _drop_ranks()
-        raise
+    mp.spawn(fn, args=(world, port, *args), nprocs=world, join=True)
 
 
 def _init(rank: int, world: int, port: int) -> None:
