@@ -79,8 +79,8 @@ def sweep(a, space: str, t: str) -> dict:
                 "run": r.info.run_name,
                 "stopped": r.data.tags.get("raydistill.stopped"),
                 "top_share": m.get("best_val_top_answer_share"),
-                "val": m.get(f"best_val_{out['metric'].split('best_val_')[-1]}"),
-                "dev": m.get(f"best_eval_{out['metric'].split('best_val_')[-1]}"),
+                "val": m.get(out["metric"]),  # what chose (best_val_*) and what it reports (best_eval_*)
+                "dev": m.get(out["report_metric"]),
             }
         )
     return {"space": space, "majority": out.get("teacher", {}).get("majority_accuracy"), "trials": trials}
