@@ -18,8 +18,18 @@ METRICS = {
 DEFAULT_METRIC = {"classification": "accuracy", "regression": "pearson", "token": "f1"}
 # guessed columns, first match wins (the exact name, else the name in any case): a text column and the pair column
 # that goes with it; a label column
-TEXT_GUESS = (("text", "text_pair"), ("sentence1", "sentence2"), ("sentence", None), ("question", "sentence"))
-LABEL_GUESS = ("label", "labels", "category", "class", "target", "y")
+# (`review`/`sentiment`: the shape of the common movie-review CSVs; `document`: NSMC's own files)
+TEXT_GUESS = (
+    ("text", "text_pair"),
+    ("sentence1", "sentence2"),
+    ("sentence", None),
+    ("question", "sentence"),
+    ("review", None),
+    ("document", None),
+    ("content", None),
+    ("comment", None),
+)
+LABEL_GUESS = ("label", "labels", "category", "class", "target", "sentiment", "y")
 SPLIT_FILE = {"train": "train_file", "validation": "eval_file", "test": "test_file"}
 SPLIT_NAME = {"train": "train_split", "validation": "eval_split"}  # a dataset's splits
 FILES = tuple(SPLIT_FILE.values())
@@ -60,9 +70,14 @@ class FileData:
         "a .csv or .tsv file's field delimiter, one character (\\t or tab: a tab) (default: a tab for .tsv; for .csv "
         "the first of , ; tab | that splits the header and the first rows alike)"
     )
-    text_column: str = _flag("column of the text (default: text, sentence1, sentence or question, in any case)")
+    text_column: str = _flag(
+        "column of the text (default: text, sentence1, sentence, question, review, document, content or comment, "
+        "in any case)"
+    )
     text_pair_column: str = _flag("second text of a pair task (default: text_pair / sentence2 beside them)")
-    label_column: str = _flag("column of the label (default: label, labels, category, class, target or y, in any case)")
+    label_column: str = _flag(
+        "column of the label (default: label, labels, category, class, target, sentiment or y, in any case)"
+    )
     # the file's label values renamed before anything reads them ("0=neg,1=pos": numbers in a file, names in the
     # teacher); kept as the text the user gave so it survives params, YAML and JSON unchanged; "" = none
     label_map: str = _flag(

@@ -210,8 +210,11 @@ def test_a_label_column_is_guessed_from_common_names_in_any_case(tmp_path, capsy
     assert spec.labels == tuple(sorted(classes))
     line = capsys.readouterr().err.strip()
     assert "guessed text column 'question', label column 'category'" in line and len(line.splitlines()) == 1
-    for name in ("class", "Target", "Y", "LABELS"):
+    for name in ("class", "Target", "Y", "LABELS", "Sentiment"):
         assert resolve(FileData(train_file=_csv(tmp_path, "c.csv", rows, header=("Text", name)))).label_column == name
+    for text in ("Review", "document", "content", "comment"):  # a movie-review CSV's, NSMC's, ...
+        reviews = _csv(tmp_path, "r.csv", rows, header=(text, "sentiment"))
+        assert resolve(FileData(train_file=reviews)).text_column == text
     paired = resolve(
         FileData(
             train_file=_csv(tmp_path, "p.csv", [("a", "b", "x"), ("c", "d", "y")], ("Sentence1", "SENTENCE2", "Label"))
@@ -220,7 +223,7 @@ def test_a_label_column_is_guessed_from_common_names_in_any_case(tmp_path, capsy
     assert (paired.text_column, paired.text_pair_column, paired.label_column) == ("Sentence1", "SENTENCE2", "Label")
     e = _refused(FileData(train_file=_csv(tmp_path, "n.csv", rows, header=("text", "topic"))))
     assert e.field == "data.label_column"
-    assert "no column named label, labels, category, class, target or y; pass --label-column" in e.message
+    assert "no column named label, labels, category, class, target, sentiment or y; pass --label-column" in e.message
 
 
 def _delimited(tmp_path, name, rows, delimiter, header=("question", "category")):
