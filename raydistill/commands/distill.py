@@ -31,6 +31,7 @@ from raydistill.commands.flags import (
     TRAIN_FLAGS,
     add_fields,
     data_of,
+    flag,
     request_from,
     section,
 )
@@ -51,12 +52,6 @@ DESCRIPTION = (
 SIZES = "a number, a fraction of the teacher's (0.5) or 'teacher'"
 
 
-def _flag(help: str, **how: Any) -> dict[str, Any]:
-    """A request field's flag, generated from it (``flags.add_fields``): its help, and how it parses where its type
-    does not say."""
-    return {"help": help, **how}
-
-
 @dataclass(frozen=True)
 class DistillRequest:
     """What one distillation run is asked to do: the distill command's flags as typed values, built from its command
@@ -67,14 +62,14 @@ class DistillRequest:
 
     method: str = field(
         default="",
-        metadata=_flag(
+        metadata=flag(
             "kd | distilbert | tinybert | pkd | two_stage | minilm | finetune (python -m raydistill list methods)",
             required=True,
         ),
     )
     teacher: str = field(
         default="",
-        metadata=_flag(
+        metadata=flag(
             "fine-tuned teacher: a model folder (config.json + weights, as python -m raydistill.finetune writes) or a "
             "hub name",
             required=True,
@@ -88,24 +83,24 @@ class DistillRequest:
     tracking_uri: str | None = field(default=None, metadata=TRACKING_URI)
     experiment: str = field(default="raydistill", metadata=EXPERIMENT)
     # the student's sizes: a number, a fraction of the teacher's or 'teacher' (as the flags say)
-    student_layers: str | None = field(default=None, metadata=_flag(f"{SIZES} (default: half the teacher's depth)"))
-    student_hidden: str | None = field(default=None, metadata=_flag(f"{SIZES} (default: the teacher's width)"))
+    student_layers: str | None = field(default=None, metadata=flag(f"{SIZES} (default: half the teacher's depth)"))
+    student_hidden: str | None = field(default=None, metadata=flag(f"{SIZES} (default: the teacher's width)"))
     student_intermediate: str | None = field(
         default=None,
-        metadata=_flag(
+        metadata=flag(
             "a number, 'teacher' or 'auto' (default: auto, the teacher's intermediate/hidden ratio × hidden)"
         ),
     )
     student_heads: str | None = field(
         default=None,
-        metadata=_flag(
+        metadata=flag(
             "a number, 'teacher', 'auto' (default: the teacher's head count when it divides hidden) or "
             "'keep_head_size' (hidden / the teacher's head size)"
         ),
     )
     init: str = field(
         default=StudentConfig.init,
-        metadata=_flag(
+        metadata=flag(
             "random | first_k | every_other | uniform | layers:1,3,5 | slice | prune[:N|block|block,N] | "
             "checkpoint:DIR (python -m raydistill list inits; default: the method's: pkd first_k, distilbert "
             "every_other, minilm slice, others random)"
@@ -113,20 +108,20 @@ class DistillRequest:
     )
     num_workers: int = field(
         default=1,
-        metadata=_flag(
+        metadata=flag(
             "data-parallel (DDP) workers on Ray Train (1: trained in this process, unless Ray Train is asked for)"
         ),
     )
-    use_gpu: bool = field(default=False, metadata=_flag("one GPU per worker", **SWITCH))
+    use_gpu: bool = field(default=False, metadata=flag("one GPU per worker", **SWITCH))
     max_failures: int = field(
         default=0,
-        metadata=_flag(
+        metadata=flag(
             "worker failures to recover from a checkpoint (above 0: on Ray Train, which restarts the workers)"
         ),
     )
     ray_train: bool = field(
         default=False,
-        metadata=_flag(
+        metadata=flag(
             "train on Ray Train even with one worker (always so with --num-workers above 1, --max-failures above 0, "
             "RAY_ADDRESS set or a remote --storage-path); without it one worker trains in this process, no Ray "
             "started",
@@ -135,29 +130,29 @@ class DistillRequest:
     )
     augment_dir: str | None = field(
         default=None,
-        metadata=_flag(
+        metadata=flag(
             "train on the augmented rows in DIR/train.jsonl, written by python -m raydistill.distill.augment "
             "(default: the task's own training rows)"
         ),
     )
     unlabeled_text: str | None = field(
         default=None,
-        metadata=_flag("--task general: the corpus, a text file with one text per line (default: none)"),
+        metadata=flag("--task general: the corpus, a text file with one text per line (default: none)"),
     )
-    output: str = field(default="outputs/student", metadata=_flag("folder to write the student to"))
+    output: str = field(default="outputs/student", metadata=flag("folder to write the student to"))
     overwrite: bool = False  # its flag: cli.add_overwrite, every writing command's
     storage_path: str | None = field(
         default=None,
-        metadata=_flag(
+        metadata=flag(
             "folder or s3:// URI of the run's checkpoints (Ray Train's results; default ./raydistill-results/ray)"
         ),
     )
-    run_name: str | None = field(default=None, metadata=_flag("MLflow run name (default: METHOD-TASK-SIZE-time)"))
+    run_name: str | None = field(default=None, metadata=flag("MLflow run name (default: METHOD-TASK-SIZE-time)"))
     teacher_cache: str | None = field(default=None, metadata=TEACHER_CACHE)  # the folder (None: no cache)
     teacher_cache_gb: float = field(default=RunConfig.teacher_cache_gb, metadata=TEACHER_CACHE_GB)
     fp32_teacher: bool = field(default=False, metadata=FP32_TEACHER)
-    placement_strategy: str = field(default="PACK", metadata=_flag("PACK or SPREAD the DDP workers over nodes"))
-    verbose: bool = field(default=False, metadata=_flag("Ray Train's own progress lines too", **SWITCH))
+    placement_strategy: str = field(default="PACK", metadata=flag("PACK or SPREAD the DDP workers over nodes"))
+    verbose: bool = field(default=False, metadata=flag("Ray Train's own progress lines too", **SWITCH))
     inject_fault: str = field(default="", metadata=INJECT_FAULT)  # test hook, see RunConfig.fault
     result_writer: ClassVar[str] = "raydistill distill"  # the command its result folder's marker names
 

@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 
 from raydistill.commands.args import DATA_DIR, EXPERIMENT, TRACKING_URI, task_flag
 from raydistill.commands.cli import HelpFormatter, Parser, add_overwrite, cli
+from raydistill.commands.flags import flag
 from raydistill.common.interrupts import resume_hint
 from raydistill.config.schema import RunConfig
 from raydistill.tasks.filedata import FileData
@@ -41,12 +42,9 @@ class FinetuneRequest:
 
     model: str = field(
         default="",
-        metadata={
-            "help": "pretrained encoder: a hub name (bert-base-uncased) or a local model folder",
-            "required": True,
-        },
+        metadata=flag("pretrained encoder: a hub name (bert-base-uncased) or a local model folder", required=True),
     )
-    output: str = field(default="", metadata={"help": "folder to write the fine-tuned teacher to", "required": True})
+    output: str = field(default="", metadata=flag("folder to write the fine-tuned teacher to", required=True))
     overwrite: bool = False  # its flag: cli.add_overwrite, every writing command's
     task: str | None = field(default=None, metadata=task_flag(general=False))  # general distillation: distill's
     data_dir: str | None = field(default=None, metadata=DATA_DIR)
@@ -56,11 +54,10 @@ class FinetuneRequest:
     experiment: str = field(default="raydistill", metadata=EXPERIMENT)
     use_gpu: bool = field(
         default=False,
-        metadata={
-            "help": "train on this machine's (current) CUDA GPU, the whole step under bf16 autocast, fp32 master "
-            "weights",
-            "action": "store_true",
-        },
+        metadata=flag(
+            "train on this machine's (current) CUDA GPU, the whole step under bf16 autocast, fp32 master weights",
+            action="store_true",
+        ),
     )
     result_writer: ClassVar[str] = "raydistill finetune"  # the command its result folder's marker names
 

@@ -46,6 +46,13 @@ SELECTION_FLAGS = (
 )
 
 
+def flag(help: str, **how: Any) -> dict[str, Any]:
+    """A request field's metadata that makes it a flag of its command (``add_fields``): its help, and how it parses
+    where its type does not say (``required``, ``action``, ``nargs``, ``const``, ``choices``, ``metavar``,
+    ``parsed``: the parse's default where the request's is none of a flag's, ``positional``, ``hidden``)."""
+    return {"help": help, **how}
+
+
 def flag_of(f: dataclasses.Field[Any]) -> str:
     """The option a field is given as: ``--max-steps`` for ``max_steps``, ``--task-kind`` for ``FileData.kind``."""
     return "--" + f.metadata.get("flag", f.name.replace("_", "-"))
