@@ -13,6 +13,7 @@ from raydistill.commands.flags import (
     TRAIN_FLAGS,
     add_fields,
     add_overrides,
+    flag,
 )
 from raydistill.config.schema import TrainConfig
 from raydistill.tasks.files import FileData
@@ -35,6 +36,10 @@ DATA_DIR = {
 }
 TRACKING_URI = {"help": "MLflow URI (default: sqlite file under ./raydistill-results)"}
 EXPERIMENT = {"help": "MLflow experiment to log the run to"}
+
+
+# the --task of the commands that read a task's data without training on it (evaluate, data)
+TASK_OR_FILES = flag("task name (python -m raydistill list tasks); default: none, --train-file names your own data")
 
 
 def task_flag(general: bool) -> dict[str, Any]:
