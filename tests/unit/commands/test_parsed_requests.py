@@ -190,3 +190,13 @@ def test_the_data_request(monkeypatch):
         data.DataRequest(task="rte"),
         data.DataRequest("split", "rte", "d", 0.2, FileData(), "o", True),
     ]
+
+
+def test_the_list_request():
+    from raydistill.commands import list as listing
+
+    def parsed(argv):
+        return request_from(listing.ListRequest, listing.parser().parse_args(argv))
+
+    assert parsed([]) == listing.ListRequest(group=None, json=False)
+    assert parsed(["tasks", "--json"]) == listing.ListRequest(group="tasks", json=True)
