@@ -1,9 +1,12 @@
-"""Flags generated from the fields of the frozen configs, so a field is declared once: its type and default where the
-dataclass declares it, its help in the field's ``metadata`` (``help``; ``flag``, its name where not the field's;
-``choices``; ``metavar``; how its default is said: ``said``, a template of the value, ``unset``, the words for an
-empty default; ``sweep``: ``plain`` where the sweep's flag says its default as distill's does). A field without
-``help`` is no flag. The values parsed come back as the same objects: ``section`` (a ``train`` dict), ``data_of``
-(a ``FileData``)."""
+"""Flags generated from the fields of the frozen configs and of the commands' requests, so a field is declared once:
+its type and default where the dataclass declares it, its help in the field's ``metadata`` (``help``; ``flag``, its
+name where not the field's; ``choices``; ``metavar``; how its default is said: ``said``, a template of the value,
+``unset``, the words for an empty default; ``sweep``: ``plain`` where the sweep's flag says its default as distill's
+does). A request's own flags say in the metadata too how they parse where the type does not (``flag()``: ``required``,
+``action``, ``nargs``, ``const``, ``positional``, ``parsed``, the parse's default where it is not the request's,
+``hidden``, a test hook's); each command adds them in its --help's order (``add_fields`` with the names in order). A
+field without ``help`` is no flag. The values parsed come back as the same objects: ``section`` (a ``train`` dict),
+``data_of`` (a ``FileData``), ``request_from`` (a command's request)."""
 
 from __future__ import annotations
 
