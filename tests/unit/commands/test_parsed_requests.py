@@ -200,3 +200,41 @@ def test_the_list_request():
 
     assert parsed([]) == listing.ListRequest(group=None, json=False)
     assert parsed(["tasks", "--json"]) == listing.ListRequest(group="tasks", json=True)
+
+
+def test_a_request_fields_metadata_says_how_its_flag_parses():
+    """``flags.flag``'s keys reach argparse: a positional, a required flag, an on/off switch, a repeated flag with a
+    parse default of its own, an optional value with its const and choices, a hidden test hook."""
+
+    import pytest
+
+    from raydistill.commands.cli import Parser
+    from raydistill.commands.flags import add_fields, flag
+    from raydistill.common.errors import UserError
+
+    @dataclasses.dataclass(frozen=True)
+    class Toy:
+        where: str = dataclasses.field(default="", metadata=flag("where", positional=True, nargs="?", parsed=None))
+        name: str = dataclasses.field(default="", metadata=flag("a name", required=True))
+        loud: bool = dataclasses.field(default=False, metadata=flag("louder", action="store_true"))
+        sets: tuple = dataclasses.field(default=(), metadata=flag("k=v", flag="set", action="append", parsed=[]))
+        mode: str | None = dataclasses.field(
+            default=None, metadata=flag("a mode", nargs="?", const="a", choices=("a", "b"))
+        )
+        hook: str = dataclasses.field(default="", metadata=flag("test hook", hidden=True))
+        size: float = dataclasses.field(default=1.0, metadata=flag("a size"))
+
+    p = Parser(prog="toy")
+    add_fields(p, Toy, ("where", "name", "loud", "sets", "mode", "hook", "size"), Toy())
+    a = p.parse_args(["--name", "n"])
+    assert vars(a) == {"where": None, "name": "n", "loud": False, "set": [], "mode": None, "hook": "", "size": 1.0}
+    a = p.parse_args(["w", "--name", "n", "--loud", "--set", "x=1", "--set", "y=2", "--mode", "--size", "2"])
+    assert (a.where, a.loud, a.set, a.mode, a.size) == ("w", True, ["x=1", "y=2"], "a", 2.0)
+    assert p.parse_args(["--name", "n", "--mode", "b", "--hook", "h"]).hook == "h"
+    with pytest.raises(UserError):
+        p.parse_args([])  # --name is required
+    with pytest.raises(UserError):
+        p.parse_args(["--name", "n", "--mode", "c"])
+    text = p.format_help()
+    assert "--hook" not in text and "louder" in text and "(default: off)" not in text  # hidden; a switch: off unless
+    assert next(x for x in p._actions if x.dest == "loud").nargs == 0
