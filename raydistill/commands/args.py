@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import overload
+from typing import Any, overload
 
 from raydistill.commands.flags import (
     DEFAULTS,
@@ -13,30 +13,39 @@ from raydistill.commands.flags import (
     TRAIN_FLAGS,
     add_fields,
     add_overrides,
+    flag,
 )
-from raydistill.config.schema import RunConfig, TrainConfig
+from raydistill.config.schema import TrainConfig
 from raydistill.tasks.files import FileData
 
 
-def add_train_args(p: argparse.ArgumentParser, d: TrainConfig = DEFAULTS, general: bool = True) -> None:
-    p.add_argument(
-        "--task",
-        default=None,
-        help="task name (sst2, mrpc, rte, stsb, nsmc, korquad, klue_ner, …; "
-        "python -m raydistill list tasks)" + (" or 'general'" if general else "") + "; default: none, --train-file "
-        "names your own data",
-    )
-    p.add_argument(
-        "--data-dir",
-        default=None,
-        help="local data folder: the GLUE root (with RTE/, SST-2/, …) or the "
-        "task's own folder (default: the Hugging Face hub)",
-    )
+def add_train_args(p: argparse.ArgumentParser, request: Any, d: TrainConfig = DEFAULTS) -> None:
+    """The flags of a training command's run (``request``: its request's defaults, whose fields' metadata declare the
+    command's own flags): the task, the train and selection fields, the data, where the run logs."""
+    add_fields(p, type(request), ("task", "data_dir"), request)
     add_fields(p, TrainConfig, TRAIN_FLAGS, d)
     add_selection_args(p, d)
     add_data_args(p)
-    p.add_argument("--tracking-uri", default=None, help="MLflow URI (default: sqlite file under ./raydistill-results)")
-    p.add_argument("--experiment", default="raydistill", help="MLflow experiment to log the run to")
+    add_fields(p, type(request), ("tracking_uri", "experiment"), request)
+
+
+# the fields both training commands' requests declare their flags of (the help of --task: ``task_flag``)
+DATA_DIR = {
+    "help": "local data folder: the GLUE root (with RTE/, SST-2/, …) or the task's own folder (default: the Hugging "
+    "Face hub)"
+}
+TRACKING_URI = {"help": "MLflow URI (default: sqlite file under ./raydistill-results)"}
+EXPERIMENT = {"help": "MLflow experiment to log the run to"}
+
+
+# the --task of the commands that read a task's data without training on it (evaluate, data)
+TASK_OR_FILES = flag("task name (python -m raydistill list tasks); default: none, --train-file names your own data")
+
+
+def task_flag(general: bool) -> dict[str, Any]:
+    """The ``--task`` of a training command: ``general`` where general distillation runs (distill alone)."""
+    tasks = "task name (sst2, mrpc, rte, stsb, nsmc, korquad, klue_ner, …; python -m raydistill list tasks)"
+    return {"help": tasks + (" or 'general'" if general else "") + "; default: none, --train-file names your own data"}
 
 
 def add_data_args(p: argparse.ArgumentParser) -> None:
@@ -65,23 +74,13 @@ def local_abspath(path: str | None) -> str | None:
     return os.path.abspath(path) if path and is_local(path) else path
 
 
-def add_teacher_args(p: argparse.ArgumentParser) -> None:
-    """How the teacher's outputs are produced: the shared cache and the teacher's precision (distill and sweep)."""
-    p.add_argument(
-        "--teacher-cache", default=None, help="teacher-output cache folder (default ./raydistill-results/teacher-cache)"
-    )
+def add_teacher_args(p: argparse.ArgumentParser, request: Any) -> None:
+    """How the teacher's outputs are produced: the shared cache and the teacher's precision (distill and sweep; their
+    requests' fields, declared with ``orchestrate.request.TEACHER_CACHE`` …)."""
+    add_fields(p, type(request), ("teacher_cache",), request)
+    # no field of its own: the request's teacher_cache is None with it (``teacher_cache_dir``)
     p.add_argument("--no-teacher-cache", action="store_true", help="run the live teacher every step (of every trial)")
-    p.add_argument(
-        "--teacher-cache-gb",
-        type=float,
-        default=RunConfig.teacher_cache_gb,
-        help="size budget in GiB for full-sequence teacher states and attention scores in the cache",
-    )
-    p.add_argument(
-        "--fp32-teacher",
-        action="store_true",
-        help="run the teacher in fp32 even where the hardware has native bf16 (default: bf16 autocast there)",
-    )
+    add_fields(p, type(request), ("teacher_cache_gb", "fp32_teacher"), request)
 
 
 def teacher_cache_dir(folder: str | None, off: bool = False) -> str | None:

@@ -49,29 +49,17 @@ def parser() -> Parser:
         "from the nearest whole words in any encoder's word embeddings, for distill "
         "--augment-dir (seeded; cached under OUTPUT/cache).",
     )
-    ap.add_argument(
-        "--task",
-        help="task name (classification or regression; python -m raydistill list tasks); default: none, "
-        "--train-file names your own data",
-    )
-    ap.add_argument(
-        "--data-dir",
-        default=None,
-        help="local data folder: the GLUE root or the task's own folder (default: the Hugging Face hub)",
-    )
+    add_fields(ap, AugmentRequest, ("task", "data_dir"))
     add_fields(ap, AugmentOptions, ("candidates",))  # no default of its own: the model given chooses (model_source)
-    ap.add_argument(
-        "--mlm",
-        default=None,
-        help="masked-LM checkpoint directory, e.g. bert-base-uncased (default: none; needed by --candidates mlm)",
-    )
+    add_fields(ap, AugmentRequest, ("mlm",))
+    # no field of its own: the request holds the model --candidates chooses of --teacher and --mlm (``model_dir``)
     ap.add_argument(
         "--teacher",
         default=None,
         help="any BERT/RoBERTa/ELECTRA encoder directory (e.g. the teacher) "
         "whose input word embeddings propose the candidates (--candidates embedding; default: none)",
     )
-    ap.add_argument("--output", required=True, help="writes OUTPUT/train.jsonl (cache under OUTPUT/cache)")
+    add_fields(ap, AugmentRequest, ("output",))
     add_overwrite(ap, "raydistill augment")
     add_data_args(ap)
     _add_sampling_args(ap)

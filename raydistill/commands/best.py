@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from raydistill.commands.cli import HelpFormatter, Parser, add_overwrite, cli
-from raydistill.commands.flags import request_from
+from raydistill.commands.flags import add_fields, flag, request_from
 from raydistill.common.errors import check
 from raydistill.common.outputs import adding_to
 from raydistill.results.classes import of_runs
@@ -30,21 +30,78 @@ MODES = ("max", "min")
 @dataclass(frozen=True)
 class BestRequest:
     """What one pick of a sweep's best trial is asked to do: the best command's flags as typed values, built from its
-    command line (``request_of``) or by ``raydistill.api.best_student`` directly."""
+    command line (``request_of``) or by ``raydistill.api.best_student`` directly. A field with ``help`` in its
+    metadata is a flag of the command, generated from it."""
 
-    experiment: str = ""
-    tracking_uri: str | None = None
-    metric: str | None = None
-    mode: str | None = field(default=None, metadata={"choices": MODES})
-    sweep: str | None = None
-    export: str | None = None
-    overwrite: bool = False
-    onnx: bool = False
-    quantize: bool = False
-    register: str | None = None
-    max_latency_ms: float | None = None
-    max_params: float | None = None
+    experiment: str = field(
+        default="",
+        metadata=flag(
+            "MLflow experiment of the sweep (the sweep's --experiment; by default SPACE-TASK, e.g. pkd_glue-rte, "
+            "pkd_glue-reviews for reviews.csv)",
+            required=True,
+        ),
+    )
+    tracking_uri: str | None = field(
+        default=None, metadata=flag("MLflow URI the sweep logged to (default: sqlite under ./raydistill-results)")
+    )
+    metric: str | None = field(
+        default=None,
+        metadata=flag(
+            "per-run metric to rank by: best_val_<m> (chosen on the validation split), best_eval_<m> (dev), or "
+            "eval_<m>/val_<m> meaning the same (default: the sweep's own, best_val_<m>)"
+        ),
+    )
+    mode: str | None = field(
+        default=None,
+        metadata=flag(
+            "whether higher or lower --metric is better (default: the sweep's own mode, recorded with its parent run; "
+            "max for sweeps that did not record one)",
+            choices=MODES,
+        ),
+    )
+    sweep: str | None = field(
+        default=None,
+        metadata=flag(
+            "the sweep whose trials to rank (its name, as the sweep's summary prints it), or 'all': every sweep in the "
+            "experiment, refused unless they share task, data and metric (default: the latest sweep in the "
+            "experiment)"
+        ),
+    )
+    export: str | None = field(
+        default=None, metadata=flag("write the best student to this folder (model + tokenizer; default: no export)")
+    )
+    overwrite: bool = False  # its flag: cli.add_overwrite, every writing command's
+    onnx: bool = field(
+        default=False, metadata=flag("with --export: also write model.onnx and compare latency", action="store_true")
+    )
+    quantize: bool = field(
+        default=False,
+        metadata=flag(
+            "with --export --onnx: also write the INT8 model.int8.onnx, re-score it and the fp32 file on the run's "
+            "dev set, time both at batch 1 against the fp32 teacher in ONNX Runtime (same runtime) and PyTorch "
+            "(cross-runtime), and log the numbers to the trial's run",
+            action="store_true",
+        ),
+    )
+    register: str | None = field(
+        default=None,
+        metadata=flag(
+            "register the best student in the MLflow model registry under this name, with the alias "
+            f"'{ALIAS}' on the new version (default: not registered)"
+        ),
+    )
+    max_latency_ms: float | None = field(
+        default=None,
+        metadata=flag("the best trial whose batch-1 latency (latency_ms_b1) is at most this (default: no bound)"),
+    )
+    max_params: float | None = field(
+        default=None,
+        metadata=flag("the best trial whose student has at most this many parameters (default: no bound)"),
+    )
     result_writer: ClassVar[str] = "raydistill best --export"  # the command its --export folder's marker names
+
+
+D = BestRequest()  # the flags' defaults: the request's own
 
 
 def parser() -> Parser:
@@ -59,61 +116,17 @@ def parser() -> Parser:
             f"points the alias '{ALIAS}' at the new version (models:/NAME@{ALIAS})."
         ),
     )
-    p.add_argument(
-        "--experiment",
-        required=True,
-        help="MLflow experiment of the sweep (the sweep's --experiment; by default SPACE-TASK, e.g. pkd_glue-rte, "
-        "pkd_glue-reviews for reviews.csv)",
-    )
-    p.add_argument("--tracking-uri", help="MLflow URI the sweep logged to (default: sqlite under ./raydistill-results)")
-    p.add_argument(
-        "--metric",
-        help="per-run metric to rank by: best_val_<m> (chosen on the validation split), "
-        "best_eval_<m> (dev), or eval_<m>/val_<m> meaning the same (default: the sweep's own, best_val_<m>)",
-    )
-    p.add_argument(
-        "--mode",
-        default=None,
-        choices=list(MODES),
-        help="whether higher or lower --metric is better "
-        "(default: the sweep's own mode, recorded with its parent run; max for sweeps that did not record one)",
-    )
-    p.add_argument(
-        "--sweep",
-        help="the sweep whose trials to rank (its name, as the sweep's summary prints it), or 'all': every sweep in "
-        "the experiment, refused unless they share task, data and metric (default: the latest sweep in the experiment)",
-    )
+    add_fields(p, BestRequest, ("experiment", "tracking_uri", "metric", "mode", "sweep"), D)
     _add_output_args(p)
-    p.add_argument(
-        "--max-latency-ms",
-        type=float,
-        help="the best trial whose batch-1 latency (latency_ms_b1) is at most this (default: no bound)",
-    )
-    p.add_argument(
-        "--max-params",
-        type=float,
-        help="the best trial whose student has at most this many parameters (default: no bound)",
-    )
+    add_fields(p, BestRequest, ("max_latency_ms", "max_params"), D)
     return p
 
 
 def _add_output_args(p: Parser) -> None:
     """Where the chosen student goes: a folder (+ ONNX, INT8) and the model registry."""
-    p.add_argument("--export", help="write the best student to this folder (model + tokenizer; default: no export)")
+    add_fields(p, BestRequest, ("export",), D)
     add_overwrite(p, "raydistill best --export", "--export")
-    p.add_argument("--onnx", action="store_true", help="with --export: also write model.onnx and compare latency")
-    p.add_argument(
-        "--quantize",
-        action="store_true",
-        help="with --export --onnx: also write the INT8 model.int8.onnx, "
-        "re-score it and the fp32 file on the run's dev set, time both at batch 1 against the fp32 teacher "
-        "in ONNX Runtime (same runtime) and PyTorch (cross-runtime), and log the numbers to the trial's run",
-    )
-    p.add_argument(
-        "--register",
-        help="register the best student in the MLflow model registry under this name, "
-        f"with the alias '{ALIAS}' on the new version (default: not registered)",
-    )
+    add_fields(p, BestRequest, ("onnx", "quantize", "register"), D)
 
 
 @cli
@@ -165,10 +178,10 @@ def _checked(a: BestRequest) -> str:
         check_onnx_installed()
     if a.quantize:  # before torch loads: OpenMP threads that spin on a busy CPU inflate the teacher's timing many-fold
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    for flag in ("experiment", "sweep"):  # both end up quoted inside an MLflow search filter
-        value = getattr(a, flag) or ""
+    for name in ("experiment", "sweep"):  # both end up quoted inside an MLflow search filter
+        value = getattr(a, name) or ""
         check(
-            "'" not in value and "`" not in value, flag, f"{value!r} contains a quote; pass the name as MLflow shows it"
+            "'" not in value and "`" not in value, name, f"{value!r} contains a quote; pass the name as MLflow shows it"
         )
     from raydistill.tracking.track import resolve_tracking_uri
 
@@ -181,9 +194,9 @@ def _checked(a: BestRequest) -> str:
             f"no MLflow database at {db}; pass the --tracking-uri the sweep "
             "logged to (default: sqlite under ./raydistill-results of the directory it ran in)",
         )
-    for flag in ("max_latency_ms", "max_params"):
-        value = getattr(a, flag)
-        check(value is None or value > 0, flag, f"must be > 0, got {value}")
+    for name in ("max_latency_ms", "max_params"):
+        value = getattr(a, name)
+        check(value is None or value > 0, name, f"must be > 0, got {value}")
     return uri
 
 

@@ -17,8 +17,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+from raydistill.commands.args import TASK_OR_FILES, add_data_args
 from raydistill.commands.cli import HelpFormatter, Parser, add_overwrite, cli
-from raydistill.commands.flags import data_of, request_from
+from raydistill.commands.flags import add_fields, data_of, flag, request_from
 from raydistill.data.overview import summary, write_split
 from raydistill.tasks.filedata import FileData
 
@@ -26,15 +27,25 @@ from raydistill.tasks.filedata import FileData
 @dataclass(frozen=True)
 class DataRequest:
     """What one look at a task's data is asked to do: the data command's flags as typed values (``command``: the
-    sub-command, ``summary`` or ``split``; ``output`` and ``overwrite``: ``split``'s own)."""
+    sub-command, ``summary`` or ``split``; ``output`` and ``overwrite``: ``split``'s own). A field with ``help`` in
+    its metadata is a flag of the command, generated from it."""
 
-    command: str = "summary"
-    task: str | None = None
-    data_dir: str | None = None
-    val_fraction: float = 0.1
+    command: str = "summary"  # the sub-command's name (argparse's sub-parsers), no flag
+    task: str | None = field(default=None, metadata=TASK_OR_FILES)
+    data_dir: str | None = field(
+        default=None,
+        metadata=flag("local copy of the data: the GLUE root or the task's own folder (default: the Hugging Face hub)"),
+    )
+    val_fraction: float = field(
+        default=0.1,
+        metadata=flag(
+            "share of the training rows (SST-2: of its sentences) carved as the validation split, as a run's "
+            "--val-fraction"
+        ),
+    )
     data: FileData = field(default_factory=FileData)  # the user's files or dataset (empty: a built-in task)
-    output: str = ""
-    overwrite: bool = False
+    output: str = field(default="", metadata=flag("folder to write the three files into (empty or new)", required=True))
+    overwrite: bool = False  # its flag: cli.add_overwrite, every writing command's
 
 
 D = DataRequest()  # the flags' defaults: the request's own
@@ -59,23 +70,7 @@ def execute(r: DataRequest) -> dict:
 
 
 def _data_dir_arg(p: Parser) -> None:
-    from raydistill.commands.args import add_data_args
-
-    p.add_argument(
-        "--task", help="task name (python -m raydistill list tasks); default: none, --train-file names your own data"
-    )
-    p.add_argument(
-        "--data-dir",
-        default=None,
-        help="local copy of the data: the GLUE root or the task's own folder (default: the Hugging Face hub)",
-    )
-    p.add_argument(
-        "--val-fraction",
-        type=float,
-        default=D.val_fraction,
-        help="share of the training rows (SST-2: of its sentences) carved as the validation split, as a run's "
-        "--val-fraction",
-    )
+    add_fields(p, DataRequest, ("task", "data_dir", "val_fraction"), D)
     add_data_args(p)
 
 
@@ -107,7 +102,7 @@ def main(argv=None):
         description=f"{split_help[0].upper()}{split_help[1:]}: one JSON object per row, labels by name.",
     )
     _data_dir_arg(p)
-    p.add_argument("--output", required=True, help="folder to write the three files into (empty or new)")
+    add_fields(p, DataRequest, ("output",), D)
     add_overwrite(p, "raydistill data split")
     args = parser.parse_args(argv)
     given = {"output": getattr(args, "output", ""), "overwrite": getattr(args, "overwrite", False)}  # split's own

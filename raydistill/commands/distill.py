@@ -13,7 +13,16 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from raydistill.commands.args import add_teacher_args, add_train_args, local_abspath, teacher_cache_dir
+from raydistill.commands.args import (
+    DATA_DIR,
+    EXPERIMENT,
+    TRACKING_URI,
+    add_teacher_args,
+    add_train_args,
+    local_abspath,
+    task_flag,
+    teacher_cache_dir,
+)
 from raydistill.commands.cli import HelpFormatter, Parser, add_overwrite, cli
 from raydistill.commands.flags import (
     LAYER_FLAGS,
@@ -22,11 +31,13 @@ from raydistill.commands.flags import (
     TRAIN_FLAGS,
     add_fields,
     data_of,
+    flag,
     request_from,
     section,
 )
 from raydistill.common.errors import RunFailed
 from raydistill.config.schema import DistillConfig, RunConfig, StudentConfig
+from raydistill.orchestrate.request import FP32_TEACHER, INJECT_FAULT, SWITCH, TEACHER_CACHE, TEACHER_CACHE_GB
 from raydistill.tasks.filedata import FileData
 
 DESCRIPTION = (
@@ -38,96 +49,131 @@ DESCRIPTION = (
 )
 
 
+SIZES = "a number, a fraction of the teacher's (0.5) or 'teacher'"
+
+
 @dataclass(frozen=True)
 class DistillRequest:
     """What one distillation run is asked to do: the distill command's flags as typed values, built from its command
     line (``request_of``) or by ``raydistill.api.run_distill`` directly. ``train`` and ``distill``: the values of the
     train and distill fields set (the command sets every one; a field left out takes its config's default, the
-    flag's own); ``teacher_cache``: the cache's folder (None: no cache)."""
+    flag's own); ``teacher_cache``: the cache's folder (None: no cache). A field with ``help`` in its metadata is a
+    flag of the command, generated from it."""
 
-    method: str = ""
-    teacher: str = ""
-    task: str | None = None
-    data_dir: str | None = None
+    method: str = field(
+        default="",
+        metadata=flag(
+            "kd | distilbert | tinybert | pkd | two_stage | minilm | finetune (python -m raydistill list methods)",
+            required=True,
+        ),
+    )
+    teacher: str = field(
+        default="",
+        metadata=flag(
+            "fine-tuned teacher: a model folder (config.json + weights, as python -m raydistill.finetune writes) or a "
+            "hub name",
+            required=True,
+        ),
+    )
+    task: str | None = field(default=None, metadata=task_flag(general=True))
+    data_dir: str | None = field(default=None, metadata=DATA_DIR)
     data: FileData = field(default_factory=FileData)  # the user's files or dataset (empty: a built-in task)
     train: tuple[tuple[str, Any], ...] = ()
     distill: tuple[tuple[str, Any], ...] = ()
-    tracking_uri: str | None = None
-    experiment: str = "raydistill"
-    student_layers: str | None = None  # a number, a fraction of the teacher's or 'teacher' (as the flags say)
-    student_hidden: str | None = None
-    student_intermediate: str | None = None
-    student_heads: str | None = None
-    init: str = StudentConfig.init
-    num_workers: int = 1
-    use_gpu: bool = False
-    max_failures: int = 0
-    ray_train: bool = False
-    augment_dir: str | None = None
-    unlabeled_text: str | None = None
-    output: str = "outputs/student"
-    overwrite: bool = False
-    storage_path: str | None = None
-    run_name: str | None = None
-    teacher_cache: str | None = None
-    teacher_cache_gb: float = RunConfig.teacher_cache_gb
-    fp32_teacher: bool = False
-    placement_strategy: str = "PACK"
-    verbose: bool = False
-    inject_fault: str = ""  # test hook, see RunConfig.fault
+    tracking_uri: str | None = field(default=None, metadata=TRACKING_URI)
+    experiment: str = field(default="raydistill", metadata=EXPERIMENT)
+    # the student's sizes: a number, a fraction of the teacher's or 'teacher' (as the flags say)
+    student_layers: str | None = field(default=None, metadata=flag(f"{SIZES} (default: half the teacher's depth)"))
+    student_hidden: str | None = field(default=None, metadata=flag(f"{SIZES} (default: the teacher's width)"))
+    student_intermediate: str | None = field(
+        default=None,
+        metadata=flag(
+            "a number, 'teacher' or 'auto' (default: auto, the teacher's intermediate/hidden ratio × hidden)"
+        ),
+    )
+    student_heads: str | None = field(
+        default=None,
+        metadata=flag(
+            "a number, 'teacher', 'auto' (default: the teacher's head count when it divides hidden) or "
+            "'keep_head_size' (hidden / the teacher's head size)"
+        ),
+    )
+    init: str = field(
+        default=StudentConfig.init,
+        metadata=flag(
+            "random | first_k | every_other | uniform | layers:1,3,5 | slice | prune[:N|block|block,N] | "
+            "checkpoint:DIR (python -m raydistill list inits; default: the method's: pkd first_k, distilbert "
+            "every_other, minilm slice, others random)"
+        ),
+    )
+    num_workers: int = field(
+        default=1,
+        metadata=flag(
+            "data-parallel (DDP) workers on Ray Train (1: trained in this process, unless Ray Train is asked for)"
+        ),
+    )
+    use_gpu: bool = field(default=False, metadata=flag("one GPU per worker", **SWITCH))
+    max_failures: int = field(
+        default=0,
+        metadata=flag(
+            "worker failures to recover from a checkpoint (above 0: on Ray Train, which restarts the workers)"
+        ),
+    )
+    ray_train: bool = field(
+        default=False,
+        metadata=flag(
+            "train on Ray Train even with one worker (always so with --num-workers above 1, --max-failures above 0, "
+            "RAY_ADDRESS set or a remote --storage-path); without it one worker trains in this process, no Ray "
+            "started",
+            **SWITCH,
+        ),
+    )
+    augment_dir: str | None = field(
+        default=None,
+        metadata=flag(
+            "train on the augmented rows in DIR/train.jsonl, written by python -m raydistill.distill.augment "
+            "(default: the task's own training rows)"
+        ),
+    )
+    unlabeled_text: str | None = field(
+        default=None,
+        metadata=flag("--task general: the corpus, a text file with one text per line (default: none)"),
+    )
+    output: str = field(default="outputs/student", metadata=flag("folder to write the student to"))
+    overwrite: bool = False  # its flag: cli.add_overwrite, every writing command's
+    storage_path: str | None = field(
+        default=None,
+        metadata=flag(
+            "folder or s3:// URI of the run's checkpoints (Ray Train's results; default ./raydistill-results/ray)"
+        ),
+    )
+    run_name: str | None = field(default=None, metadata=flag("MLflow run name (default: METHOD-TASK-SIZE-time)"))
+    teacher_cache: str | None = field(default=None, metadata=TEACHER_CACHE)  # the folder (None: no cache)
+    teacher_cache_gb: float = field(default=RunConfig.teacher_cache_gb, metadata=TEACHER_CACHE_GB)
+    fp32_teacher: bool = field(default=False, metadata=FP32_TEACHER)
+    placement_strategy: str = field(default="PACK", metadata=flag("PACK or SPREAD the DDP workers over nodes"))
+    verbose: bool = field(default=False, metadata=flag("Ray Train's own progress lines too", **SWITCH))
+    inject_fault: str = field(default="", metadata=INJECT_FAULT)  # test hook, see RunConfig.fault
     result_writer: ClassVar[str] = "raydistill distill"  # the command its result folder's marker names
 
 
 D = DistillRequest()  # the flags' defaults: the request's own
+# the request's flags in --help's order, between the shared ones: the student's, then the run's resources and data
+STUDENT = ("student_layers", "student_hidden", "student_intermediate", "student_heads", "init")
+RESOURCES = ("num_workers", "use_gpu", "max_failures", "ray_train", "augment_dir", "unlabeled_text", "output")
 
 
 def parser() -> Parser:
     p = Parser(prog="python -m raydistill.distill", description=DESCRIPTION, formatter_class=HelpFormatter)
-    p.add_argument(
-        "--method",
-        required=True,
-        help="kd | distilbert | tinybert | pkd | two_stage | minilm | finetune (python -m raydistill list methods)",
-    )
-    p.add_argument(
-        "--teacher",
-        required=True,
-        help="fine-tuned teacher: a model folder (config.json + weights, as "
-        "python -m raydistill.finetune writes) or a hub name",
-    )
-    add_train_args(p)
+    add_fields(p, DistillRequest, ("method", "teacher"), D)
+    add_train_args(p, D)
     # in --help's order
-    _add_student_args(p)
+    add_fields(p, DistillRequest, STUDENT, D)
     d = DistillConfig()
     _add_loss_weight_args(p, d)
     _add_layer_args(p, d)
     _add_run_args(p)
     return p
-
-
-def _add_student_args(p: Parser) -> None:
-    """The student's sizes (absolute or relative to the teacher's) and how its weights start."""
-    sizes = "a number, a fraction of the teacher's (0.5) or 'teacher'"
-    p.add_argument("--student-layers", default=None, help=f"{sizes} (default: half the teacher's depth)")
-    p.add_argument("--student-hidden", default=None, help=f"{sizes} (default: the teacher's width)")
-    p.add_argument(
-        "--student-intermediate",
-        default=None,
-        help="a number, 'teacher' or 'auto' (default: auto, the teacher's intermediate/hidden ratio × hidden)",
-    )
-    p.add_argument(
-        "--student-heads",
-        default=None,
-        help="a number, 'teacher', 'auto' (default: the "
-        "teacher's head count when it divides hidden) or 'keep_head_size' (hidden / the teacher's head size)",
-    )
-    p.add_argument(
-        "--init",
-        default=D.init,
-        help="random | first_k | every_other | uniform | layers:1,3,5 | slice | "
-        "prune[:N|block|block,N] | checkpoint:DIR (python -m raydistill list inits; default: the method's: pkd "
-        "first_k, distilbert "
-        "every_other, minilm slice, others random)",
-    )
 
 
 def _add_loss_weight_args(p: Parser, d: DistillConfig) -> None:
@@ -142,50 +188,11 @@ def _add_layer_args(p: Parser, d: DistillConfig) -> None:
 
 def _add_run_args(p: Parser) -> None:
     """Workers and recovery, the data beyond the task's own rows, where the student and the run go."""
-    p.add_argument(
-        "--num-workers",
-        type=int,
-        default=D.num_workers,
-        help="data-parallel (DDP) workers on Ray Train (1: trained in this process, unless Ray Train is asked for)",
-    )
-    p.add_argument("--use-gpu", action="store_true", help="one GPU per worker")
-    p.add_argument(
-        "--max-failures",
-        type=int,
-        default=D.max_failures,
-        help="worker failures to recover from a checkpoint (above 0: on Ray Train, which restarts the workers)",
-    )
-    p.add_argument(
-        "--ray-train",
-        action="store_true",
-        help="train on Ray Train even with one worker (always so with --num-workers above 1, --max-failures above 0, "
-        "RAY_ADDRESS set or a remote --storage-path); without it one worker trains in this process, no Ray started",
-    )
-    p.add_argument(
-        "--augment-dir",
-        default=None,
-        help="train on the augmented rows in DIR/train.jsonl, written by "
-        "python -m raydistill.distill.augment (default: the task's own training rows)",
-    )
-    p.add_argument(
-        "--unlabeled-text",
-        default=None,
-        help="--task general: the corpus, a text file with one text per line (default: none)",
-    )
-    p.add_argument("--output", default=D.output, help="folder to write the student to")
+    add_fields(p, DistillRequest, RESOURCES, D)
     add_overwrite(p, "raydistill distill")
-    p.add_argument(
-        "--storage-path",
-        default=None,
-        help="folder or s3:// URI of the run's checkpoints (Ray Train's results; default ./raydistill-results/ray)",
-    )
-    p.add_argument("--run-name", default=None, help="MLflow run name (default: METHOD-TASK-SIZE-time)")
-    add_teacher_args(p)
-    p.add_argument(
-        "--placement-strategy", default=D.placement_strategy, help="PACK or SPREAD the DDP workers over nodes"
-    )
-    p.add_argument("--verbose", action="store_true", help="Ray Train's own progress lines too")
-    p.add_argument("--inject-fault", default="", help=argparse.SUPPRESS)  # test hook, see RunConfig.fault
+    add_fields(p, DistillRequest, ("storage_path", "run_name"), D)
+    add_teacher_args(p, D)
+    add_fields(p, DistillRequest, ("placement_strategy", "verbose", "inject_fault"), D)
 
 
 def request_of(a: argparse.Namespace) -> DistillRequest:

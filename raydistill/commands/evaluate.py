@@ -8,9 +8,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from raydistill.commands.args import add_data_args
+from raydistill.commands.args import TASK_OR_FILES, add_data_args
 from raydistill.commands.cli import HelpFormatter, Parser, cli
-from raydistill.commands.flags import data_of, request_from
+from raydistill.commands.flags import add_fields, data_of, flag, request_from
 from raydistill.common.errors import check
 from raydistill.tasks.filedata import FileData
 from raydistill.train.saved import evaluate_dir
@@ -18,14 +18,23 @@ from raydistill.train.saved import evaluate_dir
 
 @dataclass(frozen=True)
 class EvaluateRequest:
-    """What one scoring of a saved model is asked to do: the evaluate command's flags as typed values."""
+    """What one scoring of a saved model is asked to do: the evaluate command's flags as typed values (a field with
+    ``help`` in its metadata is a flag of the command, generated from it)."""
 
-    model: str = ""
-    task: str | None = None
-    data_dir: str | None = None
-    max_length: int = 128
-    eval_limit: int = 0
-    split: str = "dev"  # your own data: the --eval-file (dev) or the --test-file (test)
+    model: str = field(
+        default="",
+        metadata=flag("model folder with a head for the task (config.json, weights, tokenizer)", required=True),
+    )
+    task: str | None = field(default=None, metadata=TASK_OR_FILES)
+    data_dir: str | None = field(
+        default=None,
+        metadata=flag("local data folder: the GLUE root or the task's own folder (default: the Hugging Face hub)"),
+    )
+    max_length: int = field(default=128, metadata=flag("tokens per example (longer ones are cut)"))
+    eval_limit: int = field(default=0, metadata=flag("score only the first N dev examples (0 = all)"))
+    split: str = field(
+        default="dev", metadata=flag("your own data: the --eval-file (dev) or --test-file", choices=("dev", "test"))
+    )
     data: FileData = field(default_factory=FileData)  # the user's files or dataset (empty: a built-in task)
 
 
@@ -55,20 +64,7 @@ def parser() -> Parser:
             "metrics as one JSON object on the last line of stdout."
         ),
     )
-    p.add_argument(
-        "--model", required=True, help="model folder with a head for the task (config.json, weights, tokenizer)"
-    )
-    p.add_argument(
-        "--task", help="task name (python -m raydistill list tasks); default: none, --train-file names your own data"
-    )
-    p.add_argument(
-        "--data-dir", help="local data folder: the GLUE root or the task's own folder (default: the Hugging Face hub)"
-    )
-    p.add_argument("--max-length", type=int, default=D.max_length, help="tokens per example (longer ones are cut)")
-    p.add_argument("--eval-limit", type=int, default=D.eval_limit, help="score only the first N dev examples (0 = all)")
-    p.add_argument(
-        "--split", choices=("dev", "test"), default=D.split, help="your own data: the --eval-file (dev) or --test-file"
-    )
+    add_fields(p, EvaluateRequest, ("model", "task", "data_dir", "max_length", "eval_limit", "split"), D)
     add_data_args(p)
     return p
 

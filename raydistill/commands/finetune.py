@@ -21,7 +21,9 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from raydistill.commands.args import DATA_DIR, EXPERIMENT, TRACKING_URI, task_flag
 from raydistill.commands.cli import HelpFormatter, Parser, add_overwrite, cli
+from raydistill.commands.flags import flag
 from raydistill.common.interrupts import resume_hint
 from raydistill.config.schema import RunConfig
 from raydistill.tasks.filedata import FileData
@@ -35,23 +37,37 @@ class FinetuneRequest:
     """What one teacher fine-tune is asked to do: the finetune command's flags as typed values, built from its command
     line (``request_of``) or by ``raydistill.api.finetune_teacher`` directly. ``train``: the values of the train
     fields set (the command sets every one; a field left out takes TrainConfig's default, the flag's own, but the
-    learning rate: ``FINETUNE_LR``)."""
+    learning rate: ``FINETUNE_LR``). A field with ``help`` in its metadata is a flag of the command, generated from
+    it."""
 
-    model: str = ""
-    output: str = ""
-    overwrite: bool = False
-    task: str | None = None
-    data_dir: str | None = None
+    model: str = field(
+        default="",
+        metadata=flag("pretrained encoder: a hub name (bert-base-uncased) or a local model folder", required=True),
+    )
+    output: str = field(default="", metadata=flag("folder to write the fine-tuned teacher to", required=True))
+    overwrite: bool = False  # its flag: cli.add_overwrite, every writing command's
+    task: str | None = field(default=None, metadata=task_flag(general=False))  # general distillation: distill's
+    data_dir: str | None = field(default=None, metadata=DATA_DIR)
     data: FileData = field(default_factory=FileData)  # the user's files or dataset (empty: a built-in task)
     train: tuple[tuple[str, Any], ...] = (("lr", FINETUNE_LR),)
-    tracking_uri: str | None = None
-    experiment: str = "raydistill"
-    use_gpu: bool = False
+    tracking_uri: str | None = field(default=None, metadata=TRACKING_URI)
+    experiment: str = field(default="raydistill", metadata=EXPERIMENT)
+    use_gpu: bool = field(
+        default=False,
+        metadata=flag(
+            "train on this machine's (current) CUDA GPU, the whole step under bf16 autocast, fp32 master weights",
+            action="store_true",
+        ),
+    )
     result_writer: ClassVar[str] = "raydistill finetune"  # the command its result folder's marker names
+
+
+D = FinetuneRequest()  # the flags' defaults: the request's own
 
 
 def parser():
     from raydistill.commands.args import add_train_args
+    from raydistill.commands.flags import add_fields
 
     p = Parser(
         prog="python -m raydistill.finetune",
@@ -67,17 +83,10 @@ def parser():
             "goes on from its last finished epoch (kept in OUTPUT.resume)."
         ),
     )
-    p.add_argument(
-        "--model", required=True, help="pretrained encoder: a hub name (bert-base-uncased) or a local model folder"
-    )
-    p.add_argument("--output", required=True, help="folder to write the fine-tuned teacher to")
+    add_fields(p, FinetuneRequest, ("model", "output"), D)
     add_overwrite(p, "raydistill finetune")
-    add_train_args(p, general=False)
-    p.add_argument(
-        "--use-gpu",
-        action="store_true",
-        help="train on this machine's (current) CUDA GPU, the whole step under bf16 autocast, fp32 master weights",
-    )
+    add_train_args(p, D)
+    add_fields(p, FinetuneRequest, ("use_gpu",), D)
     p.set_defaults(lr=FINETUNE_LR)
     return p
 

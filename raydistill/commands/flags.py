@@ -1,9 +1,12 @@
-"""Flags generated from the fields of the frozen configs, so a field is declared once: its type and default where the
-dataclass declares it, its help in the field's ``metadata`` (``help``; ``flag``, its name where not the field's;
-``choices``; ``metavar``; how its default is said: ``said``, a template of the value, ``unset``, the words for an
-empty default; ``sweep``: ``plain`` where the sweep's flag says its default as distill's does). A field without
-``help`` is no flag. The values parsed come back as the same objects: ``section`` (a ``train`` dict), ``data_of``
-(a ``FileData``)."""
+"""Flags generated from the fields of the frozen configs and of the commands' requests, so a field is declared once:
+its type and default where the dataclass declares it, its help in the field's ``metadata`` (``help``; ``flag``, its
+name where not the field's; ``choices``; ``metavar``; how its default is said: ``said``, a template of the value,
+``unset``, the words for an empty default; ``sweep``: ``plain`` where the sweep's flag says its default as distill's
+does). A request's own flags say in the metadata too how they parse where the type does not (``flag()``: ``required``,
+``action``, ``nargs``, ``const``, ``positional``, ``parsed``, the parse's default where it is not the request's,
+``hidden``, a test hook's); each command adds them in its --help's order (``add_fields`` with the names in order). A
+field without ``help`` is no flag. The values parsed come back as the same objects: ``section`` (a ``train`` dict),
+``data_of`` (a ``FileData``), ``request_from`` (a command's request)."""
 
 from __future__ import annotations
 
@@ -46,6 +49,13 @@ SELECTION_FLAGS = (
 )
 
 
+def flag(help: str, **how: Any) -> dict[str, Any]:
+    """A request field's metadata that makes it a flag of its command (``add_fields``): its help, and how it parses
+    where its type does not say (``required``, ``action``, ``nargs``, ``const``, ``choices``, ``metavar``,
+    ``parsed``: the parse's default where the request's is none of a flag's, ``positional``, ``hidden``)."""
+    return {"help": help, **how}
+
+
 def flag_of(f: dataclasses.Field[Any]) -> str:
     """The option a field is given as: ``--max-steps`` for ``max_steps``, ``--task-kind`` for ``FileData.kind``."""
     return "--" + f.metadata.get("flag", f.name.replace("_", "-"))
@@ -68,21 +78,36 @@ def add_fields(p: Any, cls: type[Any], names: Iterable[str] | None = None, base:
     """A flag on ``p`` (a parser or a group) for each field of ``cls`` (``flagged``), its default ``base``'s value
     (None: no default, nothing given is nothing set)."""
     for f in flagged(cls, names):
-        default = getattr(base, f.name) if base is not None else None
-        help = f.metadata["help"].replace("%", "%%")  # argparse %-formats help
-        kw: dict[str, Any] = {"default": default}
-        if "choices" in f.metadata:
-            kw["choices"] = tuple(f.metadata["choices"])
-        if "metavar" in f.metadata:
-            kw["metavar"] = f.metadata["metavar"]
-        if isinstance(f.default, bool) and base is None:
-            kw["action"] = "store_true"  # off unless given
-            kw["default"] = False
-        elif isinstance(f.default, bool):
-            kw["action"] = argparse.BooleanOptionalAction
-        elif _number(cls, f):
-            kw["type"] = _number(cls, f)
-        p.add_argument(flag_of(f), help=help + _said(f, base), **kw)
+        name = f.name if f.metadata.get("positional") else flag_of(f)
+        p.add_argument(name, **_argument(cls, f, base))
+
+
+# metadata handed to argparse as it is: a request's own flag says how it parses where its type does not
+AS_DECLARED = ("choices", "metavar", "required", "nargs", "const", "action")
+
+
+def _argument(cls: type[Any], f: dataclasses.Field[Any], base: Any) -> dict[str, Any]:
+    """``add_argument``'s keywords for the flag of field ``f``: its help and default phrase, its default (``base``'s
+    value, else None; ``parsed``: the parse's own where a request's default is no flag's), what it parses to."""
+    m = f.metadata
+    kw: dict[str, Any] = {"default": getattr(base, f.name) if base is not None else None}
+    if "parsed" in m:
+        kw["default"] = m["parsed"]
+    for key in AS_DECLARED:
+        if key in m:
+            kw[key] = tuple(m[key]) if key == "choices" else m[key]
+    if "action" in m:
+        pass  # as declared: a request's on/off flag (store_true) or a repeated one (append)
+    elif isinstance(f.default, bool) and base is None:
+        kw["action"] = "store_true"  # off unless given
+        kw["default"] = False
+    elif isinstance(f.default, bool):
+        kw["action"] = argparse.BooleanOptionalAction
+    elif _number(cls, f):
+        kw["type"] = _number(cls, f)
+    hidden = m.get("hidden")  # a test hook: parsed, not shown
+    kw["help"] = argparse.SUPPRESS if hidden else m["help"].replace("%", "%%") + _said(f, base)  # argparse %-formats
+    return kw
 
 
 def _number(cls: type[Any], f: dataclasses.Field[Any]) -> type[Any] | None:
@@ -127,7 +152,7 @@ def _value(f: dataclasses.Field[Any], value: Any) -> str:
 def _said(f: dataclasses.Field[Any], base: Any) -> str:
     """The help's default phrase where argparse's own ``(default: X)`` (``HelpFormatter``) would not say it right:
     an on/off flag, an empty default that means something, a template of the value; "" where it does."""
-    if base is None:
+    if base is None or "action" in f.metadata:  # a request's own on/off flag: off unless given, as argparse says
         return ""
     value = getattr(base, f.name)
     if "said" in f.metadata:

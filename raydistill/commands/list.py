@@ -9,10 +9,26 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass, field
 
 from raydistill.commands.cli import HelpFormatter, Parser, cli
+from raydistill.commands.flags import add_fields, flag, request_from
 
 GROUPS = ("spaces", "methods", "tasks", "inits")
+
+
+@dataclass(frozen=True)
+class ListRequest:
+    """What one listing is asked for: the list command's flags as typed values, generated from these fields."""
+
+    group: str | None = field(
+        default=None,
+        metadata=flag("the one group to list (default: all four)", positional=True, nargs="?", choices=GROUPS),
+    )
+    json: bool = field(
+        default=False,
+        metadata=flag("print one JSON object {group: {name: description}} instead", action="store_true"),
+    )
 
 
 def first_line(text: str | None) -> str:
@@ -102,14 +118,13 @@ def parser() -> Parser:
         description="List what raydistill ships: search spaces, distillation methods, tasks "
         "and student initialisations, with one line each.",
     )
-    p.add_argument("group", nargs="?", choices=GROUPS, help="the one group to list (default: all four)")
-    p.add_argument("--json", action="store_true", help="print one JSON object {group: {name: description}} instead")
+    add_fields(p, ListRequest, ("group", "json"), ListRequest())
     return p
 
 
 @cli
 def main(argv=None) -> str:
-    a = parser().parse_args(argv)
-    text = render([a.group] if a.group else GROUPS, a.json)
+    r = request_from(ListRequest, parser().parse_args(argv))
+    text = render([r.group] if r.group else GROUPS, r.json)
     print(text, flush=True)
     return text

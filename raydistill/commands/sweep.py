@@ -19,12 +19,11 @@ from typing import Any
 
 from raydistill.commands.args import teacher_cache_dir
 from raydistill.commands.cli import HelpFormatter, Parser, cli
-from raydistill.commands.flags import SELECTION_FLAGS, SWEEP_TRAIN_FLAGS, data_of, request_from
+from raydistill.commands.flags import SELECTION_FLAGS, SWEEP_TRAIN_FLAGS, add_fields, data_of, request_from
 from raydistill.common.errors import check
 from raydistill.orchestrate import repeat
 from raydistill.orchestrate.request import SweepRequest
-from raydistill.orchestrate.resources import DEFAULT_CPUS_PER_WORKER
-from raydistill.orchestrate.sweep import SECOND_OBJECTIVE, Sweep, log, state_path
+from raydistill.orchestrate.sweep import Sweep, log, state_path
 
 D = SweepRequest()  # the flags' defaults: the request's own
 
@@ -53,54 +52,16 @@ def parser():
 
 def _add_space_args(p: Parser) -> None:
     """The space and what it is searched on: task, data, teacher."""
-    p.add_argument(
-        "space",
-        nargs="?",
-        help="a named space shipped with the package (python -m raydistill list "
-        "spaces) or a YAML path (default with --resume: the sweep's own)",
-    )
-    p.add_argument(
-        "--task",
-        help="labelled task to distil on (default: the space's task; general distillation runs "
-        "through python -m raydistill.distill)",
-    )
-    p.add_argument(
-        "--data-dir",
-        help="local data folder: the GLUE root or the task's own folder (default: the "
-        "space's, else the Hugging Face hub)",
-    )
-    p.add_argument(
-        "--teacher",
-        help="fine-tuned teacher folder, or a pretrained encoder to fine-tune first "
-        "(default: the space's teacher, else bert-base-uncased)",
-    )
     from raydistill.commands.args import add_data_args
 
+    add_fields(p, SweepRequest, ("space", "task", "data_dir", "teacher"), D)
     add_data_args(p)
 
 
 def _add_resource_args(p: Parser) -> None:
     """How many trials, and the workers, CPUs and GPUs each gets."""
-    p.add_argument("--num-samples", type=int, help="trials (default: the space's num_samples)")
-    p.add_argument("--num-workers", type=int, help="DDP workers per trial (default: the space's num_workers, else 1)")
-    p.add_argument(
-        "--max-concurrent",
-        type=int,
-        help="cap on trials running at once (default: as many as the cluster's CPUs and GPUs hold)",
-    )
-    p.add_argument("--use-gpu", action="store_true", help="give every worker a GPU (--gpus-per-worker)")
-    p.add_argument(
-        "--gpus-per-worker",
-        type=float,
-        default=D.gpus_per_worker,
-        help="GPUs per worker with --use-gpu; a fraction such as 0.5 packs small trials on one GPU",
-    )
-    p.add_argument(
-        "--cpus-per-worker",
-        type=float,
-        help="CPUs (and torch threads) per worker (default "
-        f"{DEFAULT_CPUS_PER_WORKER:g}: on a small CPU machine more trials at once beat more threads each)",
-    )
+    resources = ("num_samples", "num_workers", "max_concurrent", "use_gpu", "gpus_per_worker", "cpus_per_worker")
+    add_fields(p, SweepRequest, resources, D)
 
 
 def _add_train_overrides(p: Parser) -> None:
@@ -111,76 +72,21 @@ def _add_train_overrides(p: Parser) -> None:
 
     add_overrides(p, SWEEP_TRAIN_FLAGS)
     add_selection_args(p, None)
-    p.add_argument(
-        "--teacher-epochs",
-        type=int,
-        default=D.teacher_epochs,
-        help="epochs of the teacher's fine-tune when "
-        "--teacher has no task head (on all training rows, whatever the trials' --max-steps/--train-limit; "
-        f"default {D.teacher_epochs})",
-    )
-    p.add_argument(
-        "--teacher-lr",
-        type=float,
-        default=D.teacher_lr,
-        help=f"learning rate of that fine-tune (default {D.teacher_lr:g}, raydistill.finetune's)",
-    )
+    add_fields(p, SweepRequest, ("teacher_epochs", "teacher_lr"), D)
+
+
+# the sweep's own bookkeeping, in --help's order
+BOOKKEEPING = ("tracking_uri", "experiment", "storage_path", "name", "resume", "rerun", "overrides", "multi_objective")
+RAY = ("verbose", "placement_strategy", "max_failures", "ray_train_trials")
 
 
 def _add_sweep_args(p: Parser) -> None:
     """Where the sweep logs and keeps its trials, its name and resume, overrides, objectives, Ray's knobs."""
     from raydistill.commands.args import add_teacher_args
 
-    p.add_argument("--tracking-uri", help="MLflow URI (default: sqlite under ./raydistill-results)")
-    p.add_argument(
-        "--experiment",
-        help="MLflow experiment (default: SPACE-TASK, e.g. pkd_glue-rte; your own data: the file's name, "
-        "pkd_glue-reviews for reviews.csv)",
-    )
-    p.add_argument("--storage-path", help="Ray results folder or s3:// URI (default ./raydistill-results/ray)")
-    p.add_argument("--name", help="sweep run name (default: SPACE-TASK-timestamp)")
-    p.add_argument("--resume", action="store_true", help="continue the sweep --name in --storage-path")
-    p.add_argument(
-        "--rerun",
-        action="store_true",
-        help="train a new sweep even where a finished sweep of the experiment had identical inputs (space, flags, "
-        "teacher, data), whose result is otherwise printed again, nothing trained",
-    )
-    p.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a field of the space, "
-        "e.g. --set student.layers=4 or --set 'distill.temperature={loguniform: [1, 8]}'; repeatable "
-        "(default: none)",
-    )
-    p.add_argument(
-        "--multi-objective",
-        nargs="?",
-        const="params",
-        choices=sorted(SECOND_OBJECTIVE),
-        help="optimise the dev score and the student's size (params, the default) or its measured batch-1 "
-        "latency on this machine (latency): Optuna's multi-objective TPE, the Pareto front in the summary",
-    )
-    p.add_argument("--verbose", action="store_true", help="Ray Tune's and Ray Train's own progress lines too")
-    p.add_argument(
-        "--placement-strategy", default=D.placement_strategy, help="PACK or SPREAD a trial's workers over nodes"
-    )
-    p.add_argument(
-        "--max-failures",
-        type=int,
-        default=D.max_failures,
-        help="failures each trial recovers from (a worker lost, a trial process restarted)",
-    )
-    p.add_argument(
-        "--ray-train-trials",
-        action="store_true",
-        help="run every trial on Ray Train, even a 1-worker trial (CPU or GPU) on a local Ray, which by default "
-        "trains in its Tune trial process, skipping Ray Train's start-up",
-    )
-    add_teacher_args(p)
-    p.add_argument("--inject-fault", default="", help=argparse.SUPPRESS)  # test hook, see RunConfig.fault
+    add_fields(p, SweepRequest, BOOKKEEPING + RAY, D)
+    add_teacher_args(p, D)
+    add_fields(p, SweepRequest, ("inject_fault",), D)
 
 
 # ------------------------------------------------------------------ main

@@ -183,14 +183,29 @@ class AugmentRequest:
     """One augmented set to write: what the augment command builds from its flags and a sweep from its space, for
     ``build``. ``task``: a built-in task's name or a ``Task`` (the user's files); ``model_dir`` proposes the
     candidates (a masked LM, or any encoder's word embeddings); ``field`` names its flag in errors; ``mlm``: the
-    ``--mlm`` given, recorded in ``augment.json``."""
+    ``--mlm`` given, recorded in ``augment.json``. The augment command's flags of ``task``, ``data_dir``, ``output``
+    and ``mlm`` are generated from their fields' ``help`` (``commands/flags.add_fields``)."""
 
-    task: str | Task
-    data_dir: str | None
-    model_dir: str
-    output: str
+    task: str | Task = dataclasses.field(
+        metadata={
+            "help": "task name (classification or regression; python -m raydistill list tasks); default: none, "
+            "--train-file names your own data"
+        }
+    )
+    data_dir: str | None = dataclasses.field(
+        metadata={"help": "local data folder: the GLUE root or the task's own folder (default: the Hugging Face hub)"}
+    )
+    model_dir: str  # --mlm's or --teacher's model, as ``candidates`` chooses (the command's ``model_source``)
+    output: str = dataclasses.field(
+        metadata={"help": "writes OUTPUT/train.jsonl (cache under OUTPUT/cache)", "required": True}
+    )
     options: AugmentOptions
-    mlm: str | None = None
+    mlm: str | None = dataclasses.field(
+        default=None,
+        metadata={
+            "help": "masked-LM checkpoint directory, e.g. bert-base-uncased (default: none; needed by --candidates mlm)"
+        },
+    )
     field: str = "augment_teacher"
 
 

@@ -22,12 +22,11 @@ from raydistill.common.paths import is_uri, results_path, storage_location, writ
 from raydistill.config.schema import RunConfig
 from raydistill.config.sizes import Shape
 from raydistill.orchestrate.plan import base_config, default_experiment, objective_of, task_and_data, trial_demand
-from raydistill.orchestrate.request import SweepRequest
+from raydistill.orchestrate.request import SECOND_OBJECTIVE, SweepRequest
 from raydistill.orchestrate.resources import Cluster, TrialDemand, concurrency
 from raydistill.tracking.track import Tracker
 
 STATE = "raydistill_sweep.json"
-SECOND_OBJECTIVE = {"params": "student_params", "latency": "latency_ms_b1"}  # --multi-objective: minimised
 
 
 def log(message: str) -> None:
