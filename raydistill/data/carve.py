@@ -90,7 +90,7 @@ def group_key(row: dict, kind: str) -> Hashable:
     return norm(row["text"])
 
 
-def strata(rows: list, keep: Sequence[int], kind: str) -> dict[int, Hashable]:
+def strata(rows: Sequence, keep: Sequence[int], kind: str) -> dict[int, Hashable]:
     """Each kept row's stratum: its label (classification), its fifth of the score range by rank (regression), or 0."""
     if kind == "classification":
         return {i: rows[i]["label"] for i in keep}
@@ -173,7 +173,7 @@ def _check_labels(
             )
 
 
-def _grouped(rows: list, task, frac: float, keep: list[int], side: Side) -> Carve:
+def _grouped(rows: Sequence, task, frac: float, keep: list[int], side: Side) -> Carve:
     label = strata(rows, keep, task.kind)
     groups: dict[Hashable, list[int]] = {}
     for i in keep:
@@ -200,7 +200,7 @@ def _draw(
     return val, target
 
 
-def _phrases(rows: list, task, frac: float, keep: list[int], side: Side) -> Carve:
+def _phrases(rows: Sequence, task, frac: float, keep: list[int], side: Side) -> Carve:
     texts = {i: norm(rows[i]["text"]) for i in keep}
     label = strata(rows, keep, task.kind)
     by_text: dict[str, list[int]] = {}
@@ -246,7 +246,7 @@ def inside_count(task, train: list, val: list) -> int:
     return sum(1 for r in val if group_key(r, task.kind) in keys)
 
 
-def _digest(rows: list, task, frac: float, exclude: AbstractSet[int], side: Side) -> str:
+def _digest(rows: Sequence, task, frac: float, exclude: AbstractSet[int], side: Side) -> str:
     """The carve's key: everything that changes which rows it takes (the rows themselves: their columns, labels and
     order; the fraction, the rows excluded, the grouping rule, the side and its seed)."""
     h = hashlib.sha256()
@@ -261,7 +261,7 @@ def _digest(rows: list, task, frac: float, exclude: AbstractSet[int], side: Side
 _MEMO: dict[str, Carve] = {}
 
 
-def carve(rows: list, task, frac: float, exclude: AbstractSet[int] = frozenset(), side: Side = VALIDATION) -> Carve:
+def carve(rows: Sequence, task, frac: float, exclude: AbstractSet[int] = frozenset(), side: Side = VALIDATION) -> Carve:
     """The validation split of ``rows`` (less ``exclude``, the rows held out as dev), or with ``side`` the dev set
     held out of them: the module docstring's rule, computed once per data and kept in memory and in
     ``raydistill-results/splits/`` (trials run in other processes). Refuses a fraction that leaves a label with no

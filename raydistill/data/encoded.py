@@ -15,7 +15,7 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -26,7 +26,7 @@ VERSION = "1"
 KINDS = ("classification", "regression")
 
 
-def encode_cached(task, examples: list[dict], tokenizer, max_length: int, root: str | None) -> Encoded:
+def encode_cached(task, examples: Sequence[dict], tokenizer, max_length: int, root: str | None) -> Encoded:
     """``encode(task, examples, tokenizer, max_length)``, read from ``root/encoded`` when this exact encoding was
     written there before, else encoded and written (``root`` None, another task kind or a slow tokenizer: encoded)."""
     key = _key(task, examples, tokenizer, max_length) if root else None
@@ -43,7 +43,7 @@ def encode_cached(task, examples: list[dict], tokenizer, max_length: int, root: 
     return enc
 
 
-def _key(task, examples: list[dict], tokenizer, max_length: int) -> str | None:
+def _key(task, examples: Sequence[dict], tokenizer, max_length: int) -> str | None:
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if task.kind not in KINDS or not getattr(tokenizer, "is_fast", False) or backend is None:
         return None
@@ -60,7 +60,7 @@ def _key(task, examples: list[dict], tokenizer, max_length: int) -> str | None:
     return h.hexdigest()[:24]
 
 
-def _rows_text(examples: list[dict], batch: int = 1024) -> Iterator[bytes]:
+def _rows_text(examples: Sequence[dict], batch: int = 1024) -> Iterator[bytes]:
     """``json.dumps([(text, pair, label), ...])`` of the rows, ``batch`` rows at a time: the same bytes (the key of
     every entry written before), never the whole text at once."""
     yield b"["

@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 from collections import Counter
+from collections.abc import Sequence
 
 from raydistill.common.errors import UserError
 from raydistill.tasks import SPLITS, get_task, load_split
@@ -15,7 +16,7 @@ from raydistill.tasks.files import FileData
 from raydistill.tasks.glue import MissingData
 
 
-def label_summary(task, examples: list[dict]) -> dict:
+def label_summary(task, examples: Sequence[dict]) -> dict:
     if task.kind == "classification":
         counts = Counter(task.label_names[e["label"]] for e in examples)
         return {name: counts.get(name, 0) for name in task.label_names}

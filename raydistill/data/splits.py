@@ -7,11 +7,12 @@ import hashlib
 import json
 import os
 import random
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from collections.abc import Set as AbstractSet
 
 from raydistill.common.errors import UserError
 from raydistill.data.carve import CARVE_VERSION, VAL_SEED, Carve, Side, carve
+from raydistill.tasks.examples import take
 
 HOLDOUT = 0.1  # share of train held out as dev when a task has no separate dev split
 # The task hold-out is a property of the data, not of the run: a fixed seed gives every run, whatever its --seed,
@@ -34,7 +35,7 @@ def holdout_split(examples: list, seed: int, frac: float = HOLDOUT) -> tuple[lis
     return [e for i, e in enumerate(examples) if i not in val], [examples[i] for i in sorted(val)]
 
 
-def split_train(task, data_dir) -> tuple[list, Carve]:
+def split_train(task, data_dir) -> tuple[Sequence, Carve]:
     """Every row of the task's train split, and what is held out of it as the dev set: ``held.val`` the dev rows,
     ``held.out_of_train`` those and the training phrases inside (or around) a dev sentence (phrase rows).
 
@@ -52,7 +53,7 @@ def val_indices(rows: list, task, frac: float, exclude: AbstractSet[int] = froze
     return list(carve(rows, task, frac, exclude).val)
 
 
-def train_val_dev(cfg, task) -> tuple[list, list, list]:
+def train_val_dev(cfg, task) -> tuple[Sequence, Sequence, Sequence]:
     """Train, validation and dev examples for one run (see ``split_train``).
 
     The validation split (``cfg.train.val_fraction`` of the training rows, by group and stratified: ``data.carve``)
@@ -64,6 +65,8 @@ def train_val_dev(cfg, task) -> tuple[list, list, list]:
     ``augment_dir`` swaps the training examples for the augmented set written by ``raydistill.distill.augment``
     (originals included), less every row made from a held-out or validation row.
     """
+    train: Sequence[dict]
+    dev: Sequence[dict]
     if task.kind == "mlm":
         train, dev = general_examples(cfg)
         return train, [], dev
@@ -71,8 +74,9 @@ def train_val_dev(cfg, task) -> tuple[list, list, list]:
     frac = cfg.train.val_fraction
     cut = carve(rows, task, frac, held.out_of_train) if cfg.train.select_on == "val" else Carve(())
     val_idx, out_of_train = list(cut.val), held.out_of_train | cut.out_of_train
-    train = [ex for i, ex in enumerate(rows) if i not in out_of_train]
-    dev = [rows[i] for i in held.val] if held.val else task.loader(task, cfg.data_dir, task.eval_split)
+    # the splits as views of the rows where they are held by column (``Examples``: no dict per row), else lists
+    train = take(rows, (i for i in range(len(rows)) if i not in out_of_train))
+    dev = take(rows, held.val) if held.val else task.loader(task, cfg.data_dir, task.eval_split)
     if cfg.augment_dir:
         aug = augmented_train(os.path.join(cfg.augment_dir, "train.jsonl"), out_of_train)
         if cfg.train.train_limit and all(SOURCE in r for r in aug):  # the limit counts source rows, copies follow
@@ -81,14 +85,14 @@ def train_val_dev(cfg, task) -> tuple[list, list, list]:
         else:
             train = aug[: cfg.train.train_limit] if cfg.train.train_limit else aug
     elif cfg.train.train_limit:
-        train = train[: cfg.train.train_limit]
+        train = take(train, range(min(cfg.train.train_limit, len(train))))
     if cfg.train.eval_limit:
-        dev = dev[: cfg.train.eval_limit]
+        dev = take(dev, range(min(cfg.train.eval_limit, len(dev))))
         val_idx = val_sample(val_idx, cfg.train.eval_limit)
     for name, split in (("train", train), ("validation", dev)):
         if not split:
             raise UserError("data_dir", f"the {name} split of task {task.name} is empty; check the data files")
-    return train, [rows[i] for i in val_idx], dev
+    return train, take(rows, val_idx), dev
 
 
 def val_sample(val_idx, limit: int) -> list[int]:
@@ -99,7 +103,7 @@ def val_sample(val_idx, limit: int) -> list[int]:
     return sorted(random.Random(VAL_SEED).sample(sorted(val_idx), limit))
 
 
-def train_and_eval_examples(cfg, task) -> tuple[list, list]:
+def train_and_eval_examples(cfg, task) -> tuple[Sequence, Sequence]:
     """Train and dev examples of one run on a labelled task (``train_val_dev`` without the validation split); the
     sweep's data check before Ray, so a sweep refuses ``--task general`` there."""
     from raydistill.tasks import check_labelled
@@ -184,7 +188,7 @@ def _digest(obj) -> str:
     return hashlib.sha256(_dumps(obj).encode()).hexdigest()[:16]
 
 
-def _list_text(rows: list, batch: int = 1024) -> Iterator[bytes]:
+def _list_text(rows: Sequence, batch: int = 1024) -> Iterator[bytes]:
     """``_dumps(rows)`` (a list) in pieces of ``batch`` rows: the same bytes, never the whole text at once (hundreds
     of MB for a large file). A list's JSON is its items' JSON between ``[`` and ``]``, joined by ``", "``."""
     yield b"["
@@ -193,7 +197,7 @@ def _list_text(rows: list, batch: int = 1024) -> Iterator[bytes]:
     yield b"]"
 
 
-def _splits(cfg) -> tuple[list, list, list]:
+def _splits(cfg) -> tuple[Sequence, Sequence, Sequence]:
     from raydistill.config.schema import task_of
 
     task = task_of(cfg)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,7 +75,7 @@ def compare(base: RunConfig, tracker: Tracker, metric: str, winner: Student, con
     }
 
 
-def predictions(base: RunConfig, tracker: Tracker, s: Student, task: Any, dev: list) -> tuple[list, list]:
+def predictions(base: RunConfig, tracker: Tracker, s: Student, task: Any, dev: Sequence[dict]) -> tuple[list, list]:
     """(predictions, references) of one exported student on ``dev``, one per example."""
     import torch
     from transformers import AutoTokenizer

@@ -5,6 +5,8 @@ All metrics are reported on a 0-1 scale (KorQuAD EM/F1 too, unlike the official 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from raydistill.common.errors import UserError
 from raydistill.tasks import glue, korean
 from raydistill.tasks.base import KINDS, Task
@@ -147,7 +149,7 @@ def check_labelled(task: Task, command: str) -> None:
         )
 
 
-def load_split(task: Task | str, data_dir, split: str) -> list[dict]:
+def load_split(task: Task | str, data_dir, split: str) -> Sequence[dict]:
     """Examples of one split (see base.py for their format); ``data_dir=None`` means the Hugging Face hub."""
     task = get_task(task) if isinstance(task, str) else task
     return task.loader(task, data_dir, split)

@@ -1,6 +1,7 @@
 """The Task record every loader, encoder and metric agrees on.
 
-Example formats (what ``Task.load`` returns, one dict per example):
+Example formats (what ``Task.load`` returns, one dict per example; a user's text file's held by column, each row
+read as that dict: ``examples.Examples``):
   classification: {"text": str, "text_pair": str | None, "label": int}     label = index into label_names
   regression:     {"text": str, "text_pair": str | None, "label": float}
   token:          {"tokens": list[str], "labels": list[int]}                 labels = indices into label_names
@@ -26,7 +27,7 @@ class Task:
     main_metric: str  # what sweeps optimise (higher is better)
     eval_split: str  # split used as the dev set: "validation" or "test"
     language: str  # "en" | "ko"
-    loader: Callable  # loader(task, data_dir | None, split) -> list[dict]
+    loader: Callable  # loader(task, data_dir | None, split) -> a sequence of dicts (``examples.Examples``, lists)
     hub: tuple[str, str | None] = ("", None)  # (datasets path, config name) for the hub default
     pair: bool = False  # sentence-pair task
     labelled: bool = True  # gold labels: a hard loss and a task head (False: general distillation)

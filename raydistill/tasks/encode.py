@@ -99,7 +99,7 @@ def _inputs(enc, i: int) -> dict:
     return {k: enc[k][i] for k in MODEL_INPUTS if k in enc}
 
 
-def encode(task, examples: list[dict], tokenizer, max_length: int) -> Encoded:
+def encode(task, examples: Sequence[dict], tokenizer, max_length: int) -> Encoded:
     """Tokenise ``examples`` (see base.py) for ``task``; every feature carries its ``feature_index``.
 
     Token and QA tasks need a fast (Rust) tokenizer for word ids and character offsets.
@@ -129,7 +129,7 @@ def encode(task, examples: list[dict], tokenizer, max_length: int) -> Encoded:
     return _encode_text(task, examples, tokenizer, max_length)
 
 
-def _encode_text(task, examples: list[dict], tokenizer, max_length: int) -> Encoded:
+def _encode_text(task, examples: Sequence[dict], tokenizer, max_length: int) -> Encoded:
     """Text classification and regression: ``CHUNK`` rows tokenised at a time (the fast tokenizer's batch call)
     straight into flat arrays (``FlatFeatures``); one feature per example, no padding, truncated to ``max_length``."""
     pairs = any(e.get("text_pair") is not None for e in examples)  # over all rows, as one call once decided it
@@ -151,7 +151,7 @@ def _encode_text(task, examples: list[dict], tokenizer, max_length: int) -> Enco
     return Encoded(FlatFeatures(columns, offsets, _labels(task, examples)), range(len(examples)))
 
 
-def _labels(task, examples: list[dict]) -> np.ndarray:
+def _labels(task, examples: Sequence[dict]) -> np.ndarray:
     """The examples' labels as one array: int64 class ids (``IGNORE`` for an augmented copy, which has no gold
     label), or float64 scores (NaN for such a copy) for regression."""
     if task.kind == "regression":
@@ -252,7 +252,7 @@ def qa_predictions(examples, encoded: Encoded, outputs: dict) -> list[str]:
     return [text for _, text in best]
 
 
-def example_predictions(task, examples: list[dict], encoded: Encoded, outputs: dict) -> tuple[list, list]:
+def example_predictions(task, examples: Sequence[dict], encoded: Encoded, outputs: dict) -> tuple[list, list]:
     """(predictions, references), one per example, in the form ``metrics.compute`` scores: a class id or a score
     (classification, regression), a tag list (token classification), an answer string (QA). One per example, so a
     metric can be resampled over examples (``results.significance``)."""
@@ -276,7 +276,7 @@ def example_predictions(task, examples: list[dict], encoded: Encoded, outputs: d
     return preds.tolist(), refs
 
 
-def score(task, examples: list[dict], encoded: Encoded, outputs: dict, by_class: bool = False) -> dict[str, float]:
+def score(task, examples: Sequence[dict], encoded: Encoded, outputs: dict, by_class: bool = False) -> dict[str, float]:
     """``task.metrics`` (0-1 scale) from model outputs, macro-F1 beside them for a task with classes; ``by_class``:
     each class's recall too (``recall_<key>``, dev only: a split that chooses needs no table). See the module
     docstring for the ``outputs`` layout."""

@@ -20,6 +20,7 @@ import hashlib
 import json
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import replace
 
 from raydistill.common.errors import UserError
@@ -39,6 +40,7 @@ from raydistill.tasks.columns import (
     _token_rows,
     _wanted,
 )
+from raydistill.tasks.examples import Examples
 from raydistill.tasks.filedata import (  # noqa: F401 (the names every reader of the user's data imports from here)
     SPLIT_FILE,
     FileData,
@@ -166,9 +168,9 @@ def _source(spec: FileData) -> str:
 # --------------------------------------------------------------------------- label values renamed (--label-map)
 
 
-def load(spec: FileData, task, data_dir, split: str) -> list[dict]:
-    """A split's examples in the format every loader returns (``base.py``): text, text_pair, label index or score;
-    tokens and tag indices."""
+def load(spec: FileData, task, data_dir, split: str) -> Sequence[dict]:
+    """A split's examples in the format every loader returns (``base.py``): text, text_pair, label index or score
+    (held by column: ``Examples``, no dict per row kept); tokens and tag indices (a list of dicts)."""
     split = {"dev": "validation", "eval": "validation"}.get(split, split)
     if split not in SPLIT_FILE:
         raise UserError("split", f"a task on your own data has no split {split!r}; known: train, validation, test")
@@ -179,7 +181,14 @@ def load(spec: FileData, task, data_dir, split: str) -> list[dict]:
             {"tokens": toks, "labels": [_encode(spec, where, n, t) for t in tags]}
             for n, toks, tags in _token_rows(spec, split)
         ]
-    return [{"text": t, "text_pair": p, "label": _encode(spec, where, n, lab)} for n, t, p, lab in _rows(spec, split)]
+    texts: list[str] = []
+    pairs: list[str | None] = []
+    labels: list = []
+    for n, t, p, lab in _rows(spec, split):
+        texts.append(t)
+        pairs.append(p)
+        labels.append(_encode(spec, where, n, lab))
+    return Examples(texts, pairs if any(p is not None for p in pairs) else None, labels)
 
 
 def _check_unchanged(spec: FileData) -> None:

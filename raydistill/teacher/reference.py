@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Sequence
 
 from raydistill.config.schema import RunConfig
 
@@ -103,7 +104,7 @@ def _measure(cfg: RunConfig, task, threads: int, log) -> dict:
     }
 
 
-def majority(task, train: list, dev: list) -> dict:
+def majority(task, train: Sequence[dict], dev: Sequence[dict]) -> dict:
     """``majority_<metric>`` for every metric of the task: what a constant answer scores on dev, scored by the task's
     own metric functions on dev's labels — the floor a teacher must clear. The constant is the training rows' most
     common label (classification) or their mean (regression; a correlation of a constant is 0). Computed, not looked
@@ -117,7 +118,7 @@ def majority(task, train: list, dev: list) -> dict:
     return {f"majority_{m}": v for m, v in compute(task, [constant] * len(gold), gold).items()}
 
 
-def support(task, dev: list) -> dict:
+def support(task, dev: Sequence[dict]) -> dict:
     """``support_<class>``: how many dev rows each class has, for a task with classes."""
     from raydistill.tasks.metrics import class_support, per_class
 

@@ -9,6 +9,7 @@ sequences."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 # the yardstick of "exploding": the loss of a stage's first step, before any update of it moved the weights (a
@@ -43,7 +44,7 @@ class Floor:
     answer: str
 
 
-def floor_of(task, val_examples: list) -> Floor | None:
+def floor_of(task, val_examples: Sequence[dict]) -> Floor | None:
     """The run's floor, from the validation split's labels (what chooses; dev only reports); None without a validation
     split or where a constant answer means nothing (token, QA, MLM)."""
     from raydistill.tasks.metrics import constant_floor

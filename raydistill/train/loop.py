@@ -84,14 +84,14 @@ def seed_all(seed: int) -> None:
 class RunData:
     task: Task
     train: Sequence[dict]  # encoded training features (flat for text tasks: ``tasks.encode.FlatFeatures``)
-    eval_examples: list
+    eval_examples: Sequence[dict]  # a user's text file's: ``tasks.examples.Examples``, a view by column
     eval_encoded: object
     pad_id: int
-    val_examples: list = field(default_factory=list)  # the validation split (carved from train): what chooses
+    val_examples: Sequence[dict] = field(default_factory=list)  # the validation split (carved from train): what chooses
     val_encoded: object = None
 
     @classmethod
-    def dev_only(cls, task, examples: list, tokenizer, max_length: int) -> RunData:
+    def dev_only(cls, task, examples: Sequence[dict], tokenizer, max_length: int) -> RunData:
         """Just a dev set to score on (``scoring.dev_metrics``): ``examples`` encoded, no training features."""
         return cls(task, [], examples, encode(task, examples, tokenizer, max_length), tokenizer.pad_token_id or 0)
 
