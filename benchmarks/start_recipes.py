@@ -101,7 +101,7 @@ def report(records: dict, task: str) -> None:
             share = "—" if t["top_share"] is None else f"{t['top_share']:.3f}" + (" **collapsed**" if bad else "")
             val = "—" if t["val"] is None else f"{t['val']:.4f}"
             dev = "—" if t["dev"] is None else f"{t['dev']:.4f}"
-            cells = [rec["space"], t["run"], t["stopped"] or "no", share, val, dev, str(rec["majority"])]
+            cells = [rec["space"], t["run"], t["stopped"] or "no", share, val, dev, f"{rec['majority']:.4f}"]
             print("| " + " | ".join(cells) + " |")
     print(f"START_RECIPES task={task} trials={n} collapsed={collapsed} stopped={stopped}")
 
