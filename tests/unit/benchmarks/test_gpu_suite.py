@@ -112,3 +112,48 @@ def test_a_part_cut_by_its_bound_leaves_results_json(tmp_path):
     assert q["cut"] and q["cut_in"] == "teacher" and q["teacher"]["timed_out"] and q["ok"] is False
     assert a["cut"] and a["cut_in"] == "sst2/teacher" and a["tasks"]["sst2"]["teacher"]["timed_out"]
     assert "teacher" in q and res["machine"]["cpus"]
+
+
+def test_the_quality_part_runs_its_sweep_again_on_ray_train_and_compares(tmp_path, monkeypatch):
+    """The quality part's second sweep (``--before-limit-s`` > 0): the same sweep command with ``--ray-train-trials``,
+    its own experiment and Ray storage, bounded by ``--before-limit-s``; ``after_vs_before`` is after / before of
+    trials per hour, fixed cost and seconds per trial. ``--before-limit-s 0`` skips it (the smoke, whose sweeps' real
+    plumbing, --ray-train-trials included, test_sweep_throughput_smoke runs)."""
+    from argparse import Namespace
+
+    runs: list[tuple[list[str], float]] = []
+
+    def bounded(cmd, log, limit_s, cwd=None):
+        runs.append((cmd, limit_s))
+        before = "--ray-train-trials" in cmd
+        return {"rc": 0, "wall_s": 9.0, "timed_out": False, "json": {"tph": 50.0 if before else 100.0}}
+
+    def sweep_result(sw, uri, experiment):
+        tph = sw["json"]["tph"]
+        return {
+            "experiment": experiment,
+            "trials": 1,
+            "trials_per_hour": tph,
+            "fixed_cost_s": 3600 / tph,
+            "per_trial_s": 0,
+        }
+
+    monkeypatch.setattr(gpu_suite, "quality_inputs", lambda a, out: ("data", "enc", [], [], ["--epochs", "1"]))
+    monkeypatch.setattr(gpu_suite, "bounded", bounded)
+    monkeypatch.setattr(gpu_suite, "sweep_result", sweep_result)
+    monkeypatch.setattr(gpu_suite, "export_best", lambda uri, out, log, limit_s, sweep: {"rc": 0, "timed_out": False})
+    a = Namespace(limit_s=600.0, before_limit_s=120.0, space="pkd_glue", num_samples=1)
+    res: dict = {}
+    gpu_suite.part_quality(a, str(tmp_path), res, lambda: None)
+    (ft, _), (after, _), (before, before_limit) = runs
+    assert ft[2] == "raydistill.finetune" and after[2] == before[2] == "raydistill.sweep"
+    # the same sweep but for its name, experiment and Ray storage, every trial on Ray Train
+    own = {str(tmp_path / "ray-gpu-quality-ray-train"): str(tmp_path / "ray"), "gpu-quality-ray-train": "gpu-quality"}
+    assert before[-1] == "--ray-train-trials" and [own.get(x, x) for x in before[:-1]] == after
+    assert before[before.index("--experiment") + 1] == "gpu-quality-ray-train" and before_limit == 120.0
+    assert res["ok"] and res["before"]["experiment"] == "gpu-quality-ray-train" and res["after"] is res["sweep"]
+    assert res["after_vs_before"] == {"trials_per_hour": 2.0, "fixed_cost_s": 0.5, "per_trial_s": None}
+    runs.clear()
+    res = {}
+    gpu_suite.part_quality(Namespace(**{**vars(a), "before_limit_s": 0.0}), str(tmp_path), res, lambda: None)
+    assert len(runs) == 2 and "before" not in res and "after_vs_before" not in res and res["ok"]
