@@ -30,11 +30,11 @@ def _reviews(tmp_path) -> Data:
         paths[split] = str(tmp_path / f"reviews-{split}.csv")
         with open(paths[split], "w", newline="", encoding="utf-8") as f:
             w = csv.writer(f)
-            w.writerow(["review", "sentiment"])
+            w.writerow(["opinion", "verdict"])
             for i in range(n):
                 label = ("neg", "pos")[rng.randint(0, 1)]
                 w.writerow([f"the film {i} was {rng.choice(words[label])} really", label])
-    return Data(train_file=paths["train"], eval_file=paths["dev"], text_column="review", label_column="sentiment")
+    return Data(train_file=paths["train"], eval_file=paths["dev"], text_column="opinion", label_column="verdict")
 
 
 def _flags(data: Data) -> list[str]:
@@ -44,9 +44,9 @@ def _flags(data: Data) -> list[str]:
         "--eval-file",
         data.eval_file or "",
         "--text-column",
-        "review",
+        "opinion",
         "--label-column",
-        "sentiment",
+        "verdict",
     ]
 
 
