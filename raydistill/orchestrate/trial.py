@@ -107,5 +107,6 @@ def fixed_cost(out: dict, t_start: float, t_run: float, cpu_start: float, in_pro
         "time_trial_start_s": t_run - t_start,
         "fixed_cost_s": wall - out.get("time_train_s", 0.0),
         "worker_trials": _WORKER_TRIALS,
-        **({"fixed_cpu_s": time.process_time() - cpu_start - out["cpu_train_s"]} if in_process else {}),
+        # a trial resumed after its last epoch reports its recorded result: no step trained here, none counted
+        **({"fixed_cpu_s": time.process_time() - cpu_start - out.get("cpu_train_s", 0.0)} if in_process else {}),
     }
