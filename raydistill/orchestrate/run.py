@@ -83,7 +83,8 @@ class MlflowEpochCallback(UserCallback):
         self.tracker, self.run_id = tracker, run_id  # pickled to the controller: the Tracker without its client
 
     def after_report(self, run_context, metrics, checkpoint):
-        self.tracker.log_epoch(self.run_id, metrics[0])
+        if checkpoint is not None:  # none: train.loop.REPLAY, a run resumed after its end repeating its logged result
+            self.tracker.log_epoch(self.run_id, metrics[0])
 
 
 @dataclass(frozen=True)
@@ -191,15 +192,18 @@ def trial_device(train):
     return device
 
 
-def fit_in_process(cfg: RunConfig, *, run_dir: str, threads: int, resume: bool, on_epoch) -> tuple[dict, str]:
+def fit_in_process(
+    cfg: RunConfig, *, run_dir: str, threads: int, resume: bool, on_epoch, on_replay=None
+) -> tuple[dict, str]:
     """One 1-worker run (CPU or GPU, ``trial_device``) in this process, without Ray Train, whose controller and worker
     start are most of a sweep trial's fixed cost (docs/benchmarks/2026-11-23-sweep-throughput.md): the same loop, each
     epoch's checkpoint
     persisted under ``run_dir`` (the last ``KEEP``), ``on_epoch(metrics)`` per epoch, and a restarted trial
-    (``resume``) going on from its latest checkpoint. Returns the last epoch's metrics and the latest checkpoint
+    (``resume``) going on from its latest checkpoint; one resumed after its end hands its recorded result to
+    ``on_replay`` (default ``on_epoch``) instead. Returns the last epoch's metrics and the latest checkpoint
     folder."""
     from raydistill.orchestrate.resources import confine_threads, gpu_fresh, gpu_memory
-    from raydistill.train.loop import Context, run
+    from raydistill.train.loop import REPLAY, Context, run
 
     if not resume:  # a fresh start: only the checkpoints an earlier attempt made here go (the folder rule)
         for old in _checkpoints(run_dir) + glob.glob(os.path.join(run_dir, "checkpoint_*.tmp")):
@@ -224,7 +228,7 @@ def fit_in_process(cfg: RunConfig, *, run_dir: str, threads: int, resume: bool, 
                 shutil.rmtree(old, ignore_errors=True)
         if device.type == "cuda":  # what the trial holds on its GPU, as a Ray Train worker reports it
             metrics = {**metrics, **gpu_memory(device)}
-        on_epoch(metrics)
+        (on_epoch if ckpt_dir is not REPLAY else on_replay or on_epoch)(metrics)
         last.clear()
         last.update(metrics)
 
@@ -392,6 +396,7 @@ def _fit_here(
         resume=resume,
         threads=threads(opts.cpus_per_worker),
         on_epoch=on_epoch,
+        on_replay=report,  # its epochs are logged already: Tune hears the result, MLflow gets no second point
     )
 
 

@@ -171,9 +171,11 @@ class ResumeRecord:
 def _train(cfg: RunConfig, tracker: Tracker, device, record: ResumeRecord, run_id: str, log) -> dict:
     """The loop in this process, every epoch logged and kept; the run ends FINISHED, FAILED or KILLED, never left
     RUNNING."""
-    from raydistill.train.loop import Context, run
+    from raydistill.train.loop import REPLAY, Context, run
 
     def report(metrics, ckpt_dir):
+        if ckpt_dir is REPLAY:  # resumed after its last epoch: its result, logged already
+            return
         tracker.log_epoch(run_id, metrics)
         if ckpt_dir:
             record.keep(ckpt_dir, metrics.get("epoch"))

@@ -58,6 +58,11 @@ class NonFiniteLoss(RuntimeError):
     records why). On, the run stops as diverged instead (``train/diverge.py``)."""
 
 
+# the checkpoint of a report that only repeats a run's recorded result (resumed after its last epoch): every epoch's
+# report from rank 0 comes with its checkpoint, so this one is told apart by its lack, and whoever logs epochs skips it
+REPLAY = None
+
+
 @dataclass
 class Context:
     """What the launcher (Ray Train glue, or a plain process) gives the loop."""
@@ -261,9 +266,9 @@ class Trainer:
                 if diverged:
                     ctx.log(f"stopping: {diverged}; train.stop_diverged=false (--no-stop-diverged) trains on")
                     break
-            if self.start_epoch >= end and self.history:  # resumed after its last epoch: report its result again
-                metrics = dict(self.history[-1])
-                ctx.report(metrics, None)
+            if self.start_epoch >= end and self.history:  # resumed after its last epoch: report its result again,
+                metrics = dict(self.history[-1])  # without a checkpoint (REPLAY): already logged, nothing to persist
+                ctx.report(metrics, REPLAY)
         finally:
             if best_dir:
                 shutil.rmtree(best_dir, ignore_errors=True)

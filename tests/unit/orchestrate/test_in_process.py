@@ -48,6 +48,23 @@ def test_checkpoints_persisted_kept_and_resumed_as_the_uninterrupted_run(tiny_te
     assert [m["epoch"] for m in fresh] == [1, 2, 3]
 
 
+def test_a_trial_resumed_after_its_end_repeats_its_result_to_on_replay_only(tiny_teacher, glue_dir, tmp_path):
+    """Tune restarting a trial whose run had ended (a killed driver): its result goes to ``on_replay`` (Tune), not to
+    ``on_epoch`` (MLflow: the epoch is logged already; logging it again gave the metric a second point at its step,
+    as the fresh CI's killed-driver test found)."""
+    from raydistill.orchestrate.run import fit_in_process
+
+    cfg = cfg_for("sst2", tiny_teacher("classification", 2), glue_dir, "kd", epochs=2)
+    logged: list = []
+    run = {"run_dir": str(tmp_path / "t"), "threads": 1}
+    last, _ = fit_in_process(cfg, **run, resume=False, on_epoch=logged.append)
+    assert [m["epoch"] for m in logged] == [1, 2]
+    replayed: list = []
+    again, _ = fit_in_process(cfg, **run, resume=True, on_epoch=logged.append, on_replay=replayed.append)
+    assert [m["epoch"] for m in logged] == [1, 2] and [m["epoch"] for m in replayed] == [2]
+    assert again["best_eval_accuracy"] == last["best_eval_accuracy"]
+
+
 def test_a_trial_the_scheduler_stops_ends_killed_and_tagged_not_failed(tiny_teacher, glue_dir, tmp_path):
     """Tune stops a trial (ASHA) by ``sys.exit(0)`` inside its report: the MLflow run ends KILLED, tagged
     ``raydistill.stopped``, with its epochs kept — not FAILED with ``error: SystemExit: 0``."""
