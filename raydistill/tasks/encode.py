@@ -16,7 +16,6 @@ QA picks, per example, the best span over all its windows (start <= end, <= 30 t
 from __future__ import annotations
 
 import itertools
-import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -24,6 +23,7 @@ import numpy as np
 
 from raydistill.common.errors import UserError
 from raydistill.tasks import metrics
+from raydistill.tasks.examples import row_index
 
 MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 IGNORE = -100  # label of pieces the loss and the metrics skip
@@ -56,10 +56,7 @@ class FlatFeatures(Sequence):
     def __getitem__(self, i):  # an int: that row; a slice: a list of rows, as a list gives
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(len(self)))]
-        n, i = len(self), operator.index(i)
-        if not -n <= i < n:
-            raise IndexError("feature index out of range")
-        i %= n
+        i = row_index(i, len(self), "feature")
         a, b = int(self.offsets[i]), int(self.offsets[i + 1])
         row: dict = {k: col[a:b].tolist() for k, col in self.columns.items()}
         row["labels"], row["feature_index"] = self.labels[i].item(), i

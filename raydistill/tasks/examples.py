@@ -15,6 +15,14 @@ import operator
 from collections.abc import Iterable, Iterator, Sequence
 
 
+def row_index(i, n: int, what: str) -> int:
+    """``i`` as a list reads it among ``n`` rows (negative from the end), else an IndexError naming ``what``."""
+    i = operator.index(i)
+    if not -n <= i < n:
+        raise IndexError(f"{what} index out of range")
+    return i % n
+
+
 class Examples(Sequence):
     """``texts``, ``pairs`` (None: the task has no pair column) and ``labels`` (class ids or scores), one per row of
     the columns; ``at``: the rows this sequence holds, in order (None: every row)."""
@@ -32,10 +40,7 @@ class Examples(Sequence):
     def __getitem__(self, i):  # an int: that row; a slice: a list of rows, as a list gives
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(len(self)))]
-        n, i = len(self), operator.index(i)
-        if not -n <= i < n:
-            raise IndexError("example index out of range")
-        i %= n
+        i = row_index(i, len(self), "example")
         return self._row(i if self.at is None else self.at[i])
 
     def __iter__(self) -> Iterator[dict]:
