@@ -155,7 +155,9 @@ class Bench:
         """The task's teacher folder (fine-tuned here where missing) and its build: its dev predictions' digest."""
         out = os.path.join(self.work, "teachers", task)
         key = f"{task}/teacher"
-        if not os.path.isdir(out):
+        # the build file is written last: a folder without it was cut between its fine-tune and its record, and the
+        # fine-tune below reuses that finished folder (identical inputs) instead of training it again
+        if not os.path.exists(os.path.join(out, "transfer-build")):
             t0 = time.time()
             r = run(
                 [
