@@ -21,7 +21,7 @@ from raydistill.commands.flags import add_fields, flag, request_from
 from raydistill.common.errors import check
 from raydistill.common.outputs import adding_to
 from raydistill.results.classes import of_runs
-from raydistill.results.selection import Pick, choose
+from raydistill.selection.runs import Pick, choose
 from raydistill.tracking.track import ALIAS, Tracker, download_student, register
 
 MODES = ("max", "min")
@@ -202,7 +202,7 @@ def _checked(a: BestRequest) -> str:
 
 def _result(best, metric: str, mean: float | None, mode: str) -> dict:
     """The chosen run as the command prints it: what chose it, what it reports, its params, size and speed."""
-    from raydistill.results.selection import report_metric
+    from raydistill.selection.runs import report_metric
 
     report = report_metric(metric)
     m = best.data.metrics

@@ -35,8 +35,8 @@ from raydistill.config.schema import (
     param_name,
     split_init,
 )
-from raydistill.config.selection import check_search
 from raydistill.config.sizes import FIELDS, Shape, any_relative, check_fits, check_value, parse_size, resolve
+from raydistill.selection.search import check_search
 
 
 def _spaces_dir() -> str:

@@ -4,7 +4,7 @@ from a noisy distribution; the best of N draws is biased upward, most on small t
 before it is believed — and the original trial's score, the biased draw that made it a finalist, is shown beside the
 mean, never averaged into it. The exported student is the winner's best fresh run by validation score. The
 confirmation runs are child runs of the sweep like its trials, tagged ``raydistill.confirm_of``. Which trials are
-confirmed and which wins are ``results/selection.py``'s rules (``candidates``, ``confirmed_rows``); here they run."""
+confirmed and which wins are ``selection/runs.py``'s rules (``candidates``, ``confirmed_rows``); here they run."""
 
 from __future__ import annotations
 

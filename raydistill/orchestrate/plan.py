@@ -78,7 +78,7 @@ def base_config(a: SweepRequest, spec: Any, task: str, teacher: str, output: str
 def objective_of(spec: Any, task: Any, base: RunConfig) -> str:
     """A trial is worth its best epoch (the student it exports), chosen on the validation split: the space's metric,
     else the task's main one."""
-    from raydistill.results.selection import as_final, objective
+    from raydistill.selection.runs import as_final, objective
 
     chosen = base.train.select_metric or task.main_metric  # --select-metric / the space's train.select_metric
     return as_final(spec.metric, "metric") if spec.metric else objective(chosen, base.train.select_on)

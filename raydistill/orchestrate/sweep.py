@@ -77,7 +77,7 @@ class Sweep:
         """The space, the base config and every check that needs no Ray: a sweep that cannot run stops here, before
         anything is logged. ``state``: what a resumed sweep recorded (empty for a new one)."""
         from raydistill.config import space as sp
-        from raydistill.config.selection import confirm_of, control_seeds
+        from raydistill.selection.search import confirm_of, control_seeds
         from raydistill.train.preflight import teacher_config
 
         a = request
@@ -243,7 +243,7 @@ class Sweep:
         from raydistill.config.schema import task_of
         from raydistill.orchestrate.resources import threads
         from raydistill.results.report import size
-        from raydistill.results.selection import report_metric
+        from raydistill.selection.runs import report_metric
         from raydistill.teacher.reference import teacher_reference, weak_teacher
 
         ref = teacher_reference(self.base, threads(self.demand.cpus_per_worker), log)  # every trial's yardstick
@@ -308,7 +308,7 @@ class Sweep:
         if not (plan["top"] and plan["seeds"]):
             return rows, run_ids, None
         from raydistill.orchestrate.confirm import confirm_points
-        from raydistill.results.selection import candidates, confirmed_rows, report_metric
+        from raydistill.selection.runs import candidates, confirmed_rows, report_metric
 
         top = candidates(rows, self.metric, plan["top"])
         log(f"confirming the top {len(top)} trial(s) with {plan['seeds']} more seed(s) each (search.confirm)")
@@ -343,7 +343,7 @@ class Sweep:
         if not self.control_seeds:
             return None
         from raydistill.orchestrate.control import control_points
-        from raydistill.results.selection import winner
+        from raydistill.selection.runs import winner
 
         best = winner(rows, self.metric, confirmed)
         if best is None:

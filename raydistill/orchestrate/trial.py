@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from raydistill.config.schema import RunConfig
-from raydistill.results.selection import CONTROL_TAG
+from raydistill.selection.runs import CONTROL_TAG
 
 if TYPE_CHECKING:
     from raydistill.orchestrate.run import RunOptions

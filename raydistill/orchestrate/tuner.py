@@ -122,7 +122,7 @@ def run_trials(
 def live_table(metric: str):
     """A Tune callback printing a compact table of every trial whenever one reports (stderr): the score that chooses
     (``metric``) beside the dev score it reports."""
-    from raydistill.results.selection import report_metric
+    from raydistill.selection.runs import report_metric
 
     shown = list(dict.fromkeys((metric, report_metric(metric))))
 

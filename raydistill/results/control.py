@@ -18,7 +18,7 @@ from typing import Any
 
 from raydistill.config.schema import RunConfig, task_of
 from raydistill.results import significance as sig
-from raydistill.results.selection import report_metric
+from raydistill.selection.runs import report_metric
 from raydistill.tracking.track import Tracker
 
 

@@ -15,7 +15,7 @@ from raydistill.common.errors import failure_reason
 from raydistill.common.paths import results_path
 from raydistill.config.schema import RunConfig
 from raydistill.results.report import PARAMS, SHOW, disk_size, pareto_plot, table
-from raydistill.results.selection import rank_trials, report_metric, winner
+from raydistill.selection.runs import rank_trials, report_metric, winner
 from raydistill.tracking.track import Tracker
 
 

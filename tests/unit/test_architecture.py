@@ -19,6 +19,9 @@ STAGES = (
     "common",
     "tasks",
     "tracking",
+    # every rule that picks a run (its best epoch, the sweep's best trial, the confirmation, best's pick): the loop
+    # applies the epoch rule every epoch, so the room stands below train/ and everything above reads it
+    "selection",
     "distill",
     "config",
     "models",

@@ -21,7 +21,7 @@ def _answers(n: int, wrong_every: int) -> tuple[list[int], list[int]]:
 
 def test_control_seeds_follow_the_confirmation_and_can_be_turned_off():
     from raydistill.config import space as sp
-    from raydistill.config.selection import check_search, control_seeds
+    from raydistill.selection.search import check_search, control_seeds
 
     assert control_seeds({}) == 2  # on by default; no confirmation: DEFAULT_CONFIRM's seeds
     assert control_seeds({"confirm": {"top": 1, "seeds": 4}}) == 4  # as many draws as the confirmation's
@@ -92,7 +92,7 @@ def test_control_points_train_the_winners_student_on_labels_alone(tiny_teacher):
 
 
 def test_control_runs_never_compete_for_the_winner():
-    from raydistill.results.selection import pick_confirmed
+    from raydistill.selection.runs import pick_confirmed
 
     def run(trial, val, control_of=None):
         tags = {"raydistill.trial_id": trial, **({"raydistill.control_of": control_of} if control_of else {})}

@@ -92,7 +92,7 @@ def test_best_within_a_latency_or_size_bound(tmp_path, capsys):
 
     from raydistill.commands import best
     from raydistill.common.errors import UserError
-    from raydistill.results.selection import find_best
+    from raydistill.selection.runs import find_best
     from raydistill.tracking.track import Tracker
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"

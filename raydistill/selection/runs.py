@@ -1,5 +1,5 @@
 """Which run is best, every rule in one place (the best epoch of a run is the one rule below train/: it lives in
-``config/selection.best_epoch``, which ``train/loop.py`` can import). What a pick ranks by (``objective``: the best
+``selection/search.best_epoch``, which ``train/loop.py`` can import). What a pick ranks by (``objective``: the best
 epoch's score on the split that chooses; ``report_metric``: the dev number it reports); the sweep's best trial
 (``rank_trials``, ``winner``); its confirmation (``candidates``, ``confirmed_rows``) and the same rule on MLflow runs
 (``pick_confirmed``); and ``raydistill best``'s pick read back from MLflow (``choose``, and ``find_best`` for the tests

@@ -2,7 +2,7 @@
 (the algorithm, the confirmation's ``{top, seeds}``, the labels-only control's seeds) checked when the space loads.
 
 Every rule that picks among runs — the sweep's best trial, its confirmation's winner, ``raydistill best``'s pick — and
-the metric names a pick ranks by live in ``results/selection.py``. The epoch rule cannot: ``train/loop.py`` applies it
+the metric names a pick ranks by live in ``selection/runs.py``. The epoch rule cannot: ``train/loop.py`` applies it
 every epoch and results/ stands above train/, so it lives here, in the lowest folder both import.
 """
 

@@ -86,7 +86,7 @@ def test_bad_selection_config(train, field):
 
 
 def test_metric_names():
-    from raydistill.results.selection import as_final, objective, report_metric
+    from raydistill.selection.runs import as_final, objective, report_metric
 
     assert objective("accuracy") == "best_val_accuracy" and objective("pearson", "dev") == "best_eval_pearson"
     assert report_metric("best_val_f1") == "best_eval_f1" and report_metric("best_eval_f1") == "best_eval_f1"
@@ -105,7 +105,7 @@ def _run(trial, val, dev, confirm_of=None, status="FINISHED"):
 
 
 def test_confirmed_configuration_wins_by_its_mean_and_exports_its_best_seed():
-    from raydistill.results.selection import pick_confirmed
+    from raydistill.selection.runs import pick_confirmed
 
     runs = [
         _run("a", 0.90, 0.8),
@@ -124,7 +124,7 @@ def test_confirmed_configuration_wins_by_its_mean_and_exports_its_best_seed():
 
 def test_confirm_rows_and_points():
     from raydistill.orchestrate.confirm import confirm_points
-    from raydistill.results.selection import candidates, confirmed_rows
+    from raydistill.selection.runs import candidates, confirmed_rows
 
     rows = [
         {"trial": "a", "exported": True, "config": {"lr": 1}, "best_val_accuracy": 0.9, "best_eval_accuracy": 0.8},
@@ -167,7 +167,7 @@ def test_confirm_rows_and_points():
     ],
 )
 def test_bad_confirm(confirm, field):
-    from raydistill.config.selection import check_search
+    from raydistill.selection.search import check_search
 
     with pytest.raises(UserError) as e:
         check_search({"confirm": confirm})
@@ -178,7 +178,7 @@ def test_bad_confirm(confirm, field):
 
 def test_confirm_defaults():
     from raydistill.config import space as sp
-    from raydistill.config.selection import confirm_of
+    from raydistill.selection.search import confirm_of
 
     assert confirm_of({}) == {"top": 0, "seeds": 0} and confirm_of({"confirm": False})["top"] == 0
     assert confirm_of({"confirm": {"seeds": 4}}) == {"top": 3, "seeds": 4}
@@ -266,7 +266,7 @@ def test_resumed_run_is_running_again_without_its_error(tmp_path):
 def test_best_ranks_eval_metrics_by_the_exported_epoch_not_the_last(tmp_path):
     """`best --metric eval_accuracy` ranked by MLflow's latest value (the last epoch) but exported each trial's best
     epoch; it now ranks by best_eval_accuracy, the exported student's own score."""
-    from raydistill.results.selection import find_best
+    from raydistill.selection.runs import find_best
     from raydistill.tracking.track import Tracker
 
     uri = f"sqlite:///{tmp_path / 'm.db'}"
@@ -324,7 +324,7 @@ def test_best_of_a_named_sweep_ranks_by_that_sweeps_metric_not_the_newest(tmp_pa
     """`best --sweep A` without --metric read the metric of the newest sweep in the experiment, not A's."""
     import time
 
-    from raydistill.results.selection import find_best
+    from raydistill.selection.runs import find_best
     from raydistill.tracking.track import Tracker
 
     uri = f"sqlite:///{tmp_path / 'm.db'}"
@@ -347,7 +347,7 @@ def test_a_tie_goes_to_the_lowest_trial_id_as_in_the_summary():
     the last-started run, the summary the first trial)."""
     runs = [_run("cc", 0.75, 0.70), _run("aa", 0.75, 0.71), _run("bb", 0.75, 0.72), _run("dd", 0.74, 0.80)]
     for order in (runs, runs[::-1]):
-        from raydistill.results.selection import pick_confirmed
+        from raydistill.selection.runs import pick_confirmed
 
         best, mean = pick_confirmed(order, "best_val_accuracy")
         assert best.data.tags["raydistill.trial_id"] == "aa" and mean == 0.75
@@ -355,7 +355,7 @@ def test_a_tie_goes_to_the_lowest_trial_id_as_in_the_summary():
 
 def test_a_confirmation_tie_is_broken_as_best_breaks_it():
     """The sweep's confirmed winner (selection.confirmed_rows) and raydistill.best (pick_confirmed) apply one rule."""
-    from raydistill.results.selection import confirmed_rows, pick_confirmed
+    from raydistill.selection.runs import confirmed_rows, pick_confirmed
 
     rows = [
         {"trial": t, "exported": True, "config": {"lr": lr}, "best_val_accuracy": 0.8, "best_eval_accuracy": 0.7}
@@ -382,7 +382,7 @@ def test_confirmation_ranks_by_the_fresh_seeds_alone():
     """Scores where averaging the original trial in (the old rule) and the fresh seeds alone disagree: ``a``'s lucky
     0.95 made it a finalist, its two fresh seeds say 0.80; ``b``'s say 0.84. The sweep's summary and raydistill.best
     both name ``b``, and export a fresh run of it, not its original trial (0.86, higher than its fresh seeds)."""
-    from raydistill.results.selection import confirmed_rows, pick_confirmed
+    from raydistill.selection.runs import confirmed_rows, pick_confirmed
 
     val = {"a": 0.95, "b": 0.86, "a1": 0.80, "a2": 0.80, "b1": 0.84, "b2": 0.84}
     origin = {"a1": "a", "a2": "a", "b1": "b", "b2": "b"}
@@ -403,7 +403,7 @@ def test_confirmation_ranks_by_the_fresh_seeds_alone():
 def test_best_ranks_in_the_mode_the_sweep_recorded(tmp_path):
     """A `mode: min` space: `best` without --mode picked the highest value (its default was max and the sweep did not
     record its mode), another run than the sweep's summary named."""
-    from raydistill.results.selection import find_best
+    from raydistill.selection.runs import find_best
     from raydistill.tracking.track import Tracker
 
     uri = f"sqlite:///{tmp_path / 'm.db'}"
