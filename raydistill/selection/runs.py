@@ -1,11 +1,10 @@
-"""Which run is best, every rule in one place (the best epoch of a run is the one rule below train/: it lives in
-``selection/search.best_epoch``, which ``train/loop.py`` can import). What a pick ranks by (``objective``: the best
-epoch's score on the split that chooses; ``report_metric``: the dev number it reports); the sweep's best trial
-(``rank_trials``, ``winner``); its confirmation (``candidates``, ``confirmed_rows``) and the same rule on MLflow runs
-(``pick_confirmed``); and ``raydistill best``'s pick read back from MLflow (``choose``, and ``find_best`` for the tests
-and benchmarks): the sweep(s) ranked (the latest, one by name, or every sweep of one task, data and metric), the metric
-and mode (the sweep's own unless given), the bounds on latency and size. Ray-free; every refusal is a ``UserError``
-naming the flag. Ties go to the lowest trial id in every rule."""
+"""Which run is best among runs (a run's own best epoch is ``epoch.best_epoch``, beside this). What a pick ranks by
+(``objective``: the best epoch's score on the split that chooses; ``report_metric``: the dev number it reports); the
+sweep's best trial (``rank_trials``, ``winner``); its confirmation (``candidates``, ``confirmed_rows``) and the same
+rule on MLflow runs (``pick_confirmed``); and ``raydistill best``'s pick read back from MLflow (``choose``, and
+``find_best`` for the tests and benchmarks): the sweep(s) ranked (the latest, one by name, or every sweep of one task,
+data and metric), the metric and mode (the sweep's own unless given), the bounds on latency and size. Ray-free; every
+refusal is a ``UserError`` naming the flag. Ties go to the lowest trial id in every rule."""
 
 from __future__ import annotations
 

@@ -1,36 +1,12 @@
-"""What chooses, below the stages that train: the best epoch of a run (``best_epoch``), and a space's ``search`` section
-(the algorithm, the confirmation's ``{top, seeds}``, the labels-only control's seeds) checked when the space loads.
-
-Every rule that picks among runs — the sweep's best trial, its confirmation's winner, ``raydistill best``'s pick — and
-the metric names a pick ranks by live in ``selection/runs.py``. The epoch rule cannot: ``train/loop.py`` applies it
-every epoch and results/ stands above train/, so it lives here, in the lowest folder both import.
+"""A space's ``search`` section, checked when the space loads: the algorithm, the confirmation's ``{top, seeds}`` and
+the labels-only control's seeds — the settings of what chooses a sweep's student (the rules themselves: ``runs.py``).
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from raydistill.common.errors import UserError
-
-
-def best_epoch(history: list[dict[str, Any]], key: str, final_stage: str | None = None) -> dict[str, Any]:
-    """The epoch with the highest ``key`` (the task's main metric: higher is better), the earliest on ties; a NaN
-    or missing value never wins (a regression student with constant output has NaN correlation), nor an epoch whose
-    training loss went non-finite (its weights are NaN, whatever a constant answer scores).
-
-    A method with stages (TinyBERT, the two-stage recipe) chooses among its ``final_stage``'s epochs once that stage
-    has begun: the earlier stage trains the layers, not the prediction layer, so its epochs answer with a head the
-    method has not trained yet (a sliced or fresh one); the papers score the student after its last stage. A run that
-    never reached its last stage chooses among what it has."""
-
-    def score(m: dict[str, Any]) -> float:
-        ok = math.isfinite(m.get(key, math.nan)) and math.isfinite(m.get("train_loss", 0.0))
-        return float(m[key]) if ok else -math.inf
-
-    final = [m for m in history if m.get("stage") == final_stage]
-    return max(final or history, key=score)
-
 
 ALGORITHMS = ("tpe", "random")  # search.algorithm: Optuna's TPESampler (default) or RandomSampler
 DEFAULT_CONFIRM = {"top": 3, "seeds": 2}  # a field search.confirm leaves out (the shipped GLUE spaces use these)

@@ -1,10 +1,10 @@
-"""The best-epoch rule (``selection.search.best_epoch``): the run's student is the epoch its val score chose."""
+"""The best-epoch rule (``selection.epoch.best_epoch``): the run's student is the epoch its val score chose."""
 
 from __future__ import annotations
 
 import math
 
-from raydistill.selection.search import best_epoch
+from raydistill.selection.epoch import best_epoch
 
 
 def h(epoch: int, val: float, stage: str = "distill", loss: float = 0.5) -> dict:

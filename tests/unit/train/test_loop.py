@@ -355,7 +355,7 @@ def test_two_stage_resumes_between_and_inside_stages(tiny_teacher, glue_dir, tmp
 
     run(cfg, Context(report=keep))
     assert [m["stage"] for m in full] == ["intermediate", "pred", "pred"]
-    # the student is chosen among the prediction stage's epochs (selection.search.best_epoch), whatever stage 1 scored
+    # the student is chosen among the prediction stage's epochs (selection.epoch.best_epoch), whatever stage 1 scored
     assert full[0]["best_epoch"] == 1 and all(m["best_epoch"] in (2, 3) for m in full[1:])
     for after in (1, 2):
         resumed = []
