@@ -243,7 +243,7 @@ class Step:
     """The body of ``loop.run``'s inner loop on ``device`` (teacher live, or from ``cache`` when given)."""
 
     def __init__(self, cfg, device, cache=None):
-        from raydistill.models.teacher import quiet_hf
+        from raydistill.models.encoder import quiet_hf
         from raydistill.train.objective import build_objective
         from raydistill.train.precision import step_dtype, teacher_dtype
         from raydistill.train.step import Distiller, compile_student, make_optimizer
@@ -369,7 +369,7 @@ def _cache_inputs(cfg, sz: dict, n: int = 1024):
 
     from transformers import AutoConfig
 
-    from raydistill.models.teacher import fingerprint
+    from raydistill.models.encoder import fingerprint
     from raydistill.train.precision import teacher_dtype
 
     g = torch.Generator().manual_seed(1)

@@ -129,8 +129,8 @@ def sizes(smoke: bool) -> dict:
 def build(root: str, sz: dict) -> tuple[str, str]:
     """Teacher folder and exported student folder."""
     from raydistill.config.schema import StudentConfig
+    from raydistill.models.encoder import load_model
     from raydistill.models.student import build_student
-    from raydistill.models.teacher import load_model
     from raydistill.testing import TinyShape, make_tiny_model
 
     t_dir = make_tiny_model(
@@ -203,8 +203,8 @@ def main(argv=None) -> dict:
     bf16 = info["bf16_native"] and not a.no_bf16
 
     from raydistill.export.onnx import export_onnx
+    from raydistill.models.encoder import load_model, quiet_hf
     from raydistill.models.student import count_params
-    from raydistill.models.teacher import load_model, quiet_hf
 
     quiet_hf()
     with tempfile.TemporaryDirectory(prefix="raydistill-latency-") as root:

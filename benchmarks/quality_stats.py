@@ -35,7 +35,7 @@ def dev_predictions(model_dir: str, task_name: str, data_dir: str, max_length: i
     import torch
     from transformers import AutoTokenizer
 
-    from raydistill.models.teacher import load_model
+    from raydistill.models.encoder import load_model
     from raydistill.tasks import get_task
     from raydistill.tasks.encode import encode
     from raydistill.train.scoring import model_outputs

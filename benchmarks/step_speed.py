@@ -140,7 +140,7 @@ class Ours:
         student_bf16: bool = False,
         compile: bool = False,
     ):
-        from raydistill.models.teacher import quiet_hf
+        from raydistill.models.encoder import quiet_hf
         from raydistill.train.loop import seed_all
         from raydistill.train.objective import build_objective
         from raydistill.train.step import Distiller

@@ -259,7 +259,7 @@ def handlers_kept():
                 signal.signal(sig, handler)
 
 
-# the library loggers a command quiets (models/teacher.quiet_hf, the MLflow model log, a dataset load): the levels
+# the library loggers a command quiets (models/encoder.quiet_hf, the MLflow model log, a dataset load): the levels
 # transformers' and the others' ``set_verbosity`` set are these loggers' own
 LIBRARY_LOGGERS = ("transformers", "datasets", "huggingface_hub", "mlflow", "ray", "ray.tune", "ray.train")
 

@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any
 
 from raydistill.common.errors import UserError, check
 from raydistill.data.candidates import embedding_candidates, mlm_candidates
-from raydistill.models.teacher import quiet_hf
+from raydistill.models.encoder import quiet_hf
 
 if TYPE_CHECKING:
     from raydistill.tasks.base import Task
@@ -98,7 +98,7 @@ def _load_embeddings(model_dir, field):
     """(tokenizer, input word-embedding matrix) of any BERT/RoBERTa-like encoder in ``model_dir``."""
     import transformers as tf
 
-    from raydistill.models.teacher import load_model
+    from raydistill.models.encoder import load_model
 
     model = load_model(str(model_dir), "base", field=field)
     try:

@@ -16,7 +16,7 @@ def build_sets(raw, base, root: str, log) -> dict[int, str]:
     and the teacher's word embeddings; returns N → the folder a trial passes as ``augment_dir``."""
     from raydistill.config.schema import task_of
     from raydistill.data.augment import AugmentOptions, AugmentRequest, build
-    from raydistill.models.teacher import fingerprint
+    from raydistill.models.encoder import fingerprint
 
     out = {}
     for n in sorted(set(counts(raw)) - {0}):

@@ -68,8 +68,8 @@ def export_onnx(model_dir: str, kind: str, length: int = 128, segments: bool = F
     """ONNX export of the student plus a check that ONNX Runtime matches PyTorch within 1e-4. ``segments``
     (sentence-pair and QA tasks): the file also takes ``token_type_ids``, which BERT's second segment needs."""
     from raydistill.export.onnx import OPSET, to_onnx
+    from raydistill.models.encoder import load_model
     from raydistill.models.latency import measure_latency
-    from raydistill.models.teacher import load_model
 
     model = load_model(model_dir, kind, attn_implementation="eager").eval()
     path = os.path.join(model_dir, "model.onnx")

@@ -153,7 +153,7 @@ def teacher_onnx(teacher: str, kind: str, root: str, length: int = 128, segments
     """The teacher as ``root/teacher.onnx`` (exported like the student) and its dynamic INT8 copy; ``{}`` with a
     warning when the export fails, so the student's numbers are not lost to the teacher's extra column."""
     from raydistill.export.onnx import to_onnx
-    from raydistill.models.teacher import load_model
+    from raydistill.models.encoder import load_model
 
     path = os.path.join(root, "teacher.onnx")
     try:
@@ -223,7 +223,7 @@ def quantize_report(model_dir: str, fp32_path: str, params: dict, length: int = 
     ``params``) and with the teacher (``params['teacher']``, batch-1 latency in PyTorch and, exported to a temporary
     folder, in ONNX Runtime)."""
     from raydistill.config.params import data_dir_of, data_of, task_of_params
-    from raydistill.models.teacher import load_model
+    from raydistill.models.encoder import load_model
 
     task = task_of_params(params)
     # the dev set and the teacher first: a moved data folder or teacher fails before minutes of work

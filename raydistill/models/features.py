@@ -27,7 +27,7 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 from raydistill.common.errors import check
-from raydistill.models.teacher import encoder_layers
+from raydistill.models.encoder import encoder_layers
 
 CAPTURE_IMPL = "raydistill_capture"
 # id(self-attention module) -> (capture, 0-based layer); only modules inside an active ``with`` block are here

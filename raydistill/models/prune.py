@@ -38,7 +38,7 @@ import re
 import torch
 
 from raydistill.common.errors import UserError, check
-from raydistill.models.teacher import encoder_layers
+from raydistill.models.encoder import encoder_layers
 
 log = logging.getLogger(__name__)
 

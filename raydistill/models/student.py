@@ -38,8 +38,8 @@ from raydistill.common.errors import UserError, check
 from raydistill.config.schema import StudentConfig, split_init
 from raydistill.config.sizes import FIELDS, Shape, check_shape
 from raydistill.models import prune
+from raydistill.models.encoder import KNOWN_FAMILIES, encoder_layers, family, head_kind
 from raydistill.models.heads import auto_class
-from raydistill.models.teacher import KNOWN_FAMILIES, encoder_layers, family, head_kind
 from raydistill.tasks.files import PLACEHOLDER
 
 log = logging.getLogger(__name__)

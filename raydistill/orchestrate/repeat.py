@@ -25,7 +25,7 @@ def fingerprint(sweep: Any) -> str:
     from importlib.metadata import version
 
     from raydistill.data.splits import data_fingerprint
-    from raydistill.models.teacher import fingerprint as model_fp
+    from raydistill.models.encoder import fingerprint as model_fp
 
     flags = {k: v for k, v in sorted(sweep.request.record().items()) if k not in NOT_INPUTS}
     teacher = sweep.request.teacher or sweep.base.teacher

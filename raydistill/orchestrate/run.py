@@ -367,7 +367,7 @@ def _fit(
 
 def _run_params(cfg: RunConfig) -> dict:
     from raydistill.data.splits import data_fingerprint
-    from raydistill.models.teacher import fingerprint
+    from raydistill.models.encoder import fingerprint
     from raydistill.train.precision import effective
 
     return {

@@ -80,7 +80,7 @@ def predictions(base: RunConfig, tracker: Tracker, s: Student, task: Any, dev: S
     import torch
     from transformers import AutoTokenizer
 
-    from raydistill.models.teacher import load_model, quiet_hf
+    from raydistill.models.encoder import load_model, quiet_hf
     from raydistill.tasks.encode import encode, example_predictions
     from raydistill.train.precision import release
     from raydistill.train.scoring import model_outputs

@@ -3,6 +3,6 @@ loop the students train with, reused by fingerprint, resumed by epoch; ``prepare
 as a sweep's yardstick (``reference``: its dev score, size and latency, the constant answer's floor).
 
 What the stages below need of a teacher stays below, where they can import it: loading any encoder, its layout and
-fingerprint (``models/teacher.py``: students are loaded through it too), the teacher-output cache the loop reads
+fingerprint (``models/encoder.py``: students are loaded through it too), the teacher-output cache the loop reads
 (``train/teacher_cache.py``), and the labels of its head (``tasks/files.teacher_head``: read when the data is resolved,
 before a config exists)."""

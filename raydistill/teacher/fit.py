@@ -72,7 +72,7 @@ def as_teacher(cfg: RunConfig) -> RunConfig:
 def fingerprint(cfg: RunConfig) -> str:
     """Hash of everything that decides the result: config (as a fine-tune runs it), teacher weights/config, data."""
     from raydistill.data.splits import data_fingerprint
-    from raydistill.models.teacher import fingerprint as model_fp
+    from raydistill.models.encoder import fingerprint as model_fp
 
     cfg = as_teacher(cfg)  # --stop-diverged does not apply, so it never changes what is reused
     h = hashlib.sha256(json.dumps(cfg.to_params(), sort_keys=True).encode())

@@ -51,8 +51,8 @@ def _memo_key(cfg: RunConfig) -> str:
     from transformers import AutoConfig
 
     from raydistill.data.splits import data_fingerprint
+    from raydistill.models.encoder import fingerprint
     from raydistill.models.latency import arch_key
-    from raydistill.models.teacher import fingerprint
 
     length = cfg.train.max_length
     key = hashlib.sha256(
@@ -76,9 +76,9 @@ def _measure(cfg: RunConfig, task, threads: int, log) -> dict:
     from transformers import AutoTokenizer
 
     from raydistill.data.splits import train_val_dev
+    from raydistill.models.encoder import load_model, quiet_hf
     from raydistill.models.latency import measure_latency
     from raydistill.models.student import count_params
-    from raydistill.models.teacher import load_model, quiet_hf
     from raydistill.tasks.encode import encode
     from raydistill.train.loop import RunData
     from raydistill.train.scoring import dev_metrics

@@ -32,7 +32,7 @@ from raydistill.common.progress import Progress
 from raydistill.config.schema import RunConfig, task_of
 from raydistill.data.batches import epoch_batches
 from raydistill.data.general import DynamicMasking
-from raydistill.models.teacher import quiet_hf
+from raydistill.models.encoder import quiet_hf
 from raydistill.selection.epoch import best_epoch
 from raydistill.tasks.base import Task
 from raydistill.tasks.encode import Encoded, collate, encode

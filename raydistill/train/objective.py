@@ -8,10 +8,10 @@ import torch
 
 from raydistill.distill.mapping import layer_pairs
 from raydistill.distill.methods import get_method
+from raydistill.models.encoder import load_model
 from raydistill.models.features import AttentionCapture
 from raydistill.models.packing import prepare
 from raydistill.models.student import build_student, name_labels
-from raydistill.models.teacher import load_model
 
 
 class Objective(torch.nn.Module):

@@ -130,7 +130,7 @@ def check_student(cfg: RunConfig, tcfg) -> None:
         check(
             os.path.isfile(os.path.join(path, "config.json")), "student.init", f"checkpoint {path} has no config.json"
         )
-        from raydistill.models.teacher import KNOWN_FAMILIES
+        from raydistill.models.encoder import KNOWN_FAMILIES
 
         ccfg = teacher_config(path, field="init")
 

@@ -19,7 +19,7 @@ def evaluate_dir(
     import torch
     from transformers import AutoTokenizer
 
-    from raydistill.models.teacher import load_model
+    from raydistill.models.encoder import load_model
     from raydistill.tasks import get_task
     from raydistill.train.loop import RunData
     from raydistill.train.scoring import dev_metrics

@@ -48,7 +48,7 @@ def _tokenizer_hash(teacher_dir: str) -> str:
 def cache_key(cfg, kind: str, dtype: str = "fp32") -> str:
     """``dtype``: what the teacher forward ran in ('bf16' autocast or 'fp32'); the outputs differ by ~1e-3."""
     from raydistill.data.splits import data_fingerprint
-    from raydistill.models.teacher import fingerprint
+    from raydistill.models.encoder import fingerprint
 
     parts = {
         "v": VERSION,

@@ -374,7 +374,7 @@ def test_a_call_leaves_the_callers_environment_and_log_levels(monkeypatch, ends)
     from transformers.utils import logging as hf_logging
 
     from raydistill import api
-    from raydistill.models.teacher import quiet_hf
+    from raydistill.models.encoder import quiet_hf
     from raydistill.orchestrate import connect
     from raydistill.orchestrate.resources import confine_threads
 

@@ -29,7 +29,7 @@ STAGES = (
     "train",
     # the teacher's fine-tune runs the train stage's loop and its reference score is the loop's scoring, so teacher/
     # stands above train/; only orchestrate/ and commands/ use them. What the stages below need of a teacher stays
-    # below it: loading an encoder (models/teacher.py, students too), the output cache the loop reads
+    # below it: loading an encoder (models/encoder.py, students too), the output cache the loop reads
     # (train/teacher_cache.py), the head's labels read when the data is resolved (tasks/)
     "teacher",
     "export",

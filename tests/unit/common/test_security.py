@@ -45,7 +45,7 @@ def _where(path, node) -> str:
 
 
 def test_sources_found():
-    assert len(SOURCES) > 20 and PACKAGE / "models" / "teacher.py" in SOURCES
+    assert len(SOURCES) > 20 and PACKAGE / "models" / "encoder.py" in SOURCES
 
 
 # ------------------------------------------------------------------ remote code
@@ -74,7 +74,7 @@ def test_trust_remote_code_is_never_switched_on():
 
 
 def test_loaders_default_to_no_remote_code():
-    from raydistill.models.teacher import load_model
+    from raydistill.models.encoder import load_model
     from raydistill.train.preflight import teacher_config
 
     for fn in (load_model, teacher_config):
@@ -101,7 +101,7 @@ def test_model_folder_with_custom_code_never_runs_it(tiny_teacher, tmp_path, mod
     """A folder whose config.json points at its own Python code (``auto_map``) loads with the built-in BERT class
     or is refused with one line, and its code never runs."""
     from raydistill.common.errors import UserError
-    from raydistill.models.teacher import load_model
+    from raydistill.models.encoder import load_model
     from raydistill.train.preflight import teacher_config
 
     d = tmp_path / f"custom-{model_type}"

@@ -14,8 +14,8 @@ import torch.nn.functional as F
 from raydistill.common.errors import UserError
 from raydistill.config.coerce import build
 from raydistill.config.schema import DistillConfig, RunConfig, StudentConfig, TrainConfig
+from raydistill.models.encoder import load_model
 from raydistill.models.student import build_student, init_layers
-from raydistill.models.teacher import load_model
 from raydistill.testing import TinyShape, make_tiny_model
 
 TINY = dict(layers=2, hidden=32, intermediate=64, heads=2)

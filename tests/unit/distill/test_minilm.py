@@ -236,8 +236,8 @@ def test_minilm_losses_are_the_papers_relations(version, relations):
 
 
 def test_slice_init_copies_the_leading_block_of_every_other_layer(tiny_teacher):
+    from raydistill.models.encoder import load_model
     from raydistill.models.student import build_student
-    from raydistill.models.teacher import load_model
 
     teacher = load_model(tiny_teacher("classification", 2), "classification")  # 4 layers, hidden 32, 2 heads
     student = build_student(teacher, StudentConfig(layers=2, hidden=16, intermediate=32, heads=1, init="slice"))

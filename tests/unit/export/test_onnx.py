@@ -14,8 +14,8 @@ ort = pytest.importorskip("onnxruntime")
 
 from raydistill.config.schema import StudentConfig
 from raydistill.export.onnx import export_onnx
+from raydistill.models.encoder import load_model
 from raydistill.models.student import build_student
-from raydistill.models.teacher import load_model
 
 OUTPUTS = {"classification": ["logits"], "qa": ["start_logits", "end_logits"]}
 

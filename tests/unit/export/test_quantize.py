@@ -18,7 +18,7 @@ pytest.importorskip("onnxruntime")
 
 from raydistill.export.onnx import export_onnx
 from raydistill.export.quantize import OrtModel, dev_data, dev_score, quantize_onnx
-from raydistill.models.teacher import load_model
+from raydistill.models.encoder import load_model
 from raydistill.tasks.encode import collate
 from raydistill.train.saved import evaluate_dir
 from tests.unit.export.test_onnx import exported_student

@@ -4,9 +4,9 @@ import torch
 from raydistill.common.errors import UserError
 from raydistill.config.schema import StudentConfig
 from raydistill.models import features
+from raydistill.models.encoder import load_model
 from raydistill.models.features import AttentionCapture, forward_features
 from raydistill.models.student import build_student
-from raydistill.models.teacher import load_model
 from raydistill.testing import TinyShape, make_tiny_model
 
 LAYERS = 4

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from raydistill.config.schema import DistillConfig, RunConfig, StudentConfig, TrainConfig
+from raydistill.models.encoder import load_model
 from raydistill.models.packing import packed_forward, prepare
-from raydistill.models.teacher import load_model
 
 TINY = dict(layers=2, hidden=32, intermediate=64, heads=2)
 TEXTS = ["a good film", "bad", "a truly good and very fine film here", "fine film"]

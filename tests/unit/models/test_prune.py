@@ -20,8 +20,8 @@ from raydistill.config.domains import Choice
 from raydistill.config.schema import DistillConfig, RunConfig, StudentConfig, TrainConfig
 from raydistill.config.sizes import Shape, check_shape, resolve
 from raydistill.models import prune
+from raydistill.models.encoder import load_model
 from raydistill.models.student import build_student
-from raydistill.models.teacher import load_model
 from tests.paths import ROOT
 from tests.unit.commands.test_bad_input import E, assert_one_line, distill, main_of, mlflow_runs, paths, trapped  # noqa: F401
 

@@ -3,8 +3,8 @@ import torch
 
 from raydistill.common.errors import UserError
 from raydistill.config.schema import StudentConfig
+from raydistill.models.encoder import family, fingerprint, load_model
 from raydistill.models.student import INITS, build_student, count_params, init_layers
-from raydistill.models.teacher import family, fingerprint, load_model
 from raydistill.testing import TinyShape, make_tiny_model
 
 SIZES = dict(hidden=32, intermediate=64, heads=2)  # the tiny teachers' sizes (4 layers)

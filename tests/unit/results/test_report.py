@@ -48,7 +48,7 @@ def test_pareto_plot_draws_the_teacher_and_the_97_percent_line(tmp_path, monkeyp
 
 
 def test_teacher_reference_scores_the_students_dev_set_once(tiny_teacher, glue_dir, tmp_path, monkeypatch):
-    from raydistill.models import teacher as teacher_mod
+    from raydistill.models import encoder as teacher_mod
     from raydistill.teacher import reference
 
     monkeypatch.setenv("RAYDISTILL_CACHE_DIR", str(tmp_path))

@@ -1,4 +1,4 @@
-"""Load teachers and fingerprint them.
+"""Load an encoder folder (a teacher, or a saved student) and fingerprint it.
 
 Supported: any BERT/RoBERTa-like encoder, i.e. ``base_model.embeddings`` and
 ``base_model.encoder.layer[i].attention.self`` (bert, roberta, xlm-roberta, camembert, electra, …); layer mapping,
