@@ -37,6 +37,11 @@ try:
 except ImportError:  # a tree from before the commands moved to commands/ (--before)
     from raydistill.distill.__main__ import config_from_args, parser
 from raydistill.train.loop import Context, load_data, run
+try:
+    from raydistill.teacher.cache import open_cache
+    launcher = {"open_cache": open_cache}
+except ImportError:  # a tree from before the cache moved to teacher/ (--before): the loop opened it itself
+    launcher = {}
 from transformers import AutoTokenizer
 mode, argv = sys.argv[1], sys.argv[2:]
 cfg = config_from_args(parser().parse_args(argv))
@@ -46,7 +51,7 @@ if mode == "data":
     out = {"rows": len(data.train), "time_data_s": time.perf_counter() - t}
 else:
     out = {}
-    run(cfg, Context(report=lambda m, c: out.update(m)))
+    run(cfg, Context(report=lambda m, c: out.update(m), **launcher))
     out = {k: v for k, v in out.items() if k.startswith("time_") or k == "train_examples_per_s"}
     out["wall_s"] = time.perf_counter() - t
 print("CHILD " + json.dumps(out), flush=True)

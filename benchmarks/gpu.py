@@ -116,9 +116,9 @@ def cache_pass(teacher_dir: str, sz: dict, device, root: str, peak_tflops: float
     """MFU of the teacher's cache pass (``TeacherCache.ensure``: the BERT-base-shaped teacher's forward over
     ``cache_rows`` ragged training rows, in the teacher's dtype), after an untimed small pass (CUDA start-up)."""
     from raydistill.tasks.encode import collate
+    from raydistill.teacher.cache import CacheWants, TeacherCache, TeacherInputs
     from raydistill.train.objective import build_objective
     from raydistill.train.precision import teacher_dtype
-    from raydistill.train.teacher_cache import CacheWants, TeacherCache, TeacherInputs
 
     cfg = run_config(teacher_dir, sz, "pred", sz["pack_batch"], device.type == "cuda", os.path.join(root, "pass"))
     _, _, teacher, _ = build_objective(cfg)
@@ -333,7 +333,7 @@ def _pack_worker(
 ) -> None:
     """One packed trial: its own student, teacher logits from the shared cache."""
     from raydistill.tasks.encode import collate
-    from raydistill.train.teacher_cache import TeacherCache, TeacherInputs
+    from raydistill.teacher.cache import TeacherCache, TeacherInputs
 
     device = torch.device(device_name)
     if device.type == "cpu":
@@ -397,9 +397,9 @@ def packing(
     import torch.multiprocessing as mp
 
     from raydistill.tasks.encode import collate
+    from raydistill.teacher.cache import CacheWants, TeacherCache, TeacherInputs
     from raydistill.train.objective import build_objective
     from raydistill.train.precision import teacher_dtype
-    from raydistill.train.teacher_cache import CacheWants, TeacherCache, TeacherInputs
 
     cache_root = os.path.join(root, "cache")
     cfg = run_config(teacher_dir, sz, "pred", sz["pack_batch"], device.type == "cuda", cache_root)

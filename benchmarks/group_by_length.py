@@ -35,6 +35,7 @@ from common import loadavg, machine
 def one_epoch(cfg, grouped: bool, fused: bool = True) -> dict:
     from dataclasses import replace
 
+    from raydistill.teacher.cache import open_cache
     from raydistill.train import loop, step
 
     step.FUSED_ADAMW = fused
@@ -42,7 +43,7 @@ def one_epoch(cfg, grouped: bool, fused: bool = True) -> dict:
     cfg = replace(cfg, train=replace(cfg.train, group_by_length=grouped))
     reports = []
     t0 = time.perf_counter()
-    loop.run(cfg, loop.Context(report=lambda m, c: reports.append(m)))
+    loop.run(cfg, loop.Context(report=lambda m, c: reports.append(m), open_cache=open_cache))
     m = reports[-1]
     return {
         "grouped": grouped,

@@ -83,9 +83,10 @@ class Captured:
             shutil.copytree(os.path.join(ckpt_dir, "best_student"), self.best_dir)
 
     def run(self, cfg: RunConfig, device) -> dict:
+        from raydistill.teacher.cache import open_cache
         from raydistill.train.loop import Context, run
 
-        return run(cfg, Context(device=device, report=self.report, log=self.logs.append))
+        return run(cfg, Context(device=device, report=self.report, log=self.logs.append, open_cache=open_cache))
 
 
 def falling_per_stage(reports: list[dict]) -> dict[str, tuple[float, float]]:

@@ -27,6 +27,7 @@ log = logging.getLogger("raydistill")
 
 def _worker(config: dict) -> None:
     """Runs on every Ray Train worker: Ray context in, plain-PyTorch loop out."""
+    from raydistill.teacher.cache import open_cache
     from raydistill.train.loop import Context, run
 
     cfg: RunConfig = config["cfg"]  # the driver's frozen config itself, unpickled: already resolved and validated
@@ -60,6 +61,7 @@ def _worker(config: dict) -> None:
         resume_dir=resume_dir,
         report=report,
         log=_printer(cfg) if rank == 0 else (lambda m: None),
+        open_cache=open_cache,
     )
     try:
         run(cfg, ctx)
@@ -203,6 +205,7 @@ def fit_in_process(
     ``on_replay`` (default ``on_epoch``) instead. Returns the last epoch's metrics and the latest checkpoint
     folder."""
     from raydistill.orchestrate.resources import confine_threads, gpu_fresh, gpu_memory
+    from raydistill.teacher.cache import open_cache
     from raydistill.train.loop import REPLAY, Context, run
 
     if not resume:  # a fresh start: only the checkpoints an earlier attempt made here go (the folder rule)
@@ -239,6 +242,7 @@ def fit_in_process(
         resume_dir=os.path.join(kept[-1], "checkpoint") if kept else None,
         report=report,
         log=_printer(cfg),
+        open_cache=open_cache,
     )
     run(cfg, ctx)
     return last, _checkpoints(run_dir)[-1]

@@ -1,8 +1,10 @@
-"""What is done with the teacher once a run's loop exists: fine-tuning it on gold labels (``fit.finetune``: the same
-loop the students train with, reused by fingerprint, resumed by epoch; ``prepare_teacher`` for a sweep) and scoring it
-as a sweep's yardstick (``reference``: its dev score, size and latency, the constant answer's floor).
+"""Everything done with the teacher, in one room: fine-tuning it on gold labels (``fit.finetune``: the same loop the
+students train with, reused by fingerprint, resumed by epoch; ``prepare_teacher`` for a sweep), the cache of its
+outputs every trial reads (``cache``: handed to the loop by the launchers as ``Context.open_cache``, so train/ never
+imports it) and scoring it as a sweep's yardstick (``reference``: its dev score, size and latency, the constant
+answer's floor).
 
-What the stages below need of a teacher stays below, where they can import it: loading any encoder, its layout and
-fingerprint (``models/encoder.py``: students are loaded through it too), the teacher-output cache the loop reads
-(``train/teacher_cache.py``), and the labels of its head (``tasks/files.teacher_head``: read when the data is resolved,
-before a config exists)."""
+Two things a teacher shares with every model stay below, where the stages that need them can import them: loading an
+encoder folder, its layout and fingerprint (``models/encoder.py``: students and exports are loaded through it too),
+and reading a model folder's label names (``tasks/head.py``: the data is resolved with them, before a config
+exists)."""

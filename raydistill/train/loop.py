@@ -74,6 +74,9 @@ class Context:
     report: Callable[[dict, str | None], None] = lambda metrics, ckpt: None
     log: Callable[[str], None] = lambda msg: None
     live: bool = False  # progress as one redrawn line (a terminal), else a line every ~10% of an epoch
+    # how this launcher opens the teacher-output cache (``teacher.cache.open_cache``, given by the stages above that
+    # start runs): the cache is the teacher's, and teacher/ stands above train/ since its fine-tune runs this loop
+    open_cache: Callable[..., Any] | None = None
 
 
 def seed_all(seed: int) -> None:
@@ -232,7 +235,14 @@ class Trainer:
         stage reads the cache."""
         method = self.objective.method
         stage_needs = [method.needs(st) for st in method.active_stages()]
-        cache = _teacher_cache(self.cfg, stage_needs, self.teacher, self.data, self.device, self.ctx, self.t_dtype)
+        cache = None
+        if self.ctx.open_cache is not None:
+            cache = self.ctx.open_cache(
+                self.cfg, stage_needs, self.teacher, self.data, self.device, self.ctx.log, self.t_dtype
+            )
+        elif self.cfg.teacher_cache and self.teacher is not None and any(n.teacher for n in stage_needs):
+            # a run told to read the cache must not silently run its teacher live: the launcher forgot to say how
+            raise ValueError("teacher_cache is set but the launcher's Context has no open_cache (teacher/cache.py)")
         if self.teacher is not None:
             if cache is not None and all(cache.serves(n) for n in stage_needs if n.teacher):
                 release(self.teacher, self.device)  # every stage reads the cache: no teacher on the device
@@ -456,23 +466,6 @@ class Clock:
 
     def metrics(self) -> dict:
         return {**{f"time_{k}_s": round(v, 3) for k, v in self.spent.items()}, "cpu_train_s": round(self.cpu_train, 3)}
-
-
-def _teacher_cache(cfg, needs: list, teacher, data, device, ctx, t_dtype: str):
-    """The shared teacher-output cache when it is on and can serve at least one of the stages with ``needs``."""
-    kind = data.task.kind
-    if not cfg.teacher_cache or teacher is None or not data.task.labelled or not any(n.teacher for n in needs):
-        return None
-    from raydistill.train.teacher_cache import CacheWants, TeacherCache, TeacherInputs, cache_key
-
-    full = [n for n in needs if n.teacher and n.teacher_full]
-    hidden = frozenset().union(*(n.teacher_hidden for n in full))
-    att = frozenset().union(*(n.teacher_att for n in full))
-    unpadded = cfg.train.attention == "unpadded"
-    want = CacheWants(t_dtype, hidden, att, cfg.teacher_cache_gb)
-    return TeacherCache(cfg.teacher_cache, cache_key(cfg, kind, t_dtype), kind, unpadded).ensure(
-        teacher, TeacherInputs(data.train, collate, data.pad_id), device, ctx.log, want
-    )
 
 
 def _speed(student, device) -> dict:

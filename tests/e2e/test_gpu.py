@@ -157,8 +157,8 @@ def test_in_process_gpu_trial_trains_on_its_gpu_without_ray_train(tiny_teacher, 
 def test_teacher_cache_built_on_the_gpu_then_read_with_no_teacher_on_the_device(
     method, tiny_teacher, sst2, tmp_path, monkeypatch
 ):
+    from raydistill.teacher.cache import cache_key
     from raydistill.train.precision import teacher_dtype
-    from raydistill.train.teacher_cache import cache_key
 
     cache = str(tmp_path / "cache")
     cfg = method_cfg(method, tiny_teacher("classification"), sst2, use_gpu=True, cache=cache, epochs=6)

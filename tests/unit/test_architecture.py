@@ -28,9 +28,8 @@ STAGES = (
     "data",
     "train",
     # the teacher's fine-tune runs the train stage's loop and its reference score is the loop's scoring, so teacher/
-    # stands above train/; only orchestrate/ and commands/ use them. What the stages below need of a teacher stays
-    # below it: loading an encoder (models/encoder.py, students too), the output cache the loop reads
-    # (train/teacher_cache.py), the head's labels read when the data is resolved (tasks/)
+    # stands above train/; its output cache reaches the loop from the launchers (Context.open_cache). Below it stay
+    # what every model shares: loading an encoder folder (models/encoder.py) and a folder's label names (tasks/head.py)
     "teacher",
     "export",
     "results",

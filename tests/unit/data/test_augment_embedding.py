@@ -216,8 +216,8 @@ def test_the_teacher_gives_every_augmented_copy_its_own_soft_targets(tiny_teache
     from raydistill.config.schema import RunConfig, TrainConfig
     from raydistill.models.encoder import load_model
     from raydistill.tasks.encode import collate
+    from raydistill.teacher.cache import TeacherCache, TeacherInputs, cache_key
     from raydistill.train.loop import load_data
-    from raydistill.train.teacher_cache import TeacherCache, TeacherInputs, cache_key
 
     teacher = tiny_teacher("classification")
     augment_main(

@@ -110,7 +110,7 @@ def test_compiled_student_step_equals_eager(tiny_teacher):
 
 
 def test_cache_key_differs_by_layout(tiny_teacher, glue_dir):
-    from raydistill.train.teacher_cache import cache_key
+    from raydistill.teacher.cache import cache_key
 
     def cfg(attention):
         return RunConfig(

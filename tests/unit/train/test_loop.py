@@ -9,6 +9,7 @@ import os
 import pytest
 
 from raydistill.config.schema import DistillConfig, RunConfig, StudentConfig, TrainConfig
+from raydistill.teacher.cache import open_cache
 from raydistill.train.loop import Context, run
 
 KO_LABELS = ("O", "B-PS", "I-PS", "B-LC", "I-LC", "B-OG", "I-OG", "B-DT", "I-DT", "B-TI", "I-TI", "B-QT", "I-QT")
@@ -28,7 +29,7 @@ def cfg_for(task, teacher, data_dir, method, epochs=1, **distill):
 
 def run_local(cfg):
     reports = []
-    out = run(cfg, Context(report=lambda m, c: reports.append((m, c))))
+    out = run(cfg, Context(report=lambda m, c: reports.append((m, c)), open_cache=open_cache))
     assert len(reports) == cfg.train.epochs
     assert all(c is not None for _, c in reports)  # rank 0 checkpoints every epoch
     return out, reports
@@ -229,7 +230,7 @@ def test_full_sequence_cache_budget(tiny_teacher, glue_dir, tmp_path):
 
     def run_logged(c):
         logs.clear()
-        return run(c, Context(log=logs.append))
+        return run(c, Context(log=logs.append, open_cache=open_cache))
 
     live = run_logged(cfg)
     cached = run_logged(cfg.replace(teacher_cache=str(tmp_path / "big")))

@@ -29,6 +29,7 @@ import torch
 
 from raydistill.common.paths import write_json_atomic
 from raydistill.common.progress import Progress
+from raydistill.tasks.encode import collate
 from raydistill.tasks.encode import lengths as feature_lengths
 from raydistill.train.precision import autocast
 
@@ -359,3 +360,20 @@ class _CacheWriter:
         for name in self.arrays:
             with contextlib.suppress(OSError):
                 os.remove(os.path.join(self.out_dir, f"{name}.tmp.npy"))
+
+
+def open_cache(cfg, needs: list, teacher, data, device, log: Callable[[str], None], t_dtype: str):
+    """The shared teacher-output cache of a run (``cfg.teacher_cache``), built on ``device`` where cold, when it is on
+    and can serve at least one of the stages with ``needs``; else None (the teacher runs live). What the launchers
+    that start runs hand the loop as ``Context.open_cache``."""
+    kind = data.task.kind
+    if not cfg.teacher_cache or teacher is None or not data.task.labelled or not any(n.teacher for n in needs):
+        return None
+    full = [n for n in needs if n.teacher and n.teacher_full]
+    hidden = frozenset().union(*(n.teacher_hidden for n in full))
+    att = frozenset().union(*(n.teacher_att for n in full))
+    unpadded = cfg.train.attention == "unpadded"
+    want = CacheWants(t_dtype, hidden, att, cfg.teacher_cache_gb)
+    return TeacherCache(cfg.teacher_cache, cache_key(cfg, kind, t_dtype), kind, unpadded).ensure(
+        teacher, TeacherInputs(data.train, collate, data.pad_id), device, log, want
+    )
