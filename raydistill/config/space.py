@@ -36,7 +36,7 @@ from raydistill.config.schema import (
     split_init,
 )
 from raydistill.config.sizes import FIELDS, Shape, any_relative, check_fits, check_value, parse_size, resolve
-from raydistill.selection.search import check_search
+from raydistill.selection.settings import check_search
 
 
 def _spaces_dir() -> str:

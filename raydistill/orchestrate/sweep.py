@@ -77,7 +77,7 @@ class Sweep:
         """The space, the base config and every check that needs no Ray: a sweep that cannot run stops here, before
         anything is logged. ``state``: what a resumed sweep recorded (empty for a new one)."""
         from raydistill.config import space as sp
-        from raydistill.selection.search import confirm_of, control_seeds
+        from raydistill.selection.settings import confirm_of, control_seeds
         from raydistill.train.preflight import teacher_config
 
         a = request

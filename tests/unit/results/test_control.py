@@ -21,7 +21,7 @@ def _answers(n: int, wrong_every: int) -> tuple[list[int], list[int]]:
 
 def test_control_seeds_follow_the_confirmation_and_can_be_turned_off():
     from raydistill.config import space as sp
-    from raydistill.selection.search import check_search, control_seeds
+    from raydistill.selection.settings import check_search, control_seeds
 
     assert control_seeds({}) == 2  # on by default; no confirmation: DEFAULT_CONFIRM's seeds
     assert control_seeds({"confirm": {"top": 1, "seeds": 4}}) == 4  # as many draws as the confirmation's

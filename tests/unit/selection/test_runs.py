@@ -167,7 +167,7 @@ def test_confirm_rows_and_points():
     ],
 )
 def test_bad_confirm(confirm, field):
-    from raydistill.selection.search import check_search
+    from raydistill.selection.settings import check_search
 
     with pytest.raises(UserError) as e:
         check_search({"confirm": confirm})
@@ -178,7 +178,7 @@ def test_bad_confirm(confirm, field):
 
 def test_confirm_defaults():
     from raydistill.config import space as sp
-    from raydistill.selection.search import confirm_of
+    from raydistill.selection.settings import confirm_of
 
     assert confirm_of({}) == {"top": 0, "seeds": 0} and confirm_of({"confirm": False})["top"] == 0
     assert confirm_of({"confirm": {"seeds": 4}}) == {"top": 3, "seeds": 4}
