@@ -3,7 +3,7 @@
 This module is the command: flags, the space and the base config checked before Ray starts, resume state, then
 ``orchestrate.tuner.run_trials`` (each trial one distillation run, an MLflow child run under one parent per sweep), the
 confirmation of the top trials with more seeds (``orchestrate.confirm``), the labels-only control
-(``orchestrate.control``, judged by ``results.control``) and ``summary.finish`` (summary table, Pareto
+(``orchestrate.control``, judged by ``results.verdict``) and ``summary.finish`` (summary table, Pareto
 plot), then one JSON object — the best trial — as the last line of stdout. Trials are chosen on a validation split
 carved from the training rows (``best_val_*``) and reported on dev (``best_eval_*``).
 """

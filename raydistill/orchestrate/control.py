@@ -3,7 +3,7 @@ training budget (epochs, steps, batch, the learning rate it trained with) — tr
 (``method: finetune``) with fresh seeds, as a Tune experiment ``NAME-control`` beside the sweep's. Its runs are child
 runs of the sweep tagged ``raydistill.control_of`` (the winner's trial) and never compete for the winner
 (``selection.pick_confirmed``). Only the distillation goes: the teacher's temperature, α/β, layer mapping and
-augmented rows (whose labels are the teacher's) are left out; ``results/control.py`` judges the comparison."""
+augmented rows (whose labels are the teacher's) are left out; ``results/verdict.py`` judges the comparison."""
 
 from __future__ import annotations
 

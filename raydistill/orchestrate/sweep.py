@@ -338,7 +338,7 @@ class Sweep:
         self, rows: list[dict[str, Any]], run_ids: dict[str, str], confirmed: list[dict[str, Any]] | None
     ) -> dict[str, Any] | None:
         """``search.control``: the winner's student trained on gold labels alone with fresh seeds, and the verdict of
-        the winner against it on dev (``results.control``); None where the space asks for no control. A control that
+        the winner against it on dev (``results.verdict``); None where the space asks for no control. A control that
         cannot be judged says why and never costs the sweep its summary."""
         if not self.control_seeds:
             return None
@@ -360,7 +360,7 @@ class Sweep:
         self, best: dict[str, Any], c_rows: list[dict[str, Any]], run_ids: dict[str, str], point: dict[str, Any]
     ) -> dict[str, Any]:
         """The winner against the control's exported students, with what the control trained."""
-        from raydistill.results.control import compare
+        from raydistill.results.verdict import compare
 
         done = [r for r in c_rows if r["exported"]]
         errors = {r["trial"]: r["error"] for r in c_rows if r["status"] == "ERROR"}
@@ -384,7 +384,7 @@ class Sweep:
             return {"verdict": None, "reason": f"the comparison failed: {failure_reason(e)[:200]}", **about}
 
     def _student(self, row: dict[str, Any], run_ids: dict[str, str]) -> Any:
-        from raydistill.results.control import Student
+        from raydistill.results.verdict import Student
 
         return Student(
             trial=row["trial"],

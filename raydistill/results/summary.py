@@ -123,7 +123,7 @@ class SweepOutcome:
     run_ids: dict[str, str] = field(default_factory=dict)  # trial id → its MLflow run
     confirmed: list[dict[str, Any]] | None = None
     timings: dict[str, float] | None = None
-    control: dict[str, Any] | None = None  # the winner against its labels-only control (results.control)
+    control: dict[str, Any] | None = None  # the winner against its labels-only control (results.verdict)
 
 
 def finish(sweep: SweepOutcome, rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -238,7 +238,7 @@ def _write_summary(
             "in), its best fresh run is exported\n" + table(sweep.confirmed, list(sweep.confirmed[0]))
         )
     if sweep.control:
-        from raydistill.results.control import line
+        from raydistill.results.verdict import line
 
         text += "\n\n" + line(sweep.control)
     if classes:
@@ -329,7 +329,7 @@ def _log_best(sweep: SweepOutcome, rows: list[dict[str, Any]], best: dict[str, A
     if best and best["trial"] in run_ids:
         tracker.set_tags(parent, {"raydistill.winner_run_id": run_ids[best["trial"]]})
     if sweep.control:
-        from raydistill.results.control import log_control
+        from raydistill.results.verdict import log_control
 
         log_control(tracker, parent, sweep.control)
     tracker.end_run(parent)

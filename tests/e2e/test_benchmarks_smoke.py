@@ -193,7 +193,7 @@ def test_gpu_suite_smoke(background):
     (benchmark (d) itself checked: ``check_gpu_benchmark``), and the augment run (recipe + 2 copies vs recipe vs
     labels only, 1 seed) — results in --out. One trial per sweep is the suite's plumbing at its tiniest, without the
     labels-only control (--smoke sets search.control=false): several trials at once, choosing among them and the
-    control are test_concurrency.py's, test_sweep.py's and test_control.py's. Started with the module
+    control are test_concurrency.py's, test_sweep.py's and test_verdict.py's. Started with the module
     (``background``)."""
     folder, proc = finished(background, "test_gpu_suite_smoke", timeout=1200)
     out = folder / "gpu-suite"

@@ -111,11 +111,11 @@ def test_control_runs_never_compete_for_the_winner():
     ],
 )
 def test_the_verdict_on_hand_made_predictions(monkeypatch, winner_wrong, control_wrong, verdict):
-    """results.control.compare: the winner and each control seed re-scored on the same dev rows; the paired interval
+    """results.verdict.compare: the winner and each control seed re-scored on the same dev rows; the paired interval
     of (winner − control) and the control seeds' range decide."""
     from raydistill.config.schema import RunConfig
     from raydistill.data import splits
-    from raydistill.results import control
+    from raydistill.results import verdict as judged
 
     gold, winner = _answers(200, winner_wrong)
     _, seed_a = _answers(200, control_wrong)
@@ -123,10 +123,10 @@ def test_the_verdict_on_hand_made_predictions(monkeypatch, winner_wrong, control
     seed_b[1] = 1 - seed_b[1]  # a second seed one row worse: the seeds' range is 0.005
     by_trial = {"w": winner, "c1": seed_a, "c2": seed_b}
     monkeypatch.setattr(splits, "train_val_dev", lambda cfg, task: ([], [], [{}] * len(gold)))
-    monkeypatch.setattr(control, "predictions", lambda base, tracker, s, task, dev: (by_trial[s.trial], gold))
+    monkeypatch.setattr(judged, "predictions", lambda base, tracker, s, task, dev: (by_trial[s.trial], gold))
     base = RunConfig.from_dict({"task": "sst2", "teacher": "t"})
-    stud = [control.Student(t, "", "", 32, val) for t, val in (("w", 0.9), ("c1", 0.6), ("c2", 0.5))]
-    c = control.compare(base, None, "best_val_accuracy", stud[0], stud[1:])
+    stud = [judged.Student(t, "", "", 32, val) for t, val in (("w", 0.9), ("c1", 0.6), ("c2", 0.5))]
+    c = judged.compare(base, None, "best_val_accuracy", stud[0], stud[1:])
     assert c["verdict"] == verdict and c["metric"] == "accuracy" and c["dev_rows"] == 200
     assert c["winner_dev"] == pytest.approx(1 - 1 / winner_wrong if winner_wrong == 10 else 0.5)
     assert c["control_range"] == pytest.approx(0.005) and c["ci"][0] <= c["diff"] <= c["ci"][1]
@@ -138,7 +138,7 @@ def test_the_verdict_on_hand_made_predictions(monkeypatch, winner_wrong, control
     assert c["control_rep_trial"] == ["c1", "c2"][rep] and c["control_rep_dev"] == c["control_dev"][rep]
     assert c["diff"] == pytest.approx(c["winner_dev"] - c["control_dev"][rep])
     assert c["control_median"] != c["control_dev"][rep]
-    assert f"the distilled winner {verdict} it" in control.line(c)
+    assert f"the distilled winner {verdict} it" in judged.line(c)
 
 
 def test_beyond_the_interval_but_within_the_seeds_range_ties(monkeypatch):
@@ -152,7 +152,7 @@ def test_beyond_the_interval_but_within_the_seeds_range_ties(monkeypatch):
 
 
 def test_a_control_without_a_verdict_says_why():
-    from raydistill.results.control import line
+    from raydistill.results.verdict import line
 
     assert line({"verdict": None, "reason": "no control run exported a student"}) == (
         "labels-only control: no verdict (no control run exported a student)"
