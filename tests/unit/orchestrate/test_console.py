@@ -84,22 +84,3 @@ def test_the_printer_prints_each_line_as_written(capsys):
     _print({"pid": 123, "is_err": True, "lines": ["[38b85360] epoch=1", "[38b85360] epoch=1"], "ip": "x"})
     _print({"pid": "raylet", "is_err": True, "lines": ["A worker died"], "ip": "x"})
     assert capsys.readouterr().err.splitlines() == ["[38b85360] epoch=1", "[38b85360] epoch=1", "ray: A worker died"]
-
-
-def test_a_finetune_run_logs_the_precision_that_ran(tmp_path, tiny_teacher, glue_dir):
-    """The teacher's fine-tune run said ``bf16: True`` and nothing of what ran: on a CPU without native bf16 it ran
-    fp32 (issue 48 item 6). Its params now carry the effective precisions, as a distillation run's do."""
-    from raydistill.teacher.fit import ResumeRecord
-    from raydistill.train.precision import effective
-    from tests.unit.train.test_loop import cfg_for
-
-    class Recorder:
-        def start_run(self, name, params, tags=None, parent_run_id=None):
-            self.params = params
-            return "run"
-
-    cfg = cfg_for("sst2", tiny_teacher("classification", 2), glue_dir, "finetune", epochs=1)
-    tracker = Recorder()
-    ResumeRecord(str(tmp_path / "out"), "fp").open_run(tracker, cfg, None, print)  # type: ignore[arg-type]
-    assert str(tracker.params["bf16"]) == "True"  # what was asked, still logged
-    assert {k: tracker.params[k] for k in ("student_step_precision", "teacher_precision")} == effective(cfg.train)

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from raydistill.config.schema import RunConfig, TrainConfig
+from raydistill.config.schema import RunConfig
 from raydistill.results.summary import against_teacher, teacher_score
 
 TEACHER = {"eval_accuracy": 0.8, "student_params": 22.7e6, "latency_ms_b1": 20.0}
@@ -47,31 +47,6 @@ def test_pareto_plot_draws_the_teacher_and_the_97_percent_line(tmp_path, monkeyp
     assert [(round(y, 6), label) for y, label in lines] == [(0.8, "teacher 0.8"), (0.776, "97% of teacher")] * 2
 
 
-def test_teacher_reference_scores_the_students_dev_set_once(tiny_teacher, glue_dir, tmp_path, monkeypatch):
-    from raydistill.models import encoder as teacher_mod
-    from raydistill.teacher import reference
-
-    monkeypatch.setenv("RAYDISTILL_CACHE_DIR", str(tmp_path))
-    from raydistill.models import latency
-
-    monkeypatch.setattr(latency, "busy", lambda: 0.0)  # a quiet machine: a timing under load is not memoised
-    cfg = RunConfig(
-        task="sst2",
-        teacher=tiny_teacher("classification", 2),
-        data_dir=glue_dir,
-        train=TrainConfig(max_length=32, eval_limit=24),
-    ).validate()
-    ref = reference.teacher_reference(cfg, threads=1)
-    assert 0.0 <= ref["eval_accuracy"] <= 1.0 and ref["student_params"] > 0 and ref["latency_ms_b1"] > 0
-
-    from raydistill.train.saved import evaluate_dir
-
-    same = evaluate_dir(cfg.teacher, "sst2", glue_dir, max_length=32, eval_limit=24)  # the dev rows a student sees
-    assert ref["eval_accuracy"] == pytest.approx(same["eval_accuracy"])
-    monkeypatch.setattr(teacher_mod, "load_model", lambda *a, **k: pytest.fail("memoised: no second load"))
-    assert reference.teacher_reference(cfg, threads=1) == ref
-
-
 def test_pareto_front_marks_the_trials_nothing_beats_on_both():
     from raydistill.results.summary import mark_front
 
@@ -87,8 +62,6 @@ def test_pareto_front_marks_the_trials_nothing_beats_on_both():
 
 def test_best_within_a_latency_or_size_bound(tmp_path, capsys):
     import json
-
-    import pytest
 
     from raydistill.commands import best
     from raydistill.common.errors import UserError
@@ -112,32 +85,6 @@ def test_best_within_a_latency_or_size_bound(tmp_path, capsys):
     assert e.value.field == "max_latency_ms" and "the smallest is 3.0" in str(e.value)
     best.main(["--experiment", "e", "--tracking-uri", uri, "--metric", "best_eval_accuracy", "--max-latency-ms", "6"])
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["run_name"] == "t2"
-
-
-def test_the_majority_floor_of_every_metric_is_the_constant_answer_scored():
-    """Issue 45 item 6: the floor is the training rows' most common label scored by the task's own metric functions
-    on the dev labels — F1 of a constant positive answer is not 0, so a weak teacher warns on f1 and macro-F1 too."""
-    from dataclasses import replace
-
-    from raydistill.tasks import get_task
-    from raydistill.teacher.reference import majority, weak_teacher
-
-    train = [{"text": f"t{i}", "label": int(i < 70)} for i in range(100)]  # 70% positive
-    dev = [{"text": f"d{i}", "label": int(i < 68)} for i in range(100)]  # 68% positive
-    mrpc = get_task("mrpc")
-    floor = majority(mrpc, train, dev)
-    assert floor["majority_accuracy"] == pytest.approx(0.68)
-    assert floor["majority_f1"] == pytest.approx(2 * 0.68 / 1.68)  # precision 0.68, recall 1
-    on_f1 = replace(mrpc, main_metric="f1")  # a file task choosing on f1
-    assert "within 2 points" in weak_teacher({**floor, "eval_f1": 0.81}, on_f1)
-    assert weak_teacher({**floor, "eval_f1": 0.90}, on_f1) is None
-    macro = replace(mrpc, metrics=("macro_f1", "mcc"), main_metric="macro_f1")
-    floor = majority(macro, train, dev)
-    assert floor["majority_macro_f1"] == pytest.approx(0.68 / 1.68) and floor["majority_mcc"] == 0.0
-    assert weak_teacher({**floor, "eval_macro_f1": 0.41}, macro)
-    stsb = get_task("stsb")
-    scores = [{"text": f"s{i}", "label": i / 20} for i in range(100)]
-    assert majority(stsb, scores, scores) == {"majority_pearson": 0.0, "majority_spearman": 0.0}
 
 
 def test_the_pareto_plot_crowns_the_front_the_table_chose_on_val(tmp_path, monkeypatch):

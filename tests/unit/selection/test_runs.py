@@ -281,37 +281,6 @@ def test_best_ranks_eval_metrics_by_the_exported_epoch_not_the_last(tmp_path):
     assert metric == "best_eval_accuracy" and run.info.run_name == "early"
 
 
-def test_weak_teacher_is_warned_about():
-    from raydistill.tasks import get_task
-    from raydistill.teacher.reference import majority, weak_teacher
-
-    task = get_task("sst2")
-    train, dev = _rows([0] * 70 + [1] * 30), _rows([0] * 68 + [1] * 32)
-    ref = {**majority(task, train, dev), "eval_accuracy": 0.69}
-    assert ref["majority_accuracy"] == pytest.approx(0.68) and "within 2 points" in weak_teacher(ref, task)
-    assert weak_teacher({**ref, "eval_accuracy": 0.85}, task) is None
-    stsb = get_task("stsb")
-    assert weak_teacher({**majority(stsb, train, dev), "eval_pearson": 0.01}, stsb)
-
-
-def test_in_sweep_teacher_has_its_own_budget(monkeypatch, tmp_path):
-    from raydistill.config.schema import RunConfig
-    from raydistill.teacher import fit
-
-    seen = {}
-    monkeypatch.setattr(fit, "finetune", lambda cfg, out, **kw: seen.setdefault("cfg", cfg) and {})
-    # preflight imported (by the first patch) before has_task_head is patched: a module that imports it by name at
-    # load must not keep the stand-in after this test
-    monkeypatch.setattr("raydistill.train.preflight.teacher_config", lambda t: None)
-    monkeypatch.setattr("raydistill.models.heads.has_task_head", lambda *a: False)
-    base = RunConfig.from_dict(
-        {"task": "sst2", "teacher": "enc", "train": {"max_steps": 60, "train_limit": 1000, "epochs": 4, "lr": 1e-4}}
-    )
-    fit.prepare_teacher(base, str(tmp_path), None, lambda m: None, epochs=3, lr=2e-5)
-    t = seen["cfg"].train
-    assert (t.max_steps, t.train_limit, t.epochs, t.lr) == (0, 0, 3, 2e-5)
-
-
 def test_bootstrap_interval():
     from raydistill.results.significance import bootstrap_ci
 

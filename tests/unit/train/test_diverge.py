@@ -114,16 +114,6 @@ def test_the_floor_is_the_best_constant_answer_on_the_validation_labels():
     assert floor_of(sst2, []) is None
 
 
-def test_the_sweep_reference_still_scores_the_training_majority_on_dev():
-    from raydistill.teacher.reference import majority
-
-    sst2 = get_task("sst2")
-    train = [{"label": 1}] * 3 + [{"label": 0}] * 2
-    dev = [{"label": 0}] * 3 + [{"label": 1}]
-    # train's majority (1), scored on dev: accuracy 0.25, macro-F1 (0.4 + 0) / 2
-    assert majority(sst2, train, dev) == {"majority_accuracy": 0.25, "majority_macro_f1": pytest.approx(0.2)}
-
-
 # ------------------------------------------------------------------ the loop (in-process, no Ray)
 def _cfg(tiny_teacher, glue_dir, **train):
     from tests.unit.train.test_loop import cfg_for

@@ -1,0 +1,110 @@
+"""The teacher-output cache (``teacher/cache.py``) as the loop reads it: the same losses as the live teacher, its size
+budget, layers added later."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import pytest
+
+from raydistill.teacher.cache import open_cache
+from raydistill.train.loop import Context, run
+from tests.unit.train.test_loop import KO_LABELS, cfg_for, run_local
+
+
+@pytest.mark.parametrize(
+    "task,kind,method,extra",
+    [
+        ("sst2", "classification", "pkd", {"alpha": 0.5, "beta": 100.0, "mapping": "skip"}),
+        ("stsb", "regression", "kd", {"alpha": 0.5}),
+        ("klue_ner", "token", "kd", {"alpha": 0.7, "temperature": 2.0}),
+        ("korquad", "qa", "two_stage", {"stage": "pred"}),
+        ("sst2", "classification", "tinybert", {"mapping": "uniform"}),  # full hidden states + attention scores
+        ("klue_ner", "token", "two_stage", {"mapping": "skip"}),
+        ("korquad", "qa", "two_stage", {"mapping": "last", "stage": "intermediate"}),
+        ("mrpc", "classification", "distilbert", {"alpha": 0.5, "alpha_cos": 1.0}),  # full last hidden state
+    ],
+)
+def test_teacher_cache_gives_the_same_losses(task, kind, method, extra, tiny_teacher, glue_dir, korean_dir, tmp_path):
+    """A run served from the teacher cache matches the live-teacher run within fp16 rounding."""
+
+    n = {"classification": 2, "regression": 1, "token": len(KO_LABELS), "qa": 2}[kind]
+    teacher = tiny_teacher(kind, n, dropout=0.0, **({"label_names": KO_LABELS} if kind == "token" else {}))
+    cfg = cfg_for(task, teacher, korean_dir if kind in ("token", "qa") else glue_dir, method, epochs=2, **extra)
+    live, _ = run_local(cfg)
+    cached_cfg = cfg.replace(teacher_cache=str(tmp_path / "cache"))
+    cached, _ = run_local(cached_cfg)
+    again, _ = run_local(cached_cfg)  # second run reads the cache built by the first
+    assert len(os.listdir(tmp_path / "cache")) == 2  # one cache folder + its lock file
+    for k in live:
+        if k.startswith("train_") and k != "train_examples_per_s":
+            assert cached[k] == pytest.approx(live[k], rel=2e-3, abs=1e-4), k
+            assert again[k] == pytest.approx(cached[k], rel=1e-6, abs=1e-7), k
+
+
+def test_full_sequence_cache_budget(tiny_teacher, glue_dir, tmp_path):
+    """Within budget one teacher pass caches every layer, so other mappings reuse it; over budget the stage falls
+    back to the live teacher (same losses either way) and only logits + [CLS] are stored."""
+    import json
+
+    teacher = tiny_teacher("classification", 2, dropout=0.0)
+    cfg = cfg_for("sst2", teacher, glue_dir, "tinybert", epochs=1, mapping="uniform", stage="intermediate")
+    logs = []
+
+    def run_logged(c):
+        logs.clear()
+        return run(c, Context(log=logs.append, open_cache=open_cache))
+
+    live = run_logged(cfg)
+    cached = run_logged(cfg.replace(teacher_cache=str(tmp_path / "big")))
+    assert any("full states of" in m for m in logs)
+    (key,) = [d for d in os.listdir(tmp_path / "big") if not d.endswith(".lock")]
+    meta = json.load(open(tmp_path / "big" / key / "meta.json"))
+    assert meta["hidden"] == list(range(5)) and meta["att"] == list(range(4))  # tiny teacher: 4 layers, all cached
+    other = cfg.replace(teacher_cache=str(tmp_path / "big"), distill=dataclasses.replace(cfg.distill, mapping="last"))
+    run_logged(other)
+    assert not any("computing" in m for m in logs)  # a different mapping is served by the same pass
+    for k in ("train_emb", "train_att", "train_hidden", "train_loss"):
+        assert cached[k] == pytest.approx(live[k], rel=2e-3, abs=1e-4), k
+
+    assert any("the teacher stays off the device" in m for m in logs)
+    small = run_logged(cfg.replace(teacher_cache=str(tmp_path / "small"), teacher_cache_gb=1e-9))
+    assert any("over the 1e-09 GiB budget: the live teacher serves that stage" in m for m in logs)
+    assert not any("the teacher stays off the device" in m for m in logs)
+    (key,) = [d for d in os.listdir(tmp_path / "small") if not d.endswith(".lock")]
+    meta = json.load(open(tmp_path / "small" / key / "meta.json"))
+    assert meta["hidden"] == [] and meta["att"] == [] and set(meta["arrays"]) == {"cls", "pred", "offsets"}
+    for k in ("train_emb", "train_att", "train_hidden", "train_loss"):
+        assert small[k] == pytest.approx(live[k], rel=1e-5), k
+
+
+def test_cache_adds_missing_layers_later(tiny_teacher, glue_dir, tmp_path):
+    """A budget that fits this run's layers but not all of them caches just those; a later run with another mapping
+    adds its missing layers beside them (nothing rewritten) and gets the live teacher's losses."""
+    import json
+
+    teacher = tiny_teacher("classification", 2, dropout=0.0)
+    cfg = cfg_for("sst2", teacher, glue_dir, "tinybert", epochs=1, mapping="uniform", stage="intermediate")
+    run_local(cfg.replace(teacher_cache=str(tmp_path / "all")))  # every layer: measures the array sizes
+    (key,) = [d for d in os.listdir(tmp_path / "all") if not d.endswith(".lock")]
+    size = {f.split(".")[0]: os.path.getsize(tmp_path / "all" / key / f) for f in os.listdir(tmp_path / "all" / key)}
+    base = size["cls"] + size["pred"] + size["offsets"] + size["meta"]
+    h, a = size["hidden_0"], size["att_0"]
+    # 2-layer student on the 4-layer teacher: uniform needs hidden 0,2,4 + scores of layers 2,4 (0-based 1,3);
+    # bottom needs hidden 0,1,2 + scores 0,1, i.e. one more hidden and one more score array
+    budget = base + 3 * h + 2 * a + size["att_offsets"] + (h + a) + 4096
+    assert 5 * h + 4 * a + size["att_offsets"] + base > budget  # not everything fits
+    c = cfg.replace(teacher_cache=str(tmp_path / "part"), teacher_cache_gb=budget / 2**30)
+    run_local(c)
+    meta = json.load(open(tmp_path / "part" / key / "meta.json"))
+    assert meta["hidden"] == [0, 2, 4] and meta["att"] == [1, 3]
+    first = os.stat(tmp_path / "part" / key / "hidden_2.npy").st_ino
+    bottom = dataclasses.replace(cfg.distill, mapping="bottom")
+    live, _ = run_local(cfg.replace(distill=bottom))
+    cached, _ = run_local(c.replace(distill=bottom))
+    meta = json.load(open(tmp_path / "part" / key / "meta.json"))
+    assert meta["hidden"] == [0, 1, 2, 4] and meta["att"] == [0, 1, 3]
+    assert os.stat(tmp_path / "part" / key / "hidden_2.npy").st_ino == first  # not rewritten
+    for k in ("train_emb", "train_att", "train_hidden", "train_loss"):
+        assert cached[k] == pytest.approx(live[k], rel=2e-3, abs=1e-4), k
