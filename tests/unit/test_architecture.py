@@ -2,7 +2,7 @@
 from the stages below it (lazy imports and imports under ``if TYPE_CHECKING:`` included), every command in
 raydistill/commands/ (the old module paths users type are shims: an import of the command's ``main`` and its call,
 nothing else), at most 10 modules at the package's top, Ray imported only under raydistill/orchestrate/, no import
-cycle between modules, every module named in the module table."""
+cycle between modules, every module named in the module table, unit tests in a folder per stage."""
 
 from __future__ import annotations
 
@@ -166,6 +166,17 @@ def test_every_folder_is_a_stage_and_the_top_stays_small():
     assert folders == set(STAGES), f"folders that are not stages (or stages without a folder): {folders ^ set(STAGES)}"
     top = sorted(p.name for p in PKG.glob("*.py"))
     assert len(top) <= MAX_TOP_MODULES, f"{len(top)} modules at the package's top: {top}"
+
+
+# test folders beside the stages' own: the benchmarks' scripts are not a stage of the package
+TEST_ONLY_FOLDERS = {"benchmarks"}
+
+
+def test_the_unit_tests_mirror_the_stages():
+    """tests/unit/<stage>/ for every stage and nothing else: a stage's tests are found where its code is."""
+    unit = ROOT / "tests" / "unit"
+    folders = {p.name for p in unit.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert folders - TEST_ONLY_FOLDERS == set(STAGES), f"test folders off the stages: {folders ^ set(STAGES)}"
 
 
 def is_shim(path: Path) -> bool:
