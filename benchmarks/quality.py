@@ -235,7 +235,7 @@ def sweep_and_export(
     a, exp: str, name: str, seed: int, extra: list, teacher_dir: str, common: list, work: str, uri: str, log: str
 ) -> dict:
     """One sweep (its best student chosen on val, confirmed where the space says so) and its export."""
-    from raydistill.orchestrate.sweep import state_path as _state_path
+    from raydistill.orchestrate.driver import state_path as _state_path
 
     storage = os.path.join(work, "ray")
     if os.path.isfile(_state_path(storage, name)):  # cut off in an earlier session: go on, keep its trials

@@ -126,7 +126,7 @@ def rounded(preds: list) -> list:
 
 
 def augment_version() -> str:
-    from raydistill.data.augment import CACHE_VERSION
+    from raydistill.data.augmentation import CACHE_VERSION
 
     return CACHE_VERSION
 
@@ -209,7 +209,7 @@ class Bench:
         return get_task(task).main_metric
 
     def augmented(self, task: str, teacher: str) -> str:
-        from raydistill.data.augment import CACHE_VERSION
+        from raydistill.data.augmentation import CACHE_VERSION
 
         out = os.path.join(self.work, "augmented", f"{task}-{CACHE_VERSION}")  # a new rule: a new set
         if not os.path.isfile(os.path.join(out, "train.jsonl")):

@@ -64,8 +64,8 @@ def sweep_request(
     from raydistill.commands.flags import SELECTION_FLAGS, SWEEP_TRAIN_FLAGS
     from raydistill.config.coerce import coerced
     from raydistill.config.schema import TrainConfig
+    from raydistill.orchestrate.driver import SECOND_OBJECTIVE
     from raydistill.orchestrate.request import SweepRequest
-    from raydistill.orchestrate.sweep import SECOND_OBJECTIVE
 
     given = {k: v for k, v in settings.items() if v is not None}
     train = coerced(TrainConfig, {k: given.pop(k) for k in SWEEP_TRAIN_FLAGS + SELECTION_FLAGS if k in given}, "")

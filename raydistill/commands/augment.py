@@ -1,6 +1,6 @@
 """``python -m raydistill.distill.augment``: TinyBERT data augmentation as a command (its documented name): the flags
 parsed (the knobs' generated from ``AugmentOptions``), one ``AugmentRequest`` built, and the data stage builds the set
-(``raydistill.data.augment.build``)."""
+(``raydistill.data.augmentation.build``)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from raydistill.commands.args import add_data_args
 from raydistill.commands.cli import HelpFormatter, Parser, add_overwrite, cli
 from raydistill.commands.flags import add_fields, dest, flagged
 from raydistill.common.errors import check
-from raydistill.data.augment import MLM_HINT, AugmentOptions, AugmentRequest, build, check_candidates
+from raydistill.data.augmentation import MLM_HINT, AugmentOptions, AugmentRequest, build, check_candidates
 
 # the knobs' flags, in --help's order, after the data's (--candidates stands beside the models it chooses between)
 SAMPLING = ("p", "k", "n", "seed", "limit", "batch_size", "max_length")

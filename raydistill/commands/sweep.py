@@ -22,8 +22,8 @@ from raydistill.commands.cli import HelpFormatter, Parser, cli
 from raydistill.commands.flags import SELECTION_FLAGS, SWEEP_TRAIN_FLAGS, add_fields, data_of, request_from
 from raydistill.common.errors import check
 from raydistill.orchestrate import repeat
+from raydistill.orchestrate.driver import Sweep, log, state_path
 from raydistill.orchestrate.request import SweepRequest
-from raydistill.orchestrate.sweep import Sweep, log, state_path
 
 D = SweepRequest()  # the flags' defaults: the request's own
 

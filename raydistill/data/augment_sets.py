@@ -15,7 +15,7 @@ def build_sets(raw, base, root: str, log) -> dict[int, str]:
     """One augmented training set per N > 0 the space can draw, under ``root/augment``, from the task's training rows
     and the teacher's word embeddings; returns N → the folder a trial passes as ``augment_dir``."""
     from raydistill.config.schema import task_of
-    from raydistill.data.augment import AugmentOptions, AugmentRequest, build
+    from raydistill.data.augmentation import AugmentOptions, AugmentRequest, build
     from raydistill.models.encoder import fingerprint
 
     out = {}

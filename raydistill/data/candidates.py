@@ -1,4 +1,4 @@
-"""Replacement candidates for TinyBERT augmentation (``augment.py``): which vocabulary entries are whole words, a
+"""Replacement candidates for TinyBERT augmentation (``augmentation.py``): which vocabulary entries are whole words, a
 masked LM's top-k predictions, and the nearest whole words in a model's input word-embedding matrix.
 
 Whole words: not ``##`` continuations (WordPiece: BERT, ELECTRA), only ``Ġ``-prefixed entries (byte-level BPE:

@@ -1,6 +1,6 @@
 """A sweep's plan from its request, all of it settled before Ray starts: the task and the data it runs on, the base
 config every trial shares before the space's draws, the objective a trial is chosen on, and what one trial asks of
-the cluster (its counts and Ray options checked). ``orchestrate.sweep.Sweep.plan`` puts them together."""
+the cluster (its counts and Ray options checked). ``orchestrate.driver.Sweep.plan`` puts them together."""
 
 from __future__ import annotations
 

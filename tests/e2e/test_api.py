@@ -290,8 +290,8 @@ def test_a_resumed_sweep_runs_the_request_it_recorded(tmp_path):
     name=…)``) reads it back as the same request, resumed, whoever started it."""
     from raydistill.api import Data
     from raydistill.commands import sweep
+    from raydistill.orchestrate.driver import state_path
     from raydistill.orchestrate.request import SweepRequest
-    from raydistill.orchestrate.sweep import state_path
 
     started = SweepRequest(
         space="pkd_glue",

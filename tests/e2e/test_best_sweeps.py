@@ -16,7 +16,7 @@ from raydistill.tracking.track import Tracker
 
 
 def _sweep(tracker: Tracker, name: str, task: str, scores: dict[str, float], fp: str = "fp-1") -> None:
-    """A sweep's parent run, as `orchestrate/sweep.py` logs it, and its finished trials."""
+    """A sweep's parent run, as `orchestrate/driver.py` logs it, and its finished trials."""
     params = {"space": "pkd_glue", "task": task, "metric": "best_val_accuracy", "mode": "max", "data_fingerprint": fp}
     tracker.start_run(name, params, tags={"raydistill.role": "sweep"})
     for trial, score in scores.items():
@@ -91,7 +91,7 @@ def test_best_of_all_sweeps_ranks_across_sweeps_of_one_task_and_data(tmp_path, c
 
 
 def test_a_sweeps_default_experiment_names_its_task_or_data():
-    from raydistill.orchestrate.sweep import default_experiment
+    from raydistill.orchestrate.driver import default_experiment
 
     assert default_experiment("pkd_glue", "rte", {}) == "pkd_glue-rte"
     assert default_experiment("pkd_glue", "file-reviews", {}) == "pkd_glue-reviews"

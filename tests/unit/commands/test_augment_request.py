@@ -9,7 +9,7 @@ import pytest
 
 from raydistill.commands import augment as cmd
 from raydistill.common.errors import UserError
-from raydistill.data.augment import AugmentOptions, AugmentRequest
+from raydistill.data.augmentation import AugmentOptions, AugmentRequest
 
 
 def test_the_knob_flags_are_the_options_fields_with_their_defaults():

@@ -52,7 +52,7 @@ def test_distill_hands_ray_the_storage_uri_as_given(tiny_teacher, tmp_path, monk
 
 def test_sweep_keeps_the_storage_uri_and_its_state_local(tiny_teacher, tmp_path, monkeypatch):
     from raydistill.commands import sweep as sweep_command
-    from raydistill.orchestrate.sweep import STATE, Sweep, state_path
+    from raydistill.orchestrate.driver import STATE, Sweep, state_path
 
     planned = []
 

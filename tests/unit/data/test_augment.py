@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from raydistill.common.errors import UserError
-from raydistill.data import augment as aug
+from raydistill.data import augmentation as aug
 from raydistill.data.candidates import whole_word_ids
 from raydistill.testing import TinyShape, make_tiny_model
 

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from raydistill.common.errors import UserError
-from raydistill.data import augment as aug
+from raydistill.data import augmentation as aug
 from raydistill.data.candidates import embedding_candidates, nearest_words, whole_word_ids
 from raydistill.distill.augment import main as augment_main
 from raydistill.testing import TinyShape, make_tiny_model

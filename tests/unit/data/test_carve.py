@@ -181,7 +181,7 @@ def test_a_sweep_started_on_other_rows_is_not_resumed(tiny_teacher, glue_dir, tm
     import json
 
     from raydistill.orchestrate import connect
-    from raydistill.orchestrate.sweep import state_path
+    from raydistill.orchestrate.driver import state_path
     from raydistill.sweep import main
     from raydistill.tracking.track import Tracker
 

@@ -62,7 +62,7 @@ def test_general_then_task_distillation(method, extra, tiny_teacher, glue_dir, t
 
 
 def test_tinybert_trains_on_an_augmented_set(tiny_teacher, glue_dir, tmp_path):
-    from raydistill.data.augment import AugmentOptions, augment
+    from raydistill.data.augmentation import AugmentOptions, augment
     from raydistill.tasks import get_task
 
     task = get_task("sst2")

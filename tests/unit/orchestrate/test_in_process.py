@@ -184,9 +184,9 @@ def test_a_1_worker_gpu_trial_trains_in_process_unless_ray_train_is_asked_for(
 
     from ray import tune
 
+    from raydistill.orchestrate.driver import Sweep
     from raydistill.orchestrate.request import SweepRequest
     from raydistill.orchestrate.resources import Cluster, TrialDemand
-    from raydistill.orchestrate.sweep import Sweep
     from raydistill.orchestrate.tuner import trainable_for
 
     request = SweepRequest(ray_train_trials=ray_train_trials, max_failures=1, placement_strategy="PACK", verbose=False)

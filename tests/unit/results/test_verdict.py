@@ -38,7 +38,7 @@ def test_control_seeds_follow_the_confirmation_and_can_be_turned_off():
 def test_the_plan_knows_whether_a_sweep_runs_its_control(tiny_teacher, glue_dir, tmp_path, monkeypatch):
     """`--set search.control=false` skips the control: settled when the sweep plans, before Ray."""
     from raydistill.commands import sweep
-    from raydistill.orchestrate.sweep import Sweep
+    from raydistill.orchestrate.driver import Sweep
 
     monkeypatch.chdir(tmp_path)
     argv = ["pkd_glue", "--task", "sst2", "--data-dir", glue_dir, "--teacher", tiny_teacher("classification", 2)]
