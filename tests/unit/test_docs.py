@@ -1,5 +1,6 @@
 """The README and docs/ hold together: every relative link resolves (the file, and a ``#anchor`` to a heading of it),
-and the README's commands table names only commands that exist (each answers ``--help``)."""
+the README's commands table names only commands that exist (each answers ``--help``), and every module path the docs
+and the code name exists."""
 
 from __future__ import annotations
 
@@ -185,3 +186,36 @@ def test_results_rows_say_which_split_chose_them():
             assert "row-wise validation split" in report.read_text(encoding="utf-8")[:1500], report
         else:
             assert "grouped" in cells["chosen on"], row
+
+
+# a module path named in the docs or the code (`folder/module.py`), looked up from these folders of the repository
+MODULE_PATH = re.compile(r"(?<![\w/.-])((?:[a-z_]+/)+[a-z_0-9]+\.py)\b")
+PATH_ROOTS = ("", "raydistill", "tests", "tests/unit")
+# paths in other projects, named for comparison
+FOREIGN = ("textbrewer/",)
+
+
+def stale_module_paths(files: list[Path]) -> list[str]:
+    """``file:line: path`` for each module path a file names that no file of the repository has."""
+    out = []
+    for f in files:
+        for i, line in enumerate(f.read_text(encoding="utf-8").splitlines(), 1):
+            for m in MODULE_PATH.findall(line):
+                if not m.startswith(FOREIGN) and not any((ROOT / r / m).exists() for r in PATH_ROOTS):
+                    out.append(f"{f.relative_to(ROOT) if f.is_relative_to(ROOT) else f}:{i}: {m}")
+    return out
+
+
+def test_every_module_path_the_docs_and_code_name_exists():
+    """A module moved or renamed leaves no stale path behind in the docs (the dated reports aside: they name the tree
+    they measured), the package, the tests or the benchmarks."""
+    files = [ROOT / "README.md", *(ROOT / "docs").glob("*.md")]
+    files += [p for d in ("raydistill", "tests", "benchmarks") for p in (ROOT / d).rglob("*.py")]
+    files.remove(Path(__file__).resolve())  # this file names moved paths on purpose, in its checker's own test
+    assert not stale_module_paths(files)
+
+
+def test_the_stale_path_checker_sees_a_moved_module(tmp_path):
+    doc = tmp_path / "doc.md"
+    doc.write_text("the cache lives in `train/teacher_cache.py`; the loop in `train/loop.py`\n")
+    assert [s.split(": ")[1] for s in stale_module_paths([doc])] == ["train/teacher_cache.py"]
