@@ -187,7 +187,7 @@ class TrainConfig:
     max_steps: int = field(default=0, metadata={"help": "cap on optimizer steps (0 = none)"})  # per run
     # rows per epoch (0 = every training row): each epoch then trains a fresh random draw of that many rows and val
     # scores after it. An augmented set is ~21x its task: one pass as one epoch scores val once, at its end, and a
-    # student that overfits the near-copies halfway is not the one kept (docs/benchmarks/2026-11-27-transfer-mrpc.md)
+    # student that overfits the near-copies halfway is not the one kept (docs/benchmarks/2026-11-27-transfer.md)
     epoch_rows: int = field(
         default=0,
         metadata={
