@@ -255,6 +255,7 @@ def quality_inputs(a, out: str) -> tuple[str, str, list[str], list[str], list[st
     ft = ["--epochs", str(a.teacher_epochs), "--lr", str(a.teacher_lr), "--batch-size", "64", "--use-gpu"]
     sw = ["--epochs", str(a.epochs)] + (["--train-limit", str(a.train_limit)] if a.train_limit else [])
     sw += ["--use-gpu", "--gpus-per-worker", str(a.gpus_per_worker), "--cpus-per-worker", "1"]
+    sw += [x for kv in a.sweep_set for x in ("--set", kv)]
     return os.path.abspath(a.data_dir), os.path.abspath(a.encoder), size, ft, sw
 
 
@@ -559,6 +560,13 @@ def main(argv=None) -> dict:
         "10-minute bound on an H100); the teacher always trains on every row",
     )
     p.add_argument("--max-length", type=int, default=64)
+    p.add_argument(
+        "--sweep-set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a --set for the quality part's sweeps (repeat it), e.g. search.confirm=false to fit a short lease",
+    )
     p.add_argument("--augment-tasks", default="mrpc,rte", help="the augment part's GLUE tasks, in order")
     p.add_argument("--augment-copies", type=int, default=20, help="augmented copies per training row (smoke: 2)")
     p.add_argument("--augment-seeds", type=int, default=3, help="seeds per variant (smoke: 1)")

@@ -4,6 +4,7 @@ The whole suite's smoke is tests/e2e/test_benchmarks_smoke.py::test_gpu_suite_sm
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -157,3 +158,22 @@ def test_the_quality_part_runs_its_sweep_again_on_ray_train_and_compares(tmp_pat
     res = {}
     gpu_suite.part_quality(Namespace(**{**vars(a), "before_limit_s": 0.0}), str(tmp_path), res, lambda: None)
     assert len(runs) == 2 and "before" not in res and "after_vs_before" not in res and res["ok"]
+
+
+def test_sweep_set_reaches_the_quality_sweeps(tmp_path):
+    """``--sweep-set KEY=VALUE`` (repeatable) becomes the quality part's sweep's ``--set``s: a short lease can leave
+    out the confirmation without a second copy of the suite."""
+    a = argparse.Namespace(
+        smoke=False,
+        max_length=64,
+        teacher_epochs=2,
+        teacher_lr=1e-4,
+        epochs=3,
+        train_limit=8000,
+        gpus_per_worker=0.125,
+        sweep_set=["search.confirm=false", "search.control=true"],
+        data_dir=str(tmp_path),
+        encoder=str(tmp_path),
+    )
+    *_, sweep = gpu_suite.quality_inputs(a, str(tmp_path))
+    assert sweep[-4:] == ["--set", "search.confirm=false", "--set", "search.control=true"]
