@@ -51,6 +51,10 @@ ROWS: dict[str, dict[str, Any]] = {
     "recipe+aug20": {"method": "pkd", "loss": RECIPE, "aug": True},
     "tinybert+aug20": {"method": "tinybert", "loss": [], "aug": True},
     # the opt-in bf16 student step on a CPU with native bf16 (train.cpu_bf16): does rounding move quality?
+    # the ×20 row's training budget (optimizer steps, examples seen) on the task's own rows: is a win the copies' or
+    # the extra steps'? (N_AUG + 1) * --aug-epochs epochs, val scored after each
+    "labels@steps": {"method": "finetune", "loss": [], "aug": False, "steps_of_aug": True},
+    "recipe@steps": {"method": "pkd", "loss": RECIPE, "aug": False, "steps_of_aug": True},
     "labels@bf16": {"method": "finetune", "loss": [], "aug": False, "flags": ["--cpu-bf16"]},
     "recipe@bf16": {"method": "pkd", "loss": RECIPE, "aug": False, "flags": ["--cpu-bf16"]},
     # kept for the record, never run again: copies of augment-v2 (both sides of a pair changed at once, stop words
@@ -67,6 +71,9 @@ TWINS = (
     ("recipe+aug20", "recipe"),
     ("recipe+aug20", "recipe+aug20@1eval"),
     ("recipe+aug20@1eval", "recipe+aug20@v2"),
+    ("recipe+aug20", "labels@steps"),
+    ("recipe+aug20", "recipe@steps"),
+    ("labels@steps", "labels"),
     ("labels@bf16", "labels"),
     ("recipe@bf16", "recipe"),
 )  # besides vs labels
@@ -223,10 +230,12 @@ class Bench:
         walls = [v["wall_s"] for k, v in self.rec.done.items() if k.startswith(f"{task}/{student}/{row}/")]
         if walls:
             return max(walls) * 1.15
-        base = [v["wall_s"] for k, v in self.rec.done.items() if k.startswith(f"{task}/{student}/recipe/")]
-        if not base or not ROWS[row]["aug"]:
+        spec = ROWS[row]
+        plain = "labels" if spec["method"] == "finetune" else "recipe"
+        base = [v["wall_s"] for k, v in self.rec.done.items() if k.startswith(f"{task}/{student}/{plain}/")]
+        if not base or not (spec["aug"] or spec.get("steps_of_aug")):
             return None
-        scale = (int(N_AUG) + 1) * self.a.aug_epochs / self.a.epochs * (2 if ROWS[row]["method"] == "tinybert" else 1)
+        scale = (int(N_AUG) + 1) * self.a.aug_epochs / self.a.epochs * (2 if spec["method"] == "tinybert" else 1)
         return max(base) * scale
 
     def step(self, task: str, student: str, row: str, seed: int) -> str:
@@ -243,13 +252,12 @@ class Bench:
         layers, hidden, inter, s_heads, init = student_of(student, row, heads)
         spec = ROWS[row]
         stages, aug = [], []
-        epochs = self.a.epochs
+        epochs = epochs_of(row, self.a)
         if spec["aug"]:  # each pass as --aug-evals epochs of fresh draws, val scored after each (train.epoch_rows)
             folder = self.augmented(task, teacher)
-            epochs, aug = self.a.aug_epochs * self.a.aug_evals, ["--augment-dir", folder]
-            aug += ["--epoch-rows", str(epoch_rows(folder, self.a.aug_evals))]
+            aug = ["--augment-dir", folder, "--epoch-rows", str(epoch_rows(folder, self.a.aug_evals))]
         if spec["method"] == "tinybert":  # one pass of each stage per --aug-epochs
-            stages, epochs = ["--intermediate-epochs", str(epochs)], 2 * epochs
+            stages = ["--intermediate-epochs", str(epochs // 2)]
         out = os.path.join(self.work, "students", key)
         cmd = ["raydistill.distill", "--method", spec["method"], "--teacher", teacher, *self.common(task)]
         cmd += ["--student-layers", layers, "--student-hidden", hidden, "--student-intermediate", inter]
@@ -284,6 +292,18 @@ class Bench:
             },
         )
         return f"done in {wall / 60:.1f} min: dev {r[f'best_eval_{m}']:.4f}"
+
+
+def epochs_of(row: str, a: argparse.Namespace) -> int:
+    """A row's epochs: ``--epochs`` on the task's rows; an augmented pass as ``--aug-evals`` epochs (TinyBERT: each
+    stage's); a ``@steps`` row as many epochs of the task's rows as one pass over its ×N_AUG set holds (N_AUG + 1:
+    the same optimizer steps and examples as the augmented row)."""
+    spec = ROWS[row]
+    if spec.get("steps_of_aug"):
+        return (int(N_AUG) + 1) * a.aug_epochs
+    if not spec["aug"]:
+        return a.epochs
+    return a.aug_epochs * a.aug_evals * (2 if spec["method"] == "tinybert" else 1)
 
 
 def epoch_rows(folder: str, evals: int) -> int:

@@ -3,6 +3,7 @@ are tested here; one smoke run checks the plumbing of the real commands and that
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -94,3 +95,17 @@ def test_transfer_smoke_records_and_goes_on(tmp_path):
     assert "raydistill.distill" not in again.stderr  # nothing ran again
     assert again.stdout.count("recorded") == 2
     assert first.stdout.splitlines()[-1] == again.stdout.splitlines()[-1]  # the TRANSFER line, from the records
+
+
+def test_a_steps_row_trains_as_many_examples_as_the_augmented_row(tmp_path):
+    """``labels@steps`` / ``recipe@steps`` (is a ×20 win the copies' or the extra steps'?): as many epochs of the task's
+    rows as one pass over its ×20 set holds, so both see the same examples (to 1%) and take the same steps."""
+    a = argparse.Namespace(epochs=4, aug_epochs=1, aug_evals=10)
+    rows = 5749  # STS-B's training rows; the ×20 set holds each and 20 copies
+    (tmp_path / "train.jsonl").write_text("{}\n" * (rows * 21))
+    augmented = transfer.epochs_of("recipe+aug20", a) * transfer.epoch_rows(str(tmp_path), a.aug_evals)
+    for row in ("labels@steps", "recipe@steps"):
+        assert transfer.epochs_of(row, a) == 21
+        assert transfer.epochs_of(row, a) * int(rows * 0.9) == pytest.approx(augmented, rel=0.01)
+    assert transfer.epochs_of("labels", a) == 4 and transfer.epochs_of("recipe+aug20", a) == 10
+    assert transfer.epochs_of("tinybert+aug20", a) == 20  # each stage one pass
