@@ -1,10 +1,10 @@
 """Which run is best among runs (a run's own best epoch is ``epoch.best_epoch``, beside this). What a pick ranks by
 (``objective``: the best epoch's score on the split that chooses; ``report_metric``: the dev number it reports); the
 sweep's best trial (``rank_trials``, ``winner``); its confirmation (``candidates``, ``confirmed_rows``) and the same
-rule on MLflow runs (``pick_confirmed``); and ``raydistill best``'s pick read back from MLflow (``choose``, and
-``find_best`` for the tests and benchmarks): the sweep(s) ranked (the latest, one by name, or every sweep of one task,
-data and metric), the metric and mode (the sweep's own unless given), the bounds on latency and size. Ray-free; every
-refusal is a ``UserError`` naming the flag. Ties go to the lowest trial id in every rule."""
+rule on MLflow runs (``pick_confirmed``); and ``raydistill best``'s pick read back from MLflow (``choose``): the
+sweep(s) ranked (the latest, one by name, or every sweep of one task, data and metric), the metric and mode (the
+sweep's own unless given), the bounds on latency and size. Ray-free; every refusal is a ``UserError`` naming the flag.
+Ties go to the lowest trial id in every rule."""
 
 from __future__ import annotations
 
@@ -171,19 +171,6 @@ class Pick:
     mean: float | None  # None where no score is finite (pick_confirmed)
     mode: str
     scope: Scope
-
-
-def find_best(
-    tracker: Tracker,
-    metric: str | None,
-    mode: str | None,
-    sweep: str | None = None,
-    max_latency_ms: float | None = None,
-    max_params: float | None = None,
-):
-    """``choose`` as (run, metric, mean, mode)."""
-    p = choose(tracker, metric, mode, sweep, max_latency_ms, max_params)
-    return p.run, p.metric, p.mean, p.mode
 
 
 def choose(

@@ -65,7 +65,7 @@ def test_best_within_a_latency_or_size_bound(tmp_path, capsys):
 
     from raydistill.commands import best
     from raydistill.common.errors import UserError
-    from raydistill.selection.runs import find_best
+    from raydistill.selection.runs import choose
     from raydistill.tracking.track import Tracker
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
@@ -76,7 +76,7 @@ def test_best_within_a_latency_or_size_bound(tmp_path, capsys):
         tracker.end_run(rid)
 
     def pick(**kw):
-        return find_best(tracker, "best_eval_accuracy", "max", **kw)[0].info.run_name
+        return choose(tracker, "best_eval_accuracy", "max", **kw).run.info.run_name
 
     assert pick() == "t1" and pick(max_latency_ms=6.0) == "t2" and pick(max_params=6e6) == "t3"
     assert pick(max_latency_ms=6.0, max_params=6e6) == "t3"

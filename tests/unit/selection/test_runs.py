@@ -266,7 +266,7 @@ def test_resumed_run_is_running_again_without_its_error(tmp_path):
 def test_best_ranks_eval_metrics_by_the_exported_epoch_not_the_last(tmp_path):
     """`best --metric eval_accuracy` ranked by MLflow's latest value (the last epoch) but exported each trial's best
     epoch; it now ranks by best_eval_accuracy, the exported student's own score."""
-    from raydistill.selection.runs import find_best
+    from raydistill.selection.runs import choose
     from raydistill.tracking.track import Tracker
 
     uri = f"sqlite:///{tmp_path / 'm.db'}"
@@ -277,7 +277,8 @@ def test_best_ranks_eval_metrics_by_the_exported_epoch_not_the_last(tmp_path):
             tracker.log_metrics(rid, {"eval_accuracy": v}, step=step)
         tracker.log_metrics(rid, {"best_eval_accuracy": best_eval, "best_val_accuracy": best_eval})
         tracker.end_run(rid)
-    run, metric, _, _ = find_best(tracker, "eval_accuracy", "max")
+    pick = choose(tracker, "eval_accuracy", "max")
+    run, metric = pick.run, pick.metric
     assert metric == "best_eval_accuracy" and run.info.run_name == "early"
 
 
@@ -293,7 +294,7 @@ def test_best_of_a_named_sweep_ranks_by_that_sweeps_metric_not_the_newest(tmp_pa
     """`best --sweep A` without --metric read the metric of the newest sweep in the experiment, not A's."""
     import time
 
-    from raydistill.selection.runs import find_best
+    from raydistill.selection.runs import choose
     from raydistill.tracking.track import Tracker
 
     uri = f"sqlite:///{tmp_path / 'm.db'}"
@@ -305,9 +306,11 @@ def test_best_of_a_named_sweep_ranks_by_that_sweeps_metric_not_the_newest(tmp_pa
             tracker.log_metrics(rid, {"best_val_accuracy": acc, "best_val_f1": f1})
             tracker.end_run(rid)
         time.sleep(0.01)
-    run, metric, _, _ = find_best(tracker, None, "max", sweep="a")
+    pick = choose(tracker, None, "max", sweep="a")
+    run, metric = pick.run, pick.metric
     assert metric == "best_val_f1" and run.info.run_name == "a-f1"
-    run, metric, _, _ = find_best(tracker, None, "max")  # no sweep named: the newest sweep's metric
+    pick = choose(tracker, None, "max")  # no sweep named: the newest sweep's metric
+    run, metric = pick.run, pick.metric
     assert metric == "best_val_accuracy"
 
 
@@ -372,7 +375,7 @@ def test_confirmation_ranks_by_the_fresh_seeds_alone():
 def test_best_ranks_in_the_mode_the_sweep_recorded(tmp_path):
     """A `mode: min` space: `best` without --mode picked the highest value (its default was max and the sweep did not
     record its mode), another run than the sweep's summary named."""
-    from raydistill.selection.runs import find_best
+    from raydistill.selection.runs import choose
     from raydistill.tracking.track import Tracker
 
     uri = f"sqlite:///{tmp_path / 'm.db'}"
@@ -382,7 +385,9 @@ def test_best_ranks_in_the_mode_the_sweep_recorded(tmp_path):
         rid = tracker.start_run(name, {}, tags={"raydistill.trial_id": name, "raydistill.sweep": "s"})
         tracker.log_metrics(rid, {"best_val_loss": loss})
         tracker.end_run(rid)
-    run, _, _, mode = find_best(tracker, None, None, sweep="s")
+    pick = choose(tracker, None, None, sweep="s")
+    run, mode = pick.run, pick.mode
     assert mode == "min" and run.info.run_name == "low"
-    run, _, _, mode = find_best(tracker, None, "max", sweep="s")  # --mode given: it wins
+    pick = choose(tracker, None, "max", sweep="s")  # --mode given: it wins
+    run, mode = pick.run, pick.mode
     assert mode == "max" and run.info.run_name == "high"
