@@ -22,7 +22,10 @@ EXPLODE_MIN = 1.0
 # at the floor: the validation score no more than FLOOR_MARGIN above the best constant answer's (or below it)
 FLOOR_MARGIN = 0.005
 # the floor is judged once the prediction stage has trained this many steps: a smoke run of a few steps has not
-# learned anything yet, which is not a collapse (the quickstart's trials train 56 steps an epoch)
+# learned anything yet, which is not a collapse (the quickstart's trials train 56 steps an epoch); and not before its
+# learning-rate warm-up has ended: a long schedule's first epoch runs at a fraction of the peak rate, where a pruned
+# student still answers near one constant (STS-B's 3L-192 at 21 epochs: warm-up 2.1 epochs, val Pearson -0.01 after
+# the first, 0.74 later — docs/benchmarks/2026-11-27-transfer.md)
 FLOOR_MIN_STEPS = 50
 # collapsed to one answer: at least this share of the validation rows given the same class (classification), or the
 # predictions' spread at most this share of the labels' (regression: std of predictions over std of labels)
@@ -91,11 +94,14 @@ def exploding(loss: float, start: float) -> bool:
     return loss > EXPLODE_FACTOR * start and loss > EXPLODE_MIN
 
 
-def verdict(metrics: dict, *, start: float | None, floor: Floor | None, pred_steps: int) -> str | None:
+def verdict(
+    metrics: dict, *, start: float | None, floor: Floor | None, pred_steps: int, warmup_steps: int = 0
+) -> str | None:
     """Why the epoch in ``metrics`` (its ``epoch``, ``train_loss`` and validation scores) shows a diverged run, or None:
     its mean training loss non-finite (any step's NaN makes the mean NaN), or exploding against ``start`` (its stage's
-    first step's loss); or, once ``pred_steps`` steps trained the prediction, its validation score at or below the
-    ``floor`` (or NaN) with its predictions collapsed to one answer (``collapsed``)."""
+    first step's loss); or, once ``pred_steps`` steps trained the prediction (at least ``FLOOR_MIN_STEPS`` and the
+    prediction stage's ``warmup_steps``), its validation score at or below the ``floor`` (or NaN) with its
+    predictions collapsed to one answer (``collapsed``)."""
     epoch, loss = metrics["epoch"], metrics.get("train_loss")
     bad = [k for k, v in metrics.items() if k.startswith("train_") and isinstance(v, float) and not math.isfinite(v)]
     if bad:
@@ -104,7 +110,7 @@ def verdict(metrics: dict, *, start: float | None, floor: Floor | None, pred_ste
         times = f"{loss / start:.0f}x the {start:.4g} of its first step"
         return f"diverged: training loss {loss:.4g} at epoch {epoch}, {times}"
     score = metrics.get(floor.metric) if floor else None
-    if floor is None or score is None or pred_steps < FLOOR_MIN_STEPS:
+    if floor is None or score is None or pred_steps < max(FLOOR_MIN_STEPS, warmup_steps):
         return None
     if math.isfinite(score) and score > floor.score + FLOOR_MARGIN:
         return None

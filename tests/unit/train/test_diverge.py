@@ -84,6 +84,21 @@ def test_the_floor_waits_for_enough_prediction_steps_and_needs_a_validation_spli
     assert verdict({**rows[0], "stage": "intermediate"}, start=2.0, floor=SST2, pred_steps=0) is None
 
 
+def test_the_floor_waits_for_the_learning_rate_warm_up():
+    """A long schedule warms its rate up over more than an epoch (10% of 21 epochs: 2.1): a student answering near one
+    constant while the rate is still climbing is not judged (STS-B's pruned 3L-192 at 21 epochs: val Pearson -0.01
+    after epoch 1, 0.74 later); the same answers once the warm-up has ended are."""
+    stsb = Floor("val_pearson", 0.0, "a constant answer")
+    first = {"epoch": 1, "stage": "pred", "train_loss": 1.2, "val_pearson": -0.0129, SPREAD: 0.004}
+    per_epoch, warmup = 161, 338  # steps
+    assert verdict(first, start=2.0, floor=stsb, pred_steps=per_epoch, warmup_steps=warmup) is None
+    third = {**first, "epoch": 3}
+    reason = verdict(third, start=2.0, floor=stsb, pred_steps=3 * per_epoch, warmup_steps=warmup)
+    assert reason and reason.endswith("after epoch 3")
+    # a short schedule's warm-up ends inside its first epoch: judged then, as before
+    assert verdict(first, start=2.0, floor=stsb, pred_steps=per_epoch, warmup_steps=64)
+
+
 @pytest.mark.parametrize("bad", [math.nan, math.inf])
 def test_a_non_finite_loss_stops_the_run_whatever_the_score(bad):
     rows = epochs((1.5, 0.75), (bad, 0.80))
@@ -191,6 +206,9 @@ def test_a_run_at_the_floor_of_its_validation_labels_stops_and_a_healthy_one_doe
     assert len(reports) == 1 and out["val_accuracy"] <= floor + diverge.FLOOR_MARGIN
     assert out["diverged"].startswith(f"diverged: val accuracy {out['val_accuracy']:.4f}")
     assert f"the majority floor {floor:.4f}" in out["diverged"] and out["diverged"].endswith("after epoch 1")
+    # the same collapse while the rate still warms up (half the 18 steps: 9 > epoch 1's 6): judged after epoch 2
+    out, reports = _run(cfg.replace(train=dataclasses.replace(cfg.train, warmup_ratio=0.5)))
+    assert len(reports) == 2 and out["diverged"].endswith("after epoch 2")
     # the same epoch, its answers not collapsed: trains on
     monkeypatch.setattr(diverge, "COLLAPSE_SHARE", 1.01)
     out, reports = _run(cfg)
