@@ -192,7 +192,8 @@ class TrainConfig:
         default=0,
         metadata={
             "help": "rows per epoch: each epoch trains a fresh random draw of N training rows, then scores val (0 = "
-            "every row); on an augmented set, N about the task's own size scores val as often as a plain run"
+            "every row; N over the set's size: pass after pass of fresh shuffles); on an augmented set, N about the "
+            "task's own size scores val as often as a plain run"
         },
     )
     batch_size: int = field(default=32, metadata={"help": "global batch size, split over the workers"})

@@ -30,7 +30,7 @@ import torch.distributed as dist
 
 from raydistill.common.progress import Progress
 from raydistill.config.schema import RunConfig, task_of
-from raydistill.data.batches import epoch_batches
+from raydistill.data.batches import drawn_batches
 from raydistill.data.general import DynamicMasking
 from raydistill.models.encoder import quiet_hf
 from raydistill.selection.epoch import best_epoch
@@ -209,8 +209,9 @@ class Trainer:
     def _plan_epochs(self) -> None:
         t = self.cfg.train
         self.steps_per_epoch = len(self.data.train) // t.batch_size
-        if t.epoch_rows:  # each epoch the first batches of a fresh shuffle: a random draw of about epoch_rows rows
-            self.steps_per_epoch = min(self.steps_per_epoch, max(1, t.epoch_rows // t.batch_size))
+        if t.epoch_rows:  # a random draw of about epoch_rows rows, pass after pass where the set holds fewer: the
+            # same steps whatever the set's size (an augmented winner's labels-only control trains as many)
+            self.steps_per_epoch = max(1, t.epoch_rows // t.batch_size) if self.steps_per_epoch else 0
         self.lengths = feature_lengths(self.data.train) if t.group_by_length else None
         if t.max_steps:
             self.steps_per_epoch = min(self.steps_per_epoch, math.ceil(t.max_steps / t.epochs))
@@ -335,7 +336,7 @@ class Trainer:
         """The epoch's training steps, their losses added to ``sums``; how many ran (fewer where ``stop_diverged``
         finds the loss non-finite mid-epoch: the rest of the epoch would train NaN weights)."""
         cfg, ctx = self.cfg, self.ctx
-        batches = epoch_batches(
+        batches = drawn_batches(
             len(self.data.train), cfg.train.batch_size, epoch, cfg.train.seed, ctx.rank, ctx.world_size, self.lengths
         )
         done = 0

@@ -7,7 +7,7 @@ import random
 
 import torch
 
-from raydistill.data.batches import MEGA, epoch_batches, padded_tokens
+from raydistill.data.batches import MEGA, drawn_batches, epoch_batches, padded_tokens
 
 
 def _old_rule(n, batch_size, epoch, seed, rank, world):
@@ -60,3 +60,17 @@ def test_grouped_ranks_split_each_global_batch():
     whole = list(epoch_batches(n, bs, 2, 5, 0, 1, lengths))
     parts = [list(epoch_batches(n, bs, 2, 5, r, world, lengths)) for r in range(world)]
     assert [p0 + p1 for p0, p1 in zip(*parts, strict=True)] == whole
+
+
+def test_an_epoch_of_more_rows_than_the_set_draws_pass_after_pass():
+    """``drawn_batches`` (``train.epoch_rows`` over the set's size): its first pass is ``epoch_batches``'s own, then
+    each further pass is a fresh shuffle holding every usable row once; a set smaller than a batch draws nothing."""
+    lengths = [random.Random(i).randint(3, 60) for i in range(40)]
+    for lens in (None, lengths):
+        draw = drawn_batches(40, 8, 2, 7, 0, 1, lens)
+        passes = [[next(draw) for _ in range(5)] for _ in range(3)]  # 40 rows, batch 8: 5 batches a pass
+        assert passes[0] == list(epoch_batches(40, 8, 2, 7, 0, 1, lens))  # what an epoch of <= 40 rows drew
+        for p in passes:
+            assert sorted(i for b in p for i in b) == list(range(40))  # every row once a pass
+        assert passes[0] != passes[1] != passes[2]  # each pass its own shuffle
+    assert list(drawn_batches(5, 8, 0, 0, 0, 1)) == []

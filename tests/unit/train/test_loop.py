@@ -404,6 +404,27 @@ def test_epoch_rows_draws_fresh_rows_each_epoch_and_scores_after_each(tiny_teach
     assert len(lrs) == 6 and lrs[-1] > 0 and lrs[1] > lrs[-1]  # one warm-up + decay over all 6 steps
 
 
+def test_epoch_rows_over_the_sets_size_trains_that_many_rows_each_epoch(tiny_teacher, glue_dir, monkeypatch):
+    """``train.epoch_rows`` above the training rows: each epoch still trains ``epoch_rows // batch_size`` steps, pass
+    after pass of fresh shuffles (a labels-only control of an augmented winner trains the winner's steps), not one
+    pass."""
+    from raydistill.train import loop
+
+    steps, original = [], loop.Trainer._step
+
+    def record(self, epoch, i, idx, stage, sums):
+        steps.append((epoch, tuple(idx)))
+        original(self, epoch, i, idx, stage, sums)
+
+    monkeypatch.setattr(loop.Trainer, "_step", record)
+    cfg = cfg_for("sst2", tiny_teacher("classification", 2), glue_dir, "kd", epochs=2)
+    cfg = cfg.replace(train=dataclasses.replace(cfg.train, max_steps=0, epoch_rows=96, train_limit=32))
+    run_local(cfg)  # 32 rows less val, batch 8: 3 steps a pass; 96 rows: 12 steps an epoch
+    assert [e for e, _ in steps] == [0] * 12 + [1] * 12
+    first = [i for e, idx in steps[:3] for i in idx]
+    assert len(set(first)) == len(first)  # a pass holds each row once
+
+
 def test_epoch_rows_is_checked():
     from raydistill.common.errors import UserError
 
