@@ -289,7 +289,7 @@ class Bench:
                 "student": f"{layers}L-{hidden}, FFN {inter}, {s_heads} heads, {init}",
                 "epochs": epochs,
                 "trained_epochs": r.get("epoch"),  # fewer where train.stop_diverged stopped it ("stopped": why)
-                "stopped": r.get("diverged"),
+                "stopped": r.get("stopped"),  # the JSON line's reason where stop_diverged stopped it
                 "augment": augment_version() if spec["aug"] else None,
                 "teacher_build": build,
                 "wall_s": wall,
