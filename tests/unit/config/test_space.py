@@ -27,6 +27,7 @@ def test_all_named_sweeps_ship():
         "two_stage_nsmc",
         "two_stage_korquad",
         "two_stage_ner",
+        "pkd_aug_glue",
     }
 
 
@@ -66,6 +67,36 @@ def test_pkd_glue_covers_the_paper_and_starts_from_its_best():
         100,
         "skip",
     )
+
+
+def test_pkd_aug_glue_starts_from_the_benchmarks_winning_row():
+    """The augmenting space (issue 46 item 4) starts from the transfer benchmark's STS-B row that beat labels-only at
+    the same steps: a pruned student at half the teacher's depth and width (MiniLM-L6: 3L-192, FFN 768, 6 heads of its
+    32), PKD's recipe, x20 copies, 10 epochs of 10,000 fresh rows; its labels-only control keeps those epochs and rows
+    (the loop then trains the same steps on the task's own rows)."""
+    from raydistill.config.schema import RunConfig, TrainConfig
+    from raydistill.orchestrate.control import control_points
+
+    spec = sp.load("pkd_aug_glue")
+    assert (spec.train["epochs"].first(), spec.train["epoch_rows"].first()) == (10, 10000)
+    for teacher, size in ((Shape(6, 384, 1536, 12), (3, 192, 768, 6)), (BERT_BASE, (6, 384, 1536, 6))):
+        study = optuna.create_study()
+        for point in sp.start_points(spec, teacher):
+            study.enqueue_trial(point)
+        vals = sp.sample(spec, study.ask(), teacher)
+        got = tuple(vals[f"student_{k}"] for k in ("layers", "hidden", "intermediate", "heads"))
+        assert got == size and vals["init"] == "prune" and vals["augment"] == 20
+        assert (vals["temperature"], vals["alpha"], vals["beta"], vals["mapping"], vals["lr"]) == (
+            20,
+            0.7,
+            100,
+            "skip",
+            1e-4,
+        )
+    base = RunConfig(task="stsb", teacher="t", train=TrainConfig(epochs=10, epoch_rows=10000)).validate()
+    control = sp.trial_config(base, control_points({"trial": "t1", "config": vals}, base, 0, 2)[0])
+    assert control.distill.method == "finetune" and control.augment_dir is None
+    assert (control.train.epochs, control.train.epoch_rows) == (10, 10000)
 
 
 def test_asha_grace_period_leaves_the_warm_up_epoch_alone():
