@@ -83,6 +83,7 @@ TWINS = (
     ("recipe+aug20", "labels@steps"),
     ("recipe+aug20", "recipe@steps"),
     ("labels@steps", "labels"),
+    ("recipe@steps", "labels@steps"),
     ("labels@bf16", "labels"),
     ("recipe@bf16", "recipe"),
 )  # besides vs labels
