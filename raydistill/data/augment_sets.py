@@ -10,6 +10,10 @@ import os
 
 from raydistill.config.copies import counts
 
+# an augmented set past this many rows is a large task's: say what it costs (pkd_aug_glue is for ~10k-row tasks, whose
+# x20 set is ~200k rows; SST-2's would be 1.4M, its teacher-cache pass alone hours on a CPU)
+LARGE_SET_ROWS = 300_000
+
 
 def build_sets(raw, base, root: str, log) -> dict[int, str]:
     """One augmented training set per N > 0 the space can draw, under ``root/augment``, from the task's training rows
@@ -29,5 +33,16 @@ def build_sets(raw, base, root: str, log) -> dict[int, str]:
         options = AugmentOptions(n=n, max_length=base.train.max_length, candidates="embedding")
         n_in, n_out, _ = build(AugmentRequest(task_of(base), base.data_dir, base.teacher, folder, options))
         log(f"augmentation: {n_in} rows -> {n_out}")
+        if n_out > LARGE_SET_ROWS:
+            log(large_set_note(n_in, n_out, n))
         out[n] = folder
     return out
+
+
+def large_set_note(n_in: int, n_out: int, n: int) -> str:
+    """The line a sweep prints before training on a large augmented set: its size, what scales with it, the way out."""
+    return (
+        f"augmentation: note: {n_out:,} rows ({n_in:,} x {n + 1}) is a large transfer set: the teacher's one pass over "
+        "it (the teacher cache) and any epoch of the whole set cost that many rows; copies pay off on small tasks "
+        "(docs/search-spaces.md#augment). train.epoch_rows bounds an epoch; --set augment=0 trains without copies"
+    )

@@ -202,3 +202,22 @@ def test_limit_takes_the_first_rows_wherever_rows_are_taken(mlm, tmp_path):
     assert out[:2] == EXAMPLES[:2] and len(out) == 2 * 3
     assert aug.augment_cached(EXAMPLES, mlm, tmp_path, two) == out
     assert aug.cache_path(EXAMPLES, mlm, tmp_path, two) == aug.cache_path(EXAMPLES[:2], mlm, tmp_path, two)
+
+
+def test_a_large_augmented_set_is_announced_with_its_cost(monkeypatch, tmp_path):
+    """A set past ``LARGE_SET_ROWS`` (SST-2 x20: 1.4M rows) gets one line saying what scales with it and the way out,
+    before any trial trains on it; a small task's set gets none."""
+    from raydistill.config.schema import RunConfig
+    from raydistill.data import augment_sets, augmentation
+    from raydistill.models import encoder
+
+    monkeypatch.setattr(encoder, "fingerprint", lambda path: "f" * 40)
+    base = RunConfig.from_dict({"task": "sst2", "teacher": str(tmp_path)})
+    for rows, said in ((67_349, True), (5_749, False)):
+        monkeypatch.setattr(augmentation, "build", lambda req, rows=rows: (rows, rows * 21, None))
+        lines: list[str] = []
+        augment_sets.build_sets(20, base, str(tmp_path), lines.append)
+        notes = [x for x in lines if "large transfer set" in x]
+        assert bool(notes) == said
+        if said:
+            assert "1,414,329 rows (67,349 x 21)" in notes[0] and "--set augment=0" in notes[0]
