@@ -50,6 +50,7 @@ from raydistill.train.step import (
     teacher_outputs,
     to_device,
     train_step,
+    warmup_steps,
 )
 
 
@@ -385,7 +386,7 @@ class Trainer:
         floor is judged once the prediction stage has trained enough steps (``FLOOR_MIN_STEPS``) and its warm-up
         (``make_optimizer``'s, over the stage's steps) has ended."""
         pred_steps = self.steps_per_epoch * sum(h["stage"] == PRED_STAGE for h in self.history)
-        warmup = int(self.cfg.train.warmup_ratio * self.steps_per_epoch * self.stages.count(PRED_STAGE))
+        warmup = warmup_steps(self.cfg, self.steps_per_epoch * self.stages.count(PRED_STAGE))
         start = self.loss_start.get(metrics["stage"])
         reason = verdict(metrics, start=start, floor=self.floor, pred_steps=pred_steps, warmup_steps=warmup)
         return {"diverged": reason} if reason else {}

@@ -123,5 +123,10 @@ def make_optimizer(cfg: RunConfig, params, total_steps: int):
         lr=cfg.train.lr,
         fused=fused or None,
     )
-    sched = get_linear_schedule_with_warmup(opt, int(cfg.train.warmup_ratio * total_steps), max(total_steps, 1))
+    sched = get_linear_schedule_with_warmup(opt, warmup_steps(cfg, total_steps), max(total_steps, 1))
     return opt, sched
+
+
+def warmup_steps(cfg: RunConfig, total_steps: int) -> int:
+    """The warm-up of a stage of ``total_steps`` (``make_optimizer``'s; ``stop_diverged`` waits for its end)."""
+    return int(cfg.train.warmup_ratio * total_steps)
