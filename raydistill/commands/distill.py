@@ -113,6 +113,13 @@ class DistillRequest:
         ),
     )
     use_gpu: bool = field(default=False, metadata=flag("one GPU per worker", **SWITCH))
+    cpus_per_worker: float | None = field(
+        default=None,
+        metadata=flag(
+            "CPUs (and torch threads) per CPU worker (default: a run in this process takes torch's threads, the "
+            "machine's cores unless OMP_NUM_THREADS says otherwise; a Ray Train worker 1)"
+        ),
+    )
     max_failures: int = field(
         default=0,
         metadata=flag(
@@ -160,7 +167,16 @@ class DistillRequest:
 D = DistillRequest()  # the flags' defaults: the request's own
 # the request's flags in --help's order, between the shared ones: the student's, then the run's resources and data
 STUDENT = ("student_layers", "student_hidden", "student_intermediate", "student_heads", "init")
-RESOURCES = ("num_workers", "use_gpu", "max_failures", "ray_train", "augment_dir", "unlabeled_text", "output")
+RESOURCES = (
+    "num_workers",
+    "use_gpu",
+    "cpus_per_worker",
+    "max_failures",
+    "ray_train",
+    "augment_dir",
+    "unlabeled_text",
+    "output",
+)
 
 
 def parser() -> Parser:
@@ -283,7 +299,7 @@ def execute(r: DistillRequest) -> dict:
     builds): every check that needs no Ray, then ``orchestrate.single.run_one``."""
     from raydistill.train.preflight import check_ray_options, preflight
 
-    check_ray_options(r.placement_strategy, r.max_failures)
+    check_ray_options(r.placement_strategy, r.max_failures, 1.0 if r.cpus_per_worker is None else r.cpus_per_worker)
     cfg = config_of(r)
     if not os.environ.get("RAY_ADDRESS"):  # the local Ray this command starts has this machine's GPUs, or none
         from raydistill.train.precision import run_device
@@ -298,7 +314,7 @@ def execute(r: DistillRequest) -> dict:
     from raydistill.orchestrate.single import run_one
 
     storage = storage_location(r.storage_path)  # a URI as given, a folder made absolute
-    opts = RunOptions(max_failures=r.max_failures, placement_strategy=r.placement_strategy, verbose=r.verbose)
+    opts = RunOptions(r.max_failures, r.placement_strategy, r.cpus_per_worker, verbose=r.verbose)
     return run_one(cfg, storage, opts, ray_train=r.ray_train)
 
 

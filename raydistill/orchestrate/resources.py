@@ -90,8 +90,14 @@ def cuda_index(gpu_ids: list, visible: str | None) -> int:
     return int(first) if first.isdigit() and not names else 0
 
 
-def threads(cpus_per_worker: float) -> int:
-    """torch threads per worker: the CPUs Ray gave it (a fraction still gets one)."""
+def threads(cpus_per_worker: float | None) -> int:
+    """torch threads per worker: the CPUs Ray gave it (a fraction still gets one). ``None`` (a run alone in this
+    process, ``raydistill distill`` without ``--cpus-per-worker``): this process's torch threads as they are — torch's
+    default of the machine's cores, or what ``OMP_NUM_THREADS`` or the caller (``torch.set_num_threads``) chose."""
+    if cpus_per_worker is None:
+        import torch
+
+        return torch.get_num_threads()
     return max(1, int(cpus_per_worker))
 
 

@@ -95,9 +95,23 @@ class RunOptions:
 
     max_failures: int = 0
     placement_strategy: str = "PACK"
-    cpus_per_worker: float = 1
+    # None: a Ray Train worker takes 1 CPU; a run in this process trains on the process's torch threads (``threads``)
+    cpus_per_worker: float | None = None
     gpus_per_worker: float | None = None
     verbose: bool = False
+
+    def cpus(self) -> float:
+        """A Ray Train worker's CPUs."""
+        from raydistill.orchestrate.resources import DEFAULT_CPUS_PER_WORKER
+
+        return self.cpus_per_worker or DEFAULT_CPUS_PER_WORKER
+
+    def threads(self, here: bool) -> int:
+        """Each CPU worker's torch threads: on Ray Train its CPUs; in this process (``here``) ``cpus_per_worker``,
+        unset the process's own."""
+        from raydistill.orchestrate.resources import threads
+
+        return threads(self.cpus_per_worker if here else self.cpus())
 
 
 DEFAULT_OPTIONS = RunOptions()
@@ -108,16 +122,14 @@ def make_trainer(cfg: RunConfig, *, name: str, storage_path: str, opts: RunOptio
     from ray.train import RunConfig as TrainRunConfig
     from ray.train.torch import TorchConfig, TorchTrainer
 
-    from raydistill.orchestrate.resources import threads
-
-    resources = {"CPU": opts.cpus_per_worker}
+    resources = {"CPU": opts.cpus()}
     if cfg.train.use_gpu:
         resources["GPU"] = opts.gpus_per_worker or 1
     return TorchTrainer(
         _worker,
         # the config object itself: Ray pickles the loop's config to each worker (Train V2's state export only shows
         # it, as text); no dict on the way, so the worker trains on exactly the config the driver made
-        train_loop_config={"cfg": cfg, "threads": threads(opts.cpus_per_worker)},
+        train_loop_config={"cfg": cfg, "threads": opts.threads(here=False)},
         torch_config=TorchConfig(backend="nccl" if cfg.train.use_gpu else "gloo"),
         scaling_config=ScalingConfig(
             num_workers=cfg.train.num_workers,
@@ -303,8 +315,12 @@ def execute(
     """
     t0 = time.perf_counter()
     tracker = Tracker(cfg.tracking_uri, cfg.experiment)
+    here = in_process is not None
     run_id = trial.resume_run_id or tracker.start_run(
-        cfg.run_name or name, _run_params(cfg), tags=trial.tags or None, parent_run_id=trial.parent_run_id
+        cfg.run_name or name,
+        _run_params(cfg, opts.threads(here)),
+        tags=trial.tags or None,
+        parent_run_id=trial.parent_run_id,
     )
     try:  # from here on the run ends FINISHED, FAILED or KILLED, never left RUNNING
         _ready_run(cfg, tracker, run_id, resumed=bool(trial.resume_run_id))
@@ -369,7 +385,7 @@ def _fit(
     return result.metrics, result.checkpoint, t1
 
 
-def _run_params(cfg: RunConfig) -> dict:
+def _run_params(cfg: RunConfig, threads: int) -> dict:
     from raydistill.data.splits import data_fingerprint
     from raydistill.models.encoder import fingerprint
     from raydistill.train.precision import effective
@@ -377,6 +393,8 @@ def _run_params(cfg: RunConfig) -> dict:
     return {
         **cfg.to_params(),
         "world_size": cfg.train.num_workers,
+        # each CPU worker's torch threads: a run's speed depends on them (a GPU worker's CPU threads are left alone)
+        **({} if cfg.train.use_gpu else {"cpu_threads": threads}),
         "data_fingerprint": data_fingerprint(cfg),
         "teacher_fingerprint": fingerprint(cfg.teacher),
         **augment_params(cfg),
@@ -388,7 +406,6 @@ def _fit_here(
     cfg: RunConfig, storage_path: str, name: str, opts: RunOptions, tracker: Tracker, run_id: str, resume: bool, report
 ):
     """A sweep's 1-worker trial in this process: each epoch logged, then handed to Tune (``report``)."""
-    from raydistill.orchestrate.resources import threads
 
     def on_epoch(metrics):
         tracker.log_epoch(run_id, metrics)
@@ -398,7 +415,7 @@ def _fit_here(
         cfg,
         run_dir=os.path.join(storage_path, name),
         resume=resume,
-        threads=threads(opts.cpus_per_worker),
+        threads=opts.threads(here=True),
         on_epoch=on_epoch,
         on_replay=report,  # its epochs are logged already: Tune hears the result, MLflow gets no second point
     )

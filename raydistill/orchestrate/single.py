@@ -24,7 +24,7 @@ def run_one(cfg: RunConfig, storage: str, opts: RunOptions, ray_train: bool = Fa
     try:
         if on_ray:
             return _on_ray_train(cfg, storage, name, opts)
-        return _in_process(cfg, storage, name)
+        return _in_process(cfg, storage, name, opts)
     except Exception as e:
         raise RunFailed(f"training failed: {failure_reason(e)}") from e
 
@@ -63,12 +63,13 @@ def _on_ray_train(cfg: RunConfig, storage: str, name: str, opts: RunOptions) -> 
     return execute(cfg, storage_path=storage, name=name, opts=opts)
 
 
-def _in_process(cfg: RunConfig, storage: str, name: str) -> dict:
+def _in_process(cfg: RunConfig, storage: str, name: str, opts: RunOptions) -> dict:
     """The run's one worker in this process (``orchestrate.run.fit_in_process``, as a sweep's 1-worker trial): the
-    same loop, MLflow run, checkpoints under ``storage``, export and scores, on one CPU thread as a Ray Train worker
-    of one CPU has; the caller's torch threads and thread settings back afterwards (``raydistill.api``)."""
+    same loop, MLflow run, checkpoints under ``storage``, export and scores, on ``opts.cpus_per_worker`` threads, by
+    default the process's own (the machine's cores: a run alone has no trial beside it to leave CPUs to); the
+    caller's torch threads and thread settings back afterwards (``raydistill.api``)."""
     from raydistill.orchestrate.resources import threads_kept
     from raydistill.orchestrate.run import execute
 
     with threads_kept():
-        return execute(cfg, storage_path=storage, name=name, in_process=lambda metrics: None)
+        return execute(cfg, storage_path=storage, name=name, opts=opts, in_process=lambda metrics: None)

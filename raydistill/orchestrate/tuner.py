@@ -37,7 +37,7 @@ def trainable_for(base, *, parent: str, storage: str, name: str, opts: TrialOpts
     )
     from raydistill.orchestrate.resources import TrialDemand
 
-    demand = TrialDemand(1, opts.run.cpus_per_worker, opts.run.gpus_per_worker)  # an in-process trial's one worker
+    demand = TrialDemand(1, opts.run.cpus(), opts.run.gpus_per_worker)  # an in-process trial's one worker
     return tune.with_resources(trainable, demand.trial_resources(opts.in_process))
 
 

@@ -724,6 +724,13 @@ CASES = [
         what="`--num-workers 0`",
     ),
     Case(
+        "distill-cpus-0",
+        "distill",
+        lambda E: distill(E, "--cpus-per-worker", "0"),
+        "cpus_per_worker",
+        what="`--cpus-per-worker 0`",
+    ),
+    Case(
         "distill-workers-not-an-int",
         "distill",
         lambda E: distill(E, "--num-workers", "two"),

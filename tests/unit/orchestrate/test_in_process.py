@@ -210,6 +210,7 @@ def test_a_1_worker_distill_command_trains_here_without_ray(tiny_teacher, glue_d
 
     from raydistill.distill.__main__ import main
     from raydistill.orchestrate import connect
+    from raydistill.orchestrate import resources as res
     from tests.e2e.test_distill_ray import TINY_STUDENT
 
     def no_ray(*a, **kw):
@@ -217,6 +218,9 @@ def test_a_1_worker_distill_command_trains_here_without_ray(tiny_teacher, glue_d
 
     monkeypatch.setattr(connect, "init_ray", no_ray)
     before = torch.get_num_threads()
+    trained_on: list[int] = []
+    confine = res.confine_threads
+    monkeypatch.setattr(res, "confine_threads", lambda n, **kw: (trained_on.append(n), confine(n, **kw)))
     uri = f"sqlite:///{tmp_path / 'm.db'}"
     main(
         [
@@ -228,6 +232,9 @@ def test_a_1_worker_distill_command_trains_here_without_ray(tiny_teacher, glue_d
     )
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert torch.get_num_threads() == before
+    # alone in the process, the run takes the process's threads (not a Ray Train worker's 1 CPU), and says so
+    assert trained_on == [before]
+    assert MlflowClient(uri).get_run(out["run_id"]).data.params["cpu_threads"] == str(before)
     assert out["epoch"] == 2 and out["student_dir"] == str(tmp_path / "s")
     assert (tmp_path / "s" / "config.json").is_file()
     (run_dir,) = os.listdir(tmp_path / "ray")

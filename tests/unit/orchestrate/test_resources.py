@@ -41,3 +41,17 @@ def test_a_trial_larger_than_the_cluster_is_refused_naming_the_flag():
 
 def test_threads_follow_the_cpus_a_worker_was_given():
     assert TrialDemand(1, 2).threads() == 2 and TrialDemand(1, 0.5).threads() == 1
+
+
+def test_a_run_alone_in_this_process_trains_on_the_process_threads(monkeypatch):
+    """``raydistill distill`` with one worker and no ``--cpus-per-worker``: torch's threads as they are (the machine's
+    cores, or what OMP_NUM_THREADS / the caller set), not the 1 CPU a Ray Train worker gets; given, the flag's value."""
+    import torch
+
+    from raydistill.orchestrate.run import RunOptions
+
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 6)
+    assert RunOptions().threads(here=True) == 6
+    assert RunOptions().threads(here=False) == 1 and RunOptions().cpus() == 1.0
+    assert RunOptions(cpus_per_worker=2).threads(here=True) == 2 == RunOptions(cpus_per_worker=2).threads(here=False)
+    assert RunOptions(cpus_per_worker=0.5).threads(here=True) == 1
