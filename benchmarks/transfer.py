@@ -66,6 +66,9 @@ ROWS: dict[str, dict[str, Any]] = {
         "retired": "stopped during warm-up",
     },
     "recipe@bf16": {"method": "pkd", "loss": RECIPE, "aug": False, "flags": ["--cpu-bf16"]},
+    # the augmented row on the bf16 student step (1.56x its examples/s: docs/benchmarks/2026-11-27-augmented-speed.md):
+    # does the space that augments (pkd_aug_glue) keep its score on it?
+    "recipe+aug20@bf16": {"method": "pkd", "loss": RECIPE, "aug": True, "flags": ["--cpu-bf16"]},
     # kept for the record, never run again: copies of augment-v2 (both sides of a pair changed at once, stop words
     # and numbers swapped), which TinyBERT's own code does not do
     "recipe+aug20@v2": {"method": "pkd", "loss": RECIPE, "aug": True, "retired": "augment-v2 copies"},
@@ -86,6 +89,7 @@ TWINS = (
     ("recipe@steps", "labels@steps"),
     ("labels@bf16", "labels"),
     ("recipe@bf16", "recipe"),
+    ("recipe+aug20@bf16", "recipe+aug20"),
 )  # besides vs labels
 STUDENTS = {  # layers, hidden, intermediate, heads, init
     "half": ("3", "384", "1536", "12", "first_k"),
@@ -275,6 +279,9 @@ class Bench:
         cmd += spec.get("flags", [])
         cmd += ["--lr", "1e-4", "--epochs", str(epochs), "--seed", str(seed), "--max-length", str(self.a.max_length)]
         cmd += ["--output", out, "--overwrite", "--experiment", f"transfer-{task}-{student}"]
+        # one thread, as every run before a978fe1 had (a distill run alone now takes the machine's cores): walls stay
+        # comparable across sessions, and a second run can share the machine
+        cmd += [] if self.a.use_gpu else ["--cpus-per-worker", "1"]
         load0, t0 = os.getloadavg()[0], time.time()
         r = run(cmd, self.log)
         wall = round(time.time() - t0, 1)

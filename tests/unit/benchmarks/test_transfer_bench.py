@@ -88,6 +88,7 @@ def test_transfer_smoke_records_and_goes_on(tmp_path):
     for k in runs:
         assert len(done[k]["preds"]) == 40 and done[k]["teacher_build"] == done["mrpc/teacher"]["builds"][0]["digest"]
         assert "--augment-dir" in done[k]["command"]
+        assert "--cpus-per-worker 1" in done[k]["command"]  # every run on one thread, as before a978fe1
         # one pass as --aug-evals (2 in the smoke) epochs of fresh draws, val scored after each
         assert done[k]["epochs"] == 2 and "--epoch-rows" in done[k]["command"]
     again = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
