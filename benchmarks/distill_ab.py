@@ -7,7 +7,7 @@ seconds from the command's JSON line; the wall is the process's.
 
     python benchmarks/distill_ab.py --a="--cpus-per-worker 1" --rounds 2 --work W -- \\
         --method pkd --teacher T --task mrpc --data-dir GLUE --epochs 1 --train-limit 1000 --eval-limit 200
-    python benchmarks/distill_ab.py --smoke        # a tiny synthetic teacher: the plumbing (what the tests run)
+    python benchmarks/distill_ab.py --smoke        # a tiny synthetic teacher: the real commands, ~20 s
 
 Ends with one ``DISTILLAB a_examples_per_s=… b_examples_per_s=… ratio_b_over_a=…`` line (medians).
 """
