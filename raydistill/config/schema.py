@@ -279,7 +279,8 @@ class TrainConfig:
         default=True,
         metadata={
             "help": "stop a distillation run (a sweep's trial) after an epoch whose training loss is NaN/inf or over "
-            "10x its first step's, or whose validation answers collapsed to one at the majority floor: reported as "
+            "10x its first step's, or whose validation answers collapsed to one at the majority floor from half its "
+            "prediction steps on: reported as "
             "diverged, its student kept; a teacher's fine-tune is never stopped"
         },
     )

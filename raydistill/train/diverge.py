@@ -27,6 +27,12 @@ FLOOR_MARGIN = 0.005
 # student still answers near one constant (STS-B's 3L-192 at 21 epochs: warm-up 2.1 epochs, val Pearson -0.01 after
 # the first, 0.74 later — docs/benchmarks/2026-11-27-transfer.md)
 FLOOR_MIN_STEPS = 50
+# ... and not before this share of the prediction stage's steps: a student may answer one class for its first epochs
+# and then learn (RTE's pruned 3L-192 on the x20 set, 10 epochs: one class after epochs 1 and 2, off the floor from
+# epoch 3, best val at 4; a quarter of RTE's runs were stopped after epoch 1 of 4 — docs/benchmarks/
+# 2026-11-27-transfer.md). Still at the floor half-way, a run is not starting slowly; a rate too high shows in the loss
+# first (exploding, NaN), which is judged after every epoch.
+FLOOR_PATIENCE = 0.5
 # collapsed to one answer: at least this share of the validation rows given the same class (classification), or the
 # predictions' spread at most this share of the labels' (regression: std of predictions over std of labels)
 COLLAPSE_SHARE = 0.99
@@ -94,14 +100,25 @@ def exploding(loss: float, start: float) -> bool:
     return loss > EXPLODE_FACTOR * start and loss > EXPLODE_MIN
 
 
+def floor_from(warmup_steps: int, total_pred_steps: int) -> int:
+    """The prediction steps after which the majority floor is judged."""
+    return max(FLOOR_MIN_STEPS, warmup_steps, math.ceil(FLOOR_PATIENCE * total_pred_steps))
+
+
 def verdict(
-    metrics: dict, *, start: float | None, floor: Floor | None, pred_steps: int, warmup_steps: int = 0
+    metrics: dict,
+    *,
+    start: float | None,
+    floor: Floor | None,
+    pred_steps: int,
+    warmup_steps: int = 0,
+    total_pred_steps: int = 0,
 ) -> str | None:
     """Why the epoch in ``metrics`` (its ``epoch``, ``train_loss`` and validation scores) shows a diverged run, or None:
     its mean training loss non-finite (any step's NaN makes the mean NaN), or exploding against ``start`` (its stage's
-    first step's loss); or, once ``pred_steps`` steps trained the prediction (at least ``FLOOR_MIN_STEPS`` and the
-    prediction stage's ``warmup_steps``), its validation score at or below the ``floor`` (or NaN) with its
-    predictions collapsed to one answer (``collapsed``)."""
+    first step's loss); or, once ``pred_steps`` steps trained the prediction (at least ``FLOOR_MIN_STEPS``, the
+    prediction stage's ``warmup_steps`` and ``FLOOR_PATIENCE`` of its ``total_pred_steps``), its validation score at
+    or below the ``floor`` (or NaN) with its predictions collapsed to one answer (``collapsed``)."""
     epoch, loss = metrics["epoch"], metrics.get("train_loss")
     bad = [k for k, v in metrics.items() if k.startswith("train_") and isinstance(v, float) and not math.isfinite(v)]
     if bad:
@@ -110,7 +127,7 @@ def verdict(
         times = f"{loss / start:.0f}x the {start:.4g} of its first step"
         return f"diverged: training loss {loss:.4g} at epoch {epoch}, {times}"
     score = metrics.get(floor.metric) if floor else None
-    if floor is None or score is None or pred_steps < max(FLOOR_MIN_STEPS, warmup_steps):
+    if floor is None or score is None or pred_steps < floor_from(warmup_steps, total_pred_steps):
         return None
     if math.isfinite(score) and score > floor.score + FLOOR_MARGIN:
         return None

@@ -383,12 +383,19 @@ class Trainer:
 
     def _judge(self, metrics: dict) -> dict:
         """``{"diverged": why}`` where this epoch shows the run diverged (``train/diverge.py``), else nothing; the
-        floor is judged once the prediction stage has trained enough steps (``FLOOR_MIN_STEPS``) and its warm-up
-        (``make_optimizer``'s, over the stage's steps) has ended."""
+        floor is judged once the prediction stage has trained enough steps (``FLOOR_MIN_STEPS``), its warm-up
+        (``make_optimizer``'s, over the stage's steps) has ended and half its steps are done (``FLOOR_PATIENCE``)."""
         pred_steps = self.steps_per_epoch * sum(h["stage"] == PRED_STAGE for h in self.history)
-        warmup = warmup_steps(self.cfg, self.steps_per_epoch * self.stages.count(PRED_STAGE))
+        total = self.steps_per_epoch * self.stages.count(PRED_STAGE)
         start = self.loss_start.get(metrics["stage"])
-        reason = verdict(metrics, start=start, floor=self.floor, pred_steps=pred_steps, warmup_steps=warmup)
+        reason = verdict(
+            metrics,
+            start=start,
+            floor=self.floor,
+            pred_steps=pred_steps,
+            warmup_steps=warmup_steps(self.cfg, total),
+            total_pred_steps=total,
+        )
         return {"diverged": reason} if reason else {}
 
     def _shared(self, reason: str | None) -> str | None:

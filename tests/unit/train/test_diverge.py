@@ -99,6 +99,26 @@ def test_the_floor_waits_for_the_learning_rate_warm_up():
     assert verdict(first, start=2.0, floor=stsb, pred_steps=per_epoch, warmup_steps=64)
 
 
+def test_the_floor_waits_for_half_the_prediction_stage():
+    """A student may answer one class for its first epochs and then learn: RTE's pruned 3L-192 on the x20 set (10
+    epochs) answered one class after epochs 1 and 2 and left the floor at epoch 3 (val 0.546, best 0.562 at 4). Not
+    judged before half the stage's steps; still there half-way, stopped. A loss going wrong is judged every epoch."""
+    rte = Floor("val_accuracy", 0.502, "always answering 'entailment'")
+    per_epoch, total = 147, 1470
+
+    def stop(epoch, acc, loss=0.5):
+        row = {"epoch": epoch, "stage": "pred", "train_loss": loss, "val_accuracy": acc, SHARE: 1.0}
+        steps = epoch * per_epoch
+        return verdict(row, start=0.7, floor=rte, pred_steps=steps, warmup_steps=147, total_pred_steps=total)
+
+    assert stop(1, 0.498) is None and stop(2, 0.498) is None and stop(4, 0.498) is None
+    assert stop(5, 0.498).endswith("after epoch 5")  # half of 10 epochs: hopeless, not slow
+    assert stop(1, 0.498, loss=math.nan).startswith("diverged: training loss not finite at epoch 1")
+    # a 4-epoch sweep trial: judged from epoch 2 (not after its first, where a quarter of RTE's runs were stopped)
+    assert verdict({"epoch": 1, "stage": "pred", "train_loss": 0.6, "val_accuracy": 0.498, SHARE: 1.0}, start=0.7,
+                   floor=rte, pred_steps=78, warmup_steps=31, total_pred_steps=312) is None  # fmt: skip
+
+
 @pytest.mark.parametrize("bad", [math.nan, math.inf])
 def test_a_non_finite_loss_stops_the_run_whatever_the_score(bad):
     rows = epochs((1.5, 0.75), (bad, 0.80))
@@ -200,6 +220,7 @@ def test_a_run_at_the_floor_of_its_validation_labels_stops_and_a_healthy_one_doe
     # share of its answers is one class counts as collapsed (the share rule has its own test above)
     monkeypatch.setattr(diverge, "FLOOR_MIN_STEPS", 0)
     monkeypatch.setattr(diverge, "COLLAPSE_SHARE", 0.0)
+    monkeypatch.setattr(diverge, "FLOOR_PATIENCE", 0.0)
     out, reports = _run(cfg)
     _, val, dev = train_val_dev(cfg, task_of(cfg))
     floor, _ = constant_floor(task_of(cfg), [e["label"] for e in val])  # from validation's labels, not dev's
@@ -208,6 +229,10 @@ def test_a_run_at_the_floor_of_its_validation_labels_stops_and_a_healthy_one_doe
     assert f"the majority floor {floor:.4f}" in out["diverged"] and out["diverged"].endswith("after epoch 1")
     # the same collapse while the rate still warms up (half the 18 steps: 9 > epoch 1's 6): judged after epoch 2
     out, reports = _run(cfg.replace(train=dataclasses.replace(cfg.train, warmup_ratio=0.5)))
+    assert len(reports) == 2 and out["diverged"].endswith("after epoch 2")
+    # the same collapse before half the prediction stage's steps (9 of 18): judged after epoch 2, as the loop counts
+    monkeypatch.setattr(diverge, "FLOOR_PATIENCE", 0.5)
+    out, reports = _run(cfg)
     assert len(reports) == 2 and out["diverged"].endswith("after epoch 2")
     # the same epoch, its answers not collapsed: trains on
     monkeypatch.setattr(diverge, "COLLAPSE_SHARE", 1.01)
