@@ -29,7 +29,7 @@ FLOOR_MARGIN = 0.005
 FLOOR_MIN_STEPS = 50
 # ... and not before this share of the prediction stage's steps: a student may answer one class for its first epochs
 # and then learn (RTE's pruned 3L-192 on the x20 set, 10 epochs: one class after epochs 1 and 2, off the floor from
-# epoch 3, best val at 4; a quarter of RTE's runs were stopped after epoch 1 of 4 — docs/benchmarks/
+# epoch 3, best val at 4; 6 of RTE's 12 four-epoch runs were stopped after epoch 1 — docs/benchmarks/
 # 2026-11-27-transfer.md). Still at the floor half-way, a run is not starting slowly; a rate too high shows in the loss
 # first (exploding, NaN), which is judged after every epoch.
 FLOOR_PATIENCE = 0.5
