@@ -299,7 +299,7 @@ def execute(r: DistillRequest) -> dict:
     builds): every check that needs no Ray, then ``orchestrate.single.run_one``."""
     from raydistill.train.preflight import check_ray_options, preflight
 
-    check_ray_options(r.placement_strategy, r.max_failures, 1.0 if r.cpus_per_worker is None else r.cpus_per_worker)
+    check_ray_options(r.placement_strategy, r.max_failures, r.cpus_per_worker)
     cfg = config_of(r)
     if not os.environ.get("RAY_ADDRESS"):  # the local Ray this command starts has this machine's GPUs, or none
         from raydistill.train.precision import run_device

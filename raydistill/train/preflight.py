@@ -24,17 +24,17 @@ PLACEMENT_STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
 def check_ray_options(
     placement_strategy: str = "PACK",
     max_failures: int = 0,
-    cpus_per_worker: float = 1.0,
+    cpus_per_worker: float | None = None,
     gpus_per_worker: float | None = None,
 ) -> None:
-    """Ray scheduling flags, which Ray itself would only reject once the cluster is up."""
+    """Ray scheduling flags, which Ray itself would only reject once the cluster is up (a None: the default)."""
     check(
         placement_strategy in PLACEMENT_STRATEGIES,
         "placement_strategy",
         f"unknown placement strategy {placement_strategy!r}; use one of {', '.join(PLACEMENT_STRATEGIES)}",
     )
     check(max_failures >= -1, "max_failures", f"must be >= 0 (or -1 = retry forever), got {max_failures}")
-    check(cpus_per_worker > 0, "cpus_per_worker", f"must be > 0, got {cpus_per_worker}")
+    check(cpus_per_worker is None or cpus_per_worker > 0, "cpus_per_worker", f"must be > 0, got {cpus_per_worker}")
     check(
         gpus_per_worker is None or gpus_per_worker > 0,
         "gpus_per_worker",
