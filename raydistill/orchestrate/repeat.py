@@ -19,11 +19,20 @@ RESULT = "summary/result.json"
 NOT_INPUTS = {"name", "experiment", "tracking_uri", "storage_path", "resume", "rerun", "verbose", "teacher"}
 
 
+def _version() -> str:
+    """raydistill's installed version; run from a source checkout on PYTHONPATH (a ray job's working_dir, a GPU
+    machine's carried copy) it has no package metadata, and the sweep must still run."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("raydistill")
+    except PackageNotFoundError:
+        return "source"
+
+
 def fingerprint(sweep: Any) -> str:
     """What decides a sweep's result, hashed: its flags (``NOT_INPUTS`` aside), the resolved space, the teacher's
     weights (a hub name: the name), the data's rows and the raydistill version."""
-    from importlib.metadata import version
-
     from raydistill.data.splits import data_fingerprint
     from raydistill.models.encoder import fingerprint as model_fp
 
@@ -34,7 +43,7 @@ def fingerprint(sweep: Any) -> str:
         "space": sweep.spec.raw,
         "teacher": model_fp(teacher) if os.path.isdir(str(teacher)) else str(teacher),
         "data": data_fingerprint(sweep.base),
-        "version": version("raydistill"),
+        "version": _version(),
     }
     return hashlib.sha256(json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()[:24]
 
