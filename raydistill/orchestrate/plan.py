@@ -48,9 +48,8 @@ def trial_demand(a: SweepRequest, n_samples: int) -> TrialDemand:
     from raydistill.train.preflight import check_ray_options
 
     _check_counts(a, n_samples)
-    demand = TrialDemand(
-        _workers(a), a.cpus_per_worker or DEFAULT_CPUS_PER_WORKER, a.gpus_per_worker if a.use_gpu else None
-    )
+    cpus = DEFAULT_CPUS_PER_WORKER if a.cpus_per_worker is None else a.cpus_per_worker  # 0 is refused, not 1
+    demand = TrialDemand(_workers(a), cpus, a.gpus_per_worker if a.use_gpu else None)
     check_ray_options(a.placement_strategy, a.max_failures, demand.cpus_per_worker, demand.gpus_per_worker)
     _check_gpu_share(a)
     return demand

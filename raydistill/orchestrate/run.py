@@ -104,7 +104,7 @@ class RunOptions:
         """A Ray Train worker's CPUs."""
         from raydistill.orchestrate.resources import DEFAULT_CPUS_PER_WORKER
 
-        return self.cpus_per_worker or DEFAULT_CPUS_PER_WORKER
+        return DEFAULT_CPUS_PER_WORKER if self.cpus_per_worker is None else self.cpus_per_worker
 
     def threads(self, here: bool) -> int:
         """Each CPU worker's torch threads: on Ray Train its CPUs; in this process (``here``) ``cpus_per_worker``,

@@ -1152,6 +1152,13 @@ CASES = [
         what="`--teacher-cache-gb -2`",
     ),
     Case(
+        "sweep-cpus-0",
+        "sweep",
+        lambda E: sweep(E, "--cpus-per-worker", "0"),
+        "cpus_per_worker",
+        what="`--cpus-per-worker 0` (was run silently on 1 CPU a trial)",
+    ),
+    Case(
         "sweep-malformed-yaml",
         "sweep",
         lambda E: sweep(E, space=E.bad_yaml),
