@@ -41,6 +41,18 @@ def trainable_for(base, *, parent: str, storage: str, name: str, opts: TrialOpts
     return tune.with_resources(trainable, demand.trial_resources(opts.in_process))
 
 
+# Tune saves the experiment's state (its trials, the searcher) at most every 10 s by default ("auto"). A trial created
+# after the last save is unknown to a --resume: if it finished before the driver died, its MLflow run is FINISHED yet
+# Tune draws a new trial in its place and trains it again (its same trial_id would have been answered from MLflow,
+# orchestrate/trial.py). A save costs milliseconds for a sweep's few dozen trials; uploads keep their own period.
+STATE_SAVE_S = "2"
+
+
+def save_state_often() -> None:
+    """Tune's experiment state saved every ``STATE_SAVE_S`` seconds unless the user set ``TUNE_GLOBAL_CHECKPOINT_S``."""
+    os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", STATE_SAVE_S)
+
+
 def failure_config(opts: TrialOpts):
     """Tune restarts a failed in-process trial (from its last checkpoint); Ray Train restarts its own workers."""
     return tune.FailureConfig(max_failures=opts.run.max_failures if opts.in_process else 0)
@@ -78,6 +90,7 @@ def run_trials(
     trainable = trials.trainable()
     if not verbose:  # Tune's newer console output prints its header box to stdout even at verbose=0
         os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+    save_state_often()
     # Ctrl-C ends the command (cli: runs KILLED, one line, exit 130, --resume goes on), rather than Tune's own handler
     # ending the sweep early and the command printing a summary of the trials done so far as if it had finished
     os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"
