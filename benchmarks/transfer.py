@@ -112,14 +112,21 @@ class Records:
         self.done: dict = json.load(open(path)) if os.path.isfile(path) else {}
 
     def put(self, key: str, value: dict) -> None:
-        if os.path.isfile(self.path):  # another process's records since this one read them stay
-            self.done = {**json.load(open(self.path)), **self.done}
-        self.done[key] = value
+        import fcntl
+
         os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        with open(self.path + ".tmp", "w") as f:
-            json.dump(self.done, f, indent=1, sort_keys=True)
-            f.write("\n")
-        os.replace(self.path + ".tmp", self.path)
+        # two runs side by side (one thread each) finish at any time: read, merge and write under one lock, each
+        # process through its own temporary file, so neither drops the other's record
+        with open(self.path + ".lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if os.path.isfile(self.path):  # another process's records since this one read them stay
+                self.done = {**json.load(open(self.path)), **self.done}
+            self.done[key] = value
+            tmp = f"{self.path}.{os.getpid()}.tmp"
+            with open(tmp, "w") as f:
+                json.dump(self.done, f, indent=1, sort_keys=True)
+                f.write("\n")
+            os.replace(tmp, self.path)
 
 
 def machine(gpu: bool = False) -> dict:

@@ -57,6 +57,26 @@ def test_records_keep_what_another_process_wrote(tmp_path):
     assert set(json.load(open(path))) == {"mrpc/fast/labels/42", "mrpc/fast/labels/43"}
 
 
+def _put_many(path: str, seed: int) -> None:
+    rec = transfer.Records(path)
+    for i in range(40):
+        rec.put(f"mrpc/fast/labels/{seed}-{i}", {"dev": i})
+
+
+def test_records_of_two_runs_finishing_at_once_are_both_kept(tmp_path):
+    """Two benchmark processes side by side (one thread each) write the file at any moment: every record stays."""
+    import multiprocessing
+
+    path = str(tmp_path / "r.json")
+    procs = [multiprocessing.get_context("fork").Process(target=_put_many, args=(path, s)) for s in (42, 43)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    assert all(p.exitcode == 0 for p in procs)
+    assert len(json.load(open(path))) == 80
+
+
 def test_tinybert_keeps_the_teachers_heads():
     """TinyBERT matches attention scores head by head: its fast student keeps the teacher's 12 heads, sliced (prune
     keeps the teacher's head size); every other row trains the shape as declared."""
