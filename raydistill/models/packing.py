@@ -71,7 +71,9 @@ def _flat_index(cu: torch.Tensor, n: int, max_len: int) -> torch.Tensor:
     """Each packed token's position in the flattened ``[B * T]`` padded layout."""
     cu = cu.long()
     tokens = torch.arange(n, device=cu.device)
-    row = torch.searchsorted(cu[1:].contiguous(), tokens, right=True)
+    # all of cu as the boundaries (cu[0] = 0 ≤ every token, hence the - 1), not the slice cu[1:]: torch 2.11's
+    # Inductor cannot lower searchsorted over a sliced view (NotImplementedError: SliceView; unpadded + compile on a GPU)
+    row = torch.searchsorted(cu, tokens, right=True) - 1
     return row * max_len + tokens - cu[row]
 
 

@@ -128,3 +128,15 @@ def test_attention_layout_is_checked():
 
     with pytest.raises(UserError, match="train.attention"):
         TrainConfig(attention="packed").validate()
+
+
+@pytest.mark.parametrize("lengths", [[3, 1, 4], [2, 0, 3, 0], [5]])
+def test_flat_index_places_each_token_in_its_row(lengths):
+    # searchsorted over all of cu_seqlens (not its slice cu[1:], which torch 2.11's Inductor cannot lower on a GPU):
+    # every packed token lands at its row's next position in the padded layout, empty rows included
+    from raydistill.models.packing import _flat_index
+
+    cu = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], dtype=torch.int32)
+    max_len = max(lengths)
+    want = [r * max_len + j for r, n in enumerate(lengths) for j in range(n)]
+    assert _flat_index(cu, sum(lengths), max_len).tolist() == want
