@@ -234,10 +234,9 @@ def _digests(cfg) -> tuple[str, dict[str, tuple[str, int]]]:
     """``data_fingerprint`` and each split's ``(digest, rows)``, worked out together, once per process for the same
     data (the fields that choose the rows, ``_data_key``) while its files stay the same: every trial of a sweep asks
     for both, and on SST-2 they cost ~2.5 s of a trial's fixed cost, re-reading and hashing every row."""
-    stamp = _data_stamp(cfg)
-    if stamp is None:
+    key = rows_key(cfg)
+    if key is None:
         return _work_digests(cfg)
-    key = (_data_key(cfg), stamp)
     if key not in _KEPT:
         while len(_KEPT) >= KEEP_DIGESTS:
             _KEPT.pop(next(iter(_KEPT)))  # the oldest
@@ -247,6 +246,13 @@ def _digests(cfg) -> tuple[str, dict[str, tuple[str, int]]]:
 
 KEEP_DIGESTS = 4  # data sets whose digests a process keeps (a sweep has one; its control and confirmation the same)
 _KEPT: dict[tuple, tuple[str, dict[str, tuple[str, int]]]] = {}
+
+
+def rows_key(cfg) -> tuple | None:
+    """What a process may key its memos of a run's rows by: what chooses them and their files' stamps; None where
+    the rows are not on this machine's disk (the hub), or their folder is missing."""
+    stamp = _data_stamp(cfg)
+    return None if stamp is None else (_data_key(cfg), stamp)
 
 
 def _data_key(cfg) -> tuple:

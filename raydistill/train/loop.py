@@ -106,6 +106,14 @@ class RunData:
 
 
 def load_data(cfg: RunConfig, tokenizer) -> RunData:
+    """The run's encoded rows; a reused trial actor keeps its last run's (``train/kept.py``)."""
+    from raydistill.train.kept import data_key, kept
+
+    key = data_key(cfg, tokenizer)
+    return _load_data(cfg, tokenizer) if key is None else kept(key, lambda: _load_data(cfg, tokenizer))
+
+
+def _load_data(cfg: RunConfig, tokenizer) -> RunData:
     from raydistill.data.splits import train_val_dev
 
     task = task_of(cfg)
