@@ -288,16 +288,16 @@ def _data_stamp(cfg) -> tuple | None:
     return files, stamp(augmented) if os.path.isfile(augmented) else ()
 
 
-def _dir_stamp(root: str) -> tuple:
-    """Name, time and size of each file in ``root`` and in its folders one level down (where a task's loader looks:
-    ``DIR/<Task>/train.tsv`` or ``DIR/train.tsv``)."""
+def _dir_stamp(root: str, depth: int = 2) -> tuple:
+    """Name, time and size of each file in ``root`` and in its folders down to ``depth`` levels: where the tasks'
+    loaders look (``DIR/train.tsv``, ``DIR/SST-2/train.tsv``, ``DIR/glue/SST-2/train.tsv``, ``DIR/ner/2016klp/…``)."""
     out = []
     for entry in sorted(os.scandir(root), key=lambda e: e.name):
-        inner = sorted(os.scandir(entry.path), key=lambda e: e.name) if entry.is_dir() else [entry]
-        for f in inner:
-            if f.is_file():
-                st = f.stat()
-                out.append((os.path.relpath(f.path, root), st.st_mtime_ns, st.st_size))
+        if entry.is_file():
+            st = entry.stat()
+            out.append((entry.name, st.st_mtime_ns, st.st_size))
+        elif entry.is_dir() and depth > 0:
+            out += [(f"{entry.name}/{name}", *rest) for name, *rest in _dir_stamp(entry.path, depth - 1)]
     return tuple(out)
 
 

@@ -67,6 +67,17 @@ def test_a_changed_file_reads_the_rows_again(glue_dir, tmp_path, counted):
     assert len(counted) == 2
 
 
+def test_a_file_two_folders_down_is_stamped(tmp_path):
+    # GLUE's loader also reads DIR/glue/SST-2/train.tsv, the NER ones DIR/ner/2016klp/ner.train
+    deep = tmp_path / "glue" / "SST-2"
+    deep.mkdir(parents=True)
+    (deep / "train.tsv").write_text("sentence\tlabel\n")
+    before = splits._dir_stamp(str(tmp_path))
+    (deep / "train.tsv").write_text("sentence\tlabel\na\t1\n")
+    assert [name for name, *_ in before] == ["glue/SST-2/train.tsv"]
+    assert splits._dir_stamp(str(tmp_path)) != before
+
+
 def test_no_memo_without_a_data_folder(counted, monkeypatch):
     # rows from the hub (no folder, no files to stamp) are worked out each time
     assert splits._data_stamp(RunConfig.from_dict({"task": "sst2", "teacher": "-"})) is None
