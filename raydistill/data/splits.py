@@ -281,24 +281,11 @@ def _data_stamp(cfg) -> tuple | None:
             return None
         files = (stamp(cfg.unlabeled_text),)
     elif cfg.data_dir and os.path.isdir(os.path.expanduser(cfg.data_dir)):
-        files = _dir_stamp(os.path.expanduser(cfg.data_dir))
+        files = hubdata.stamp(os.path.expanduser(cfg.data_dir))  # every file below: where the loaders look
     else:
         return None
     augmented = os.path.join(cfg.augment_dir, "train.jsonl") if cfg.augment_dir else ""
     return files, stamp(augmented) if os.path.isfile(augmented) else ()
-
-
-def _dir_stamp(root: str, depth: int = 2) -> tuple:
-    """Name, time and size of each file in ``root`` and in its folders down to ``depth`` levels: where the tasks'
-    loaders look (``DIR/train.tsv``, ``DIR/SST-2/train.tsv``, ``DIR/glue/SST-2/train.tsv``, ``DIR/ner/2016klp/…``)."""
-    out = []
-    for entry in sorted(os.scandir(root), key=lambda e: e.name):
-        if entry.is_file():
-            st = entry.stat()
-            out.append((entry.name, st.st_mtime_ns, st.st_size))
-        elif entry.is_dir() and depth > 0:
-            out += [(f"{entry.name}/{name}", *rest) for name, *rest in _dir_stamp(entry.path, depth - 1)]
-    return tuple(out)
 
 
 def _work_digests(cfg) -> tuple[str, dict[str, tuple[str, int]]]:

@@ -72,10 +72,11 @@ def test_a_file_two_folders_down_is_stamped(tmp_path):
     deep = tmp_path / "glue" / "SST-2"
     deep.mkdir(parents=True)
     (deep / "train.tsv").write_text("sentence\tlabel\n")
-    before = splits._dir_stamp(str(tmp_path))
+    cfg = RunConfig.from_dict({"task": "sst2", "teacher": "-", "data_dir": str(tmp_path)})
+    before = splits._data_stamp(cfg)
     (deep / "train.tsv").write_text("sentence\tlabel\na\t1\n")
-    assert [name for name, *_ in before] == ["glue/SST-2/train.tsv"]
-    assert splits._dir_stamp(str(tmp_path)) != before
+    assert [name for name, *_ in before[0]] == ["glue/SST-2/train.tsv"]
+    assert splits._data_stamp(cfg) != before
 
 
 def test_no_memo_without_a_data_folder(counted, monkeypatch):
