@@ -72,7 +72,7 @@ def _flat_index(cu: torch.Tensor, n: int, max_len: int) -> torch.Tensor:
     cu = cu.long()
     tokens = torch.arange(n, device=cu.device)
     # all of cu as the boundaries (cu[0] = 0 ≤ every token, hence the - 1), not the slice cu[1:]: torch 2.11's
-    # Inductor cannot lower searchsorted over a sliced view (NotImplementedError: SliceView; unpadded + compile on a GPU)
+    # Inductor cannot lower searchsorted over a sliced view (NotImplementedError: SliceView; unpadded + compile, GPU)
     row = torch.searchsorted(cu, tokens, right=True) - 1
     return row * max_len + tokens - cu[row]
 
