@@ -285,6 +285,9 @@ class Bench:
             aug = ["--augment-dir", folder, "--epoch-rows", str(epoch_rows(folder, self.a.aug_evals))]
         if spec["method"] == "tinybert":  # one pass of each stage per --aug-epochs
             stages = ["--intermediate-epochs", str(epochs // 2)]
+            # the teacher's full states and scores of the set, on disk once for every seed (over the product's default
+            # budget on a x20 set): the live teacher was over half of an intermediate step
+            stages += ["--teacher-cache-gb", str(self.a.tinybert_cache_gb)] if self.a.tinybert_cache_gb else []
         out = os.path.join(self.work, "students", key)
         cmd = ["raydistill.distill", "--method", spec["method"], "--teacher", teacher, *self.common(task)]
         cmd += ["--student-layers", layers, "--student-hidden", hidden, "--student-intermediate", inter]
@@ -464,6 +467,13 @@ def main() -> None:
         "after each",
     )
     p.add_argument("--teacher-epochs", type=int, default=3)
+    p.add_argument(
+        "--tinybert-cache-gb",
+        type=float,
+        default=32.0,
+        help="TinyBERT rows: the teacher cache's budget for full-sequence states and attention scores (the x20 sets "
+        "need ~26 GiB on disk; each seed then reads them instead of running the teacher); 0: the product's default",
+    )
     p.add_argument("--max-length", type=int, default=128)
     p.add_argument(
         "--use-gpu",
