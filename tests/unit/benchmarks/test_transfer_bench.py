@@ -130,3 +130,61 @@ def test_a_steps_row_trains_as_many_examples_as_the_augmented_row(tmp_path):
         assert transfer.epochs_of(row, a) * int(rows * 0.9) == pytest.approx(augmented, rel=0.01)
     assert transfer.epochs_of("labels", a) == 4 and transfer.epochs_of("recipe+aug20", a) == 10
     assert transfer.epochs_of("tinybert+aug20", a) == 20  # each stage one pass
+
+
+def _bench(tmp_path, monkeypatch, **over) -> tuple[transfer.Bench, list]:
+    """A Bench whose teacher, set and commands are stand-ins: what each step would run is collected, nothing trains."""
+    a = argparse.Namespace(
+        work=str(tmp_path),
+        data="glue",
+        use_gpu=False,
+        extra=[],
+        deadline=None,
+        epochs=4,
+        aug_epochs=1,
+        aug_evals=10,
+        max_length=128,
+        tinybert_cache_gb=32.0,
+    )
+    vars(a).update(over)
+    teacher = tmp_path / "teacher"
+    teacher.mkdir()
+    (teacher / "config.json").write_text(json.dumps({"num_attention_heads": 12}))
+    (tmp_path / "set").mkdir()
+    (tmp_path / "set" / "train.jsonl").write_text("{}\n" * 210)
+    rec = transfer.Records(str(tmp_path / "records.json"))
+    rec.put("mrpc/gold", {"gold": [0, 1]})
+    bench = transfer.Bench(a, rec)
+    ran: list = []
+    monkeypatch.setattr(bench, "teacher", lambda task: (ran.append("teacher") or str(teacher), "build"))
+    monkeypatch.setattr(bench, "augmented", lambda task, t: ran.append("set") or str(tmp_path / "set"))
+    monkeypatch.setattr(bench, "metric", lambda task: "accuracy")
+    result = {"best_eval_accuracy": 0.5, "best_val_accuracy": 0.5}
+    monkeypatch.setattr(transfer, "run", lambda cmd, log: ran.append(cmd) or result)
+    monkeypatch.setattr(transfer.qs, "dev_predictions", lambda *x: ([0, 0], [0, 1]))
+    return bench, ran
+
+
+def test_tinybert_rows_cache_the_teachers_full_states(tmp_path, monkeypatch):
+    """TinyBERT's intermediate stage reads the teacher's full states and scores: its rows raise the cache's budget so
+    every seed reads them from disk (the ×20 set's need over the product's 4 GiB default); other rows keep the
+    product's budget, and 0 keeps it for TinyBERT too."""
+    bench, ran = _bench(tmp_path, monkeypatch)
+    bench.step("mrpc", "fast", "tinybert+aug20", 42)
+    bench.step("mrpc", "fast", "recipe+aug20", 42)
+    tiny, recipe = (" ".join(c) for c in ran if isinstance(c, list))
+    assert "--teacher-cache-gb 32.0" in tiny and "--intermediate-epochs 10" in tiny
+    assert "--teacher-cache-gb" not in recipe
+    (tmp_path / "b").mkdir()
+    bench, ran = _bench(tmp_path / "b", monkeypatch, tinybert_cache_gb=0.0)
+    bench.step("mrpc", "fast", "tinybert+aug20", 42)
+    assert "--teacher-cache-gb" not in " ".join(next(c for c in ran if isinstance(c, list)))
+
+
+def test_prepare_builds_the_teacher_and_the_set_and_trains_nothing(tmp_path, monkeypatch):
+    """``--prepare``: what a task's runs share, built ahead (the set only where an augmented row is asked for)."""
+    bench, ran = _bench(tmp_path, monkeypatch)
+    assert bench.prepare("mrpc", ["labels", "recipe+aug20"]).startswith("teacher build, x20 set ")
+    assert ran == ["teacher", "set"]
+    ran.clear()
+    assert bench.prepare("mrpc", ["labels"]) == "teacher build" and ran == ["teacher"]
