@@ -10,7 +10,10 @@ faster, so that ratio credits distillation with the runtime's gain: docs/benchma
 Dynamic quantisation (``onnxruntime.quantization.quantize_dynamic``): MatMul weights stored as INT8 (per output
 channel), activations quantised on the fly, so no calibration data is needed. Per-tensor weights, quantised
 embeddings, and ONNX Runtime's pre-processing or BERT fusions before quantising were each tried and lost score or
-speed: docs/benchmarks/2026-11-23-int8-onnx.md.
+speed: docs/benchmarks/2026-11-23-int8-onnx.md. The weights use 7 of their 8 bits (``reduce_range``): on x86 CPUs
+without VNNI, ONNX Runtime multiplies u8 activations by s8 weights with an instruction whose 16-bit pair sums saturate
+at full range, so the same file would compute other logits there; in 7 bits no pair sum can saturate, every CPU
+computes the same integers, at the same speed and dev score (docs/benchmarks/2026-11-28-int8-no-vnni.md).
 """
 
 from __future__ import annotations
@@ -33,10 +36,20 @@ MAX_DROP_POINTS = 1.0  # the INT8 student may lose at most this many points (0.0
 # MatMul only, per channel: per-tensor weights lost dev score, and quantising the embedding Gathers too shrank the file
 # but lost score for no speed (docs/benchmarks/2026-11-23-int8-onnx.md).
 OP_TYPES = ("MatMul",)
+# 7-bit weights: |u8 x s7| pair sums stay under 2**15, so no CPU saturates (module docstring)
+REDUCE_RANGE = True
 
 
-def quantize_onnx(fp32_path: str, out_path: str | None = None, per_channel: bool = True, op_types=OP_TYPES) -> str:
-    """Write the dynamically quantised INT8 copy of ``fp32_path`` (default: ``model.int8.onnx`` beside it)."""
+def quantize_onnx(
+    fp32_path: str,
+    out_path: str | None = None,
+    per_channel: bool = True,
+    op_types=OP_TYPES,
+    reduce_range: bool = REDUCE_RANGE,
+    weight_type: str = "s8",
+) -> str:
+    """Write the dynamically quantised INT8 copy of ``fp32_path`` (default: ``model.int8.onnx`` beside it);
+    ``weight_type`` "s8" or "u8", ``reduce_range``: weights in 7 bits."""
     import logging
 
     from onnxruntime.quantization import QuantType, quantize_dynamic
@@ -50,8 +63,9 @@ def quantize_onnx(fp32_path: str, out_path: str | None = None, per_channel: bool
         quantize_dynamic(
             fp32_path,
             out_path,
-            weight_type=QuantType.QInt8,
+            weight_type={"s8": QuantType.QInt8, "u8": QuantType.QUInt8}[weight_type],
             per_channel=per_channel,
+            reduce_range=reduce_range,
             op_types_to_quantize=list(op_types) if op_types else None,
         )
     finally:
