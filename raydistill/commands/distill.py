@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -36,6 +37,7 @@ from raydistill.commands.flags import (
     section,
 )
 from raydistill.common.errors import RunFailed
+from raydistill.common.interrupts import resume_hint
 from raydistill.config.schema import DistillConfig, RunConfig, StudentConfig
 from raydistill.orchestrate.request import FP32_TEACHER, INJECT_FAULT, SWITCH, TEACHER_CACHE, TEACHER_CACHE_GB
 from raydistill.tasks.filedata import FileData
@@ -45,7 +47,9 @@ DESCRIPTION = (
     "distillation on raw text from --unlabeled-text). One worker trains in this process, with no Ray started; "
     "--num-workers data-parallel workers, restarts (--max-failures), a cluster (RAY_ADDRESS) or --ray-train train on "
     "Ray Train. It logs to MLflow, writes the best epoch's student to --output, and prints its scores as one "
-    "JSON object on the last line of stdout. Bad input is refused before anything starts."
+    "JSON object on the last line of stdout. Bad input is refused before anything starts. A run stopped after a "
+    "finished epoch (Ctrl-C, a failure, a machine's end) goes on from that epoch when the same command is given "
+    "again (kept in OUTPUT.resume until it ends)."
 )
 
 
@@ -291,15 +295,20 @@ def main(argv=None) -> dict:
 def run(argv=None) -> dict:
     """The run these flags describe, trained to its end: its scores as ``main`` prints them. Bad input is a UserError
     before Ray starts; a run that fails, ``RunFailed``."""
-    return execute(request_of(parser().parse_args(argv)))
+    request = request_of(parser().parse_args(argv))
+    # Ctrl-C: the same command goes on from the run's last finished epoch (orchestrate.resume)
+    resume_hint(shlex.join(["python", "-m", "raydistill.distill", *(sys.argv[1:] if argv is None else argv)]))
+    return execute(request)
 
 
 def execute(r: DistillRequest) -> dict:
     """The run ``r`` asks for, trained to its end (``raydistill.api.run_distill`` runs the same from the request it
     builds): every check that needs no Ray, then ``orchestrate.single.run_one``."""
+    from raydistill.orchestrate.resume import check_record_folder
     from raydistill.train.preflight import check_ray_options, preflight
 
     check_ray_options(r.placement_strategy, r.max_failures, r.cpus_per_worker)
+    check_record_folder(r.output)  # a user's OUTPUT.resume: refused before anything loads, --overwrite or not
     cfg = config_of(r)
     if not os.environ.get("RAY_ADDRESS"):  # the local Ray this command starts has this machine's GPUs, or none
         from raydistill.train.precision import run_device

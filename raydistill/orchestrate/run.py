@@ -10,6 +10,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -281,14 +282,16 @@ def augment_params(cfg: RunConfig) -> dict:
 
 @dataclass(frozen=True)
 class TrialLink:
-    """What ties a sweep trial's run to its sweep, passed together from the trial to its run: the parent MLflow run,
-    the run's tags (trial id, sweep, role), the run an earlier attempt of the trial left (resumed, not started again)
-    and Tune's report callbacks on Ray Train. A run outside a sweep has none (``NO_LINK``)."""
+    """What ties a run to what started it, passed together to the run: a sweep trial's parent MLflow run, its tags
+    (trial id, sweep, role) and Tune's report callbacks on Ray Train; the run an earlier attempt left (a restarted
+    trial, an interrupted ``distill``: resumed, not started again); ``on_start``, called with the MLflow run's id once
+    it exists (``distill``'s resume record). A run outside a sweep has none of the sweep's (``NO_LINK``)."""
 
     parent_run_id: str | None = None
     tags: dict[str, str] = field(default_factory=dict)
     resume_run_id: str | None = None
     callbacks: tuple[Any, ...] = ()
+    on_start: Callable[[str], None] | None = None
 
 
 NO_LINK = TrialLink()
@@ -323,6 +326,8 @@ def execute(
         parent_run_id=trial.parent_run_id,
     )
     try:  # from here on the run ends FINISHED, FAILED or KILLED, never left RUNNING
+        if trial.on_start:
+            trial.on_start(run_id)
         _ready_run(cfg, tracker, run_id, resumed=bool(trial.resume_run_id))
         last, checkpoint, t1 = _fit(cfg, tracker, run_id, storage_path, name, opts, trial, in_process)
         t2 = time.perf_counter()

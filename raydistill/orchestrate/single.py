@@ -1,10 +1,13 @@
 """One distillation run outside a sweep (``raydistill distill``, the API's ``run_distill``): its one worker in this
 process where nothing needs Ray, else a Ray Train job on the Ray this process joins or starts. The command parses and
-checks; this decides where the run trains and runs it under a fresh name."""
+checks; this decides where the run trains and runs it under a fresh name, or goes on with the run these settings
+left interrupted (``orchestrate.resume``)."""
 
 from __future__ import annotations
 
 import os
+import re
+import sys
 import time
 
 from raydistill.common.errors import RunFailed, failure_reason
@@ -14,19 +17,51 @@ from raydistill.orchestrate.run import RunOptions
 
 def run_one(cfg: RunConfig, storage: str, opts: RunOptions, ray_train: bool = False) -> dict:
     """``cfg`` (preflighted) trained to its end, checkpoints under ``storage``: its scores. ``ray_train``: on Ray
-    Train even where one worker in this process would do (``--ray-train``). A run that fails: ``RunFailed``."""
-    # a fresh run name each time: Train V2 resumes any earlier run stored under the same name
-    shape = f"{cfg.student.layers}L{cfg.student.hidden}"
-    name = f"{cfg.distill.method}-{cfg.task}-{shape}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+    Train even where one worker in this process would do (``--ray-train``). A run of these settings that was
+    interrupted goes on from its last epoch's checkpoint in its MLflow run (``orchestrate.resume``). A run that
+    fails: ``RunFailed``."""
+    from raydistill.orchestrate.resume import RunRecord
+    from raydistill.orchestrate.run import TrialLink
+
+    record = RunRecord(cfg, storage)
+    # a new run gets a fresh name: Train V2 resumes any earlier run stored under the same name, which is what an
+    # interrupted one's name is kept for
+    name = record.name or _fresh_name(cfg)
+    if record.run_id:
+        print(_resuming(cfg, storage, record), file=sys.stderr, flush=True)
+    link = TrialLink(resume_run_id=record.run_id, on_start=lambda run_id: record.start(name, run_id))
     on_ray = on_ray_train(cfg, storage, opts, asked=ray_train)
     if on_ray:  # outside the try: a cluster that refuses this driver (its token) is one line naming the fix, exit 2
         _join_ray(opts.verbose)
     try:
         if on_ray:
-            return _on_ray_train(cfg, storage, name, opts)
-        return _in_process(cfg, storage, name, opts)
+            out = _on_ray_train(cfg, storage, name, opts, link)
+        else:
+            out = _in_process(cfg, storage, name, opts, link)
     except Exception as e:
         raise RunFailed(f"training failed: {failure_reason(e)}") from e
+    record.done()
+    return out
+
+
+def _fresh_name(cfg: RunConfig) -> str:
+    shape = f"{cfg.student.layers}L{cfg.student.hidden}"
+    return f"{cfg.distill.method}-{cfg.task}-{shape}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+
+
+def _resuming(cfg: RunConfig, storage: str, record) -> str:
+    """The line that says an interrupted run goes on, and from which epoch where its checkpoints are on this disk."""
+    from raydistill.common.paths import is_uri
+    from raydistill.orchestrate.run import _checkpoints
+
+    kept = [] if is_uri(storage) else _checkpoints(os.path.join(storage, record.name))
+    # in this process a checkpoint is named by its epoch; Ray Train names its own by time
+    epoch = re.fullmatch(r"checkpoint_(\d+)", os.path.basename(kept[-1])) if kept else None
+    after = f" after its epoch {int(epoch.group(1))}" if epoch else ""
+    return (
+        f"resuming the interrupted run into {cfg.output}{after} (MLflow run {record.run_id}, checkpoints in "
+        f"{storage.rstrip('/')}/{record.name})"
+    )
 
 
 def on_ray_train(cfg: RunConfig, storage: str, opts: RunOptions, asked: bool = False) -> bool:
@@ -56,14 +91,14 @@ def _join_ray(verbose: bool) -> None:
     at_signal(mute_workers)  # Ctrl-C: workers Ray kills while the command unwinds print nothing
 
 
-def _on_ray_train(cfg: RunConfig, storage: str, name: str, opts: RunOptions) -> dict:
+def _on_ray_train(cfg: RunConfig, storage: str, name: str, opts: RunOptions, link) -> dict:
     """The run as a Ray Train job, on the Ray ``_join_ray`` joined or started."""
     from raydistill.orchestrate.run import execute
 
-    return execute(cfg, storage_path=storage, name=name, opts=opts)
+    return execute(cfg, storage_path=storage, name=name, opts=opts, trial=link)
 
 
-def _in_process(cfg: RunConfig, storage: str, name: str, opts: RunOptions) -> dict:
+def _in_process(cfg: RunConfig, storage: str, name: str, opts: RunOptions, link) -> dict:
     """The run's one worker in this process (``orchestrate.run.fit_in_process``, as a sweep's 1-worker trial): the
     same loop, MLflow run, checkpoints under ``storage``, export and scores, on ``opts.cpus_per_worker`` threads, by
     default the process's own (the machine's cores: a run alone has no trial beside it to leave CPUs to); the
@@ -72,4 +107,4 @@ def _in_process(cfg: RunConfig, storage: str, name: str, opts: RunOptions) -> di
     from raydistill.orchestrate.run import execute
 
     with threads_kept():
-        return execute(cfg, storage_path=storage, name=name, opts=opts, in_process=lambda metrics: None)
+        return execute(cfg, storage_path=storage, name=name, opts=opts, in_process=lambda metrics: None, trial=link)

@@ -66,6 +66,37 @@ def test_worker_killed_mid_epoch_restarts_from_checkpoint(
 
 
 @pytest.mark.slow
+def test_a_ray_train_run_that_failed_goes_on_when_the_command_is_given_again(
+    ray_session, tiny_teacher, glue_dir, mlflow_uri, tmp_path, capsys
+):
+    """No restarts left (--max-failures 0): the run fails once its worker dies in epoch 2; the same command goes on
+    from epoch 1's checkpoint on Ray Train (the same run name under the storage) into the same MLflow run."""
+    from mlflow.tracking import MlflowClient
+
+    from raydistill.distill.__main__ import main
+
+    marker, out_dir = tmp_path / "killed", tmp_path / "s"
+    argv = [
+        "--method", "kd", "--task", "sst2", "--teacher", tiny_teacher("classification", 2), "--data-dir", glue_dir,
+        *TINY_STUDENT, "--epochs", "3", "--max-steps", "9", "--batch-size", "16", "--max-length", "32",
+        "--eval-limit", "16", "--output", str(out_dir), "--tracking-uri", mlflow_uri, "--experiment", "goes-on",
+        "--storage-path", str(tmp_path / "ray"), "--inject-fault", f"kill:rank=0,epoch=2,step=2,once={marker}",
+    ]  # fmt: skip
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 1 and marker.exists()
+    kept = json.load(open(f"{out_dir}.resume/resume.json"))
+    client = MlflowClient(mlflow_uri)
+    assert client.get_run(kept["run_id"]).info.status == "FAILED"
+    capsys.readouterr()
+    out = distill(argv, capsys)  # the same command: the marker keeps the worker alive this time
+    assert out["run_id"] == kept["run_id"] and out["epoch"] == 3 and not os.path.exists(f"{out_dir}.resume")
+    assert client.get_run(kept["run_id"]).info.status == "FINISHED"
+    hist = client.get_metric_history(out["run_id"], "eval_accuracy")
+    assert sorted(m.step for m in hist) == [1, 2, 3]  # epoch 1 from the first attempt, 2 and 3 from the second
+
+
+@pytest.mark.slow
 def test_nan_loss_fails_the_run_with_its_reason(tiny_teacher, glue_dir, mlflow_uri, tmp_path, capsys):
     from mlflow.tracking import MlflowClient
 

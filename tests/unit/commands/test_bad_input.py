@@ -995,6 +995,14 @@ CASES = [
         says="pass --overwrite",
     ),
     Case(
+        "distill-users-resume-folder",
+        "distill",
+        lambda E: distill(E, "--output", E.taken, "--overwrite"),
+        "output",
+        what="a user's folder `OUTPUT.resume` beside `--output` (`--overwrite` too)",
+        says="move it away",
+    ),
+    Case(
         "distill-output-is-teacher",
         "distill",
         lambda E: distill(E, "--output", E.teacher, "--overwrite"),
