@@ -16,7 +16,9 @@ Every finished run is one record in RECORDS (committed to the repository, so the
 and sessions: the same command skips what is recorded): its val and dev scores, its per-example dev predictions (the
 paired intervals need them, not the model), the machine, the commit and the teacher build it learned from. Work
 folders (teachers, augmented sets, students) are rebuilt where missing; a rebuilt teacher's dev predictions are
-compared with the recorded build's, and every run names the build it used.
+compared with the recorded build's, and every run names the build it used. A run cut short (a session's end) goes on
+from its last finished epoch when the same command is given again (``distill``'s OUTPUT.resume, in the work folder);
+its record says ``resumed`` and its wall is the last part only (``+`` in the tables, left out of the estimates).
 
     python benchmarks/transfer.py --data-dir ../shared/data/glue --tasks mrpc --students fast,half \\
         --deadline 09:20          # starts no run expected to end after 09:20 (from its row's recorded walls)
@@ -261,7 +263,11 @@ class Bench:
 
     def estimate(self, task: str, student: str, row: str) -> float | None:
         """A run's wall from its row's recorded runs; a row's first run from the recipe's, scaled by its examples."""
-        walls = [v["wall_s"] for k, v in self.rec.done.items() if k.startswith(f"{task}/{student}/{row}/")]
+        walls = [
+            v["wall_s"]
+            for k, v in self.rec.done.items()
+            if k.startswith(f"{task}/{student}/{row}/") and not v.get("resumed")  # a resumed wall: its last part
+        ]
         if walls:
             return max(walls) * 1.15
         spec = ROWS[row]
@@ -305,6 +311,9 @@ class Bench:
         # one thread, as every run before a978fe1 had (a distill run alone now takes the machine's cores): walls stay
         # comparable across sessions, and a second run can share the machine
         cmd += [] if self.a.use_gpu else ["--cpus-per-worker", "1"]
+        # a run an earlier session left interrupted goes on from its last epoch (distill's OUTPUT.resume): its wall
+        # is then only the part this call ran
+        resumed = os.path.isfile(os.path.join(f"{out}.resume", "resume.json"))
         load0, t0 = os.getloadavg()[0], time.time()
         r = run(cmd, self.log)
         wall = round(time.time() - t0, 1)
@@ -324,6 +333,7 @@ class Bench:
                 "augment": augment_version() if spec["aug"] else None,
                 "teacher_build": build,
                 "wall_s": wall,
+                "resumed": resumed,
                 "load": [round(load0, 1), round(os.getloadavg()[0], 1)],
                 "machine": machine(self.a.use_gpu),
                 "commit": commit(),
@@ -331,7 +341,7 @@ class Bench:
                 "command": " ".join(["python -m", *cmd]),
             },
         )
-        return f"done in {wall / 60:.1f} min: dev {r[f'best_eval_{m}']:.4f}"
+        return f"done in {wall / 60:.1f} min{' (resumed)' if resumed else ''}: dev {r[f'best_eval_{m}']:.4f}"
 
 
 def epochs_of(row: str, a: argparse.Namespace) -> int:
@@ -375,7 +385,8 @@ def summarise(done: dict, task: str, student: str, seeds: list[int]) -> dict | N
             "rep": rep,
             "ci": qs.interval(task, rep["preds"], gold),
             "pct": None,
-            "wall_min": [round(r["wall_s"] / 60, 1) for r in runs],
+            # "+": a run resumed from an interrupted one, its wall only the last part
+            "wall_min": [f"{r['wall_s'] / 60:.1f}{'+' if r.get('resumed') else ''}" for r in runs],
             "student": rep["student"],
             "machines": sorted({r.get("machine", {}).get("gpu") or r.get("machine", {}).get("cpu", "?") for r in runs}),
         }

@@ -188,3 +188,22 @@ def test_prepare_builds_the_teacher_and_the_set_and_trains_nothing(tmp_path, mon
     assert ran == ["teacher", "set"]
     ran.clear()
     assert bench.prepare("mrpc", ["labels"]) == "teacher build" and ran == ["teacher"]
+
+
+def test_a_run_an_earlier_session_cut_short_is_recorded_as_resumed(tmp_path, monkeypatch):
+    """A run whose distill left OUTPUT.resume goes on (the same command); its record says so, its wall (the last part
+    only) is marked in the table and left out of the deadline's estimate."""
+    bench, ran = _bench(tmp_path, monkeypatch)
+    bench.step("mrpc", "fast", "recipe", 42)
+    record = tmp_path / "students" / "mrpc" / "fast" / "recipe" / "43.resume"
+    record.mkdir(parents=True)
+    (record / "resume.json").write_text("{}")
+    assert "(resumed)" in bench.step("mrpc", "fast", "recipe", 43)
+    done = bench.rec.done
+    assert done["mrpc/fast/recipe/43"]["resumed"] and not done["mrpc/fast/recipe/42"]["resumed"]
+    done["mrpc/fast/recipe/42"]["wall_s"], done["mrpc/fast/recipe/43"]["wall_s"] = 600.0, 60.0
+    assert bench.estimate("mrpc", "fast", "recipe") == pytest.approx(600.0 * 1.15)
+    walls = transfer.summarise(
+        {**done, "mrpc/teacher": {"builds": [{"dev": 0.9, "preds": [0, 1]}]}}, "mrpc", "fast", [42, 43]
+    )["recipe"]["wall_min"]
+    assert walls == ["10.0", "1.0+"]
