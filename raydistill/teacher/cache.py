@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import glob
 import hashlib
 import json
 import os
@@ -132,10 +133,20 @@ class TeacherCache:
                     f" (+ full states of {len(add_h)} layers, scores of {len(add_a)})" if add_h or add_a else ""
                 )
                 log(f"teacher cache: computing {what} for {len(features)} examples into {self.dir}")
+                self._clear_killed_build()
                 with autocast(device, want.dtype):  # the same precision as the live teacher of this run
                     self._build(teacher, inputs, device, meta is None, add_h, add_a, log=log)
             fcntl.flock(lock, fcntl.LOCK_UN)
         return self._map()
+
+    def _clear_killed_build(self) -> None:
+        """What a build killed mid-way left (SIGKILL, a machine's end: its cleanup never ran), gigabytes on a large
+        set: this key's temporary folder and half-written arrays. Under the key's lock no one else writes them."""
+        parent, key = os.path.split(self.dir)
+        for stale in glob.glob(os.path.join(glob.escape(parent), f".tmp-{glob.escape(key)}-*")):
+            shutil.rmtree(stale, ignore_errors=True)
+        for stale in glob.glob(os.path.join(glob.escape(self.dir), "*.tmp.npy")):
+            os.remove(stale)
 
     def _to_add(
         self, teacher, features: list, meta: dict | None, want_h: set, want_a: set, budget_gb: float, log
@@ -208,7 +219,8 @@ class TeacherCache:
         from raydistill.models.packing import packed_forward
 
         teacher.to(device).eval()
-        out_dir = tempfile.mkdtemp(prefix=".tmp-", dir=os.path.dirname(self.dir)) if base else self.dir
+        parent, key = os.path.split(self.dir)
+        out_dir = tempfile.mkdtemp(prefix=f".tmp-{key}-", dir=parent) if base else self.dir
         w = _CacheWriter(out_dir, features, teacher.config, self.kind)
         try:
             order = sorted(range(len(features)), key=lambda i: w.lengths[i])  # little padding

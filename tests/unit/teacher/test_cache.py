@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 
 import pytest
 
@@ -108,3 +109,27 @@ def test_cache_adds_missing_layers_later(tiny_teacher, glue_dir, tmp_path):
     assert os.stat(tmp_path / "part" / key / "hidden_2.npy").st_ino == first  # not rewritten
     for k in ("train_emb", "train_att", "train_hidden", "train_loss"):
         assert cached[k] == pytest.approx(live[k], rel=2e-3, abs=1e-4), k
+
+
+def test_a_build_killed_mid_way_leaves_nothing_behind_the_next_build(tiny_teacher, glue_dir, tmp_path):
+    """A build killed with no cleanup (SIGKILL, a machine's end) leaves its temporary folder and half-written arrays,
+    gigabytes on a large set: the next build of that key removes them (under its lock); another key's are left."""
+    teacher = tiny_teacher("classification", 2, dropout=0.0)
+    cfg = cfg_for("sst2", teacher, glue_dir, "kd", epochs=1).replace(teacher_cache=str(tmp_path / "c"))
+    run_local(cfg)
+    (key,) = [d for d in os.listdir(tmp_path / "c") if not d.endswith(".lock")]
+    shutil.rmtree(tmp_path / "c" / key)  # as if the first build had been killed
+    killed = tmp_path / "c" / f".tmp-{key}-x1"
+    killed.mkdir()
+    (killed / "cls.tmp.npy").write_bytes(b"0" * 1024)
+    other = tmp_path / "c" / ".tmp-otherkey-x2"  # another key's build, maybe in progress
+    other.mkdir()
+    run_local(cfg)
+    assert not killed.exists() and other.exists()
+    assert sorted(os.listdir(tmp_path / "c")) == sorted([key, f"{key}.lock", other.name])
+
+    # layers being added when it was killed: their half-written arrays inside the cache folder
+    (tmp_path / "c" / key / "hidden_9.tmp.npy").write_bytes(b"0" * 1024)
+    tiny = cfg.replace(distill=dataclasses.replace(cfg.distill, method="tinybert", mapping="uniform"))
+    run_local(tiny)  # adds the full states and scores TinyBERT reads
+    assert not [f for f in os.listdir(tmp_path / "c" / key) if f.endswith(".tmp.npy")]
