@@ -181,11 +181,12 @@ KEEP = 1
 
 
 def _checkpoints(run_dir: str) -> list[str]:
-    """Complete persisted checkpoints, oldest first (a half-copied one is still named ``….tmp``)."""
+    """Complete persisted checkpoints, oldest first (a half-copied one is still named ``….tmp``; beside Ray Train's
+    lies its ``checkpoint_manager_snapshot.json``)."""
     if not os.path.isdir(run_dir):
         return []
-    names = sorted(n for n in os.listdir(run_dir) if n.startswith("checkpoint_") and not n.endswith(".tmp"))
-    return [os.path.join(run_dir, n) for n in names]
+    names = sorted(n for n in os.listdir(run_dir) if n.startswith("checkpoint_") and not n.endswith((".tmp", ".json")))
+    return [os.path.join(run_dir, n) for n in names if os.path.isdir(os.path.join(run_dir, n))]
 
 
 def trial_device(train):
@@ -329,6 +330,8 @@ def execute(
         if trial.on_start:
             trial.on_start(run_id)
         _ready_run(cfg, tracker, run_id, resumed=bool(trial.resume_run_id))
+        if trial.resume_run_id:
+            _log_unlogged_epochs(tracker, run_id, os.path.join(storage_path, name))
         last, checkpoint, t1 = _fit(cfg, tracker, run_id, storage_path, name, opts, trial, in_process)
         t2 = time.perf_counter()
         final = final_metrics(last)
@@ -357,6 +360,23 @@ def _ready_run(cfg: RunConfig, tracker: Tracker, run_id: str, resumed: bool) -> 
         log_inputs(tracker, run_id, cfg)
     else:
         tracker.reopen_run(run_id)
+
+
+def _log_unlogged_epochs(tracker: Tracker, run_id: str, run_dir: str) -> None:
+    """A resumed run's checkpointed epochs its MLflow run lacks, logged now: an attempt stopped between persisting an
+    epoch's checkpoint and logging it (the order Ray Train keeps too) resumes after that epoch, whose metrics only the
+    checkpoint holds. Checkpoints in remote storage are left to the run's own reports."""
+    from raydistill.train.checkpoint import load_history
+
+    kept = _checkpoints(run_dir)
+    history = load_history(os.path.join(kept[-1], "checkpoint")) if kept else []
+    if not history:
+        return
+    logged = tracker.logged_epochs(run_id)
+    for metrics in history:
+        if int(metrics["epoch"]) not in logged:
+            log.info("epoch %s of run %s: checkpointed, not logged; logged now", metrics["epoch"], run_id)
+            tracker.log_epoch(run_id, metrics)
 
 
 def _fit(

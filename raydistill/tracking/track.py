@@ -330,6 +330,10 @@ class Tracker:
     def log_epoch(self, run_id: str, metrics: dict) -> None:
         self.log_metrics(run_id, metrics, step=int(metrics.get("epoch", 0)))
 
+    def logged_epochs(self, run_id: str) -> set[int]:
+        """The epochs the run has logged (the steps of its ``epoch`` metric)."""
+        return {m.step for m in retry(self.client.get_metric_history, run_id, "epoch")}
+
     def set_tags(self, run_id: str, tags: dict) -> None:
         for k, v in tags.items():
             retry(self.client.set_tag, run_id, k, str(v)[:5000])

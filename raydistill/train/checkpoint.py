@@ -62,6 +62,15 @@ def load_state(resume_dir: str):
     return state, blobs
 
 
+def load_history(resume_dir: str) -> list[dict]:
+    """The metrics of every epoch a checkpoint has trained (its ``state.json``), none where it has no state."""
+    path = os.path.join(resume_dir, "state.json")
+    if not os.path.isfile(path):
+        return []
+    with open(path) as f:
+        return json.load(f).get("history", [])
+
+
 def resume_student(resume_dir: str | None) -> str | None:
     """The student a resumed run continues: the latest one, or in a finished run's checkpoint (``finish``) the best
     one, all it keeps (such a run trains no further: it reports its last epoch again)."""

@@ -28,12 +28,14 @@ def _argv(teacher, glue_dir, tmp_path, out, *extra):
     ]  # fmt: skip
 
 
-def _interrupt_after(epoch, monkeypatch):
-    """Ctrl-C the moment ``epoch`` is logged: it and the epochs before it are checkpointed."""
+def _interrupt_after(epoch, monkeypatch, logged=True):
+    """Ctrl-C the moment ``epoch`` is logged (``logged``) or about to be: it and the epochs before it are
+    checkpointed."""
     log_epoch = Tracker.log_epoch
 
     def stop(tracker, run_id, metrics):
-        log_epoch(tracker, run_id, metrics)
+        if metrics["epoch"] != epoch or logged:
+            log_epoch(tracker, run_id, metrics)
         if metrics["epoch"] == epoch:
             raise KeyboardInterrupt
 
@@ -78,6 +80,28 @@ def test_an_interrupted_run_goes_on_from_its_last_epoch_into_the_same_run(
     steps = [m.step for m in client.get_metric_history(kept["run_id"], "train_loss")]
     assert sorted(steps) == [1, 2, 3, 4]  # every epoch logged once
     assert os.path.isfile(os.path.join(out, "config.json"))
+
+
+def test_an_epoch_checkpointed_but_not_logged_when_interrupted_is_logged_on_resume(
+    tiny_teacher, glue_dir, tmp_path, monkeypatch
+):
+    teacher = tiny_teacher("classification", 2)
+    out = str(tmp_path / "cut")
+    argv = _argv(teacher, glue_dir, tmp_path, out, "--epochs", "3")
+    log_epoch = _interrupt_after(2, monkeypatch, logged=False)  # persisted, then stopped before MLflow heard of it
+    with pytest.raises(SystemExit):
+        distill.main(argv)
+    run_id = json.load(open(f"{out}.resume/resume.json"))["run_id"]
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    assert [m.step for m in client.get_metric_history(run_id, "train_loss")] == [1]
+
+    monkeypatch.setattr(Tracker, "log_epoch", log_epoch)
+    again = distill.main(argv)
+    assert again["run_id"] == run_id
+    losses = {m.step: m.value for m in client.get_metric_history(run_id, "train_loss")}
+    assert sorted(losses) == [1, 2, 3]  # epoch 2 from its checkpoint, once; epoch 3 trained after it
+    kept = client.get_metric_history(run_id, "val_accuracy")
+    assert sorted(m.step for m in kept) == [1, 2, 3]
 
 
 def test_other_flags_start_a_new_run_and_a_users_folder_is_refused(tiny_teacher, glue_dir, tmp_path, monkeypatch):
