@@ -162,25 +162,41 @@ def _is_weights(name: str) -> bool:
 def fingerprint(model_dir: str | os.PathLike, length: int = 12) -> str:
     """Short sha256 over config.json (canonical JSON) and the sha256 of every weight file, in name order.
 
-    Identifies a teacher for caches and run params; a hub name that is not a local folder is hashed by name."""
+    Identifies a teacher for caches and run params; a hub name that is not a local folder is hashed by name. Worked
+    out once per process for a folder whose files keep their times and sizes: a run asks several times (its cache
+    key, run params, resume record), each a pass over the weights (seconds for a large teacher)."""
     path = Path(model_dir).expanduser()
-    h = hashlib.sha256()
     if not path.is_dir():
-        h.update(f"name:{model_dir}".encode())
-        return h.hexdigest()[:length]
+        return hashlib.sha256(f"name:{model_dir}".encode()).hexdigest()[:length]
+    files = sorted(p for p in path.iterdir() if p.is_file() and (p.name == "config.json" or _is_weights(p.name)))
+    stats = [(f.name, f.stat()) for f in files]
+    key = (str(path.resolve()), tuple((n, st.st_ino, st.st_mtime_ns, st.st_size) for n, st in stats))
+    if key not in _FINGERPRINTS:
+        while len(_FINGERPRINTS) >= KEEP_FINGERPRINTS:
+            _FINGERPRINTS.pop(next(iter(_FINGERPRINTS)))  # the oldest
+        _FINGERPRINTS[key] = _hash_model(path, [f for f in files if f.name != "config.json"])
+    return _FINGERPRINTS[key][:length]
+
+
+KEEP_FINGERPRINTS = 8  # model folders whose fingerprints a process keeps (a sweep has a teacher or two)
+_FINGERPRINTS: dict[tuple, str] = {}
+
+
+def _hash_model(path: Path, weights: list[Path]) -> str:
+    h = hashlib.sha256()
     cfg = path / "config.json"
     if cfg.is_file():
         try:
             h.update(json.dumps(json.loads(cfg.read_text(encoding="utf-8")), sort_keys=True).encode())
         except ValueError:
             h.update(cfg.read_bytes())
-    for f in sorted(p for p in path.iterdir() if p.is_file() and _is_weights(p.name)):
+    for f in weights:
         fh = hashlib.sha256()
         with open(f, "rb") as fp:
             for chunk in iter(lambda: fp.read(1 << 20), b""):
                 fh.update(chunk)
         h.update(f"{f.name}:{fh.hexdigest()}".encode())
-    return h.hexdigest()[:length]
+    return h.hexdigest()
 
 
 def quiet_hf() -> None:

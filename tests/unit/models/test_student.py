@@ -200,3 +200,21 @@ def test_load_model_fresh_head_and_fingerprint(dirs):
     assert m.classifier.out_features == 4 and family(m) == "bert" and m.config._attn_implementation == "sdpa"
     fp = fingerprint(dirs["bert"])
     assert fp == fingerprint(dirs["bert"]) and len(fp) == 12 and fp != fingerprint(dirs["roberta"])
+
+
+def test_fingerprint_is_worked_out_once_per_folder_until_its_files_change(dirs, tmp_path, monkeypatch):
+    import shutil
+
+    from raydistill.models import encoder
+
+    teacher = shutil.copytree(dirs["bert"], tmp_path / "teacher")
+    hashed = []
+    work = encoder._hash_model
+    monkeypatch.setattr(encoder, "_hash_model", lambda path, weights: hashed.append(path) or work(path, weights))
+    first = fingerprint(teacher)
+    assert fingerprint(teacher) == first and fingerprint(teacher, length=20)[:12] == first and len(hashed) == 1
+    weights = next(p for p in teacher.iterdir() if p.suffix == ".safetensors")
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 1  # the same size, other bytes, a newer time
+    weights.write_bytes(bytes(data))
+    assert fingerprint(teacher) != first and len(hashed) == 2
