@@ -269,6 +269,17 @@ def is_working(folder: str, kind: str, names: set[str]) -> bool:
     return MARKER in entries and entries <= names | {MARKER} and (owner(folder) or ("", ""))[1] == kind
 
 
+def refuse_foreign_working(folder: str, kind: str, command: str, keeps: str, ours: bool) -> None:
+    """``OUTPUT.resume`` is the product's alone: a folder of that name it did not make (``ours`` false: no marker of
+    ``kind``, or a file of the user's in it) is refused before any work, ``--overwrite`` or not."""
+    if os.path.lexists(folder) and not ours:
+        raise UserError(
+            "output",
+            f"{folder} exists and is not a {kind} raydistill made ({command} keeps {keeps} in OUTPUT.resume); move it "
+            "away or choose another --output",
+        )
+
+
 def remove_if_ours(folder: str, kind: str, names: set[str]) -> None:
     """Remove the working folder ``folder`` only when the product made it (``is_working``): a user's folder that
     happens to share the name is left alone."""

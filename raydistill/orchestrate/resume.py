@@ -10,7 +10,6 @@ import hashlib
 import json
 import os
 
-from raydistill.common.errors import UserError
 from raydistill.config.schema import RunConfig
 
 COMMAND = "raydistill distill"
@@ -25,15 +24,11 @@ def record_folder(output: str) -> str:
 def check_record_folder(output: str) -> None:
     """``OUTPUT.resume`` is the product's alone: a folder of that name it did not make (or holding a user's file) is
     refused before any work, ``--overwrite`` or not."""
-    from raydistill.common.outputs import is_working
+    from raydistill.common.outputs import is_working, refuse_foreign_working
 
     folder = record_folder(output)
-    if os.path.lexists(folder) and not is_working(folder, KIND, FILES):
-        raise UserError(
-            "output",
-            f"{folder} exists and is not a distill run record raydistill made (distill keeps what continues an "
-            "interrupted run in OUTPUT.resume); move it away or choose another --output",
-        )
+    ours = is_working(folder, KIND, FILES)
+    refuse_foreign_working(folder, KIND, "distill", "what continues an interrupted run", ours)
 
 
 def fingerprint(cfg: RunConfig, storage: str) -> str:

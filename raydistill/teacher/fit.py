@@ -13,7 +13,6 @@ import os
 import shutil
 import sys
 
-from raydistill.common.errors import UserError
 from raydistill.common.paths import write_json_atomic
 from raydistill.config.schema import RunConfig, StudentConfig
 from raydistill.tracking.track import Tracker
@@ -32,14 +31,11 @@ def check_resume_folder(output: str) -> None:
     """``OUTPUT.resume`` is the product's alone: created by it, removed only carrying its marker. A folder of that name
     it did not make (or that holds a file of the user's) is refused before any work, ``--overwrite`` or not. One an
     older raydistill made (no marker, its files and record only) is adopted."""
+    from raydistill.common.outputs import refuse_foreign_working
+
     folder = resume_folder(output)
-    if not os.path.lexists(folder) or is_ours(folder):
-        return
-    raise UserError(
-        "output",
-        f"{folder} exists and is not a fine-tune checkpoint raydistill made (finetune keeps its epochs in "
-        "OUTPUT.resume); move it away or choose another --output",
-    )
+    ours = os.path.lexists(folder) and is_ours(folder)
+    refuse_foreign_working(folder, RESUME_KIND, "finetune", "its epochs", ours)
 
 
 def is_ours(folder: str) -> bool:
