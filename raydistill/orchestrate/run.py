@@ -330,8 +330,6 @@ def execute(
         if trial.on_start:
             trial.on_start(run_id)
         _ready_run(cfg, tracker, run_id, resumed=bool(trial.resume_run_id))
-        if trial.resume_run_id:
-            _log_unlogged_epochs(tracker, run_id, os.path.join(storage_path, name))
         last, checkpoint, t1 = _fit(cfg, tracker, run_id, storage_path, name, opts, trial, in_process)
         t2 = time.perf_counter()
         final = final_metrics(last)
@@ -363,9 +361,11 @@ def _ready_run(cfg: RunConfig, tracker: Tracker, run_id: str, resumed: bool) -> 
 
 
 def _log_unlogged_epochs(tracker: Tracker, run_id: str, run_dir: str) -> None:
-    """A resumed run's checkpointed epochs its MLflow run lacks, logged now: an attempt stopped between persisting an
-    epoch's checkpoint and logging it (the order Ray Train keeps too) resumes after that epoch, whose metrics only the
-    checkpoint holds. Checkpoints in remote storage are left to the run's own reports."""
+    """An in-process run's checkpointed epochs its MLflow run lacks, logged before it resumes: an attempt stopped
+    between persisting an epoch's checkpoint and logging it resumes after that epoch, whose metrics only the checkpoint
+    holds. Not on Ray Train: there the controller logs each epoch, and a failed attempt's last epoch can reach MLflow
+    after the next attempt has started (tests/e2e/test_faults.py saw it ~30 s late), so a check at the start would log
+    it twice."""
     from raydistill.train.checkpoint import load_history
 
     kept = _checkpoints(run_dir)
@@ -394,6 +394,8 @@ def _fit(
     if in_process is not None:
         t1 = time.perf_counter()
         resume = bool(trial.resume_run_id)
+        if resume:
+            _log_unlogged_epochs(tracker, run_id, os.path.join(storage_path, name))
         last, checkpoint = _fit_here(cfg, storage_path, name, opts, tracker, run_id, resume, in_process)
         return last, checkpoint, t1
     trainer = make_trainer(

@@ -6,7 +6,6 @@ left interrupted (``orchestrate.resume``)."""
 from __future__ import annotations
 
 import os
-import re
 import sys
 import time
 
@@ -53,11 +52,12 @@ def _resuming(cfg: RunConfig, storage: str, record) -> str:
     """The line that says an interrupted run goes on, and from which epoch where its checkpoints are on this disk."""
     from raydistill.common.paths import is_uri
     from raydistill.orchestrate.run import _checkpoints
+    from raydistill.train.checkpoint import load_history
 
     kept = [] if is_uri(storage) else _checkpoints(os.path.join(storage, record.name))
-    # in this process a checkpoint is named by its epoch; Ray Train names its own by time
-    epoch = re.fullmatch(r"checkpoint_(\d+)", os.path.basename(kept[-1])) if kept else None
-    after = f" after its epoch {int(epoch.group(1))}" if epoch else ""
+    # the epoch from the checkpoint's own record: Ray Train names its checkpoints by time, this process by epoch
+    history = load_history(os.path.join(kept[-1], "checkpoint")) if kept else []
+    after = f" after its epoch {int(history[-1]['epoch'])}" if history else ""
     return (
         f"resuming the interrupted run into {cfg.output}{after} (MLflow run {record.run_id}, checkpoints in "
         f"{storage.rstrip('/')}/{record.name})"

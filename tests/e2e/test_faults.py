@@ -89,7 +89,10 @@ def test_a_ray_train_run_that_failed_goes_on_when_the_command_is_given_again(
     client = MlflowClient(mlflow_uri)
     assert client.get_run(kept["run_id"]).info.status == "FAILED"
     capsys.readouterr()
-    out = distill(argv, capsys)  # the same command: the marker keeps the worker alive this time
+    main(argv)  # the same command: the marker keeps the worker alive this time
+    said = capsys.readouterr()
+    out = json.loads(said.out.strip().splitlines()[-1])
+    assert f"resuming the interrupted run into {out_dir} after its epoch 1 (MLflow run {kept['run_id']}" in said.err
     assert out["run_id"] == kept["run_id"] and out["epoch"] == 3 and not os.path.exists(f"{out_dir}.resume")
     assert client.get_run(kept["run_id"]).info.status == "FINISHED"
     hist = client.get_metric_history(out["run_id"], "eval_accuracy")
