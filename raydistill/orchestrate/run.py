@@ -363,9 +363,9 @@ def _ready_run(cfg: RunConfig, tracker: Tracker, run_id: str, resumed: bool) -> 
 def _log_unlogged_epochs(tracker: Tracker, run_id: str, run_dir: str) -> None:
     """An in-process run's checkpointed epochs its MLflow run lacks, logged before it resumes: an attempt stopped
     between persisting an epoch's checkpoint and logging it resumes after that epoch, whose metrics only the checkpoint
-    holds. Not on Ray Train: there the controller logs each epoch, and a failed attempt's last epoch can reach MLflow
-    after the next attempt has started (tests/e2e/test_faults.py saw it ~30 s late), so a check at the start would log
-    it twice."""
+    holds. Not on Ray Train: there the controller logs each epoch, and a failed attempt's last checkpointed epoch
+    reached MLflow only once the next attempt's workers started (tests/e2e/test_faults.py), so a check before it would
+    log that epoch twice."""
     from raydistill.train.checkpoint import load_history
 
     kept = _checkpoints(run_dir)
