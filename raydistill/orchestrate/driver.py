@@ -169,8 +169,9 @@ class Sweep:
         # before any MLflow run: a refused connection must not leave a parent run open
         started = init_ray(verbose=a.verbose)
         at_signal(mute_workers)  # Ctrl-C: trial actors Ray kills while the sweep unwinds print nothing
+        on_interrupt(self._close_late_trials)  # after Ray is stopped: cleanups run last registered first
         if started:  # a Ray the caller started (raydistill.api) is theirs to stop
-            on_interrupt(shutdown)  # runs last: the trials' forwarded output ends before the one line
+            on_interrupt(shutdown)  # the trials' forwarded output ends before the one line
         cluster = self.machine or joined()
         self.n_at_once = concurrency(self.demand, cluster, a.max_concurrent, self.n_samples)
         log(
@@ -210,6 +211,12 @@ class Sweep:
         """Ctrl-C / SIGTERM: the running trials and the parent end KILLED, resumable."""
         self.tracker.close_children(self.parent, reason="interrupted")
         self.tracker.end_run(self.parent, "KILLED")
+
+    def _close_late_trials(self) -> None:
+        """Ctrl-C / SIGTERM, once Ray is stopped: a trial that opened its MLflow run after ``_killed`` closed the
+        others (its actor was starting as the sweep unwound) ends KILLED too, never left RUNNING."""
+        if self.parent:  # opened: an interrupt before it has no trials
+            self.tracker.close_children(self.parent, reason="interrupted")
 
     def _save(self) -> None:
         write_json_atomic(state_path(self.request.storage_path, self.name), self.state)  # a killed driver: old or new
