@@ -189,6 +189,14 @@ def _checkpoints(run_dir: str) -> list[str]:
     return [os.path.join(run_dir, n) for n in names if os.path.isdir(os.path.join(run_dir, n))]
 
 
+def latest_history(run_dir: str) -> list[dict]:
+    """The metrics of every epoch the run's latest complete checkpoint has trained; none without one."""
+    from raydistill.train.checkpoint import load_history
+
+    kept = _checkpoints(run_dir)
+    return load_history(os.path.join(kept[-1], "checkpoint")) if kept else []
+
+
 def trial_device(train):
     """The device an in-process trial trains on: the CPU, or with ``train.use_gpu`` the GPU Ray gave its Tune trial
     (``resources.cuda_index``: ``cuda:0`` of the trial's visible set, shared by the trials packed on that GPU), made
@@ -366,10 +374,7 @@ def _log_unlogged_epochs(tracker: Tracker, run_id: str, run_dir: str) -> None:
     holds. Not on Ray Train: there the controller logs each epoch, and a failed attempt's last checkpointed epoch
     reached MLflow only once the next attempt's workers started (tests/e2e/test_faults.py), so a check before it would
     log that epoch twice."""
-    from raydistill.train.checkpoint import load_history
-
-    kept = _checkpoints(run_dir)
-    history = load_history(os.path.join(kept[-1], "checkpoint")) if kept else []
+    history = latest_history(run_dir)
     if not history:
         return
     logged = tracker.logged_epochs(run_id)

@@ -51,12 +51,10 @@ def _fresh_name(cfg: RunConfig) -> str:
 def _resuming(cfg: RunConfig, storage: str, record) -> str:
     """The line that says an interrupted run goes on, and from which epoch where its checkpoints are on this disk."""
     from raydistill.common.paths import is_uri
-    from raydistill.orchestrate.run import _checkpoints
-    from raydistill.train.checkpoint import load_history
+    from raydistill.orchestrate.run import latest_history
 
-    kept = [] if is_uri(storage) else _checkpoints(os.path.join(storage, record.name))
     # the epoch from the checkpoint's own record: Ray Train names its checkpoints by time, this process by epoch
-    history = load_history(os.path.join(kept[-1], "checkpoint")) if kept else []
+    history = [] if is_uri(storage) else latest_history(os.path.join(storage, record.name))
     after = f" after its epoch {int(history[-1]['epoch'])}" if history else ""
     return (
         f"resuming the interrupted run into {cfg.output}{after} (MLflow run {record.run_id}, checkpoints in "
