@@ -139,6 +139,7 @@ class ResumeRecord:
         if self.resume_dir:
             self.run_id = self.kept["run_id"]
             tracker.reopen_run(self.run_id)
+            self._log_unlogged(tracker)
             log(f"resuming the fine-tune in {self.output} after its epoch {self.kept['epoch']} (fingerprint {self.fp})")
             return self.run_id
         remove_if_ours(self.folder, RESUME_KIND, RESUME_FILES)  # a stale record of another fine-tune
@@ -150,6 +151,16 @@ class ResumeRecord:
             parent_run_id=parent_run_id,
         )
         return self.run_id
+
+    def _log_unlogged(self, tracker: Tracker) -> None:
+        """The kept epochs the run lacks: a fine-tune stopped between keeping an epoch and logging it resumes after
+        that epoch, whose metrics only the checkpoint holds (as orchestrate/run does for a distillation)."""
+        from raydistill.train.checkpoint import load_history
+
+        logged = tracker.logged_epochs(self.run_id)
+        for metrics in load_history(self.ckpt):
+            if int(metrics["epoch"]) not in logged:
+                tracker.log_epoch(self.run_id, metrics)
 
     def keep(self, ckpt_dir: str, epoch: int | None) -> None:
         """The epoch's checkpoint replaces the previous one, then the record that names it."""
@@ -172,9 +183,9 @@ def _train(cfg: RunConfig, tracker: Tracker, device, record: ResumeRecord, run_i
     def report(metrics, ckpt_dir):
         if ckpt_dir is REPLAY:  # resumed after its last epoch: its result, logged already
             return
-        tracker.log_epoch(run_id, metrics)
-        if ckpt_dir:
+        if ckpt_dir:  # kept first: an epoch logged but not kept would be trained and logged again on resume
             record.keep(ckpt_dir, metrics.get("epoch"))
+        tracker.log_epoch(run_id, metrics)
 
     try:
         if not record.resume_dir:

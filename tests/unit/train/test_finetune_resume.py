@@ -1,5 +1,5 @@
 """A fine-tune stopped after a finished epoch (Ctrl-C, a failure, a session's end) goes on from that epoch into the
-same MLflow run, and ends where the uninterrupted fine-tune ends."""
+same MLflow run, and ends where the uninterrupted fine-tune ends; an epoch kept but not yet logged is logged once."""
 
 import json
 import os
@@ -47,12 +47,12 @@ def test_interrupted_finetune_resumes_from_its_last_epoch(tiny_teacher, glue_dir
     argv = _argv(tiny_teacher, glue_dir, uri, out)
     log_epoch = Tracker.log_epoch
 
-    def stop_at_epoch_3(tracker, run_id, metrics):  # Ctrl-C while epoch 3 reports: epochs 1 and 2 are kept
-        if metrics["epoch"] == 3:
+    def stop_at_epoch_2(tracker, run_id, metrics):  # Ctrl-C after epoch 2 is kept, before it is logged
+        if metrics["epoch"] == 2:
             raise KeyboardInterrupt
         log_epoch(tracker, run_id, metrics)
 
-    monkeypatch.setattr(Tracker, "log_epoch", stop_at_epoch_3)
+    monkeypatch.setattr(Tracker, "log_epoch", stop_at_epoch_2)
     capsys.readouterr()
     with pytest.raises(SystemExit) as e:
         finetune.main(argv)
@@ -65,6 +65,7 @@ def test_interrupted_finetune_resumes_from_its_last_epoch(tiny_teacher, glue_dir
     assert owner(f"{out}.resume") == ("raydistill finetune", teacher_fit.RESUME_KIND)  # the product's own folder
     c = MlflowClient(uri)
     assert c.get_run(state["run_id"]).info.status == "KILLED"
+    assert [m.step for m in c.get_metric_history(state["run_id"], "val_accuracy")] == [1]  # epoch 2: kept only
 
     monkeypatch.setattr(Tracker, "log_epoch", log_epoch)
     again = finetune.main(argv)  # the command the line names
@@ -79,6 +80,7 @@ def test_interrupted_finetune_resumes_from_its_last_epoch(tiny_teacher, glue_dir
         assert again[k] == pytest.approx(whole[k], abs=1e-6), k
     run = c.get_run(state["run_id"])
     assert run.info.status == "FINISHED" and "interrupted" not in run.data.tags
+    # epoch 2 logged from its checkpoint on resume, once
     assert [m.step for m in c.get_metric_history(run.info.run_id, "val_accuracy")] == [1, 2, 3]
     assert len(c.search_runs([run.info.experiment_id])) == 2  # the whole one and the resumed one: no third run
 
