@@ -3,7 +3,8 @@
 In task distillation the frozen teacher's forward pass is most of a step, and a sweep would recompute it for
 every trial and epoch. It is computed once per (teacher weights + tokenizer, max length, training data, task
 kind, teacher precision) and stored compactly: fp16, one row per real token or example (no padding; token-level
-arrays flat with offsets), memory-mapped by every trial and DDP rank.
+arrays flat with offsets), memory-mapped by every trial and DDP rank (token-level arrays read by row range instead:
+``RowFile``).
 
 Always stored: the prediction logits and the [CLS] state of every layer (``kd``, ``pkd``, prediction stages).
 Full-sequence hidden states and pre-softmax attention scores (TinyBERT / two-stage intermediate stage, DistilBERT's
@@ -22,6 +23,7 @@ import json
 import os
 import shutil
 import tempfile
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -78,6 +80,43 @@ def _rows(offsets, idx) -> np.ndarray:
     return np.concatenate([np.arange(offsets[i], offsets[i + 1]) for i in idx])
 
 
+class RowFile:
+    """Row ranges of a token-level ``.npy`` array read with one ``pread`` each, the file's readahead off. Why not the
+    memory map: a fault in a map reads around it by the disk's readahead (8 MiB on a virtio disk), so once the cache
+    outgrows the page cache, a step's few hundred KiB of random rows cost tens of MiB of reads."""
+
+    def __init__(self, path: str):
+        with open(path, "rb") as f:
+            fmt = np.lib.format
+            header = fmt.read_array_header_1_0 if fmt.read_magic(f) == (1, 0) else fmt.read_array_header_2_0
+            self.shape, fortran, self.dtype = header(f)
+            assert not fortran  # written C-order by _CacheWriter
+            self.start = f.tell()
+        self.row_bytes = int(np.prod(self.shape[1:], dtype=np.int64)) * self.dtype.itemsize
+        self.path, self.fd = path, os.open(path, os.O_RDONLY)
+        if hasattr(os, "posix_fadvise"):  # Linux: read exactly the pages asked for
+            os.posix_fadvise(self.fd, 0, 0, os.POSIX_FADV_RANDOM)
+        weakref.finalize(self, os.close, self.fd)
+
+    def take(self, ranges) -> np.ndarray:
+        """Rows ``[a, b)`` of each range in ``ranges``, concatenated (one read per range)."""
+        ranges = [(int(a), int(b)) for a, b in ranges]
+        out = np.empty((sum(b - a for a, b in ranges),) + tuple(self.shape[1:]), self.dtype)
+        view, at = memoryview(out.reshape(-1).view(np.uint8).data), 0
+        for a, b in ranges:
+            n = (b - a) * self.row_bytes
+            self._read_into(view[at : at + n], self.start + a * self.row_bytes)
+            at += n
+        return out
+
+    def _read_into(self, buf: memoryview, offset: int) -> None:
+        while len(buf):
+            got = os.preadv(self.fd, [buf], offset)
+            if got <= 0:
+                raise OSError(f"teacher cache: {self.path} ended early at byte {offset}")
+            buf, offset = buf[got:], offset + got
+
+
 @dataclass(frozen=True)
 class TeacherInputs:
     """What the teacher runs over: the encoded training ``features``, batched by ``collate`` with ``pad_id``."""
@@ -104,6 +143,7 @@ class TeacherCache:
         self.dir, self.kind = os.path.join(root, key), kind
         self.unpadded = unpadded  # built with packed forwards (``models.packing``) where no scores are written
         self.arrays: dict[str, np.memmap] = {}
+        self.rows: dict[str, RowFile] = {}  # the token-level arrays, read by row ranges (RowFile says why)
         self.hidden_layers: frozenset = frozenset()  # full-sequence hidden states cached (0 = embeddings)
         self.att_layers: frozenset = frozenset()  # attention scores cached (0-based layers)
         self.heads = self.layers = 0
@@ -180,6 +220,10 @@ class TeacherCache:
         meta = self._meta()
         assert meta is not None  # built by ensure, under the lock
         self.arrays = {k: np.load(os.path.join(self.dir, f"{k}.npy"), mmap_mode="r") for k in meta["arrays"]}
+        token_level = [k for k in meta["arrays"] if k.startswith(("hidden_", "att_")) and k != "att_offsets"]
+        if self.kind in ("token", "qa"):
+            token_level.append("pred")
+        self.rows = {k: RowFile(os.path.join(self.dir, f"{k}.npy")) for k in token_level}
         self.hidden_layers, self.att_layers = frozenset(meta["hidden"]), frozenset(meta["att"])
         self.heads = meta["heads"]
         return self
@@ -268,10 +312,10 @@ class TeacherCache:
     def _tokens(self, name: str, idx: list[int], lengths: np.ndarray, L: int, device) -> torch.Tensor:
         """Rows of a token-level array for ``idx``, laid out on the batch's (right-)padded [B, L] grid, zeros on
         padding. Lengths come from the cache's offsets, not the device mask: no device→host sync per step."""
-        src = self.arrays[name]
-        out = torch.zeros((len(idx), L) + src.shape[1:], dtype=torch.float16)
+        src, off = self.rows[name], self.arrays["offsets"]
+        out = torch.zeros((len(idx), L) + tuple(src.shape[1:]), dtype=torch.float16)
         out[torch.arange(L)[None, :] < torch.from_numpy(lengths)[:, None]] = torch.from_numpy(
-            src[_rows(self.arrays["offsets"], idx)]
+            src.take((off[i], off[i + 1]) for i in idx)
         )
         return out.to(device, non_blocking=True).float()  # fp16 over the bus, fp32 for the losses
 
@@ -290,12 +334,10 @@ class TeacherCache:
             for j in self._hidden(needs.teacher_hidden):
                 hidden[j] = self._tokens(f"hidden_{j}", idx, lengths, L, device)
             for j in needs.teacher_att:
-                src, a_off = self.arrays[f"att_{j}"], self.arrays["att_offsets"]
+                src, a_off = self.rows[f"att_{j}"], self.arrays["att_offsets"]
                 out = torch.zeros(len(idx), self.heads, L, L, dtype=torch.float16)
                 for r, (i, n) in enumerate(zip(idx, lengths, strict=True)):
-                    block = np.array(src[a_off[i] : a_off[i + 1]]).reshape(
-                        self.heads, n, n
-                    )  # a copy: the map is read-only
+                    block = src.take([(a_off[i], a_off[i + 1])]).reshape(self.heads, n, n)
                     out[r, :, :n, :n] = torch.from_numpy(block)
                 scores[j] = out.to(device, non_blocking=True).float()
         layers = tuple(hidden)

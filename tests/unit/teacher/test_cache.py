@@ -133,3 +133,23 @@ def test_a_build_killed_mid_way_leaves_nothing_behind_the_next_build(tiny_teache
     tiny = cfg.replace(distill=dataclasses.replace(cfg.distill, method="tinybert", mapping="uniform"))
     run_local(tiny)  # adds the full states and scores TinyBERT reads
     assert not [f for f in os.listdir(tmp_path / "c" / key) if f.endswith(".tmp.npy")]
+
+
+@pytest.mark.parametrize("version", [(1, 0), (2, 0)])
+def test_row_file_reads_the_rows_the_memory_map_holds(version, tmp_path):
+    """The token-level arrays are read by row ranges with pread (RowFile), not through the map: the same bytes."""
+    import numpy as np
+
+    from raydistill.teacher.cache import RowFile
+
+    arr = np.random.default_rng(0).standard_normal((50, 3, 4)).astype(np.float16)
+    path = str(tmp_path / "a.npy")
+    with open(path, "wb") as f:
+        np.lib.format.write_array(f, arr, version=version)
+    rows = RowFile(path)
+    assert rows.shape == arr.shape and rows.dtype == arr.dtype
+    ranges = [(7, 9), (0, 1), (40, 50), (3, 3)]
+    assert np.array_equal(rows.take(ranges), np.concatenate([arr[a:b] for a, b in ranges]))
+    assert rows.take([]).shape == (0, 3, 4)
+    with pytest.raises(OSError, match="ended early"):
+        rows.take([(49, 51)])  # past the end: refused, not padded
