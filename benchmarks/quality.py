@@ -55,6 +55,13 @@ def _stop(signum, frame):
     raise Stop(signum)
 
 
+def forward_signals() -> None:
+    """SIGINT and SIGTERM to this script go to the running command once (``run``), which ends its runs first: a
+    supervisor's SIGTERM (the end of a session) as much as a terminal's Ctrl-C."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, _stop)
+
+
 def run(cmd: list[str], log: str) -> dict:
     """Run one product command; its last stdout line is JSON. stderr (progress) goes to ``log``. The command runs in
     its own process group, so a terminal's Ctrl-C reaches this script alone, which forwards that one signal: the
@@ -369,8 +376,7 @@ def main() -> None:
     )
     p.add_argument("--smoke", action="store_true", help="tiny synthetic teacher and data, 2 seeds, 2-trial sweeps")
     a = p.parse_args()
-    for sig in (signal.SIGINT, signal.SIGTERM):  # either one is forwarded to the running command (``run``)
-        signal.signal(sig, _stop)
+    forward_signals()
     work = os.path.abspath(a.work)
     os.makedirs(work, exist_ok=True)
     a.limits = dict(kv.split("=") for kv in a.train_limit.split(",") if "=" in kv)

@@ -42,7 +42,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import quality_stats as qs
-from quality import default_encoder, run
+from quality import default_encoder, forward_signals, run
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RECORDS = os.path.join(HERE, "..", "docs", "benchmarks", "records", "transfer.json")
@@ -509,6 +509,7 @@ def main() -> None:
     )
     p.add_argument("--smoke", action="store_true", help="tiny synthetic teacher and data, 2 seeds, short runs")
     a = p.parse_args()
+    forward_signals()  # a SIGTERM to this script once left the running distill going on alone
     a.extra, a.deadline = [], deadline(a.deadline)
     if a.smoke:
         smoke(a)

@@ -90,9 +90,8 @@ CHILD = textwrap.dedent("""
 DRIVER = textwrap.dedent("""
     import sys
     sys.path.insert(0, sys.argv[1])
-    import quality, signal
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, quality._stop)
+    import quality
+    quality.forward_signals()  # what quality.py's and transfer.py's main do first
     quality.run(["child"], sys.argv[2])
 """)
 

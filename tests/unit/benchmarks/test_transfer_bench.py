@@ -207,3 +207,19 @@ def test_a_run_an_earlier_session_cut_short_is_recorded_as_resumed(tmp_path, mon
         {**done, "mrpc/teacher": {"builds": [{"dev": 0.9, "preds": [0, 1]}]}}, "mrpc", "fast", [42, 43]
     )["recipe"]["wall_min"]
     assert walls == ["10.0", "1.0+"]
+
+
+def test_a_signal_to_the_script_is_forwarded_to_the_running_command(monkeypatch):
+    """transfer.py forwards SIGINT/SIGTERM as quality.py does (test_quality_bench checks the forwarding): a SIGTERM to
+    the script alone once ended it and left its distill run going on."""
+    calls = []
+
+    def forward():
+        calls.append(1)
+        raise SystemExit(0)  # nothing else of main runs
+
+    monkeypatch.setattr(transfer, "forward_signals", forward)
+    monkeypatch.setattr(sys, "argv", ["transfer.py", "--report"])
+    with pytest.raises(SystemExit):
+        transfer.main()
+    assert calls == [1]
