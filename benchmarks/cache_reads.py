@@ -63,7 +63,7 @@ def open_cache(path: str) -> TeacherCache:
 def measure(cache: TeacherCache, way: str, batches: list, needs) -> dict:
     rows = cache.rows
     if way == "map":
-        cache.rows = {k: MapRows(r.path) for k, r in rows.items()}
+        cache.rows = {k: MapRows(r.path) for k, r in rows.items()}  # [CLS] states and logits too, as before
     off, hidden = cache.arrays["offsets"], cache.arrays["cls"].shape[-1]
     try:
         held, b0, t0 = 0, read_bytes(), time.perf_counter()

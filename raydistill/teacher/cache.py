@@ -3,8 +3,7 @@
 In task distillation the frozen teacher's forward pass is most of a step, and a sweep would recompute it for
 every trial and epoch. It is computed once per (teacher weights + tokenizer, max length, training data, task
 kind, teacher precision) and stored compactly: fp16, one row per real token or example (no padding; token-level
-arrays flat with offsets), memory-mapped by every trial and DDP rank (token-level arrays read by row range instead:
-``RowFile``).
+arrays flat with offsets), shared by every trial and DDP rank, read by row range (``RowFile``).
 
 Always stored: the prediction logits and the [CLS] state of every layer (``kd``, ``pkd``, prediction stages).
 Full-sequence hidden states and pre-softmax attention scores (TinyBERT / two-stage intermediate stage, DistilBERT's
@@ -81,7 +80,7 @@ def _rows(offsets, idx) -> np.ndarray:
 
 
 class RowFile:
-    """Row ranges of a token-level ``.npy`` array read with one ``pread`` each, the file's readahead off. Why not the
+    """Row ranges of a cached ``.npy`` array read with one ``pread`` each, the file's readahead off. Why not the
     memory map: a fault in a map reads around it by the disk's readahead (8 MiB on a virtio disk), so once the cache
     outgrows the page cache, a step's few hundred KiB of random rows cost tens of MiB of reads."""
 
@@ -142,8 +141,8 @@ class TeacherCache:
     def __init__(self, root: str, key: str, kind: str, unpadded: bool = False):
         self.dir, self.kind = os.path.join(root, key), kind
         self.unpadded = unpadded  # built with packed forwards (``models.packing``) where no scores are written
-        self.arrays: dict[str, np.memmap] = {}
-        self.rows: dict[str, RowFile] = {}  # the token-level arrays, read by row ranges (RowFile says why)
+        self.arrays: dict[str, np.ndarray] = {}
+        self.rows: dict[str, RowFile] = {}  # every array but the offsets, read by row ranges (RowFile says why)
         self.hidden_layers: frozenset = frozenset()  # full-sequence hidden states cached (0 = embeddings)
         self.att_layers: frozenset = frozenset()  # attention scores cached (0-based layers)
         self.heads = self.layers = 0
@@ -216,14 +215,14 @@ class TeacherCache:
         return set(), set()
 
     def _map(self) -> TeacherCache:
-        """The built arrays as read-only memory maps, and the layers they hold."""
+        """The built arrays (read by ``rows``; the maps stay for a look at the whole), and the layers they hold."""
         meta = self._meta()
         assert meta is not None  # built by ensure, under the lock
         self.arrays = {k: np.load(os.path.join(self.dir, f"{k}.npy"), mmap_mode="r") for k in meta["arrays"]}
-        token_level = [k for k in meta["arrays"] if k.startswith(("hidden_", "att_")) and k != "att_offsets"]
-        if self.kind in ("token", "qa"):
-            token_level.append("pred")
-        self.rows = {k: RowFile(os.path.join(self.dir, f"{k}.npy")) for k in token_level}
+        self.rows = {k: RowFile(os.path.join(self.dir, f"{k}.npy")) for k in meta["arrays"] if "offsets" not in k}
+        for k in ("offsets", "att_offsets"):  # 8 bytes a row, read for every batch: held in memory
+            if k in self.arrays:
+                self.arrays[k] = np.array(self.arrays[k])
         self.hidden_layers, self.att_layers = frozenset(meta["hidden"]), frozenset(meta["att"])
         self.heads = meta["heads"]
         return self
@@ -327,7 +326,8 @@ class TeacherCache:
         device, L = batch["input_ids"].device, batch["input_ids"].shape[1]
         off = self.arrays["offsets"]
         lengths = np.array([off[i + 1] - off[i] for i in idx], dtype=np.int64)
-        cls = torch.from_numpy(np.asarray(self.arrays["cls"][idx])).to(device, non_blocking=True).float()
+        one = [(i, i + 1) for i in idx]  # example-level rows
+        cls = torch.from_numpy(self.rows["cls"].take(one)).to(device, non_blocking=True).float()
         hidden = [cls[:, j : j + 1] for j in range(cls.shape[1])]
         scores = {}
         if needs.teacher_full:
@@ -346,7 +346,7 @@ class TeacherCache:
             if self.kind == "qa":
                 return Outputs(start=pred[..., 0], end=pred[..., 1], hidden=layers, scores=scores)
             return Outputs(logits=pred, hidden=layers, scores=scores)
-        logits = torch.from_numpy(np.asarray(self.arrays["pred"][idx])).to(device, non_blocking=True).float()
+        logits = torch.from_numpy(self.rows["pred"].take(one)).to(device, non_blocking=True).float()
         return Outputs(logits=logits, hidden=layers, scores=scores)
 
 
