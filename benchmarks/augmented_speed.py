@@ -27,6 +27,10 @@ import time
 from common import loadavg, machine
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PKD = (
+    "--method pkd --student-layers 3 --student-hidden 384 --student-intermediate 1536 --student-heads 12 "
+    "--init first_k --temperature 20 --alpha 0.7 --beta 100 --mapping skip --lr 1e-4 --batch-size 32"
+)
 
 CHILD = r"""
 import json, os, sys, time
@@ -51,8 +55,12 @@ if mode == "data":
     out = {"rows": len(data.train), "time_data_s": time.perf_counter() - t}
 else:
     out = {}
-    run(cfg, Context(report=lambda m, c: out.update(m), **launcher))
-    out = {k: v for k, v in out.items() if k.startswith("time_") or k == "train_examples_per_s"}
+    def report(m, c):  # a staged method's epochs each under their stage's name too (its intermediate is the slow one)
+        out.update(m)
+        if m.get("stage"):
+            out.update({f"{m['stage']}_{k}": m[k] for k in ("train_examples_per_s", "time_train_s") if k in m})
+    run(cfg, Context(report=report, **launcher))
+    out = {k: v for k, v in out.items() if k.startswith("time_") or k.endswith("train_examples_per_s")}
     out["wall_s"] = time.perf_counter() - t
 print("CHILD " + json.dumps(out), flush=True)
 """
@@ -77,9 +85,12 @@ def main() -> None:
     p.add_argument("--data-dir", required=True, help="GLUE folder")
     p.add_argument("--task", default="mrpc")
     p.add_argument("--augment-dir", required=True, help="an augmented set (python -m raydistill.distill.augment)")
-    p.add_argument("--train-limit", default="500", help="source rows of the trials (their copies follow)")
-    p.add_argument("--max-steps", default="10")
-    p.add_argument("--eval-limit", default="200")
+    p.add_argument(
+        "--train-limit", default="500", help="source rows of the trials (their copies follow); '' for all of them"
+    )
+    p.add_argument("--max-steps", default="10", help="steps in all, split over the epochs")
+    p.add_argument("--epochs", type=int, default=1, help="2 with a staged --recipe: one epoch of each stage")
+    p.add_argument("--eval-limit", default="200", help="'' for every dev row")
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument(
@@ -88,16 +99,35 @@ def main() -> None:
         help="flags only the after tree's trials get, e.g. '--cpu-bf16' (with --before this checkout: one change of "
         "flags measured on one code tree)",
     )
+    p.add_argument(
+        "--recipe",
+        default=PKD,
+        help="the trials' method flags (default: pkd_glue's first recipe on a 3L-384 student); e.g. the transfer "
+        "benchmark's TinyBERT flags, to time its intermediate stage",
+    )
+    p.add_argument(
+        "--cache-dir",
+        help="the teacher cache (default WORK/cache); another run's, to time its built cache (the trials must see "
+        "its rows: no --train-limit, or the key differs and a new cache is built)",
+    )
+    p.add_argument(
+        "--fresh-rows",
+        action="store_true",
+        help="each trial a seed of its own, so it reads rows no trial before it read (a cache's page-cache misses "
+        "are then each trial's own)",
+    )
     p.add_argument("--work", default="raydistill-results/augmented-speed")
     a = p.parse_args()
     work = os.path.abspath(a.work)
     run_args = [
-        *"--method pkd --student-layers 3 --student-hidden 384 --student-intermediate 1536 --student-heads 12".split(),
-        *"--init first_k --temperature 20 --alpha 0.7 --beta 100 --mapping skip --lr 1e-4 --batch-size 32".split(),
-        *("--teacher", a.teacher, "--task", a.task, "--data-dir", a.data_dir, "--teacher-cache", f"{work}/cache"),
+        *a.recipe.split(),
+        *("--teacher", a.teacher, "--task", a.task, "--data-dir", a.data_dir),
+        *("--teacher-cache", a.cache_dir or f"{work}/cache"),
     ]
     aug = ["--augment-dir", a.augment_dir]
-    trial = ["--epochs", "1", "--train-limit", a.train_limit, "--eval-limit", a.eval_limit, "--output", f"{work}/out"]
+    limit = ["--train-limit", a.train_limit] if a.train_limit else []  # "": the whole set
+    evals = ["--eval-limit", a.eval_limit] if a.eval_limit else []  # it chooses the dev rows: part of a cache's key
+    trial = ["--epochs", str(a.epochs), *limit, *evals, "--output", f"{work}/out"]
     trees, after = {"before": os.path.abspath(a.before), "after": HERE}, a.after_flags.split()
     print(json.dumps({"machine": machine(), "load": loadavg(), "args": vars(a)}), flush=True)
     # warm: the teacher caches of both trials and the encoded rows (after), as a sweep's first trial leaves them
@@ -114,6 +144,8 @@ def main() -> None:
         for name, extra in [(f"trial-aug/{t}", aug) for t in order] + [("trial-plain/after", [])]:
             side = name.split("/")[1]
             argv = run_args + extra + trial + ["--max-steps", a.max_steps] + (after if side == "after" else [])
+            if a.fresh_rows:  # a seed of its own: its epoch draws other rows, which the trials before it did not read
+                argv += ["--seed", str(1000 + sum(map(len, res.values())))]  # counts every measurement so far
             m = child(trees[side], "trial", argv, a.threads)
             res.setdefault(name, []).append(m)
             print(name, json.dumps(m), flush=True)

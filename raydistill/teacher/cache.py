@@ -81,8 +81,9 @@ def _rows(offsets, idx) -> np.ndarray:
 
 class RowFile:
     """Row ranges of a cached ``.npy`` array read with one ``pread`` each, the file's readahead off. Why not the
-    memory map: a fault in a map reads around it by the disk's readahead (8 MiB on a virtio disk), so once the cache
-    outgrows the page cache, a step's few hundred KiB of random rows cost tens of MiB of reads."""
+    memory map: a fault in a map reads around it by the disk's readahead window (megabytes on some virtual disks), so
+    once the cache outgrows the page cache a step's random rows cost many times their size in reads
+    (docs/benchmarks/2026-11-28-cache-reads.md)."""
 
     def __init__(self, path: str):
         with open(path, "rb") as f:
