@@ -80,14 +80,24 @@ def _printer(cfg: RunConfig):
 
 
 class MlflowEpochCallback(UserCallback):
-    """Logs every epoch's rank-0 metrics to the run's MLflow run as they are reported (controller side)."""
+    """Logs every epoch's rank-0 metrics to the run's MLflow run as they are reported (controller side), each epoch
+    once: a failed attempt's last checkpointed epoch, logged from its checkpoint when the run failed
+    (``_log_unlogged_epochs``), reaches the resumed attempt's controller again (tests/e2e/test_faults.py)."""
 
     def __init__(self, tracker: Tracker, run_id: str):
         self.tracker, self.run_id = tracker, run_id  # pickled to the controller: the Tracker without its client
+        self.logged: set[int] | None = None  # the run's logged epochs, read on the controller at the first report
 
     def after_report(self, run_context, metrics, checkpoint):
-        if checkpoint is not None:  # none: train.loop.REPLAY, a run resumed after its end repeating its logged result
+        if checkpoint is None:  # train.loop.REPLAY: a run resumed after its end repeating its logged result
+            return
+        if self.logged is None:
+            self.logged = self.tracker.logged_epochs(self.run_id)
+        epoch = metrics[0].get("epoch")
+        if epoch is None or int(epoch) not in self.logged:
             self.tracker.log_epoch(self.run_id, metrics[0])
+            if epoch is not None:
+                self.logged.add(int(epoch))
 
 
 @dataclass(frozen=True)
@@ -369,11 +379,10 @@ def _ready_run(cfg: RunConfig, tracker: Tracker, run_id: str, resumed: bool) -> 
 
 
 def _log_unlogged_epochs(tracker: Tracker, run_id: str, run_dir: str) -> None:
-    """An in-process run's checkpointed epochs its MLflow run lacks, logged before it resumes: an attempt stopped
-    between persisting an epoch's checkpoint and logging it resumes after that epoch, whose metrics only the checkpoint
-    holds. Not on Ray Train: there the controller logs each epoch, and a failed attempt's last checkpointed epoch
-    reached MLflow only once the next attempt's workers started (tests/e2e/test_faults.py), so a check before it would
-    log that epoch twice."""
+    """The checkpointed epochs a run's MLflow run lacks, logged from the latest checkpoint: an in-process run stopped
+    between persisting an epoch's checkpoint and logging it, before it resumes after that epoch; a Ray Train run that
+    failed, whose last checkpointed epoch its controller had not logged (a resumed attempt's controller would, and
+    ``MlflowEpochCallback`` skips it then). Local storage only (a remote one's checkpoints are not listed here)."""
     history = latest_history(run_dir)
     if not history:
         return
@@ -411,9 +420,14 @@ def _fit(
         callbacks=[MlflowEpochCallback(tracker, run_id), *trial.callbacks],
     )
     t1 = time.perf_counter()
-    result = trainer.fit()
-    if result.error:
-        raise result.error
+    try:
+        result = trainer.fit()
+        if result.error:
+            raise result.error
+    except Exception:
+        # the failed attempt's last checkpointed epoch reaches MLflow only through a resumed attempt: logged now
+        _log_unlogged_epochs(tracker, run_id, os.path.join(storage_path, name))
+        raise
     return result.metrics, result.checkpoint, t1
 
 
