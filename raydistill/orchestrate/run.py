@@ -383,14 +383,8 @@ def _log_unlogged_epochs(tracker: Tracker, run_id: str, run_dir: str) -> None:
     between persisting an epoch's checkpoint and logging it, before it resumes after that epoch; a Ray Train run that
     failed, whose last checkpointed epoch its controller had not logged (a resumed attempt's controller would, and
     ``MlflowEpochCallback`` skips it then). Local storage only (a remote one's checkpoints are not listed here)."""
-    history = latest_history(run_dir)
-    if not history:
-        return
-    logged = tracker.logged_epochs(run_id)
-    for metrics in history:
-        if int(metrics["epoch"]) not in logged:
-            log.info("epoch %s of run %s: checkpointed, not logged; logged now", metrics["epoch"], run_id)
-            tracker.log_epoch(run_id, metrics)
+    for epoch in tracker.log_missing_epochs(run_id, latest_history(run_dir)):
+        log.info("epoch %s of run %s: checkpointed, not logged; logged now", epoch, run_id)
 
 
 def _fit(

@@ -134,12 +134,13 @@ class ResumeRecord:
     def open_run(self, tracker: Tracker, cfg: RunConfig, parent_run_id: str | None, log) -> str:
         """The MLflow run: the kept one, RUNNING again, or a new one (a stale record of another fine-tune goes)."""
         from raydistill.common.outputs import remove_if_ours
+        from raydistill.train.checkpoint import load_history
         from raydistill.train.precision import effective
 
         if self.resume_dir:
             self.run_id = self.kept["run_id"]
             tracker.reopen_run(self.run_id)
-            self._log_unlogged(tracker)
+            tracker.log_missing_epochs(self.run_id, load_history(self.ckpt))  # kept, not yet logged
             log(f"resuming the fine-tune in {self.output} after its epoch {self.kept['epoch']} (fingerprint {self.fp})")
             return self.run_id
         remove_if_ours(self.folder, RESUME_KIND, RESUME_FILES)  # a stale record of another fine-tune
@@ -151,16 +152,6 @@ class ResumeRecord:
             parent_run_id=parent_run_id,
         )
         return self.run_id
-
-    def _log_unlogged(self, tracker: Tracker) -> None:
-        """The kept epochs the run lacks: a fine-tune stopped between keeping an epoch and logging it resumes after
-        that epoch, whose metrics only the checkpoint holds (as orchestrate/run does for a distillation)."""
-        from raydistill.train.checkpoint import load_history
-
-        logged = tracker.logged_epochs(self.run_id)
-        for metrics in load_history(self.ckpt):
-            if int(metrics["epoch"]) not in logged:
-                tracker.log_epoch(self.run_id, metrics)
 
     def keep(self, ckpt_dir: str, epoch: int | None) -> None:
         """The epoch's checkpoint replaces the previous one, then the record that names it."""

@@ -334,6 +334,18 @@ class Tracker:
         """The epochs the run has logged (the steps of its ``epoch`` metric)."""
         return {m.step for m in retry(self.client.get_metric_history, run_id, "epoch")}
 
+    def log_missing_epochs(self, run_id: str, history: list[dict]) -> list[int]:
+        """The epochs of ``history`` (a checkpoint's records) the run has not logged, logged now; their numbers. A run
+        stopped between keeping an epoch's checkpoint and logging it resumes after that epoch, whose metrics only the
+        checkpoint holds."""
+        if not history:
+            return []
+        logged = self.logged_epochs(run_id)
+        missing = [m for m in history if int(m["epoch"]) not in logged]
+        for metrics in missing:
+            self.log_epoch(run_id, metrics)
+        return [int(m["epoch"]) for m in missing]
+
     def set_tags(self, run_id: str, tags: dict) -> None:
         for k, v in tags.items():
             retry(self.client.set_tag, run_id, k, str(v)[:5000])
