@@ -419,8 +419,12 @@ def _fit(
         if result.error:
             raise result.error
     except Exception:
-        # the failed attempt's last checkpointed epoch reaches MLflow only through a resumed attempt: logged now
-        _log_unlogged_epochs(tracker, run_id, os.path.join(storage_path, name))
+        # the failed attempt's last checkpointed epoch reaches MLflow only through a resumed attempt: logged now, and
+        # a tracking failure here must not replace the run's own error
+        try:
+            _log_unlogged_epochs(tracker, run_id, os.path.join(storage_path, name))
+        except Exception as e:
+            log.warning("run %s failed; its last checkpointed epoch was not logged: %s", run_id, e)
         raise
     return result.metrics, result.checkpoint, t1
 
