@@ -183,7 +183,7 @@ def _checked(a: BestRequest) -> str:
         check(
             "'" not in value and "`" not in value, name, f"{value!r} contains a quote; pass the name as MLflow shows it"
         )
-    from raydistill.tracking.track import resolve_tracking_uri
+    from raydistill.tracking.uri import resolve_tracking_uri
 
     uri = resolve_tracking_uri(a.tracking_uri)
     if uri.startswith("sqlite:///"):  # reading must not create an empty store where the sweep's store was meant

@@ -12,7 +12,7 @@ from raydistill.config.schema import RunConfig
 from raydistill.orchestrate.request import SweepRequest
 from raydistill.orchestrate.resources import DEFAULT_CPUS_PER_WORKER, TrialDemand
 from raydistill.tasks.files import FileData
-from raydistill.tracking.track import resolve_tracking_uri
+from raydistill.tracking.uri import resolve_tracking_uri
 
 
 def task_and_data(a: SweepRequest, spec: Any, teacher: str) -> tuple[Any, FileData]:

@@ -21,6 +21,7 @@ from ray.train.v2.api.callback import UserCallback
 
 from raydistill.config.schema import RunConfig
 from raydistill.export.student import export_student
+from raydistill.orchestrate.kept import KEEP, checkpoints, latest_history, local_dir, shrink
 from raydistill.tracking.track import Tracker
 
 log = logging.getLogger("raydistill")
@@ -162,51 +163,6 @@ def make_trainer(cfg: RunConfig, *, name: str, storage_path: str, opts: RunOptio
     )
 
 
-def _local_dir(checkpoint) -> str | None:
-    """The checkpoint's folder where it is on this machine's disk (a folder the in-process runner persisted, or a Ray
-    checkpoint in local storage), else None (remote storage)."""
-    if isinstance(checkpoint, str):
-        return checkpoint
-    if getattr(getattr(checkpoint, "filesystem", None), "type_name", "") == "local":
-        return checkpoint.path
-    return None
-
-
-def _shrink(checkpoint) -> None:
-    """A run that has ended keeps a checkpoint without its optimizer state and latest student (train.checkpoint's
-    ``finish``): on this machine's disk only (a checkpoint in remote storage is left as it is)."""
-    from raydistill.train.checkpoint import finish
-
-    path = _local_dir(checkpoint)
-    folder = os.path.join(path, "checkpoint") if path else ""
-    if folder and os.path.isdir(folder):
-        freed = finish(folder)
-        log.debug("checkpoint %s shrunk by %d bytes", folder, freed)
-
-
-# checkpoints kept per run (in process and on Ray Train): the latest. It is written beside the old one and put in place
-# atomically before the old one goes, so one is enough to resume; each holds the student, the best student and the
-# AdamW state, so keeping two doubled the disk a search fills
-KEEP = 1
-
-
-def _checkpoints(run_dir: str) -> list[str]:
-    """Complete persisted checkpoints, oldest first (a half-copied one is still named ``….tmp``; beside Ray Train's
-    lies its ``checkpoint_manager_snapshot.json``)."""
-    if not os.path.isdir(run_dir):
-        return []
-    names = sorted(n for n in os.listdir(run_dir) if n.startswith("checkpoint_") and not n.endswith((".tmp", ".json")))
-    return [os.path.join(run_dir, n) for n in names if os.path.isdir(os.path.join(run_dir, n))]
-
-
-def latest_history(run_dir: str) -> list[dict]:
-    """The metrics of every epoch the run's latest complete checkpoint has trained; none without one."""
-    from raydistill.train.checkpoint import load_history
-
-    kept = _checkpoints(run_dir)
-    return load_history(os.path.join(kept[-1], "checkpoint")) if kept else []
-
-
 def trial_device(train):
     """The device an in-process trial trains on: the CPU, or with ``train.use_gpu`` the GPU Ray gave its Tune trial
     (``resources.cuda_index``: ``cuda:0`` of the trial's visible set, shared by the trials packed on that GPU), made
@@ -241,10 +197,10 @@ def fit_in_process(
     from raydistill.train.loop import REPLAY, Context, run
 
     if not resume:  # a fresh start: only the checkpoints an earlier attempt made here go (the folder rule)
-        for old in _checkpoints(run_dir) + glob.glob(os.path.join(run_dir, "checkpoint_*.tmp")):
+        for old in checkpoints(run_dir) + glob.glob(os.path.join(run_dir, "checkpoint_*.tmp")):
             shutil.rmtree(old, ignore_errors=True)
     os.makedirs(run_dir, exist_ok=True)
-    kept = _checkpoints(run_dir)
+    kept = checkpoints(run_dir)
     device = trial_device(cfg.train)
     if device.type == "cuda":  # a reused trial actor: the last trial's cached blocks go back, its peak is not ours
         gpu_fresh(device)
@@ -259,7 +215,7 @@ def fit_in_process(
             shutil.copytree(os.path.dirname(ckpt_dir), dst + ".tmp")
             shutil.rmtree(dst, ignore_errors=True)
             os.replace(dst + ".tmp", dst)
-            for old in _checkpoints(run_dir)[:-KEEP]:
+            for old in checkpoints(run_dir)[:-KEEP]:
                 shutil.rmtree(old, ignore_errors=True)
         if device.type == "cuda":  # what the trial holds on its GPU, as a Ray Train worker reports it
             metrics = {**metrics, **gpu_memory(device)}
@@ -277,7 +233,7 @@ def fit_in_process(
         open_cache=open_cache,
     )
     run(cfg, ctx)
-    return last, _checkpoints(run_dir)[-1]
+    return last, checkpoints(run_dir)[-1]
 
 
 def final_metrics(last: dict) -> dict:
@@ -363,7 +319,7 @@ def execute(
     except BaseException as e:
         _end_unfinished(tracker, run_id, e)
         raise
-    _shrink(checkpoint)  # ended: from here on it is only ever reported again, never trained on
+    shrink(checkpoint)  # ended: from here on it is only ever reported again, never trained on
     return {**final, **stopped, "run_id": run_id, "student_dir": student_dir}
 
 
@@ -485,7 +441,7 @@ def _publish_student(cfg: RunConfig, tracker: Tracker, run_id: str, checkpoint, 
     model_id = tracker.log_student_model(run_id, student_dir, kind, card)  # the UI's Models column
     if model_id is None:
         tracker.log_artifacts(run_id, student_dir, "student")  # the files at least: what best --export reads
-    elif (local := _local_dir(checkpoint)) is not None:
+    elif (local := local_dir(checkpoint)) is not None:
         # a local store: its copy hard-linked to the checkpoint's best student, which nothing rewrites; never to the
         # export, the user's folder, which a later save_pretrained into it rewrites in place
         from raydistill.tracking.share import share_files

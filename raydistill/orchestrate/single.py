@@ -51,7 +51,7 @@ def _fresh_name(cfg: RunConfig) -> str:
 def _resuming(cfg: RunConfig, storage: str, record) -> str:
     """The line that says an interrupted run goes on, and from which epoch where its checkpoints are on this disk."""
     from raydistill.common.paths import is_uri
-    from raydistill.orchestrate.run import latest_history
+    from raydistill.orchestrate.kept import latest_history
 
     # the epoch from the checkpoint's own record: Ray Train names its checkpoints by time, this process by epoch
     history = [] if is_uri(storage) else latest_history(os.path.join(storage, record.name))

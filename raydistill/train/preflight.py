@@ -193,7 +193,7 @@ def preflight(
     ``raydistill.finetune``)."""
     from raydistill.config.schema import task_of
     from raydistill.distill.methods import get_method
-    from raydistill.tracking.track import resolve_tracking_uri
+    from raydistill.tracking.uri import resolve_tracking_uri
 
     cfg.validate()
     method = get_method(cfg.distill.method)

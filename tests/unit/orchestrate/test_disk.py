@@ -37,7 +37,8 @@ def test_an_ended_run_keeps_a_slim_checkpoint_and_its_student_once(tiny_teacher,
     import torch
     from mlflow.tracking import MlflowClient
 
-    from raydistill.orchestrate.run import _checkpoints, execute, fit_in_process
+    from raydistill.orchestrate.kept import checkpoints
+    from raydistill.orchestrate.run import execute, fit_in_process
     from raydistill.tracking.track import Tracker, download_student
 
     uri = f"sqlite:///{tmp_path / 'm.db'}"
@@ -49,7 +50,7 @@ def test_an_ended_run_keeps_a_slim_checkpoint_and_its_student_once(tiny_teacher,
     )
     out = execute(cfg, storage_path=str(tmp_path / "ray"), name="t", in_process=lambda m: None)
 
-    (kept,) = _checkpoints(str(tmp_path / "ray" / "t"))
+    (kept,) = checkpoints(str(tmp_path / "ray" / "t"))
     ckpt = os.path.join(kept, "checkpoint")
     assert sorted(os.listdir(ckpt)) == ["best_student", "state.json", "train_state.pt"]  # no latest student
     blobs = torch.load(os.path.join(ckpt, "train_state.pt"), weights_only=True)
