@@ -332,9 +332,9 @@ def _killed_sweep_cmd(teacher: str, glue_dir: str, db) -> list[str]:
     ]
 
 
-def _kill_after_a_trial(cmd: list[str], cwd) -> None:
+def _kill_after_a_trial(cmd: list[str], cwd) -> float:
     """Start the sweep in its own process group (the kill takes its local Ray too) and SIGKILL the group once its
-    first trial finished."""
+    first trial finished; returns the seconds that took (over 600: killed without a finished trial)."""
     import signal
     import sqlite3
 
@@ -350,7 +350,8 @@ def _kill_after_a_trial(cmd: list[str], cwd) -> None:
         "select count(*) from runs r join tags t on r.run_uuid = t.run_uuid "
         "where t.key = 'raydistill.trial_id' and r.status = 'FINISHED'"
     )
-    deadline = time.time() + 600
+    start = time.time()
+    deadline = start + 600
     while time.time() < deadline:  # a trial in a reused actor takes ~1.5 s: poll faster than that, or the sweep may
         time.sleep(0.2)  # have finished every trial before the kill (then Tune's unsaved last finish is trained again)
         try:
@@ -360,6 +361,7 @@ def _kill_after_a_trial(cmd: list[str], cwd) -> None:
             pass
     os.killpg(first.pid, signal.SIGKILL)
     first.wait()
+    return time.time() - start
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -391,7 +393,8 @@ def test_killed_sweep_driver_resumes_without_rerunning_finished_trials(killed_sw
     from mlflow.tracking import MlflowClient
 
     tmp_path, watcher = killed_sweep
-    watcher.result()
+    waited = watcher.result()
+    assert waited < 600, f"the sweep to kill finished no trial in {waited:.0f} s: killed before the test could start"
     db = tmp_path / "m.db"
     c = MlflowClient(f"sqlite:///{db}")
     exp = c.get_experiment_by_name("resume")
