@@ -28,6 +28,7 @@ def test_all_named_sweeps_ship():
         "two_stage_korquad",
         "two_stage_ner",
         "pkd_aug_glue",
+        "tinybert_aug_glue",
     }
 
 
@@ -97,6 +98,39 @@ def test_pkd_aug_glue_starts_from_the_benchmarks_winning_row():
     control = sp.trial_config(base, control_points({"trial": "t1", "config": vals}, base, 0, 2)[0])
     assert control.distill.method == "finetune" and control.augment_dir is None
     assert (control.train.epochs, control.train.epoch_rows) == (10, 10000)
+
+
+def test_tinybert_aug_glue_starts_from_the_benchmarks_winning_row():
+    """The space that ships TinyBERT on x20 (issue 46 item 4) starts from the transfer benchmark's MRPC row that beat
+    labels-only: half the teacher's depth at its width from its first layers (MiniLM-L6: 3L-384, FFN 1536, 12 heads),
+    TinyBERT's uniform mapping and T 1, x20 copies, 10 epochs of each stage (7,000 fresh rows each); its labels-only
+    control keeps those epochs and rows, on the task's own rows."""
+    from raydistill.config.schema import RunConfig, TrainConfig
+    from raydistill.orchestrate.control import control_points
+
+    spec = sp.load("tinybert_aug_glue")
+    assert (spec.train["epochs"].first(), spec.train["epoch_rows"].first()) == (20, 7000)
+    for teacher, size in ((Shape(6, 384, 1536, 12), (3, 384, 1536, 12)), (BERT_BASE, (6, 768, 3072, 12))):
+        study = optuna.create_study()
+        for point in sp.start_points(spec, teacher):
+            study.enqueue_trial(point)
+        vals = sp.sample(spec, study.ask(), teacher)
+        got = tuple(vals[f"student_{k}"] for k in ("layers", "hidden", "intermediate", "heads"))
+        assert got == size and vals["init"] == "first_k" and vals["augment"] == 20
+        assert (vals["method"], vals["temperature"], vals["alpha"], vals["mapping"], vals["lr"]) == (
+            "tinybert",
+            1,
+            1.0,
+            "uniform",
+            1e-4,
+        )
+    base = RunConfig(task="mrpc", teacher="t", train=TrainConfig(epochs=20, epoch_rows=7000)).validate()
+    trial = sp.trial_config(base, vals)
+    assert trial.distill.method == "tinybert" and trial.distill.stage == "all"
+    assert trial.distill.intermediate_epochs == 0  # half the epochs: 10 of each stage
+    control = sp.trial_config(base, control_points({"trial": "t1", "config": vals}, base, 0, 2)[0])
+    assert control.distill.method == "finetune" and control.augment_dir is None
+    assert (control.train.epochs, control.train.epoch_rows) == (20, 7000)
 
 
 def test_asha_grace_period_leaves_the_warm_up_epoch_alone():
