@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 
@@ -25,6 +26,29 @@ def link(src: str, dst: str) -> None:
 def copy_dir(src: str, dst: str) -> None:
     shutil.rmtree(dst, ignore_errors=True)
     shutil.copytree(src, dst, copy_function=link)
+
+
+def run_temp(kind: str) -> str:
+    """A temporary folder of this run's (``raydistill-KIND-PID-…``: its best student between checkpoints, a
+    checkpoint until it is reported), removed by the run when it ends. A process killed outright (Tune stopping a
+    trial, a session's end) leaves its folders behind: each new one first removes those of processes no longer alive,
+    of its prefix only."""
+    tmp = tempfile.gettempdir()
+    for name in os.listdir(tmp):
+        m = re.fullmatch(rf"raydistill-{kind}-(\d+)-\w+", name)
+        if m and not _alive(int(m[1])):
+            shutil.rmtree(os.path.join(tmp, name), ignore_errors=True)
+    return tempfile.mkdtemp(prefix=f"raydistill-{kind}-{os.getpid()}-")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def save_checkpoint(path: str, student, tokenizer, objective, opt, sched, state: dict, best: str | None = None) -> None:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import math
 import os
 import shutil
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -37,7 +36,7 @@ from raydistill.selection.epoch import best_epoch
 from raydistill.tasks.base import Task
 from raydistill.tasks.encode import Encoded, collate, encode
 from raydistill.tasks.encode import lengths as feature_lengths
-from raydistill.train.checkpoint import copy_dir, load_state, resume_student, save_checkpoint
+from raydistill.train.checkpoint import copy_dir, load_state, resume_student, run_temp, save_checkpoint
 from raydistill.train.diverge import PRED_STAGE, START_STEPS, floor_of, verdict
 from raydistill.train.faults import Fault
 from raydistill.train.precision import release, step_dtype, teacher_dtype
@@ -265,7 +264,7 @@ class Trainer:
     def fit(self) -> dict:
         ctx, epochs = self.ctx, self.cfg.train.epochs
         metrics: dict = {}
-        best_dir = tempfile.mkdtemp(prefix="raydistill-best-") if ctx.rank == 0 else None  # outlives each checkpoint
+        best_dir = run_temp("best") if ctx.rank == 0 else None  # outlives each checkpoint
         try:
             if best_dir and ctx.resume_dir:
                 copy_dir(os.path.join(ctx.resume_dir, "best_student"), best_dir)
@@ -436,7 +435,7 @@ class Trainer:
             best_epoch=best["epoch"],  # best_val_* chose it; best_eval_* is that epoch's dev score
             **{f"best_{k}": v for k, v in best.items() if k.startswith(("eval_", "val_"))},
         )
-        ckpt_dir = os.path.join(tempfile.mkdtemp(prefix="raydistill-ckpt-"), "checkpoint")
+        ckpt_dir = os.path.join(run_temp("ckpt"), "checkpoint")
         save_checkpoint(
             ckpt_dir,
             self.student,
