@@ -70,6 +70,14 @@ def test_pkd_glue_covers_the_paper_and_starts_from_its_best():
     )
 
 
+def _first_trial(spec, teacher: Shape) -> dict:
+    """What a space's first trial trains on ``teacher``: its first start point, sampled."""
+    study = optuna.create_study()
+    for point in sp.start_points(spec, teacher):
+        study.enqueue_trial(point)
+    return sp.sample(spec, study.ask(), teacher)
+
+
 def test_pkd_aug_glue_starts_from_the_benchmarks_winning_row():
     """The augmenting space (issue 46 item 4) starts from the transfer benchmark's STS-B row that beat labels-only at
     the same steps: a pruned student at half the teacher's depth and width (MiniLM-L6: 3L-192, FFN 768, 6 heads of its
@@ -81,10 +89,7 @@ def test_pkd_aug_glue_starts_from_the_benchmarks_winning_row():
     spec = sp.load("pkd_aug_glue")
     assert (spec.train["epochs"].first(), spec.train["epoch_rows"].first()) == (10, 10000)
     for teacher, size in ((Shape(6, 384, 1536, 12), (3, 192, 768, 6)), (BERT_BASE, (6, 384, 1536, 6))):
-        study = optuna.create_study()
-        for point in sp.start_points(spec, teacher):
-            study.enqueue_trial(point)
-        vals = sp.sample(spec, study.ask(), teacher)
+        vals = _first_trial(spec, teacher)
         got = tuple(vals[f"student_{k}"] for k in ("layers", "hidden", "intermediate", "heads"))
         assert got == size and vals["init"] == "prune" and vals["augment"] == 20
         assert (vals["temperature"], vals["alpha"], vals["beta"], vals["mapping"], vals["lr"]) == (
@@ -111,10 +116,7 @@ def test_tinybert_aug_glue_starts_from_the_benchmarks_winning_row():
     spec = sp.load("tinybert_aug_glue")
     assert (spec.train["epochs"].first(), spec.train["epoch_rows"].first()) == (20, 7000)
     for teacher, size in ((Shape(6, 384, 1536, 12), (3, 384, 1536, 12)), (BERT_BASE, (6, 768, 3072, 12))):
-        study = optuna.create_study()
-        for point in sp.start_points(spec, teacher):
-            study.enqueue_trial(point)
-        vals = sp.sample(spec, study.ask(), teacher)
+        vals = _first_trial(spec, teacher)
         got = tuple(vals[f"student_{k}"] for k in ("layers", "hidden", "intermediate", "heads"))
         assert got == size and vals["init"] == "first_k" and vals["augment"] == 20
         assert (vals["method"], vals["temperature"], vals["alpha"], vals["mapping"], vals["lr"]) == (
