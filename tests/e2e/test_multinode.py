@@ -37,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -120,6 +121,17 @@ class Cluster:
         )
         p = self.run([sys.executable, "-c", code, self.dashboard], cwd=self.temp_dir, timeout=120, check=check)
         return json.loads(p.stdout.strip().splitlines()[-1]) if p.returncode == 0 else None
+
+    def alive_nodes(self) -> int:
+        """How many nodes are alive, from the dashboard's state API over HTTP in this process: the readiness poll asks
+        once a second, and a subprocess per poll (``state``) would import Ray each time."""
+        token = Path(self.env["RAY_AUTH_TOKEN_PATH"]).read_text().strip()
+        url = f"{self.dashboard}/api/v0/nodes?limit=100"
+        with urllib.request.urlopen(
+            urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"}), timeout=10
+        ) as r:
+            nodes = json.load(r)["data"]["result"]["result"]
+        return sum(n["state"] == "ALIVE" for n in nodes)
 
 
 def _marked_pids(marker: str) -> list[int]:
@@ -272,9 +284,7 @@ def cluster():
             )
             if i == 0:
                 _wait_for(lambda: _port_open(dash), 120, procs, temp_dir, "head dashboard")
-        _wait_for(
-            lambda: len((c.state(check=False) or {"nodes": ()})["nodes"]) == 2, 120, procs, temp_dir, "2 alive nodes"
-        )
+        _wait_for(lambda: c.alive_nodes() == 2, 120, procs, temp_dir, "2 alive nodes")
         yield c
     finally:
         _stop(procs, marker)
