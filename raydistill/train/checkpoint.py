@@ -3,10 +3,12 @@ scheduler state, written to a temporary folder and renamed so a half-written one
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 import shutil
+import socket
 import tempfile
 
 import torch
@@ -29,16 +31,26 @@ def copy_dir(src: str, dst: str) -> None:
 
 
 def run_temp(kind: str) -> str:
-    """A temporary folder of this run's (``raydistill-KIND-PID-…``: its best student between checkpoints, a
+    """A temporary folder of this run's (``raydistill-KIND-WHERE-PID-…``: its best student between checkpoints, a
     checkpoint until it is reported), removed by the run when it ends. A process killed outright (Tune stopping a
     trial, a session's end) leaves its folders behind: each new one first removes those of processes no longer alive,
-    of its prefix only."""
-    tmp = tempfile.gettempdir()
+    of its prefix and its ``WHERE`` only (``_where``: a process id means nothing in another container sharing the
+    temporary folder, where a live run's folder would look dead)."""
+    tmp, where = tempfile.gettempdir(), _where()
     for name in os.listdir(tmp):
-        m = re.fullmatch(rf"raydistill-{kind}-(\d+)-\w+", name)
+        m = re.fullmatch(rf"raydistill-{kind}-{where}-(\d+)-\w+", name)
         if m and not _alive(int(m[1])):
             shutil.rmtree(os.path.join(tmp, name), ignore_errors=True)
-    return tempfile.mkdtemp(prefix=f"raydistill-{kind}-{os.getpid()}-")
+    return tempfile.mkdtemp(prefix=f"raydistill-{kind}-{where}-{os.getpid()}-")
+
+
+def _where() -> str:
+    """This machine and process-id namespace, in 8 hex digits: where ``_alive`` can answer for a process id."""
+    try:
+        ns = os.readlink("/proc/self/ns/pid")
+    except OSError:  # no /proc (macOS): one namespace per machine
+        ns = ""
+    return hashlib.sha1(f"{socket.gethostname()}|{ns}".encode()).hexdigest()[:8]
 
 
 def _alive(pid: int) -> bool:
