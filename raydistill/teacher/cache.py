@@ -20,6 +20,7 @@ import glob
 import hashlib
 import json
 import os
+import re
 import shutil
 import tempfile
 import weakref
@@ -72,6 +73,14 @@ def _save(path: str, arr: np.ndarray) -> None:
     tmp = path + ".tmp.npy"
     np.save(tmp, arr)
     os.replace(tmp, path)
+
+
+def _clear_leftovers(parent: str, key: str) -> None:
+    """A killed build's temporary folders and half-written arrays of cache ``key`` (its lock held by the caller)."""
+    for stale in glob.glob(os.path.join(glob.escape(parent), f".tmp-{glob.escape(key)}-*")):
+        shutil.rmtree(stale, ignore_errors=True)
+    for stale in glob.glob(os.path.join(glob.escape(parent), glob.escape(key), "*.tmp.npy")):
+        os.remove(stale)
 
 
 def _rows(offsets, idx) -> np.ndarray:
@@ -181,12 +190,19 @@ class TeacherCache:
 
     def _clear_killed_build(self) -> None:
         """What a build killed mid-way left (SIGKILL, a machine's end: its cleanup never ran), gigabytes on a large
-        set: this key's temporary folder and half-written arrays. Under the key's lock no one else writes them."""
+        set: this key's temporary folder and half-written arrays (under the key's lock no one else writes them), and
+        those of any other key no one is building now (its lock free: a set never built again would keep them).
+        Only a key's own names beside its lock file are touched: nothing else in a folder the user chose."""
         parent, key = os.path.split(self.dir)
-        for stale in glob.glob(os.path.join(glob.escape(parent), f".tmp-{glob.escape(key)}-*")):
-            shutil.rmtree(stale, ignore_errors=True)
-        for stale in glob.glob(os.path.join(glob.escape(self.dir), "*.tmp.npy")):
-            os.remove(stale)
+        _clear_leftovers(parent, key)
+        found = (re.fullmatch(r"\.tmp-([0-9a-f]{20})-\w+", name) for name in os.listdir(parent))
+        for other in sorted({m[1] for m in found if m} - {key}):
+            try:
+                with open(os.path.join(parent, f"{other}.lock")) as lock:
+                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # released when closed
+                    _clear_leftovers(parent, other)
+            except (FileNotFoundError, BlockingIOError):  # not a cache's, or being built now
+                continue
 
     def _to_add(
         self, teacher, features: list, meta: dict | None, want_h: set, want_a: set, budget_gb: float, log

@@ -4,6 +4,7 @@ budget, layers added later."""
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import os
 import shutil
 
@@ -113,7 +114,8 @@ def test_cache_adds_missing_layers_later(tiny_teacher, glue_dir, tmp_path):
 
 def test_a_build_killed_mid_way_leaves_nothing_behind_the_next_build(tiny_teacher, glue_dir, tmp_path):
     """A build killed with no cleanup (SIGKILL, a machine's end) leaves its temporary folder and half-written arrays,
-    gigabytes on a large set: the next build of that key removes them (under its lock); another key's are left."""
+    gigabytes on a large set: the next build of that key removes them (under its lock), and another key's when no one
+    builds that key now (its lock free); a key being built keeps its folder, and what is not a cache's stays."""
     teacher = tiny_teacher("classification", 2, dropout=0.0)
     cfg = cfg_for("sst2", teacher, glue_dir, "kd", epochs=1).replace(teacher_cache=str(tmp_path / "c"))
     run_local(cfg)
@@ -122,11 +124,31 @@ def test_a_build_killed_mid_way_leaves_nothing_behind_the_next_build(tiny_teache
     killed = tmp_path / "c" / f".tmp-{key}-x1"
     killed.mkdir()
     (killed / "cls.tmp.npy").write_bytes(b"0" * 1024)
-    other = tmp_path / "c" / ".tmp-otherkey-x2"  # another key's build, maybe in progress
-    other.mkdir()
-    run_local(cfg)
-    assert not killed.exists() and other.exists()
-    assert sorted(os.listdir(tmp_path / "c")) == sorted([key, f"{key}.lock", other.name])
+    building, abandoned = "0" * 20, "1" * 20  # other keys: one being built now, one a set never built again
+    for k in (building, abandoned):
+        (tmp_path / "c" / f".tmp-{k}-x2").mkdir()
+        (tmp_path / "c" / f"{k}.lock").touch()
+        (tmp_path / "c" / k).mkdir()
+        (tmp_path / "c" / k / "hidden_3.tmp.npy").write_bytes(b"0")  # layers being added
+    users = [tmp_path / "c" / ".tmp-notakey-x3", tmp_path / "c" / f".tmp-{'2' * 20}-x4"]  # no lock file beside
+    for u in users:
+        u.mkdir()
+    with open(tmp_path / "c" / f"{building}.lock") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # as the building process holds it
+        run_local(cfg)
+    assert not killed.exists() and not (tmp_path / "c" / f".tmp-{abandoned}-x2").exists()
+    assert not (tmp_path / "c" / abandoned / "hidden_3.tmp.npy").exists()
+    assert (tmp_path / "c" / f".tmp-{building}-x2").is_dir() and (
+        tmp_path / "c" / building / "hidden_3.tmp.npy"
+    ).exists()
+    assert all(u.is_dir() for u in users)
+    for k in (building, abandoned):
+        shutil.rmtree(tmp_path / "c" / k)
+        os.remove(tmp_path / "c" / f"{k}.lock")
+    shutil.rmtree(tmp_path / "c" / f".tmp-{building}-x2")
+    for u in users:
+        u.rmdir()
+    assert sorted(os.listdir(tmp_path / "c")) == sorted([key, f"{key}.lock"])
 
     # layers being added when it was killed: their half-written arrays inside the cache folder
     (tmp_path / "c" / key / "hidden_9.tmp.npy").write_bytes(b"0" * 1024)
