@@ -173,6 +173,7 @@ class TeacherCache:
         os.makedirs(os.path.dirname(self.dir), exist_ok=True)
         with open(self.dir + ".lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
+            self._clear_killed_builds()  # first: a killed build's arrays would count against the budget below
             meta = self._meta()
             self.layers = meta["layers"] if meta else teacher.config.num_hidden_layers  # no teacher needed on a hit
             want_h, want_a = self._hidden(want.hidden_layers), set(want.att_layers)
@@ -182,26 +183,26 @@ class TeacherCache:
                     f" (+ full states of {len(add_h)} layers, scores of {len(add_a)})" if add_h or add_a else ""
                 )
                 log(f"teacher cache: computing {what} for {len(features)} examples into {self.dir}")
-                self._clear_killed_build()
                 with autocast(device, want.dtype):  # the same precision as the live teacher of this run
                     self._build(teacher, inputs, device, meta is None, add_h, add_a, log=log)
             fcntl.flock(lock, fcntl.LOCK_UN)
         return self._map()
 
-    def _clear_killed_build(self) -> None:
+    def _clear_killed_builds(self) -> None:
         """What a build killed mid-way left (SIGKILL, a machine's end: its cleanup never ran), gigabytes on a large
         set: this key's temporary folder and half-written arrays (under the key's lock no one else writes them), and
-        those of any other key no one is building now (its lock free: a set never built again would keep them).
-        Only a key's own names beside its lock file are touched: nothing else in a folder the user chose."""
+        those of any other key no one holds the lock of now (a set never built again would keep them). Only the names
+        a cache's build writes, of keys with a lock file: nothing else in a folder the user chose."""
         parent, key = os.path.split(self.dir)
         _clear_leftovers(parent, key)
-        found = (re.fullmatch(r"\.tmp-([0-9a-f]{20})-\w+", name) for name in os.listdir(parent))
+        found = (re.fullmatch(r"([0-9a-f]{20})\.lock", name) for name in os.listdir(parent))
         for other in sorted({m[1] for m in found if m} - {key}):
             try:
-                with open(os.path.join(parent, f"{other}.lock")) as lock:
+                # "a": an exclusive lock needs a file open for writing on NFS, where a shared cache lives
+                with open(os.path.join(parent, f"{other}.lock"), "a") as lock:
                     fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # released when closed
                     _clear_leftovers(parent, other)
-            except (FileNotFoundError, BlockingIOError):  # not a cache's, or being built now
+            except OSError:  # being built now (BlockingIOError), or a lock this file system refuses: left alone
                 continue
 
     def _to_add(

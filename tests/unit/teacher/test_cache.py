@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import fcntl
+import json
 import os
 import shutil
 
@@ -48,7 +49,6 @@ def test_teacher_cache_gives_the_same_losses(task, kind, method, extra, tiny_tea
 def test_full_sequence_cache_budget(tiny_teacher, glue_dir, tmp_path):
     """Within budget one teacher pass caches every layer, so other mappings reuse it; over budget the stage falls
     back to the live teacher (same losses either way) and only logits + [CLS] are stored."""
-    import json
 
     teacher = tiny_teacher("classification", 2, dropout=0.0)
     cfg = cfg_for("sst2", teacher, glue_dir, "tinybert", epochs=1, mapping="uniform", stage="intermediate")
@@ -84,7 +84,6 @@ def test_full_sequence_cache_budget(tiny_teacher, glue_dir, tmp_path):
 def test_cache_adds_missing_layers_later(tiny_teacher, glue_dir, tmp_path):
     """A budget that fits this run's layers but not all of them caches just those; a later run with another mapping
     adds its missing layers beside them (nothing rewritten) and gets the live teacher's losses."""
-    import json
 
     teacher = tiny_teacher("classification", 2, dropout=0.0)
     cfg = cfg_for("sst2", teacher, glue_dir, "tinybert", epochs=1, mapping="uniform", stage="intermediate")
@@ -150,11 +149,20 @@ def test_a_build_killed_mid_way_leaves_nothing_behind_the_next_build(tiny_teache
         u.rmdir()
     assert sorted(os.listdir(tmp_path / "c")) == sorted([key, f"{key}.lock"])
 
-    # layers being added when it was killed: their half-written arrays inside the cache folder
-    (tmp_path / "c" / key / "hidden_9.tmp.npy").write_bytes(b"0" * 1024)
+    # layers being added when it was killed: their half-written arrays inside the cache folder, at their full size
+    # (a memory map's file is made whole, then filled): removed before the budget is reckoned, or the layers would
+    # never fit again and the arrays never go
+    with open(tmp_path / "c" / key / "hidden_9.tmp.npy", "wb") as f:
+        f.truncate(64 * 2**30)  # sparse: 64 GiB said, nothing written
+    other = "3" * 20  # another key's killed addition, with no temporary folder beside its lock
+    (tmp_path / "c" / other).mkdir()
+    (tmp_path / "c" / other / "att_2.tmp.npy").write_bytes(b"0")
+    (tmp_path / "c" / f"{other}.lock").touch()
     tiny = cfg.replace(distill=dataclasses.replace(cfg.distill, method="tinybert", mapping="uniform"))
     run_local(tiny)  # adds the full states and scores TinyBERT reads
     assert not [f for f in os.listdir(tmp_path / "c" / key) if f.endswith(".tmp.npy")]
+    assert json.load(open(tmp_path / "c" / key / "meta.json"))["hidden"]  # they fit the budget
+    assert not os.listdir(tmp_path / "c" / other)
 
 
 @pytest.mark.parametrize("version", [(1, 0), (2, 0)])
