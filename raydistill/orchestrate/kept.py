@@ -3,6 +3,7 @@ shrinking of an ended run's checkpoint (in process and on Ray Train alike)."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 
@@ -46,9 +47,25 @@ def checkpoints(run_dir: str) -> list[str]:
     return [os.path.join(run_dir, n) for n in names if os.path.isdir(os.path.join(run_dir, n))]
 
 
+# Ray Train's record of the checkpoints its controller registered, beside them
+SNAPSHOT = "checkpoint_manager_snapshot.json"
+
+
 def latest_history(run_dir: str) -> list[dict]:
-    """The metrics of every epoch the run's latest complete checkpoint has trained; none without one."""
+    """The metrics of every epoch the run's latest complete checkpoint has trained; none without one. On Ray Train the
+    latest its controller registered: a worker copies a checkpoint into its final folder before the controller hears
+    of it, so the newest folder may be half-copied (the worker killed) or never reported (another rank died), and Ray
+    resumes from the registered one. A record that cannot be read counts as none (warned): the run trains again."""
     from raydistill.train.checkpoint import load_history
 
-    kept = checkpoints(run_dir)
-    return load_history(os.path.join(kept[-1], "checkpoint")) if kept else []
+    snapshot = os.path.join(run_dir, SNAPSHOT)
+    try:
+        if os.path.isfile(snapshot):
+            with open(snapshot) as f:
+                name = (json.load(f).get("latest_checkpoint_result") or {}).get("checkpoint_dir_name")
+            return load_history(os.path.join(run_dir, name, "checkpoint")) if name else []
+        kept = checkpoints(run_dir)
+        return load_history(os.path.join(kept[-1], "checkpoint")) if kept else []
+    except (OSError, ValueError) as e:
+        log.warning("the checkpoints in %s could not be read (%s): taken as none", run_dir, e)
+        return []

@@ -93,11 +93,16 @@ class MlflowEpochCallback(UserCallback):
         if checkpoint is None:  # train.loop.REPLAY: a run resumed after its end repeating its logged result
             return
         if self.logged is None:
-            self.logged = self.tracker.logged_epochs(self.run_id)
+            try:
+                self.logged = self.tracker.logged_epochs(self.run_id)
+            except Exception as e:  # the store down past the retries: not the run's failure (its metrics spool)
+                log.warning(
+                    "run %s: its logged epochs could not be read (%s); asked again at the next report", self.run_id, e
+                )
         epoch = metrics[0].get("epoch")
-        if epoch is None or int(epoch) not in self.logged:
+        if epoch is None or self.logged is None or int(epoch) not in self.logged:
             self.tracker.log_epoch(self.run_id, metrics[0])
-            if epoch is not None:
+            if epoch is not None and self.logged is not None:
                 self.logged.add(int(epoch))
 
 
@@ -377,12 +382,20 @@ def _fit(
     except Exception:
         # the failed attempt's last checkpointed epoch reaches MLflow only through a resumed attempt: logged now, and
         # a tracking failure here must not replace the run's own error
-        try:
-            _log_unlogged_epochs(tracker, run_id, os.path.join(storage_path, name))
-        except Exception as e:
-            log.warning("run %s failed; its last checkpointed epoch was not logged: %s", run_id, e)
+        _log_unlogged_quietly(tracker, run_id, os.path.join(storage_path, name), "failed")
         raise
+    # an epoch checkpointed when a stop ended an earlier controller before its callback (Ray registers a checkpoint
+    # first) is reported again by no attempt: logged from the checkpoint, now that no controller writes
+    _log_unlogged_quietly(tracker, run_id, os.path.join(storage_path, name), "finished")
     return result.metrics, result.checkpoint, t1
+
+
+def _log_unlogged_quietly(tracker: Tracker, run_id: str, run_dir: str, how: str) -> None:
+    """``_log_unlogged_epochs`` where a tracking failure must not decide the run's outcome: warned instead."""
+    try:
+        _log_unlogged_epochs(tracker, run_id, run_dir)
+    except Exception as e:
+        log.warning("run %s %s; a checkpointed epoch it lacks in MLflow was not logged: %s", run_id, how, e)
 
 
 def _run_params(cfg: RunConfig, threads: int) -> dict:

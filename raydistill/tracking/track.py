@@ -125,6 +125,16 @@ def replay_spool() -> int:
     return len(rows)
 
 
+def _spooled_epochs(uri: str | None, run_id: str) -> set[int]:
+    """The epochs of run ``run_id`` at ``uri`` waiting in this process's spool."""
+    path = _spool_path()
+    if not os.path.exists(path):
+        return set()
+    with open(path) as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    return {int(r["step"]) for r in rows if r["uri"] == uri and r["run_id"] == run_id and "epoch" in r["metrics"]}
+
+
 def _source(source: str | dict) -> tuple[str, str]:
     """A dataset input's source type and source JSON."""
     if isinstance(source, dict):  # a dataset by name: a local folder, or a hub dataset at a revision
@@ -293,8 +303,10 @@ class Tracker:
         self.log_metrics(run_id, metrics, step=int(metrics.get("epoch", 0)))
 
     def logged_epochs(self, run_id: str) -> set[int]:
-        """The epochs the run has logged (the steps of its ``epoch`` metric)."""
-        return {m.step for m in retry(self.client.get_metric_history, run_id, "epoch")}
+        """The epochs the run has logged (the steps of its ``epoch`` metric), those spooled here included (what
+        ``replay_spool`` sends later is not logged again from a checkpoint)."""
+        logged = {m.step for m in retry(self.client.get_metric_history, run_id, "epoch")}
+        return logged | _spooled_epochs(self.uri, run_id)
 
     def log_missing_epochs(self, run_id: str, history: list[dict]) -> list[int]:
         """The epochs of ``history`` (a checkpoint's records) the run has not logged, logged now; their numbers. A run
