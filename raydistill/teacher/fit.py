@@ -18,7 +18,7 @@ from raydistill.config.schema import RunConfig, StudentConfig
 from raydistill.tracking.track import Tracker
 
 DONE = "raydistill_finetune.json"
-RESUME_FILES = {"resume.json", "resume.json.tmp", "checkpoint", "next"}  # all OUTPUT.resume ever holds
+RESUME_FILES = {"resume.json", "resume.json.tmp", "checkpoint", "next", "old"}  # all OUTPUT.resume ever holds
 COMMAND = "raydistill finetune"
 RESUME_KIND = "fine-tune checkpoint"  # OUTPUT.resume's marker: the product's own folder, removed whole
 
@@ -127,6 +127,9 @@ class ResumeRecord:
         self.folder = resume_folder(output)  # the product's own (check_resume_folder)
         self.state = os.path.join(self.folder, "resume.json")
         self.ckpt = os.path.join(self.folder, "checkpoint")
+        self.next, self.old = os.path.join(self.folder, "next"), os.path.join(self.folder, "old")
+        if not os.path.isdir(self.ckpt) and os.path.isdir(self.next):  # stopped between keep's two renames
+            os.replace(self.next, self.ckpt)  # complete: the old one is moved aside only once it is copied
         self.kept = json.load(open(self.state)) if os.path.isfile(self.state) else {}
         self.resume_dir = self.ckpt if self.kept.get("fingerprint") == fp and os.path.isdir(self.ckpt) else None
         self.run_id = ""
@@ -140,8 +143,10 @@ class ResumeRecord:
         if self.resume_dir:
             self.run_id = self.kept["run_id"]
             tracker.reopen_run(self.run_id)
-            tracker.log_missing_epochs(self.run_id, load_history(self.ckpt))  # kept, not yet logged
-            log(f"resuming the fine-tune in {self.output} after its epoch {self.kept['epoch']} (fingerprint {self.fp})")
+            history = load_history(self.ckpt)  # the epoch from the checkpoint: its record is written after it
+            tracker.log_missing_epochs(self.run_id, history)  # kept, not yet logged
+            epoch = int(history[-1]["epoch"]) if history else self.kept["epoch"]
+            log(f"resuming the fine-tune in {self.output} after its epoch {epoch} (fingerprint {self.fp})")
             return self.run_id
         remove_if_ours(self.folder, RESUME_KIND, RESUME_FILES)  # a stale record of another fine-tune
         self.run_id = tracker.start_run(
@@ -154,16 +159,21 @@ class ResumeRecord:
         return self.run_id
 
     def keep(self, ckpt_dir: str, epoch: int | None) -> None:
-        """The epoch's checkpoint replaces the previous one, then the record that names it."""
+        """The epoch's checkpoint replaces the previous one, then the record that names it. Renames only between a
+        complete copy and its place: a stop at any point leaves one whole checkpoint (``checkpoint``, or ``next``
+        between the renames, which the next ``ResumeRecord`` puts in place)."""
         from raydistill.common.outputs import mark_working
         from raydistill.train.checkpoint import copy_dir
 
         if not os.path.isdir(self.folder):
             mark_working(self.folder, COMMAND, RESUME_KIND)
-        copy_dir(ckpt_dir, os.path.join(self.folder, "next"))  # hard links where it can
-        shutil.rmtree(self.ckpt, ignore_errors=True)
-        os.replace(os.path.join(self.folder, "next"), self.ckpt)
+        copy_dir(ckpt_dir, self.next)  # hard links where it can
+        shutil.rmtree(self.old, ignore_errors=True)
+        if os.path.isdir(self.ckpt):
+            os.replace(self.ckpt, self.old)
+        os.replace(self.next, self.ckpt)
         write_json_atomic(self.state, {"fingerprint": self.fp, "run_id": self.run_id, "epoch": epoch})
+        shutil.rmtree(self.old, ignore_errors=True)
 
 
 def _train(cfg: RunConfig, tracker: Tracker, device, record: ResumeRecord, run_id: str, log) -> dict:

@@ -85,6 +85,45 @@ def test_interrupted_finetune_resumes_from_its_last_epoch(tiny_teacher, glue_dir
     assert len(c.search_runs([run.info.experiment_id])) == 2  # the whole one and the resumed one: no third run
 
 
+def test_a_stop_between_keeping_renames_resumes_from_the_complete_copy(
+    tiny_teacher, glue_dir, tmp_path, monkeypatch, capsys
+):
+    """Keeping an epoch copies its checkpoint to ``next``, moves the old one aside, then puts ``next`` in place and
+    writes the record: stopped between the renames (``checkpoint`` gone, ``next`` whole, the record one epoch
+    behind), the fine-tune still resumes after the epoch ``next`` holds, into its run — not from scratch."""
+    import shutil
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    out = str(tmp_path / "cut")
+    argv = _argv(tiny_teacher, glue_dir, uri, out)
+    log_epoch = Tracker.log_epoch
+
+    def stop_at_epoch_2(tracker, run_id, metrics):
+        if metrics["epoch"] == 2:
+            raise KeyboardInterrupt
+        log_epoch(tracker, run_id, metrics)
+
+    monkeypatch.setattr(Tracker, "log_epoch", stop_at_epoch_2)
+    with pytest.raises(SystemExit):
+        finetune.main(argv)
+    folder = f"{out}.resume"
+    state = json.load(open(f"{folder}/resume.json"))
+    shutil.copytree(f"{folder}/checkpoint", f"{folder}/old")  # epoch 1's, moved aside
+    os.replace(f"{folder}/checkpoint", f"{folder}/next")  # epoch 2's, not yet in place
+    with open(f"{folder}/resume.json", "w") as f:
+        json.dump({**state, "epoch": 1}, f)  # the record is written after the renames
+
+    monkeypatch.setattr(Tracker, "log_epoch", log_epoch)
+    capsys.readouterr()
+    finetune.main(argv)
+    assert f"resuming the fine-tune in {out} after its epoch 2 " in capsys.readouterr().err
+    c = MlflowClient(uri)
+    run = c.get_run(state["run_id"])
+    assert run.info.status == "FINISHED" and not os.path.exists(folder)
+    assert [m.step for m in c.get_metric_history(run.info.run_id, "val_accuracy")] == [1, 2, 3]
+    assert len(c.search_runs([run.info.experiment_id])) == 1
+
+
 @pytest.mark.parametrize("second", ["SIGINT", "SIGTERM"])
 def test_a_second_signal_while_the_run_is_being_ended_does_not_leave_it_running(
     second, tiny_teacher, glue_dir, tmp_path, monkeypatch, capsys
