@@ -359,12 +359,23 @@ class Sweep:
         log(f"labels-only control: the winner's student ({best['trial']}) on gold labels alone, {len(points)} seed(s)")
         results = self.retrain(points, "control")
         c_rows, c_ids = self.rows(results)
-        out = self._judge(best, c_rows, {**run_ids, **c_ids}, points[0])
+        won = self._winner(best, {**run_ids, **c_ids}, confirmed)
+        out = self._judge(won, c_rows, {**run_ids, **c_ids}, points[0])
         self.clock.lap("control")
         return out
 
+    def _winner(self, best: dict[str, Any], run_ids: dict[str, str], confirmed: list[dict[str, Any]] | None) -> Any:
+        """The winner as the verdict judges it: its student, its metric's mode, its fresh seeds' dev range (where a
+        confirmation trained two or more)."""
+        from raydistill.results.verdict import Winner
+        from raydistill.selection.runs import report_metric
+
+        top = (confirmed or [{}])[0]
+        spread = top.get(f"range_{report_metric(self.metric)}") if top.get("seeds", 0) > 1 else None
+        return Winner(self._student(best, run_ids), self.mode, spread)
+
     def _judge(
-        self, best: dict[str, Any], c_rows: list[dict[str, Any]], run_ids: dict[str, str], point: dict[str, Any]
+        self, won: Any, c_rows: list[dict[str, Any]], run_ids: dict[str, str], point: dict[str, Any]
     ) -> dict[str, Any]:
         """The winner against the control's exported students, with what the control trained."""
         from raydistill.results.verdict import compare
@@ -380,7 +391,7 @@ class Sweep:
                     self.base,
                     self.tracker,
                     self.metric,
-                    self._student(best, run_ids),
+                    won,
                     [self._student(r, run_ids) for r in done],
                 ),
                 **about,

@@ -4,9 +4,12 @@ on the same dev rows, one prediction per example, then the rule of ``results/sig
 "beats" the control only where the paired 95% interval of (winner − control) over dev examples lies above 0 and the
 difference exceeds the control seeds' range; "loses to" the mirror image; otherwise it "ties", an answer in itself.
 
-The control's median seed by validation score stands for it (dev chooses nothing): the difference and its paired
-interval both come from that one pair of runs (``significance.compare``, the quality benchmark's rule); the median
-of the control seeds' dev scores is shown beside them, not subtracted (it may be another seed's)."""
+The control's seed that stands for it is chosen as the winner's exported seed was (its best by validation score, the
+lowest trial id on ties; dev chooses nothing): the difference and its paired interval both come from that one pair of
+runs (``significance.compare``, the quality benchmark's rule); the median of the control seeds' dev scores is shown
+beside them, not subtracted (it may be another seed's). The seeds' range the difference must exceed is the larger of
+the control's and the winner's fresh seeds' (a confirmed sweep's), and a comparison with no side of two seeds or more
+has no verdict: one seed says nothing of a seed's noise."""
 
 from __future__ import annotations
 
@@ -44,30 +47,49 @@ def dev_metric(metric: str, task: Any) -> str:
     return name if name in reported(task) else task.main_metric
 
 
-def compare(base: RunConfig, tracker: Tracker, metric: str, winner: Student, controls: list[Student]) -> dict:
+@dataclass(frozen=True)
+class Winner:
+    """The sweep's winner as the verdict needs it: its exported student, how its seed was chosen (``mode`` of the
+    sweep's metric), and the dev range of its fresh seeds where a confirmation trained two or more (else None)."""
+
+    student: Student
+    mode: str = "max"
+    seeds_range: float | None = None
+
+
+def compare(base: RunConfig, tracker: Tracker, metric: str, winner: Winner, controls: list[Student]) -> dict:
     """The winner against its control seeds on the sweep's dev rows: each side's dev scores, the difference, its
     paired 95% interval and the verdict."""
     from raydistill.data.splits import train_val_dev
 
+    scored = [c for c in controls if c.val is not None]  # a seed with no val score cannot be chosen without dev
+    if not scored:
+        return {"verdict": None, "reason": "no control seed scored on the validation split"}
+    if len(scored) < 2 and winner.seeds_range is None:
+        return {"verdict": None, "reason": "one seed on each side: the seeds' range the noise rule needs is unknown"}
     task = task_of(base)
     m = dev_metric(metric, task)
     dev = train_val_dev(base, task)[2]  # the rows every run's eval_* scored (eval_limit applied)
-    wp, gold = predictions(base, tracker, winner, task, dev)
-    preds = [predictions(base, tracker, c, task, dev)[0] for c in controls]
+    wp, gold = predictions(base, tracker, winner.student, task, dev)
+    preds = [predictions(base, tracker, c, task, dev)[0] for c in scored]
     devs = [sig.score(task, p, gold, metric=m) for p in preds]
     seeds = sig.seeds_summary(devs)
-    rep = sig.median_index([c.val if c.val is not None else d for c, d in zip(controls, devs, strict=True)])
-    pair = sig.compare(task, wp, preds[rep], gold, seeds["range"], metric=m)
+    noise = max(seeds["range"] if len(scored) > 1 else 0.0, winner.seeds_range or 0.0)
+    sign = 1 if winner.mode == "max" else -1
+    rep = min(range(len(scored)), key=lambda i: (-sign * scored[i].val, scored[i].trial))  # type: ignore[operator]
+    pair = sig.compare(task, wp, preds[rep], gold, noise, metric=m)
     return {
         "metric": m,
         "dev_rows": len(gold),
-        "winner_trial": winner.trial,
+        "winner_trial": winner.student.trial,
         "winner_dev": sig.score(task, wp, gold, metric=m),
-        "control_trials": [c.trial for c in controls],
+        "winner_seeds_range": winner.seeds_range,
+        "control_trials": [c.trial for c in scored],
         "control_dev": devs,
         "control_median": seeds["median"],
         "control_range": seeds["range"],
-        "control_rep_trial": controls[rep].trial,
+        "noise_range": noise,
+        "control_rep_trial": scored[rep].trial,
         "control_rep_dev": devs[rep],
         "diff": pair["diff"],
         "ci": list(pair["ci"]),
@@ -113,8 +135,9 @@ def line(c: dict) -> str:
     return (
         f"labels-only control ({len(c['control_dev'])} seed(s) of the winner's shape and init on gold labels alone): "
         f"the distilled winner {c['verdict']} it — dev {c['metric']} {c['winner_dev']:.4f} vs "
-        f"{c.get('control_rep_dev', c['control_median']):.4f} (its median seed on val; seeds' median "
-        f"{c['control_median']:.4f}, range {c['control_range']:.4f}), difference {c['diff']:+.4f}, "
+        f"{c.get('control_rep_dev', c['control_median']):.4f} (its best seed on val, as the winner's; seeds' median "
+        f"{c['control_median']:.4f}, range {c['control_range']:.4f}), difference {c['diff']:+.4f} "
+        f"(to exceed the seeds' range {c.get('noise_range', c['control_range']):.4f}), "
         f"paired 95% CI {lo:+.4f}…{hi:+.4f} over {c['dev_rows']} dev examples"
     )
 

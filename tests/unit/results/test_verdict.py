@@ -126,19 +126,48 @@ def test_the_verdict_on_hand_made_predictions(monkeypatch, winner_wrong, control
     monkeypatch.setattr(judged, "predictions", lambda base, tracker, s, task, dev: (by_trial[s.trial], gold))
     base = RunConfig.from_dict({"task": "sst2", "teacher": "t"})
     stud = [judged.Student(t, "", "", 32, val) for t, val in (("w", 0.9), ("c1", 0.6), ("c2", 0.5))]
-    c = judged.compare(base, None, "best_val_accuracy", stud[0], stud[1:])
+    c = judged.compare(base, None, "best_val_accuracy", judged.Winner(stud[0]), stud[1:])
     assert c["verdict"] == verdict and c["metric"] == "accuracy" and c["dev_rows"] == 200
     assert c["winner_dev"] == pytest.approx(1 - 1 / winner_wrong if winner_wrong == 10 else 0.5)
     assert c["control_range"] == pytest.approx(0.005) and c["ci"][0] <= c["diff"] <= c["ci"][1]
-    # the difference is of the same pair as the interval: the control's median seed on val, not its seeds' median of
-    # dev (another seed's, or between two)
-    from raydistill.results.significance import median_index
-
-    rep = median_index([0.6, 0.5])
-    assert c["control_rep_trial"] == ["c1", "c2"][rep] and c["control_rep_dev"] == c["control_dev"][rep]
-    assert c["diff"] == pytest.approx(c["winner_dev"] - c["control_dev"][rep])
-    assert c["control_median"] != c["control_dev"][rep]
+    assert c["noise_range"] == c["control_range"]  # the winner trained no fresh seeds here
+    # the difference is of the same pair as the interval: the control's seed chosen as the winner's was (its best on
+    # val: c1), not its seeds' median of dev (between two) nor its worse seed
+    assert c["control_rep_trial"] == "c1" and c["control_rep_dev"] == c["control_dev"][0]
+    assert c["diff"] == pytest.approx(c["winner_dev"] - c["control_dev"][0])
+    assert c["control_median"] != c["control_dev"][0]
     assert f"the distilled winner {verdict} it" in judged.line(c)
+
+
+def test_the_control_seed_is_chosen_as_the_winners_and_the_noise_is_either_sides(monkeypatch):
+    """Like with like: the winner's exported seed is its best fresh seed on val, so the control's stand-in is its best
+    on val too (the metric's mode: lowest where lower is better), never a seed with no val score (dev would choose);
+    the range to exceed is the larger of the two sides' seeds'; one seed on each side has no verdict."""
+    from raydistill.config.schema import RunConfig
+    from raydistill.data import splits
+    from raydistill.results import verdict as judged
+
+    gold, winner = _answers(400, 20)  # 95%
+    by_trial = {"w": winner, "c1": _answers(400, 4)[1], "c2": _answers(400, 5)[1], "c3": _answers(400, 8)[1]}
+    monkeypatch.setattr(splits, "train_val_dev", lambda cfg, task: ([], [], [{}] * len(gold)))
+    monkeypatch.setattr(judged, "predictions", lambda base, tracker, s, task, dev: (by_trial[s.trial], gold))
+    base = RunConfig.from_dict({"task": "sst2", "teacher": "t"})
+    w = judged.Student("w", "", "", 32, 0.9)
+    c1, c2, c3 = (judged.Student(t, "", "", 32, v) for t, v in (("c1", 0.7), ("c2", 0.8), ("c3", None)))
+
+    c = judged.compare(base, None, "best_val_accuracy", judged.Winner(w), [c1, c2, c3])
+    assert c["control_trials"] == ["c1", "c2"] and c["control_rep_trial"] == "c2"  # c3: no val score
+    c = judged.compare(base, None, "best_val_loss", judged.Winner(w, mode="min"), [c1, c2])
+    assert c["control_rep_trial"] == "c1"  # lower is better
+    # the winner's fresh seeds spread wider than the control's: their range is what the gap must exceed
+    c = judged.compare(base, None, "best_val_accuracy", judged.Winner(w, seeds_range=0.2), [c1, c2])
+    assert c["noise_range"] == 0.2 and c["ci"][0] > 0 and c["verdict"] == "ties"
+    # one control seed: the winner's fresh seeds give the range; with none either, no verdict
+    c = judged.compare(base, None, "best_val_accuracy", judged.Winner(w, seeds_range=0.01), [c1])
+    assert c["noise_range"] == 0.01 and c["verdict"] == "beats"
+    c = judged.compare(base, None, "best_val_accuracy", judged.Winner(w), [c1, c3])
+    assert c["verdict"] is None and "one seed on each side" in c["reason"]
+    assert "no verdict" in judged.line(c)
 
 
 def test_beyond_the_interval_but_within_the_seeds_range_ties(monkeypatch):
