@@ -80,7 +80,17 @@ def objective_of(spec: Any, task: Any, base: RunConfig) -> str:
     from raydistill.selection.runs import as_final, objective
 
     chosen = base.train.select_metric or task.main_metric  # --select-metric / the space's train.select_metric
-    return as_final(spec.metric, "metric") if spec.metric else objective(chosen, base.train.select_on)
+    if not spec.metric:
+        return objective(chosen, base.train.select_on)
+    metric = as_final(spec.metric, "metric")
+    # a space ranking its trials on dev would choose on the split that reports while every epoch is chosen on val
+    check(
+        not metric.startswith("best_eval_") or base.train.select_on == "dev",
+        "metric",
+        f"{spec.metric!r} ranks trials on dev, the split that reports; use {metric.replace('best_eval_', 'best_val_')} "
+        "(the validation split), or pass --select-on dev to choose on dev knowingly",
+    )
+    return metric
 
 
 def _train_section(a: SweepRequest, spec: Any) -> dict[str, Any]:

@@ -130,6 +130,7 @@ def paths(tiny_teacher, glue_dir, korean_dir, tmp_path_factory):
         list_yaml=space("list-yaml", "- method: kd\n"),
         unknown_key=space("unknown-key", "name: x\nmethod: kd\nepochz: 3\n"),
         bad_domain=space("bad-domain", "name: x\nmethod: kd\ndistill: {temperature: {uniform: [5, 1]}}\n"),
+        dev_metric=space("dev-metric", "name: x\nmethod: kd\nmetric: eval_accuracy\n"),
     )
 
 
@@ -1193,6 +1194,14 @@ CASES = [
         lambda E: sweep(E, space=E.bad_domain),
         "distill.temperature",
         what="`temperature: {uniform: [5, 1]}`",
+    ),
+    Case(
+        "sweep-space-ranks-on-dev",
+        "sweep",
+        lambda E: sweep(E, space=E.dev_metric),
+        "metric",
+        what="a space with `metric: eval_accuracy` (trials ranked on dev while epochs are chosen on val)",
+        says="ranks trials on dev",
     ),
     Case(
         "sweep-set-not-key-value",
