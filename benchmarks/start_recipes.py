@@ -65,7 +65,10 @@ def sweep(a, space: str, t: str) -> dict:
     for s in ("search.confirm=false", "search.control=false", "search.asha=false"):
         cmd += ["--set", s]
     cmd += ["--epochs", str(a.epochs), "--train-limit", str(a.train_limit), "--tracking-uri", a.uri]
-    out = run(cmd + ["--name", name, "--experiment", name, "--storage-path", os.path.join(a.work, "ray")], a.log)
+    storage = os.path.join(a.work, "ray")
+    if os.path.isfile(os.path.join(storage, name, "raydistill_sweep.json")):  # started by an earlier call: go on
+        cmd = ["raydistill.sweep", "--resume"]
+    out = run(cmd + ["--name", name, "--experiment", name, "--storage-path", storage], a.log)
     c = Tracker(a.uri).client
     exp = c.get_experiment_by_name(name).experiment_id
     runs = c.search_runs([exp], f"tags.mlflow.parentRunId = '{out['parent_run_id']}'")

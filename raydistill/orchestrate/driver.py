@@ -159,6 +159,8 @@ class Sweep:
         from raydistill.train.loop import Clock
 
         a = self.request
+        if not a.resume:
+            self._check_new_name()
         self.state = {**self.state, "request": a.record(), "name": self.name, "experiment": self.base.experiment}
         self._save()  # resumable from here on: Ctrl-C, SIGTERM or a lost driver
         resume_hint(
@@ -183,6 +185,26 @@ class Sweep:
         self._open_parent()
         on_interrupt(self._killed)
         self.clock.lap("ray_start")
+
+    def _check_new_name(self) -> None:
+        """A new sweep's name is its own: one named as an earlier sweep (its resume record, or a sweep run of the
+        experiment) would share its Tune folder, its students' folder and its Optuna study, and ``best --sweep`` would
+        rank both sweeps' trials as one. Refused before Ray starts, saying how to continue the earlier one."""
+        path = state_path(self.request.storage_path, self.name)
+        exp = self.tracker.client.get_experiment_by_name(self.base.experiment)
+        sweeps = (
+            self.tracker.client.search_runs([exp.experiment_id], "tags.`raydistill.role` = 'sweep'", max_results=5000)
+            if exp is not None
+            else []
+        )
+        earlier = any(r.info.run_name == self.name for r in sweeps)
+        where = path if os.path.isfile(path) else f"experiment {self.base.experiment!r}" if earlier else ""
+        check(
+            not where,
+            "name",
+            f"a sweep named {self.name!r} was started before ({where}): --resume --name {self.name} continues it; "
+            "another --name (or none: SPACE-TASK-time) starts a new sweep",
+        )
 
     def _open_parent(self) -> None:
         from raydistill.data.splits import data_fingerprint

@@ -41,7 +41,9 @@ def make_searcher(
         metric=metrics,
         mode=modes,
         sampler=sampler,
-        study_name=name,  # random search draws every trial: the published recipes start only the default search
+        # one optuna.db serves every experiment of the store: the sweep's name alone could meet another experiment's
+        study_name=f"{base.experiment}/{name}",
+        # random search draws every trial: the published recipes start only the default search
         points_to_evaluate=None if spec.search.get("algorithm") == "random" else start_points(spec, teacher) or None,
         storage=optuna.storages.RDBStorage("sqlite:///" + os.path.join(os.path.dirname(db), "optuna.db")),
         max_epochs=base.train.epochs,

@@ -426,7 +426,7 @@ def test_killed_sweep_driver_resumes_without_rerunning_finished_trials(killed_sw
         assert sorted(m.step for m in c.get_metric_history(r.info.run_id, "eval_accuracy")) == [1, 2]
     assert len([r for r in c.search_runs([exp.experiment_id]) if r.data.tags.get("raydistill.role") == "sweep"]) == 1
     study = optuna.load_study(
-        study_name="resumable",
+        study_name="resume/resumable",  # EXPERIMENT/NAME: one optuna.db serves every experiment
         storage=f"sqlite:///{tmp_path / 'raydistill-results' / 'optuna.db'}"
         if not (tmp_path / "optuna.db").exists()
         else f"sqlite:///{tmp_path / 'optuna.db'}",

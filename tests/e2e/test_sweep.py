@@ -150,7 +150,7 @@ def test_tiny_sweep_end_to_end(ray_session, tiny_teacher, glue_dir, tmp_path, ca
     # the Optuna study is in RDB storage beside the MLflow store
     import optuna
 
-    study = optuna.load_study(study_name="tiny", storage=f"sqlite:///{tmp_path / 'optuna.db'}")
+    study = optuna.load_study(study_name="tiny-sweep/tiny", storage=f"sqlite:///{tmp_path / 'optuna.db'}")
     assert len(study.trials) == 3
 
     best.main(
@@ -338,7 +338,7 @@ def test_latency_constrained_search_end_to_end(ray_session, tiny_teacher, glue_d
     assert [r["latency_ms_b1"] for r in front] == sorted(r["latency_ms_b1"] for r in front)
     import optuna
 
-    study = optuna.load_study(study_name="lat", storage=f"sqlite:///{tmp_path / 'optuna.db'}")
+    study = optuna.load_study(study_name="lat/lat", storage=f"sqlite:///{tmp_path / 'optuna.db'}")
     assert study.directions == [optuna.study.StudyDirection.MAXIMIZE, optuna.study.StudyDirection.MINIMIZE]
     bound = front[0]["latency_ms_b1"]  # the fastest trial on the front
     best.main(

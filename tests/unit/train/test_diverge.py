@@ -298,7 +298,7 @@ def test_a_sweep_stops_the_diverging_trial_and_tells_the_searcher(
     assert [m.step for m in c.get_metric_history(stopped.info.run_id, "val_accuracy")] == [1]  # its epoch kept
     assert "raydistill.stopped" not in runs[good["trial"]].data.tags
     # Optuna was told the diverged trial's score (COMPLETE, not PRUNED): TPE learns its recipe is bad
-    study = optuna.load_study(study_name="diverge", storage=f"sqlite:///{tmp_path / 'optuna.db'}")
+    study = optuna.load_study(study_name="diverge/diverge", storage=f"sqlite:///{tmp_path / 'optuna.db'}")
     states = sorted(t.state.name for t in study.trials)
     assert states == ["COMPLETE", "COMPLETE"], states
     assert sorted(t.value for t in study.trials) == sorted([bad["best_val_accuracy"], good["best_val_accuracy"]])

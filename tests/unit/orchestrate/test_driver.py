@@ -1,0 +1,60 @@
+"""orchestrate/driver: a new sweep's name is its own — one named as an earlier sweep (its resume record under the
+storage path, or a sweep run of the experiment) is refused before Ray starts, saying how to continue that one; its
+Optuna study is named by experiment and sweep (one optuna.db serves every experiment of a store)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from raydistill.common.errors import UserError
+
+
+def _planned(tiny_teacher, glue_dir, tmp_path, *extra):
+    from raydistill.commands import sweep
+    from raydistill.orchestrate.driver import Sweep
+
+    argv = ["kd_glue", "--task", "sst2", "--data-dir", glue_dir, "--teacher", tiny_teacher("classification", 2)]
+    argv += ["--set", "student.hidden=32", "--set", "student.intermediate=64", "--set", "student.heads=2"]
+    argv += ["--set", "student.layers=2", "--tracking-uri", f"sqlite:///{tmp_path / 'm.db'}", "--eval-limit", "8"]
+    argv += ["--storage-path", str(tmp_path / "ray"), "--experiment", "e", *extra]
+    return Sweep.plan(*sweep._arguments(argv))
+
+
+def test_a_name_an_earlier_sweep_holds_is_refused_before_ray(tiny_teacher, glue_dir, tmp_path, monkeypatch):
+    import ray
+
+    from raydistill.orchestrate import connect
+
+    monkeypatch.setattr(connect, "init_ray", lambda **k: pytest.fail("Ray started"))
+    record = tmp_path / "ray" / "exp1" / "raydistill_sweep.json"
+    record.parent.mkdir(parents=True)
+    record.write_text(json.dumps({"name": "exp1"}))
+    s = _planned(tiny_teacher, glue_dir, tmp_path, "--name", "exp1")
+    with pytest.raises(UserError) as e:
+        s.start()
+    assert e.value.field == "name" and "--resume --name exp1 continues it" in str(e.value)
+    assert json.loads(record.read_text()) == {"name": "exp1"}  # its record untouched
+
+    s = _planned(
+        tiny_teacher, glue_dir, tmp_path, "--name", "exp2"
+    )  # no record here, but a sweep run of the experiment
+    s.tracker.start_run("exp2", {}, tags={"raydistill.role": "sweep"})
+    with pytest.raises(UserError) as e:
+        s.start()
+    assert "experiment 'e'" in str(e.value) and not os.path.exists(tmp_path / "ray" / "exp2")
+    assert not ray.is_initialized()
+
+
+def test_the_optuna_study_is_named_by_experiment_and_sweep(tiny_teacher, glue_dir, tmp_path):
+    from raydistill.orchestrate.search import make_searcher
+
+    s = _planned(tiny_teacher, glue_dir, tmp_path, "--name", "exp1")
+    limiter = make_searcher(
+        s.spec, s.base, metric=s.metric, mode=s.mode, name=s.name, teacher=s.teacher_shape, n_at_once=1,
+        multi_objective=None,
+    )  # fmt: skip
+    limiter.searcher.set_search_properties(s.metric, s.mode, {})
+    assert limiter.searcher._study_name == "e/exp1"
