@@ -108,8 +108,12 @@ def stamp(name: str) -> tuple:
     for root, dirs, files in os.walk(name):
         dirs.sort()
         for f in sorted(files):
-            st = os.stat(os.path.join(root, f))
-            out.append((os.path.relpath(os.path.join(root, f), name), st.st_mtime_ns, st.st_size))
+            path = os.path.join(root, f)
+            try:
+                st = os.stat(path)
+            except OSError as e:  # a link whose target is gone, a file unreadable here
+                raise UserError("data.dataset", f"{path}: {e.strerror}; remove it or make it readable") from None
+            out.append((os.path.relpath(path, name), st.st_mtime_ns, st.st_size))
     return tuple(out)
 
 

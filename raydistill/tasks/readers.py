@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import array
 import csv
+import datetime
+import decimal
 import functools
 import hashlib
 import io
@@ -34,12 +36,19 @@ SHARED_MAX = 4096  # distinct values of a shared column (a label) held once each
 
 
 def as_text(v) -> str | None:
-    """A JSON or Parquet value as the text a CSV would hold (None stays missing)."""
+    """A JSON or Parquet value as the text a CSV would hold (None stays missing): Parquet's decimals, dates and
+    times as they print, its binary values decoded as UTF-8."""
     if v is None or isinstance(v, str):
         return v
     if isinstance(v, float):
         return repr(v)
-    return json.dumps(v, ensure_ascii=False) if not isinstance(v, int) or isinstance(v, bool) else str(v)
+    if isinstance(v, (bytes, bytearray)):
+        return bytes(v).decode("utf-8", errors="replace")
+    if isinstance(v, (decimal.Decimal, datetime.date, datetime.time, datetime.timedelta)):
+        return v.isoformat() if isinstance(v, (datetime.date, datetime.time)) else str(v)
+    if isinstance(v, int) and not isinstance(v, bool):
+        return str(v)
+    return json.dumps(v, ensure_ascii=False, default=str)
 
 
 def file_format(path: str, field: str) -> str:
@@ -327,14 +336,24 @@ def _parsed(raw, tee, path, fmt, field, wanted, lists, delimiter) -> Iterator[tu
 
 
 def _parquet_rows(f, path: str, wanted, lists) -> Iterator[tuple[int, list]]:
+    n = 0
+    for batch in _parquet_batches(f, path, wanted):
+        for r in batch:
+            n += 1
+            yield n, _record(path, "", n, r, wanted, lists)
+
+
+def _parquet_batches(f, path: str, wanted) -> Iterator[list[dict]]:
+    """The file's rows of the wanted columns, a batch at a time as Python values; what pyarrow cannot read said."""
     import pyarrow.parquet as pq
 
-    n = 0
     try:
-        for batch in pq.ParquetFile(f).iter_batches(batch_size=PARQUET_BATCH, columns=list(wanted)):
-            for r in batch.to_pylist():
-                n += 1
-                yield n, _record(path, "", n, r, wanted, lists)
+        batches = pq.ParquetFile(f).iter_batches(batch_size=PARQUET_BATCH, columns=list(wanted))
+        while True:
+            batch = next(batches, None)
+            if batch is None:
+                return
+            yield batch.to_pylist()
     except Exception as e:  # pyarrow's errors have no common base worth naming
         raise _parquet_error(path, e) from None
 

@@ -4,6 +4,7 @@ other column names give the built-in klue_ner's encoded rows, splits and scores;
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import pickle
@@ -467,6 +468,39 @@ def test_bad_datasets_are_refused_in_one_line(tmp_path, capsys):
     assert capsys.readouterr().err == ""  # datasets' progress bars and log lines stay out
     with pytest.raises(UserError, match="--task sst2 and --dataset both name the data"):
         RunConfig.from_dict({"task": "sst2", "teacher": "x", "data": {"dataset": folder}})
+
+
+def test_a_broken_link_in_a_dataset_folder_is_refused_in_one_line(tmp_path):
+    folder = _reviews(tmp_path / "r")
+    os.symlink(tmp_path / "gone.csv", os.path.join(folder, "old.csv"))
+    e = _refused(FileData(dataset=folder))
+    assert e.field == "data.dataset" and "old.csv: No such file or directory; remove it" in e.message
+
+
+def test_parquet_decimals_dates_and_bytes_read_as_text(tmp_path):
+    """Parquet types JSON has no word for: a decimal score, a date label, a binary text column — each read as the
+    text a CSV would hold, from a file and from a dataset folder alike (they once failed with a traceback)."""
+    import datetime
+    import decimal
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    n = 20
+    table = pa.table(
+        {
+            "text": pa.array([f"film {i}".encode() for i in range(n)], pa.binary()),
+            "score": pa.array([decimal.Decimal(f"{i % 5}.5") for i in range(n)], pa.decimal128(4, 1)),
+            "day": pa.array([datetime.date(2020, 1, 1 + i % 2) for i in range(n)], pa.date32()),
+        }
+    )
+    (tmp_path / "ds").mkdir()
+    pq.write_table(table, tmp_path / "ds" / "train.parquet")
+    for spec in (FileData(train_file=str(tmp_path / "ds" / "train.parquet")), FileData(dataset=str(tmp_path / "ds"))):
+        reg = resolve(dataclasses.replace(spec, label_column="score"), None)
+        assert reg.kind == "regression"
+        cls = resolve(dataclasses.replace(spec, label_column="day"), None)
+        assert cls.kind == "classification" and list(cls.labels) == ["2020-01-01", "2020-01-02"]
 
 
 def test_bad_token_rows_are_refused_in_one_line(tmp_path):
