@@ -29,8 +29,24 @@ def coerced(section_cls: type[Any], values: Mapping[str, Any], prefix: str) -> d
     for k, v in values.items():
         if k not in known:
             raise UserError(f"{prefix}{k}", f"unknown key; known keys: {', '.join(sorted(known))}")
-        kw[k] = _coerce(v, field_type_of(section_cls, known[k]), f"{prefix}{k}")
+        f = known[k]
+        names = str(f.type).replace(" ", "").startswith("tuple[str,")
+        kw[k] = _names(v, f"{prefix}{k}") if names else _coerce(v, field_type_of(section_cls, f), f"{prefix}{k}")
     return kw
+
+
+def _names(v: Any, name: str) -> tuple[str, ...]:
+    """A field of names in order (a task's labels): a YAML list, whose numbers are names too ([0, 1] as a file's
+    labels 0 and 1), or one comma-separated string; each name once (a name twice would leave an index no row has)."""
+    if isinstance(v, str):
+        v = [x.strip() for x in v.split(",") if x.strip()]
+    if not isinstance(v, (list, tuple)) or any(isinstance(x, (dict, list, tuple)) or x is None for x in v):
+        raise UserError(name, f"expected a list of names, got {v!r}; e.g. [negative, positive]")
+    out = tuple(str(x).strip() for x in v)
+    twice = sorted({x for x in out if out.count(x) > 1})
+    if twice:
+        raise UserError(name, f"names {', '.join(twice)} more than once; give each name once, in index order")
+    return out
 
 
 def field_type_of(cls: type[Any], f: Field[Any]) -> type[Any] | None:
