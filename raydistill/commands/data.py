@@ -62,8 +62,10 @@ def split(r: DataRequest) -> dict:
 
 def execute(r: DataRequest) -> dict:
     """The sub-command ``r`` names: the summary, or the rows written; what ``main`` prints."""
+    from raydistill.config.schema import TrainConfig
     from raydistill.tasks.files import report
 
+    TrainConfig(val_fraction=r.val_fraction).validate()  # summary's too: it carves validation as a run would
     out = split(r) if r.command == "split" else summary(r.task, r.data_dir, r.val_fraction, r.data)
     report()  # the columns guessed in the user's files
     return out

@@ -4,6 +4,7 @@ names, a label map's order), aligned with a named teacher's by name, the metric,
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Iterator
 from dataclasses import replace
 
@@ -49,6 +50,12 @@ def _kind_and_labels(spec: FileData, values: list[str]) -> FileData:
                 "data.label_column",
                 f"{spec.where('train')}: label {bad!r} is not a number; a regression label must be numeric "
                 "(or pass --task-kind classification)",
+            )
+        endless = next((v for v in values if not math.isfinite(float(v))), None)
+        if endless is not None:  # a NaN target trains NaN losses; a summary of it is not even JSON
+            raise UserError(
+                "data.label_column",
+                f"{spec.where('train')}: label {endless!r} is not a finite number; fix those rows or drop them",
             )
         return replace(spec, kind=kind, labels=())
     named = tuple(spec.labels) or _map_names(spec) or _named(spec, spec.label_column)
@@ -175,9 +182,12 @@ def _labels(spec: FileData, split: str) -> Iterator[tuple[int, str]]:
 def _encode(spec: FileData, path: str, n: int, raw: str):
     if spec.kind == "regression":
         try:
-            return float(raw)
+            value = float(raw)
         except ValueError:
             raise UserError("data.label_column", f"{path} line {n}: label {raw!r} is not a number") from None
+        if not math.isfinite(value):
+            raise UserError("data.label_column", f"{path} line {n}: label {raw!r} is not a finite number") from None
+        return value
     index = _index(spec.labels, raw)
     if index is None:
         field, what, source = (
