@@ -44,7 +44,7 @@ def _quiet() -> Iterator[None]:
     levels = (ds_logging.get_verbosity(), hub_logging.get_verbosity())
     datasets.disable_progress_bars()
     hub_utils.disable_progress_bars()
-    ds_logging.set_verbosity_error()
+    ds_logging.set_verbosity(ds_logging.CRITICAL)  # its ERROR lines too ("Failed to load JSON …"): the one line says it
     hub_logging.set_verbosity_error()
     try:
         yield
@@ -77,8 +77,18 @@ def _offline(name: str) -> str:
     return f"{name}: the Hugging Face hub cannot be reached (offline); pass a local copy instead: {FIX_FOLDER}"
 
 
+def _reason(e: BaseException) -> str:
+    """What went wrong: ``datasets``' own words, or beneath its generic "An error occurred while generating the
+    dataset" the error that raised it (a JSON line not an object, a split's columns not the others')."""
+    text = str(e).strip() or type(e).__name__
+    while text.startswith("An error occurred while generating") and (e.__cause__ or e.__context__):
+        e = e.__cause__ or e.__context__  # type: ignore[assignment]
+        text = str(e).strip() or type(e).__name__
+    return text
+
+
 def _failure(name: str, config: str, e: Exception) -> UserError:
-    lines = str(e).strip().splitlines() or [type(e).__name__]
+    lines = _reason(e).splitlines() or [type(e).__name__]
     first = lines[0][:300]
     if config and first.startswith("BuilderConfig"):
         return UserError("data.dataset_config", f"{name}: {first}; pass one of them as --dataset-config")

@@ -465,6 +465,17 @@ def test_bad_datasets_are_refused_in_one_line(tmp_path, capsys):
         ).name
         == "dataset-multi-b"
     )
+    bad_line = tmp_path / "bad-line"  # a JSON line that is not an object: datasets logs it, then says "An error…"
+    _jsonl(bad_line / "train.jsonl", [{"text": "a", "label": "pos"}])
+    with open(bad_line / "train.jsonl", "a") as f:
+        f.write("[1, 2]\n")
+    e = _refused(FileData(dataset=str(bad_line)))
+    assert "JSON parse error" in e.message and "An error occurred" not in e.message
+    apart = tmp_path / "apart"  # a split whose columns are not the others'
+    (apart).mkdir()
+    (apart / "train.csv").write_text("text,label\n" + "".join(f"film {i},{'ab'[i % 2]}\n" for i in range(20)))
+    (apart / "validation.csv").write_text("sentence,label\nhello,a\n")
+    assert "does not exist in schema" in _refused(FileData(dataset=str(apart))).message
     assert capsys.readouterr().err == ""  # datasets' progress bars and log lines stay out
     with pytest.raises(UserError, match="--task sst2 and --dataset both name the data"):
         RunConfig.from_dict({"task": "sst2", "teacher": "x", "data": {"dataset": folder}})
