@@ -19,7 +19,13 @@ HOLDOUT = 0.1  # share of train held out as dev when a task has no separate dev 
 HOLDOUT_SEED = 42
 # the dev set held out of a task's only training rows: drawn by validation's rule (whole groups, by sentence for
 # phrase rows), so it shares no text with training either
-DEV = Side("dev", HOLDOUT_SEED, "data.eval_file", "pass a dev set of your own: --eval-file FILE", False)
+DEV = Side(
+    "dev",
+    HOLDOUT_SEED,
+    "data.eval_file",
+    "pass a dev set of your own: --eval-file FILE (a --dataset's: --eval-split)",
+    False,
+)
 SOURCE = "source_index"  # on augmented rows: index, in the task's train split, of the row they were made from
 
 

@@ -245,8 +245,12 @@ def _check_init(cfg: RunConfig, tcfg, task, method, require_head: bool, teacher_
                 has_task_head(tcfg, task),
                 "teacher",
                 f"{cfg.teacher} is not fine-tuned for {task.name} (needs a {HEADS[task.kind]} head with "
-                f"{task.num_labels} labels); fine-tune it first: python -m raydistill.finetune --task {task.name} "
-                f"--model {cfg.teacher} --output DIR",
+                f"{task.num_labels} labels); fine-tune it first: python -m raydistill.finetune --model {cfg.teacher} "
+                + (
+                    "--output DIR with this run's data flags (--train-file or --dataset, and its columns)"
+                    if cfg.data.given
+                    else f"--task {task.name} --output DIR"
+                ),
             )
         if method.uses_teacher and not cfg.data.given:
             check_label_order(tcfg, task, cfg.teacher)

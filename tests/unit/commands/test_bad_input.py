@@ -970,6 +970,18 @@ CASES = [
         what="a teacher without a task head (plain encoder)",
     ),
     Case(
+        "distill-own-data-teacher-without-task-head",
+        "distill",
+        lambda E: [
+            *("--method", "kd", "--teacher", E.base, "--train-file", E.csv_ok, "--text-column", "body"),
+            *("--label-column", "tag", "--tracking-uri", E.uri, "--output", E.out, "--storage-path", E.storage),
+            *TINY,
+        ],
+        "teacher",
+        what="a plain encoder as the teacher of your own file (the fix named a --task the file has none of)",
+        says="with this run's data flags",
+    ),
+    Case(
         "distill-data-missing",
         "distill",
         lambda E: distill(E, data=E.no_sst2),
