@@ -148,10 +148,24 @@ def _json_records(path: str, text: str) -> Iterator[tuple[int, object]]:
             data = None  # JSON Lines in a .json file, as datasets reads them
         if isinstance(data, dict) and len(data) == 1 and isinstance(next(iter(data.values())), list):
             data = next(iter(data.values()))  # {"data": [...]}
+        elif isinstance(data, dict):
+            under = [k for k, v in data.items() if isinstance(v, list) and v and isinstance(v[0], dict)]
+            if under:  # rows beside other keys ({"version": 1, "data": [...]}); a lone object is a row of JSON Lines
+                raise UserError(
+                    "",
+                    f"{path}: its rows are under {under[0]!r} beside other keys ({', '.join(map(str, data))}); give "
+                    f'the rows alone: an array, {{"{under[0]}": [...]}} or JSON Lines',
+                )
         if isinstance(data, list):
             yield from ((i, r) for i, r in enumerate(data, 1))
             return
     yield from _jsonl_records(path, io.StringIO(text))
+
+
+def _unparsed(path: str, e: Exception) -> str:
+    if isinstance(e, UnicodeDecodeError):
+        return f"{path} is not UTF-8 text ({e.reason}); save it as UTF-8 (e.g. iconv -f latin1 -t utf-8 FILE)"
+    return f"{path} does not parse: {e}"
 
 
 def _parquet_error(path: str, e: Exception) -> UserError:
@@ -198,7 +212,7 @@ def columns_of(path: str, field: str, delimiter: str = "") -> list[str]:
     except UserError as e:
         raise UserError(field, e.message) from None
     except (csv.Error, UnicodeDecodeError) as e:
-        raise UserError(field, f"{path} does not parse: {e}") from None
+        raise UserError(field, _unparsed(path, e)) from None
     if not isinstance(first, dict):
         raise UserError(field, f"{path}: the first record is not an object with named fields")
     return list(first)
@@ -315,7 +329,7 @@ def _read_one(path: str, field: str, columns, delimiter: str, h) -> Rows:
         except UserError as e:
             error = UserError(e.field or field, e.message)
         except (csv.Error, UnicodeDecodeError) as e:
-            error = UserError(field, f"{path} does not parse: {e}")
+            error = UserError(field, _unparsed(path, e))
         tee.drain()
     return Rows(rows, error)
 

@@ -184,3 +184,22 @@ def test_rows_are_kept_by_column(tmp_path):
     assert table == pairs and pairs == table and list(table) == pairs and table != pairs[:-1]
     assert table[0] == (1, [rows[0][0], "a"]) and table[-1] == pairs[-1] and table[3:5] == pairs[3:5]
     assert table[1][0] == 4 and table[2][0] == 5  # record numbers count the blank lines
+
+
+def test_a_file_not_utf8_says_so_and_how_to_fix_it(tmp_path):
+    f = tmp_path / "latin.csv"
+    f.write_bytes("text,label\ncafé crème,pos\nbof,neg\n".encode("latin-1"))
+    with pytest.raises(UserError) as e:
+        read_columns(str(f), "data.train_file", ["text", "label"])
+    assert "is not UTF-8 text" in e.value.message and "save it as UTF-8" in e.value.message
+
+
+def test_json_rows_beside_other_keys_are_refused_a_lone_object_is_a_row(tmp_path):
+    wrapped = tmp_path / "w.json"
+    wrapped.write_text(json.dumps({"version": 1, "data": [{"text": "a", "label": "x"}]}, indent=1))
+    with pytest.raises(UserError) as e:
+        read_columns(str(wrapped), "data.train_file", ["text", "label"])
+    assert "its rows are under 'data' beside other keys (version, data)" in e.value.message
+    lone = tmp_path / "one.json"
+    lone.write_text('{"text": "a", "label": "x"}\n')
+    assert [vals for _, vals in read_columns(str(lone), "data.train_file", ["text", "label"])] == [["a", "x"]]
