@@ -21,6 +21,11 @@ def control_points(winner: dict, base: RunConfig, seed: int, seeds: int) -> list
     won = trial_config(base, {k: v for k, v in winner["config"].items() if k not in ("confirm_of", "augment")})
     kept = {k: v for k, v in winner["config"].items() if k in _KEEP}
     point = {**kept, "method": "finetune", "init": won.student.init, "control_of": winner["trial"]}
+    augmented = bool(winner["config"].get("augment") or base.augment_dir)
+    if augmented and not won.train.epoch_rows and winner.get("epoch_examples"):
+        # the winner's epochs went over its copies too: the control's as many examples, pass after pass over the
+        # task's rows, or it would train several times fewer steps
+        point["epoch_rows"] = int(winner["epoch_examples"])
     return [{**point, "seed": seed + j} for j in range(1, seeds + 1)]
 
 

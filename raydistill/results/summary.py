@@ -54,6 +54,7 @@ def summarize(
                 "latency_ms_b32": m.get("latency_ms_b32"),
                 "trial_wall_s": m.get("trial_wall_s"),
                 "fixed_cost_s": m.get("fixed_cost_s"),
+                "epoch_examples": m.get("epoch_examples"),
                 **{k: v for k, v in m.items() if k.startswith(CLASS_KEYS)},  # macro-F1, each class's dev recall
                 **{k: v for k, v in cfg.items() if k not in ("confirm_of", "control_of")},
                 "error": failure_reason(r.error)[:160]

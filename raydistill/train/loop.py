@@ -426,6 +426,8 @@ class Trainer:
         metrics.update(dev_metrics(self.student, self.data, max(self.per_rank, 32), self.device, self._scoring(epoch)))
         self.clock.lap("eval")
         metrics.update(_speed(self.student, self.device))
+        # the examples an epoch trains: what a labels-only control of an augmented run matches (orchestrate/control)
+        metrics["epoch_examples"] = self.steps_per_epoch * self.cfg.train.batch_size
         self.clock.lap("latency")
         self.history.append(metrics)
         if self.cfg.train.stop_diverged:  # before the checkpoint: a resumed run knows it stopped

@@ -89,6 +89,14 @@ def test_control_points_train_the_winners_student_on_labels_alone(tiny_teacher):
     }
     cfg = trial_config(base, p)
     assert (cfg.distill.method, cfg.student.init, cfg.train.lr, cfg.augment_dir) == ("finetune", "first_k", 3e-4, None)
+    # an augmented winner whose epochs ran over its copies (no train.epoch_rows): the control trains as many examples
+    # an epoch, pass after pass over the task's rows, not (N+1)x fewer steps
+    (p,) = control_points({**won, "epoch_examples": 3200}, base, 42, 1)
+    assert p["epoch_rows"] == 3200 and trial_config(base, p).train.epoch_rows == 3200
+    bounded = {**won, "config": {**won["config"], "epoch_rows": 1000}, "epoch_examples": 992}
+    assert control_points(bounded, base, 42, 1)[0]["epoch_rows"] == 1000  # the winner's own bound, kept
+    plain = {**won, "config": {k: v for k, v in won["config"].items() if k != "augment"}, "epoch_examples": 640}
+    assert "epoch_rows" not in control_points(plain, base, 42, 1)[0]  # the same rows: the same epochs
 
 
 def test_control_runs_never_compete_for_the_winner():
