@@ -173,9 +173,12 @@ def _checked(a: BestRequest) -> str:
         "--quantize quantises the exported model.onnx; pass it with --export DIR --onnx",
     )
     if a.onnx:  # before any MLflow read or export: a plain install has no ONNX packages
+        from raydistill.common.outputs import check_in_place
         from raydistill.export.onnx import check_onnx_installed
 
         check_onnx_installed()
+        written_in_place = ["model.onnx", *(["model.int8.onnx"] if a.quantize else [])]
+        check_in_place(a.export or "", written_in_place, "export", a.overwrite)
     if a.quantize:  # before torch loads: OpenMP threads that spin on a busy CPU inflate the teacher's timing many-fold
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     for name in ("experiment", "sweep"):  # both end up quoted inside an MLflow search filter

@@ -82,6 +82,21 @@ def check_output(path: str, flag: str, overwrite: bool = False, command: str = "
         )
 
 
+def check_in_place(folder: str, names: list[str], flag: str, overwrite: bool = False) -> None:
+    """Files a command writes straight into its result ``folder`` (``adding_to``: model.onnx) are refused, before any
+    work, where a file of that name is there that raydistill did not write (unless ``overwrite``)."""
+    if overwrite or not folder or not os.path.isdir(folder):
+        return
+    ours = set(written(folder))
+    theirs = [n for n in names if os.path.lexists(os.path.join(folder, n)) and n not in ours]
+    if theirs:
+        raise UserError(
+            flag,
+            f"{os.path.abspath(folder)} holds {', '.join(theirs)}, which raydistill did not write and would write "
+            "over; move it away or pass --overwrite",
+        )
+
+
 def check_not_read(out: str, flag: str, args: object) -> None:
     """No command writes into what it reads: the ``flag`` folder ``out`` may not be, lie inside or contain a folder
     ``args`` names to read (``READ_FOLDERS``, ``--init checkpoint:DIR``), nor contain a file it reads
@@ -134,7 +149,13 @@ def staging(dest: str, what: str = "new") -> str:
     dest = os.path.abspath(dest)
     parent = os.path.dirname(dest)
     os.makedirs(parent, exist_ok=True)
+    if os.path.isdir(dest) and _device(dest) != _device(parent):  # a mount point, a link to another disk: inside it
+        parent = dest
     return tempfile.mkdtemp(prefix=f".{os.path.basename(dest)}.{what}-", dir=parent)
+
+
+def _device(path: str) -> int:
+    return os.stat(path).st_dev
 
 
 def _files(root: str) -> list[str]:
@@ -190,11 +211,11 @@ def publish(src: str, dest: str, command: str, keep: tuple[str, ...] = ()) -> st
     result in ``dest``: the files the old marker lists and same-named files are replaced, other files stay. ``keep``:
     files already in ``dest`` that this command wrote in place (a cache) and the marker lists too."""
     dest = os.path.abspath(dest)
-    if os.stat(src).st_dev != os.stat(staging_parent(dest)).st_dev:
-        moved = staging(dest)  # another file system: copy beside dest first, so what follows are renames
-        shutil.copytree(src, moved, dirs_exist_ok=True)  # into the empty folder staging just made
-        shutil.rmtree(src, ignore_errors=True)
-        src = moved
+    given, copied = src, False
+    if _device(src) != _device(dest if os.path.isdir(dest) else staging_parent(dest)):
+        src = staging(dest)  # another file system: copied to dest's first, so what follows are renames
+        shutil.copytree(given, src, dirs_exist_ok=True)  # into the empty folder staging just made
+        copied = True
     as_umask(src)  # the user's umask, not the owner-only modes of mkdtemp and safetensors (common/modes.py)
     new = _files(src)
     files = sorted(set(new) | {k for k in keep if os.path.isfile(os.path.join(dest, k))})
@@ -202,6 +223,8 @@ def publish(src: str, dest: str, command: str, keep: tuple[str, ...] = ()) -> st
         _write_marker(src, files, command)
         os.makedirs(os.path.dirname(dest), exist_ok=True)
         os.replace(src, dest)  # one rename: the whole result or none
+        if copied:
+            shutil.rmtree(given, ignore_errors=True)
         return dest
     old = [f for f in written(dest) if f not in keep and os.path.isfile(os.path.join(dest, f))]
     clash = [f for f in new if f not in old and os.path.lexists(os.path.join(dest, f))]
@@ -217,9 +240,9 @@ def publish(src: str, dest: str, command: str, keep: tuple[str, ...] = ()) -> st
                 done_new.append(f)
             _write_marker(dest, files, command)
         except BaseException:
-            for f in done_new:
+            for f in done_new:  # back where they came from: a caller's folder (a checkpoint's student) stays whole
                 with contextlib.suppress(OSError):
-                    os.remove(os.path.join(dest, f))
+                    _move(dest, src, f)
             restored = 0
             for f in done_old:
                 with contextlib.suppress(OSError):
@@ -227,12 +250,20 @@ def publish(src: str, dest: str, command: str, keep: tuple[str, ...] = ()) -> st
                     restored += 1
             if restored == len(done_old):  # else the backup keeps what could not go back
                 shutil.rmtree(backup, ignore_errors=True)
+            if copied or _staged_for(src, dest):  # a copy of ours; a caller's own folder stays for the next try
+                shutil.rmtree(src, ignore_errors=True)
             raise
-        finally:
-            shutil.rmtree(src, ignore_errors=True)
+    shutil.rmtree(src, ignore_errors=True)  # emptied by the moves
+    if copied:
+        shutil.rmtree(given, ignore_errors=True)
     shutil.rmtree(backup, ignore_errors=True)
     _prune_empty_dirs(dest, [f for f in old if f not in new])
     return dest
+
+
+def _staged_for(src: str, dest: str) -> bool:
+    """``src`` is a folder ``staging(dest)`` made: nothing but what is being published."""
+    return os.path.basename(src).startswith(f".{os.path.basename(dest)}.new-")
 
 
 @contextlib.contextmanager

@@ -44,6 +44,8 @@ import hashlib
 import json
 import os
 import random
+import re
+import shutil
 import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -348,8 +350,14 @@ def _publish(out: Path, result: list[dict], knobs: dict) -> None:
     from raydistill.common.outputs import publish, staging
 
     staged = Path(staging(str(out)))
-    with (staged / "train.jsonl").open("w", encoding="utf-8") as f:
-        f.writelines(json.dumps(ex, ensure_ascii=False) + "\n" for ex in result)
-    (staged / "augment.json").write_text(json.dumps(knobs, indent=1))  # recorded with every run that trains on it
-    cache = [str(f.relative_to(out)) for f in (out / "cache").rglob("*") if f.is_file()]
-    publish(str(staged), str(out), "raydistill augment", keep=tuple(cache))
+    try:
+        with (staged / "train.jsonl").open("w", encoding="utf-8") as f:
+            f.writelines(json.dumps(ex, ensure_ascii=False) + "\n" for ex in result)
+        (staged / "augment.json").write_text(json.dumps(knobs, indent=1))  # recorded with every run that trains on it
+        # the cache files augment writes (cache_path: a SHA-256 .jsonl each), not a file of the user's put there
+        cache = [
+            f"cache/{f.name}" for f in (out / "cache").glob("*.jsonl") if re.fullmatch(r"[0-9a-f]{64}\.jsonl", f.name)
+        ]
+        publish(str(staged), str(out), "raydistill augment", keep=tuple(cache))
+    finally:
+        shutil.rmtree(staged, ignore_errors=True)  # ours

@@ -23,5 +23,8 @@ def _copy_best(root: str, output: str) -> str:
     from raydistill.common.outputs import publish, staging
 
     tmp_out = staging(output)
-    shutil.copytree(os.path.join(root, "checkpoint", "best_student"), tmp_out, dirs_exist_ok=True)
-    return publish(tmp_out, output, "raydistill distill")
+    try:
+        shutil.copytree(os.path.join(root, "checkpoint", "best_student"), tmp_out, dirs_exist_ok=True)
+        return publish(tmp_out, output, "raydistill distill")
+    finally:
+        shutil.rmtree(tmp_out, ignore_errors=True)  # ours: emptied once published, left whole where it failed

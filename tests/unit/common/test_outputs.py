@@ -13,6 +13,7 @@ import signal
 import pytest
 
 from raydistill.common import outputs
+from raydistill.common.errors import UserError
 from raydistill.common.outputs import MARKER, check_output, publish, staging, written
 from raydistill.teacher.fit import DONE
 
@@ -95,6 +96,61 @@ def test_a_failure_part_way_leaves_the_old_result_whole(tmp_path, monkeypatch):
     monkeypatch.setattr(outputs.os, "replace", real)
     assert {n: open(os.path.join(dest, n)).read() for n in os.listdir(dest)} == before
     assert _siblings(dest) == []  # no staging or backup folder left
+
+
+def test_a_failed_publish_leaves_the_callers_folder_whole(tmp_path, monkeypatch):
+    """The folder published may be a caller's own (finetune publishes its checkpoint's best student): a move that fails
+    part-way (a cross-device link, a full disk) puts the files moved back, and the folder stays, for the next try."""
+    dest = str(tmp_path / "out")
+    publish(_result(dest, {"a.bin": "old"}), dest, "test")
+    src = tmp_path / "checkpoint" / "best_student"
+    src.mkdir(parents=True)
+    for n in ("a.bin", "b.bin", "c.bin"):
+        (src / n).write_text("new " + n)
+    real, calls = os.replace, []
+
+    def flaky(a, b):
+        calls.append(a)
+        if len(calls) == 3:  # the old file set aside, one new file in
+            raise OSError(18, "Invalid cross-device link")
+        return real(a, b)
+
+    monkeypatch.setattr(outputs.os, "replace", flaky)
+    with pytest.raises(OSError):
+        publish(str(src), dest, "test")
+    monkeypatch.setattr(outputs.os, "replace", real)
+    assert {n: (src / n).read_text() for n in os.listdir(src)} == {n: "new " + n for n in ("a.bin", "b.bin", "c.bin")}
+    assert open(os.path.join(dest, "a.bin")).read() == "old"
+
+
+def test_a_result_folder_on_another_disk_than_its_parent_stages_inside_it(tmp_path, monkeypatch):
+    """A mount point or a link to another disk as the result folder: its staging and backup folders are made inside
+    it, so every move is a rename on its own disk (beside it, each move failed as a cross-device link)."""
+    dest = tmp_path / "mounted"
+    dest.mkdir()
+    real = outputs._device
+    monkeypatch.setattr(outputs, "_device", lambda p: 7 if os.path.realpath(p) == str(dest) else real(p))
+    assert os.path.dirname(outputs.staging(str(dest))) == str(dest)
+    assert os.path.dirname(outputs.staging(str(tmp_path / "plain"))) == str(tmp_path)
+
+
+def test_a_file_written_in_place_over_a_users_is_refused_unless_overwrite(tmp_path):
+    """best --export DIR --onnx writes model.onnx into its result after publishing it: a model.onnx of the user's
+    there is refused before any work, one of its own is not."""
+    dest = str(tmp_path / "out")
+    publish(_result(dest, {"model.safetensors": "w"}), dest, "test")
+    outputs.check_in_place(dest, ["model.onnx"], "export")  # none there
+    with open(os.path.join(dest, "model.onnx"), "w") as f:
+        f.write("mine")
+    with pytest.raises(UserError) as e:
+        outputs.check_in_place(dest, ["model.onnx", "model.int8.onnx"], "export")
+    assert e.value.field == "export" and "holds model.onnx, which raydistill did not write" in e.value.message
+    outputs.check_in_place(dest, ["model.onnx"], "export", overwrite=True)
+    os.remove(os.path.join(dest, "model.onnx"))  # the user moved it away
+    with outputs.adding_to(dest, "test"):
+        with open(os.path.join(dest, "model.onnx"), "w") as f:
+            f.write("ours")
+    outputs.check_in_place(dest, ["model.onnx"], "export")  # its own now
 
 
 def test_a_ctrl_c_during_the_move_arrives_after_it(tmp_path, monkeypatch):
@@ -185,6 +241,12 @@ def test_best_export_with_overwrite_keeps_the_users_file_and_rewrites_its_own_re
     best.main(argv)  # its own result: no flag needed, the user's file still there
     assert open(os.path.join(folder, USER_FILE)).read() == "mine" and written(folder) == sorted(os.listdir(teacher))
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["export"] == folder
+    with open(os.path.join(folder, "model.onnx"), "w") as f:
+        f.write("mine")  # the user's own ONNX file beside raydistill's result: --onnx would write over it
+    with pytest.raises(SystemExit) as e:
+        best.main([*argv, "--onnx"])
+    assert e.value.code == 2 and "holds model.onnx, which raydistill did not write" in capsys.readouterr().err
+    assert open(os.path.join(folder, "model.onnx")).read() == "mine"
 
 
 def test_finetune_and_augment_with_overwrite_keep_the_users_file(tiny_teacher, glue_dir, tmp_path):
@@ -228,6 +290,9 @@ def test_finetune_and_augment_with_overwrite_keep_the_users_file(tiny_teacher, g
     assert not os.path.exists(folder + ".resume")
 
     aug = _user_folder(tmp_path / "aug")
+    os.makedirs(os.path.join(aug, "cache"))
+    with open(os.path.join(aug, "cache", "notes.jsonl"), "w") as f:
+        f.write("mine\n")  # the user's, in the folder augment keeps its cache in
     a_argv = [
         "--task",
         "sst2",
@@ -246,6 +311,7 @@ def test_finetune_and_augment_with_overwrite_keep_the_users_file(tiny_teacher, g
     augment.main(a_argv)  # its own result again (the cache reused)
     assert open(os.path.join(aug, USER_FILE)).read() == "mine"
     assert {"train.jsonl", "augment.json"} <= set(written(aug)) and any(f.startswith("cache/") for f in written(aug))
+    assert "cache/notes.jsonl" not in written(aug)  # never listed as augment's: a later --overwrite leaves it
 
 
 def test_general_distillation_holds_out_the_same_text_whatever_the_seed(tmp_path):
