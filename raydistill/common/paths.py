@@ -59,6 +59,8 @@ def unwritable(path: str) -> str | None:
     p = os.path.abspath(os.path.expanduser(path))
     if os.path.exists(p) and not os.path.isdir(p):
         return f"{p} is a file"
+    if os.path.islink(p) and not os.path.exists(p):  # found only at the end, after the work, when moved into
+        return f"{p} is a link to {os.readlink(p)}, which does not exist"
     q = p
     while not os.path.exists(q):
         q = os.path.dirname(q)

@@ -213,6 +213,14 @@ def sweep(E, *extra, space="pkd_glue", tiny=True):
     ]
 
 
+def _dangling(E) -> str:
+    """A link to a folder that is not there, as --output: found only at the end once (after the work)."""
+    link = os.path.join(E.tmp, "gone-link")
+    if not os.path.lexists(link):
+        os.symlink(os.path.join(E.tmp, "nowhere"), link)
+    return link
+
+
 def evaluate(E, *extra, model=None):
     return ["--model", model or E.teacher, "--task", "sst2", "--data-dir", E.glue, *extra]
 
@@ -980,6 +988,14 @@ CASES = [
         "teacher",
         what="a plain encoder as the teacher of your own file (the fix named a --task the file has none of)",
         says="with this run's data flags",
+    ),
+    Case(
+        "distill-output-dangling-link",
+        "distill",
+        lambda E: [_dangling(E) if x == E.out else x for x in distill(E)],
+        "output",
+        what="`--output` a link to a folder that does not exist (failed after the run, a staging folder left)",
+        says="which does not exist",
     ),
     Case(
         "distill-data-missing",
