@@ -155,6 +155,7 @@ def execute(a: BestRequest) -> dict:
     if table:
         print(table, file=sys.stderr, flush=True)
     if a.export:
+        _check_not_the_store(tracker, best, a.export)
         out["export"] = download_student(tracker, best.info.run_id, os.path.abspath(a.export))
         with adding_to(out["export"], "raydistill best --export"):
             out.update(_onnx_and_int8(a, tracker, best, out["export"]))
@@ -162,6 +163,26 @@ def execute(a: BestRequest) -> dict:
         version = register(tracker, best.info.run_id, a.register)
         out["registered"] = {"name": a.register, "version": version, "alias": ALIAS}
     return out
+
+
+def _check_not_the_store(tracker: Tracker, run, export: str) -> None:
+    """``--export`` outside the artifact folders of the experiment it reads (a local store's): exporting into them
+    would write over the logged models it exports, --overwrite or not."""
+    from urllib.parse import urlparse
+
+    from raydistill.common.outputs import lies_under
+
+    loc = tracker.client.get_experiment(run.info.experiment_id).artifact_location or ""
+    url = urlparse(loc)
+    if url.scheme not in ("", "file"):
+        return
+    store, out = os.path.realpath(url.path if url.scheme else loc), os.path.realpath(os.path.expanduser(export))
+    check(
+        not (lies_under(out, store) or lies_under(store, out)),
+        "export",
+        f"{out} {'lies inside' if lies_under(out, store) else 'holds'} {store}, the artifacts of the MLflow experiment "
+        "best reads; write to another folder (no command writes into what it reads, --overwrite or not)",
+    )
 
 
 def _checked(a: BestRequest) -> str:

@@ -110,7 +110,7 @@ def check_not_read(out: str, flag: str, args: object) -> None:
         r = os.path.realpath(os.path.expanduser(path))
         if not os.path.exists(r):
             continue
-        holds, inside = _under(r, o), _under(o, r) and os.path.isdir(r)
+        holds, inside = lies_under(r, o), lies_under(o, r) and os.path.isdir(r)
         if holds or inside:
             read = f"--{name.replace('_', '-')} reads"
             how = f"is the folder {read}" if o == r else f"{'holds' if holds else 'lies inside'} {r}, which {read}"
@@ -129,7 +129,7 @@ def _reads(args: object) -> list[tuple[str, str]]:
     return [(n, p) for n, p in out if isinstance(p, str) and p and "://" not in p]
 
 
-def _under(path: str, folder: str) -> bool:
+def lies_under(path: str, folder: str) -> bool:
     """``path`` is ``folder`` or lies inside it (both real paths)."""
     return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 

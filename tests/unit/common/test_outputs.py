@@ -249,6 +249,26 @@ def test_best_export_with_overwrite_keeps_the_users_file_and_rewrites_its_own_re
     assert open(os.path.join(folder, "model.onnx")).read() == "mine"
 
 
+def test_best_never_exports_into_the_artifacts_it_reads(tiny_teacher, tmp_path, capsys):
+    """--export inside (or holding) the local artifact folder of the experiment best reads would write over the logged
+    models it exports from: refused, --overwrite or not, once the experiment is known."""
+    from urllib.parse import urlparse
+
+    from mlflow.tracking import MlflowClient
+
+    from raydistill.commands import best
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    _logged_student(uri, tiny_teacher("classification", 2), tmp_path)
+    loc = MlflowClient(uri).get_experiment_by_name("e").artifact_location
+    store = urlparse(loc).path if "://" in loc else loc
+    for export in (os.path.join(store, "models", "x"), os.path.dirname(store)):
+        with pytest.raises(SystemExit) as e:
+            best.main(["--experiment", "e", "--tracking-uri", uri, "--export", export, "--overwrite"])
+        assert e.value.code == 2 and "the artifacts of the MLflow experiment best reads" in capsys.readouterr().err
+    assert not os.path.exists(os.path.join(store, "models", "x"))
+
+
 def test_finetune_and_augment_with_overwrite_keep_the_users_file(tiny_teacher, glue_dir, tmp_path):
     from transformers import AutoModelForSequenceClassification
 
