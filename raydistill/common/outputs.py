@@ -267,6 +267,29 @@ def _staged_for(src: str, dest: str) -> bool:
 
 
 @contextlib.contextmanager
+def result_view(folder: str):
+    """A temporary folder holding only the files ``folder``'s marker lists (hard links where it can): what a command
+    logs of its result, never a file of the user's beside it. The folder itself without a marker."""
+    files = written(folder)
+    if not files:
+        yield folder
+        return
+    view = staging(folder, "view")
+    try:
+        for rel in files:
+            src, dst = os.path.join(folder, rel), os.path.join(view, rel)
+            if os.path.isfile(src):
+                os.makedirs(os.path.dirname(dst), exist_ok=True)
+                try:
+                    os.link(src, dst)
+                except OSError:
+                    shutil.copy2(src, dst)
+        yield view
+    finally:
+        shutil.rmtree(view, ignore_errors=True)
+
+
+@contextlib.contextmanager
 def adding_to(folder: str, command: str):
     """Files a command writes straight into its result ``folder`` after ``publish`` (model.onnx) join its marker."""
     before = set(_files(folder))

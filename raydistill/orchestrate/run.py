@@ -451,10 +451,13 @@ def _publish_student(cfg: RunConfig, tracker: Tracker, run_id: str, checkpoint, 
         pipeline_tag=PIPELINES[kind],
         metrics=final,
     )
-    model_id = tracker.log_student_model(run_id, student_dir, kind, card)  # the UI's Models column
-    if model_id is None:
-        tracker.log_artifacts(run_id, student_dir, "student")  # the files at least: what best --export reads
-    elif (local := local_dir(checkpoint)) is not None:
+    from raydistill.common.outputs import result_view
+
+    with result_view(student_dir) as files:  # the student's files only: not a file of the user's in --output
+        model_id = tracker.log_student_model(run_id, files, kind, card)  # the UI's Models column
+        if model_id is None:
+            tracker.log_artifacts(run_id, files, "student")  # the files at least: what best --export reads
+    if model_id is not None and (local := local_dir(checkpoint)) is not None:
         # a local store: its copy hard-linked to the checkpoint's best student, which nothing rewrites; never to the
         # export, the user's folder, which a later save_pretrained into it rewrites in place
         from raydistill.tracking.share import share_files

@@ -153,6 +153,25 @@ def test_a_file_written_in_place_over_a_users_is_refused_unless_overwrite(tmp_pa
     outputs.check_in_place(dest, ["model.onnx"], "export")  # its own now
 
 
+def test_what_is_logged_of_a_result_is_its_files_only(tmp_path):
+    """distill logs its student to MLflow from a view of its --output holding the files the marker lists: a file of
+    the user's beside them (an ONNX export of an older student) is never logged with the new one."""
+    dest = str(tmp_path / "out")
+    publish(_result(dest, {"config.json": "{}", "sub/vocab.txt": "v"}), dest, "test")
+    with open(os.path.join(dest, "model.onnx"), "w") as f:
+        f.write("an older student's")
+    with outputs.result_view(dest) as view:
+        assert sorted(os.path.relpath(os.path.join(d, n), view) for d, _, ns in os.walk(view) for n in ns) == [
+            "config.json",
+            os.path.join("sub", "vocab.txt"),
+        ]
+    assert not os.path.exists(view) and os.path.isfile(os.path.join(dest, "model.onnx"))
+    bare = tmp_path / "bare"  # no marker: the folder as it is
+    bare.mkdir()
+    with outputs.result_view(str(bare)) as view:
+        assert view == str(bare)
+
+
 def test_a_ctrl_c_during_the_move_arrives_after_it(tmp_path, monkeypatch):
     """SIGINT/SIGTERM are held while the files move: the folder holds the new result whole, then the interrupt. A
     command has other threads (Ray's, MLflow's): blocking the signal in the main thread alone let it through them."""
