@@ -6,6 +6,7 @@ The command is ``python -m raydistill.finetune``."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -80,7 +81,6 @@ def fingerprint(cfg: RunConfig) -> str:
 def finetune(cfg: RunConfig, output: str, log=print, parent_run_id: str | None = None) -> dict:
     """Train ``cfg.teacher`` with its own task head on gold labels; returns dev metrics. Reuses a finished
     result in ``output`` when the fingerprint matches. Logged as its own MLflow run."""
-    from raydistill.common.outputs import publish, remove_if_ours
     from raydistill.train.precision import run_device
 
     check_resume_folder(output)  # a user's OUTPUT.resume is never written into (the command checked it up front)
@@ -88,10 +88,37 @@ def finetune(cfg: RunConfig, output: str, log=print, parent_run_id: str | None =
 
     device = run_device(cfg.train)  # the GPU with --use-gpu (and a sweep's --use-gpu), else the CPU
     fp = fingerprint(cfg)
-    prev = _finished(output, fp)
-    if prev is not None:
-        log(f"reusing finished fine-tune in {output} (fingerprint {fp})")
-        return prev
+    with _alone(output, log):
+        prev = _finished(output, fp)
+        if prev is not None:
+            log(f"reusing finished fine-tune in {output} (fingerprint {fp})")
+            return prev
+        return _finetune(cfg, output, fp, device, log, parent_run_id)
+
+
+@contextlib.contextmanager
+def _alone(output: str, log):
+    """One fine-tune at a time into ``output`` on this machine (two sweeps' teachers share a folder): the second waits,
+    then reuses the first's result or trains its own, never removing a live one's ``OUTPUT.resume`` as stale. The
+    lock file lives in the temporary folder, named by the output's real path: nothing is written beside it."""
+    import fcntl
+    import tempfile
+
+    key = hashlib.sha256(os.path.realpath(output).encode()).hexdigest()[:24]
+    os.makedirs(folder := os.path.join(tempfile.gettempdir(), "raydistill-locks"), exist_ok=True)
+    with open(os.path.join(folder, f"finetune-{key}.lock"), "a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log(f"another fine-tune is writing {output}: waiting for it to end")
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        yield  # released when the file closes
+
+
+def _finetune(cfg: RunConfig, output: str, fp: str, device, log, parent_run_id: str | None) -> dict:
+    """The fine-tune itself, resumed from ``OUTPUT.resume`` where it was stopped, published into ``output``."""
+    from raydistill.common.outputs import publish, remove_if_ours
+
     tracker = Tracker(cfg.tracking_uri, cfg.experiment)
     record = ResumeRecord(output, fp)
     run_id = record.open_run(tracker, cfg, parent_run_id, log)

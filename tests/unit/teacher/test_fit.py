@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 import torch
 
@@ -65,3 +68,30 @@ def test_a_finetune_run_logs_the_precision_that_ran(tmp_path, tiny_teacher, glue
     ResumeRecord(str(tmp_path / "out"), "fp").open_run(tracker, cfg, None, print)  # type: ignore[arg-type]
     assert str(tracker.params["bf16"]) == "True"  # what was asked, still logged
     assert {k: tracker.params[k] for k in ("student_step_precision", "teacher_precision")} == effective(cfg.train)
+
+
+def test_a_second_fine_tune_into_the_same_folder_waits_for_the_first(tmp_path):
+    """Two sweeps whose teachers share a folder: each once removed the other's live OUTPUT.resume as stale and
+    published its weights under its own fingerprint. One fine-tune at a time into a folder on a machine."""
+    from raydistill.teacher import fit
+
+    out = str(tmp_path / "teacher")
+    said, order = [], []
+    with fit._alone(out, said.append):
+
+        def later():
+            with fit._alone(out, said.append):
+                order.append("second")
+
+        second = threading.Thread(target=later)
+        second.start()
+        deadline = time.monotonic() + 30
+        while not said and time.monotonic() < deadline:  # until the second has found the folder taken
+            time.sleep(0.05)
+        order.append("first")  # the second is still waiting
+    second.join(timeout=10)
+    assert order == ["first", "second"]
+    assert said == [f"another fine-tune is writing {out}: waiting for it to end"]
+    with fit._alone(str(tmp_path / "other"), said.append):  # another folder: not waited for
+        pass
+    assert len(said) == 1
