@@ -333,7 +333,12 @@ def export_best(uri: str, out: str, log: str, limit_s: float, sweep: dict) -> di
 
 
 def sweep_cmd(a, name: str, out: str, data: str, teacher_dir: str, uri: str, *extra: str) -> list[str]:
-    """The quality part's packed sweep, under experiment and name ``name`` (its own Ray storage)."""
+    """The quality part's packed sweep, under experiment and name ``name`` (its own Ray storage); one an earlier call
+    started and a time limit cut goes on (a new sweep of its name would be refused)."""
+    storage = os.path.join(out, "ray" if name == "gpu-quality" else f"ray-{name}")
+    record = os.path.join(storage, name, "raydistill_sweep.json")
+    if os.path.isfile(record) and "parent_run_id" in json.load(open(record)):
+        return [sys.executable, "-m", "raydistill.sweep", "--resume", "--name", name, "--storage-path", storage]
     return [
         sys.executable,
         "-m",
@@ -354,7 +359,7 @@ def sweep_cmd(a, name: str, out: str, data: str, teacher_dir: str, uri: str, *ex
         "--name",
         name,
         "--storage-path",
-        os.path.join(out, "ray" if name == "gpu-quality" else f"ray-{name}"),
+        storage,
         *extra,
     ]
 

@@ -72,6 +72,8 @@ def sweep_request(
     cache = teacher_cache_dir(given.pop("teacher_cache", None), _switch(given.pop("no_teacher_cache", False)))
     if given.get("multi_objective") is True:  # the flag alone: its own default
         given["multi_objective"] = "params"
+    elif given.get("multi_objective") is False:  # off, as None
+        given.pop("multi_objective")
     choices = ", ".join(sorted(SECOND_OBJECTIVE))
     mo = given.get("multi_objective")
     check(mo is None or mo in SECOND_OBJECTIVE, "multi_objective", f"one of {choices} (or True), got {mo!r}")

@@ -11,6 +11,7 @@ carved from the training rows (``best_val_*``) and reported on dev (``best_eval_
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import os
@@ -115,12 +116,17 @@ def execute(request: SweepRequest, state: dict[str, Any] | None = None) -> dict[
     if again is not None:
         return again
     sweep.start()
-    repeat.record(sweep)
-    sweep.prepare()
-    rows, run_ids = sweep.search()
-    rows, run_ids, confirmed = sweep.confirm(rows, run_ids)
-    control = sweep.control(rows, run_ids, confirmed)
-    out = sweep.finish(rows, run_ids, confirmed, control)
+    try:
+        repeat.record(sweep)
+        sweep.prepare()
+        rows, run_ids = sweep.search()
+        rows, run_ids, confirmed = sweep.confirm(rows, run_ids)
+        control = sweep.control(rows, run_ids, confirmed)
+        out = sweep.finish(rows, run_ids, confirmed, control)
+    except Exception as e:  # a Ctrl-C's runs end KILLED by the interrupt's cleanups; any other error's FAILED here
+        with contextlib.suppress(Exception):  # the error the user sees is the sweep's, not a tracking hiccup's
+            sweep.failed(e)
+        raise
     repeat.keep(sweep, out)
     return out
 

@@ -160,7 +160,9 @@ class Sweep:
 
         a = self.request
         if not a.resume:
-            self._check_new_name()
+            from raydistill.orchestrate.repeat import check_new_name
+
+            check_new_name(self, state_path(a.storage_path, self.name))
         self.state = {**self.state, "request": a.record(), "name": self.name, "experiment": self.base.experiment}
         self._save()  # resumable from here on: Ctrl-C, SIGTERM or a lost driver
         resume_hint(
@@ -182,29 +184,9 @@ class Sweep:
             + (f" + {self.demand.gpus_per_worker:g} GPU" if self.demand.gpus_per_worker else "")
             + (f" (--max-concurrent {a.max_concurrent})" if a.max_concurrent else "")
         )
+        on_interrupt(self._killed)  # before the parent opens: a Ctrl-C while it opens still ends it
         self._open_parent()
-        on_interrupt(self._killed)
         self.clock.lap("ray_start")
-
-    def _check_new_name(self) -> None:
-        """A new sweep's name is its own: one named as an earlier sweep (its resume record, or a sweep run of the
-        experiment) would share its Tune folder, its students' folder and its Optuna study, and ``best --sweep`` would
-        rank both sweeps' trials as one. Refused before Ray starts, saying how to continue the earlier one."""
-        path = state_path(self.request.storage_path, self.name)
-        exp = self.tracker.client.get_experiment_by_name(self.base.experiment)
-        sweeps = (
-            self.tracker.client.search_runs([exp.experiment_id], "tags.`raydistill.role` = 'sweep'", max_results=5000)
-            if exp is not None
-            else []
-        )
-        earlier = any(r.info.run_name == self.name for r in sweeps)
-        where = path if os.path.isfile(path) else f"experiment {self.base.experiment!r}" if earlier else ""
-        check(
-            not where,
-            "name",
-            f"a sweep named {self.name!r} was started before ({where}): --resume --name {self.name} continues it; "
-            "another --name (or none: SPACE-TASK-time) starts a new sweep",
-        )
 
     def _open_parent(self) -> None:
         from raydistill.data.splits import data_fingerprint
@@ -221,6 +203,7 @@ class Sweep:
                 "num_samples": self.n_samples,
                 "data_fingerprint": data_fingerprint(b),
                 "search": json.dumps(self.spec.search),
+                **({"storage_path": self.request.storage_path} if self.request.storage_path else {}),
             },
             tags={"raydistill.role": "sweep"},
         )
@@ -231,8 +214,26 @@ class Sweep:
 
     def _killed(self) -> None:
         """Ctrl-C / SIGTERM: the running trials and the parent end KILLED, resumable."""
-        self.tracker.close_children(self.parent, reason="interrupted")
-        self.tracker.end_run(self.parent, "KILLED")
+        self._end(reason="interrupted", status="KILLED")
+
+    def failed(self, e: BaseException) -> None:
+        """Any other error once the parent is open (a teacher's fine-tune, Tune, MLflow): the running trials and the
+        parent end FAILED with why, never left RUNNING; the error itself goes on to the command."""
+        from raydistill.common.errors import failure_reason
+
+        try:
+            if self.parent:
+                self.tracker.set_tags(self.parent, {"error": failure_reason(e)[:5000]})
+        finally:
+            self._end(reason="failed", status="FAILED")
+
+    def _end(self, reason: str, status: str) -> None:
+        if not self.parent:  # stopped before the parent opened
+            return
+        try:
+            self.tracker.close_children(self.parent, reason=reason)
+        finally:  # the parent ends even where its trials could not be closed
+            self.tracker.end_run(self.parent, status)
 
     def _close_late_trials(self) -> None:
         """Ctrl-C / SIGTERM, once Ray is stopped: a trial that opened its MLflow run after ``_killed`` closed the

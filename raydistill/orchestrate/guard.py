@@ -48,7 +48,8 @@ def lost_line(address: str, runs: dict) -> str:
     sweeps = [r for r in runs.values() if r.get("role") == "sweep"]
     if sweeps:
         s = sweeps[0]
-        how = f"resume with `python -m raydistill.sweep {s.get('space') or 'SPACE'} --name {s['name']} --resume`"
+        where = f" --storage-path {s['storage']}" if s.get("storage") else ""  # a cluster's: remote, not the default
+        how = f"resume with `python -m raydistill.sweep {s.get('space') or 'SPACE'} --name {s['name']} --resume{where}`"
     else:
         how = "run the command again"
     ids = ", ".join(runs) or "none"
@@ -112,6 +113,7 @@ def _tell(
             "name": name,
             "role": (tags or {}).get("raydistill.role"),
             "space": (params or {}).get("space"),
+            "storage": (params or {}).get("storage_path"),
             "status": status,
         }
         follow(_opened, msg)

@@ -14,6 +14,8 @@ import json
 import os
 from typing import Any
 
+from raydistill.common.errors import check
+
 TAG = "raydistill.sweep_fingerprint"
 RESULT = "summary/result.json"
 NOT_INPUTS = {"name", "experiment", "tracking_uri", "storage_path", "resume", "rerun", "verbose", "teacher"}
@@ -110,3 +112,47 @@ def _ended(run: Any) -> str:
     return {"RUNNING": "did not end (stopped or still running)", "KILLED": "was stopped before its end"}.get(
         run.info.status, "failed"
     )
+
+
+def check_new_name(sweep: Any, path: str) -> None:
+    """A new sweep's name is its own: one named as an earlier sweep (its resume record, a sweep run of the experiment,
+    its Tune folder: also another sweep's NAME-confirm / NAME-control) would share its Tune folder, its students'
+    folder and its Optuna study, and ``best --sweep`` would rank both sweeps' trials as one. Refused before Ray
+    starts, saying how to continue the earlier one. A record without a parent run was stopped before anything was
+    shared (Ray refused, a Ctrl-C): started anew. ``path``: where its resume record would be."""
+    from raydistill.common.paths import is_uri
+
+    tune_dir = os.path.join(sweep.storage, sweep.name)
+    tune_used = os.path.isdir(tune_dir) and set(os.listdir(tune_dir)) - {os.path.basename(path)}
+    exp = sweep.tracker.client.get_experiment_by_name(sweep.base.experiment)
+    sweeps = (
+        sweep.tracker.client.search_runs([exp.experiment_id], "tags.`raydistill.role` = 'sweep'", max_results=5000)
+        if exp is not None
+        else []
+    )
+    earlier = [r for r in sweeps if r.info.run_name == sweep.name]
+    where = (
+        path
+        if _read_json(path).get("parent_run_id")
+        else f"experiment {sweep.base.experiment!r}"
+        if earlier
+        else tune_dir
+        if not is_uri(sweep.storage) and tune_used
+        else ""
+    )
+    finished = any(r.info.status == "FINISHED" for r in earlier)
+    check(
+        not where,
+        "name",
+        f"a sweep named {sweep.name!r} was started before ({where}): "
+        + ("" if finished else f"--resume --name {sweep.name} continues it; ")
+        + "another --name (or none: SPACE-TASK-time) starts a new sweep",
+    )
+
+
+def _read_json(path: str) -> dict:
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}

@@ -127,3 +127,14 @@ def test_a_run_the_driver_ended_failed_just_before_dying_is_still_named(tmp_path
     assert status(uri, parent) == ("FAILED", "RayActorError: the actor died")
     assert status(uri, child) == ("FAILED", f"the Ray cluster at {address} went away")
     assert status(uri, done) == ("FINISHED", None)
+
+
+def test_the_lost_cluster_line_resumes_from_the_sweeps_own_storage():
+    """A cluster's sweep keeps its state in remote storage: the resume command the line gives names it, or it would
+    look in the default local folder and find no sweep."""
+    from raydistill.orchestrate.guard import lost_line
+
+    run = {"role": "sweep", "name": "s1", "space": "pkd_glue", "storage": "s3://bucket/ray"}
+    line = lost_line("10.0.0.1:6379", {"r1": run})
+    assert "python -m raydistill.sweep pkd_glue --name s1 --resume --storage-path s3://bucket/ray`" in line
+    assert "--storage-path" not in lost_line("10.0.0.1:6379", {"r1": {**run, "storage": None}})
