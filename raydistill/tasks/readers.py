@@ -206,6 +206,8 @@ def columns_of(path: str, field: str, delimiter: str = "") -> list[str]:
             except Exception as e:  # pyarrow's errors have no common base worth naming
                 raise _parquet_error(path, e) from None
         head = _head(path, stamp(path, field))
+        if not head.strip():  # no header to guess columns from, no rows to train on
+            raise UserError(field, f"{path} is empty; give a file of rows (a CSV or TSV with its header line first)")
         if fmt in ("csv", "tsv"):
             return _header(path, fmt, delimiter_of(path, fmt, delimiter), head)
         first = _first_record(path, fmt, head)

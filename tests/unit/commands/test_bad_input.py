@@ -114,6 +114,7 @@ def paths(tiny_teacher, glue_dir, korean_dir, tmp_path_factory):
         csv_ok=own("reviews.csv", "body,tag\na good movie,pos\na bad movie,neg\n"),
         csv_no_label=own("no-label.csv", "body,tag\na good movie,pos\na bad movie,\nfine,\n"),
         csv_header_only=own("header-only.csv", "body,tag\n"),
+        csv_empty=own("empty.csv", ""),
         csv_score_nan=own("score-nan.csv", "body,score\na good movie,4.5\na bad movie,nan\nso so,2.5\n"),
         csv_new_label=own("new-label.csv", "body,tag\na good movie,pos\nso so,meh\n"),
         jsonl_broken=own("broken.jsonl", '{"body": "a good movie", "tag": "pos"}\n{"body": "a bad movie", "tag"\n'),
@@ -287,6 +288,14 @@ CASES = [
         lambda E: ["summary", "--task", "sst2", "--data-dir", E.empty_train],
         "split",
         what="an empty `train.tsv`",
+    ),
+    Case(
+        "data-train-file-empty",
+        "data",
+        lambda E: ["summary", "--train-file", E.csv_empty],
+        "data.train_file",
+        what='an empty `--train-file` (said: "its columns: ,")',
+        says="is empty",
     ),
     Case(
         "data-header-only",
