@@ -189,6 +189,14 @@ class Sweep:
         self.clock.lap("ray_start")
 
     def _open_parent(self) -> None:
+        """The parent run opened (or reopened) and recorded with Ctrl-C held: one arriving as it opens lands once its
+        id is known, so the interrupt's cleanup ends it KILLED rather than leaving it RUNNING."""
+        from raydistill.common.outputs import signals_held
+
+        with signals_held():
+            self._open_parent_run()
+
+    def _open_parent_run(self) -> None:
         from raydistill.data.splits import data_fingerprint
 
         b = self.base
