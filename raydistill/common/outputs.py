@@ -261,6 +261,14 @@ def publish(src: str, dest: str, command: str, keep: tuple[str, ...] = ()) -> st
     return dest
 
 
+def link(src: str, dst: str) -> None:
+    """Hard-link rather than copy (saved files are never rewritten in place); copy across file systems."""
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
 def _staged_for(src: str, dest: str) -> bool:
     """``src`` is a folder ``staging(dest)`` made: nothing but what is being published."""
     return os.path.basename(src).startswith(f".{os.path.basename(dest)}.new-")
@@ -280,10 +288,7 @@ def result_view(folder: str):
             src, dst = os.path.join(folder, rel), os.path.join(view, rel)
             if os.path.isfile(src):
                 os.makedirs(os.path.dirname(dst), exist_ok=True)
-                try:
-                    os.link(src, dst)
-                except OSError:
-                    shutil.copy2(src, dst)
+                link(src, dst)
         yield view
     finally:
         shutil.rmtree(view, ignore_errors=True)

@@ -14,15 +14,8 @@ import tempfile
 import torch
 
 from raydistill.common.modes import as_umask
+from raydistill.common.outputs import link
 from raydistill.models.prune import PLAN_FILE
-
-
-def link(src: str, dst: str) -> None:
-    """Hard-link rather than copy (saved files are never rewritten in place); copy across file systems."""
-    try:
-        os.link(src, dst)
-    except OSError:
-        shutil.copy2(src, dst)
 
 
 def copy_dir(src: str, dst: str) -> None:
