@@ -112,14 +112,21 @@ def _spool_path() -> str:
     return results_path("mlflow-spool.jsonl")
 
 
-def replay_spool() -> int:
-    """Send metrics spooled while the server was down; returns how many batches were sent."""
+def _spooled() -> list[dict]:
+    """The metric batches waiting in this process's spool."""
     path = _spool_path()
     if not os.path.exists(path):
-        return 0
+        return []
     with open(path) as f:
-        rows = [json.loads(line) for line in f if line.strip()]
-    os.remove(path)
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def replay_spool() -> int:
+    """Send metrics spooled while the server was down; returns how many batches were sent."""
+    if not os.path.exists(_spool_path()):
+        return 0
+    rows = _spooled()
+    os.remove(_spool_path())
     for r in rows:
         Tracker(r["uri"]).log_metrics(r["run_id"], r["metrics"], r["step"])
     return len(rows)
@@ -127,11 +134,7 @@ def replay_spool() -> int:
 
 def _spooled_epochs(uri: str | None, run_id: str) -> set[int]:
     """The epochs of run ``run_id`` at ``uri`` waiting in this process's spool."""
-    path = _spool_path()
-    if not os.path.exists(path):
-        return set()
-    with open(path) as f:
-        rows = [json.loads(line) for line in f if line.strip()]
+    rows = _spooled()
     return {int(r["step"]) for r in rows if r["uri"] == uri and r["run_id"] == run_id and "epoch" in r["metrics"]}
 
 
