@@ -128,6 +128,8 @@ class Records:
             with open(tmp, "w") as f:
                 json.dump(self.done, f, indent=1, sort_keys=True)
                 f.write("\n")
+                f.flush()
+                os.fsync(f.fileno())  # on disk before the rename: the records outlive a lost machine's last minutes
             os.replace(tmp, self.path)
 
 

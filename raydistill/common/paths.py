@@ -50,6 +50,10 @@ def write_json_atomic(path: str, obj: Any, unique: bool = False, **dump: Any) ->
     tmp = f"{path}.{os.getpid()}.tmp" if unique else f"{path}.tmp"
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump(obj, f, **dump)
+        # on disk before the rename: after a power cut or a lost machine the name must not point at unwritten data
+        # (these are resume records, written once an epoch or a trial, so the wait is not on any hot path)
+        f.flush()
+        os.fsync(f.fileno())
     os.replace(tmp, path)
 
 
