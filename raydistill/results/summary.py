@@ -287,6 +287,7 @@ def _summary(
     keys = ["trial", *_scores(sweep.metric), "pct_of_teacher", "best_epoch", "student_params", "latency_ms_b1"]
     summary = {
         "sweep": sweep.name,
+        "experiment": sweep.base.experiment,  # what `best --experiment` and `best_student` take (SPACE-TASK)
         "trials": len(rows),
         "errors": sum(r["status"] == "ERROR" for r in rows),
         "diverged": sum(r["error"].startswith("stopped: diverged") for r in rows),

@@ -125,6 +125,7 @@ def test_run_sweep_returns_what_the_command_prints(ray_session, tiny_teacher, tm
     )
     assert capsys.readouterr().out == ""
     assert set(got) == set(want) and (got["sweep"], want["sweep"]) == ("by-api", "by-command")
+    assert got["experiment"] == want["experiment"] == "pkd_glue-reviews-train"  # SPACE-DATA: what best_student names
     again = run_sweep(
         "pkd_glue", teacher=teacher, data=data, overrides=overrides, no_teacher_cache=True, tracking_uri=uri, **small
     )  # nothing trained: the latest twin's result, as JSON kept it
@@ -142,7 +143,10 @@ def test_run_sweep_returns_what_the_command_prints(ray_session, tiny_teacher, tm
     pick = ["--experiment", "pkd_glue-reviews-train", "--sweep", "by-api", "--tracking-uri", uri]  # SPACE-DATA
     want = best.main([*pick, "--export", str(tmp_path / "cmd-student")])
     assert _printed(capsys) == json.loads(json.dumps(want, default=str))
-    got = best_student("pkd_glue-reviews-train", sweep="by-api", tracking_uri=uri, export=str(tmp_path / "api-student"))
+    sweep_result = got
+    got = best_student(
+        sweep_result["experiment"], sweep=sweep_result["sweep"], tracking_uri=uri, export=str(tmp_path / "api-student")
+    )
     assert {**got, "export": None} == {**want, "export": None}
     assert os.path.isfile(os.path.join(got["export"], "config.json"))
 

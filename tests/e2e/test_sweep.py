@@ -79,6 +79,7 @@ def test_tiny_sweep_end_to_end(ray_session, tiny_teacher, glue_dir, tmp_path, ca
     # chosen on the validation split carved from train, reported on dev; the top trial confirmed with two more seeds
     assert out["trials"] == 5 and out["errors"] == 0 and out["metric"] == "best_val_accuracy"
     assert out["report_metric"] == "best_eval_accuracy" and out["select_on"] == "val"
+    assert out["experiment"] == "tiny-sweep"  # the line names what `best --experiment` takes
     (conf,) = out["confirmed"]
     # ranked by its fresh seeds alone (the trial's own score beside them), the best fresh run exported
     assert conf["seeds"] == 2 and out["best"]["trial"] == conf["exported_trial"] != conf["config_of"]
