@@ -89,6 +89,7 @@ ROWS: dict[str, dict[str, Any]] = {
 BASE_ROWS = ("labels", "recipe", "recipe+aug20", "tinybert+aug20")
 TWINS = (
     ("recipe+aug20", "recipe"),
+    ("tinybert+aug20", "recipe+aug20"),  # TinyBERT's own losses against PKD's recipe on the same copies
     ("recipe+aug20", "recipe+aug20@1eval"),
     ("recipe+aug20@1eval", "recipe+aug20@v2"),
     ("recipe+aug20", "labels@steps"),
