@@ -140,9 +140,9 @@ class SweepRequest:
     multi_objective: str | None = field(
         default=None,
         metadata=_flag(
-            "optimise the score that chooses (the validation split's) and the student's size (params, the default) or "
-            "its measured batch-1 latency on this machine (latency): Optuna's multi-objective TPE, the Pareto front "
-            "in the summary; no confirmation runs",
+            "optimise the score that chooses trials (val's, unless --select-on dev) and the student's size (params, "
+            "the default) or its measured batch-1 latency on this machine (latency): Optuna's multi-objective TPE, "
+            "the Pareto front in the summary; no confirmation runs",
             nargs="?",
             const="params",
             choices=sorted(SECOND_OBJECTIVE),
