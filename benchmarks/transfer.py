@@ -44,6 +44,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import quality_stats as qs
 from quality import default_encoder, forward_signals, run
 
+from raydistill.common.paths import write_json_atomic
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 RECORDS = os.path.join(HERE, "..", "docs", "benchmarks", "records", "transfer.json")
 RECIPE = ["--temperature", "20", "--alpha", "0.7", "--beta", "100", "--mapping", "skip"]  # pkd_glue's start_from[0]
@@ -125,13 +127,7 @@ class Records:
             if os.path.isfile(self.path):  # another process's records since this one read them stay
                 self.done = {**json.load(open(self.path)), **self.done}
             self.done[key] = value
-            tmp = f"{self.path}.{os.getpid()}.tmp"
-            with open(tmp, "w") as f:
-                json.dump(self.done, f, indent=1, sort_keys=True)
-                f.write("\n")
-                f.flush()
-                os.fsync(f.fileno())  # on disk before the rename: the records outlive a lost machine's last minutes
-            os.replace(tmp, self.path)
+            write_json_atomic(self.path, self.done, unique=True, newline=True, indent=1, sort_keys=True)
 
 
 def machine(gpu: bool = False) -> dict:

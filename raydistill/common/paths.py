@@ -42,7 +42,7 @@ def storage_location(value: str | None, field: str = "storage_path") -> str:
     return os.path.abspath(os.path.expanduser(value))
 
 
-def write_json_atomic(path: str, obj: Any, unique: bool = False, **dump: Any) -> None:
+def write_json_atomic(path: str, obj: Any, unique: bool = False, newline: bool = False, **dump: Any) -> None:
     """``obj`` as JSON at ``path``, written beside it and renamed into place: a reader (or a process killed mid-write)
     sees the old file or the new one, never half of one. ``unique``: a temporary name of this process's own, for a file
     several processes write at once."""
@@ -50,6 +50,7 @@ def write_json_atomic(path: str, obj: Any, unique: bool = False, **dump: Any) ->
     tmp = f"{path}.{os.getpid()}.tmp" if unique else f"{path}.tmp"
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump(obj, f, **dump)
+        f.write("\n" if newline else "")  # a committed file ends with one
         # on disk before the rename: after a power cut or a lost machine the name must not point at unwritten data
         # (these are resume records, written once an epoch or a trial, so the wait is not on any hot path)
         f.flush()
