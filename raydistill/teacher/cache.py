@@ -9,7 +9,9 @@ Always stored: the prediction logits and the [CLS] state of every layer (``kd``,
 Full-sequence hidden states and pre-softmax attention scores (TinyBERT / two-stage intermediate stage, DistilBERT's
 cosine loss) are stored per layer when they fit the size budget: every layer when all fit (one teacher pass serves
 every mapping a sweep can try), else the layers this run asks for, else none, and the live teacher serves that
-stage. Layers added later are written beside the existing arrays; nothing already written is rewritten.
+stage. The budget counts only what the disk can take: a build leaves ``DISK_RESERVE`` free where the cache lives (a
+full disk fails the run's checkpoints, and whatever else the user keeps there). Layers added later are written
+beside the existing arrays; nothing already written is rewritten.
 """
 
 from __future__ import annotations
@@ -38,6 +40,14 @@ from raydistill.train.precision import autocast
 
 VERSION = "2"
 GiB = 1 << 30
+# what a build of full-sequence states leaves free on the cache's disk: a run's checkpoints go on after it (a 12-layer
+# student with its optimizer state writes ~1.5 GB), and the disk is seldom the cache's alone
+DISK_RESERVE = 2 * GiB
+
+
+def _free_bytes(folder: str) -> int:
+    """Bytes a write into ``folder`` can still take (what an unprivileged process may use)."""
+    return shutil.disk_usage(folder).free
 
 
 def _tokenizer_hash(teacher_dir: str) -> str:
@@ -208,8 +218,9 @@ class TeacherCache:
     def _to_add(
         self, teacher, features: list, meta: dict | None, want_h: set, want_a: set, budget_gb: float, log
     ) -> tuple[set[int], set[int]]:
-        """The hidden-state and attention layers to add to the cache: every one it lacks when all fit the budget,
-        else the ones this run wants when those fit, else none (said in one line: the live teacher serves them)."""
+        """The hidden-state and attention layers to add to the cache: every one it lacks when all fit the budget and
+        the disk (``DISK_RESERVE`` left free), else the ones this run wants when those fit, else none (said in one
+        line, naming which of the two refused: the live teacher serves them)."""
         have_h, have_a = (set(meta["hidden"]), set(meta["att"])) if meta else (set(), set())
         if not (want_h - have_h or want_a - have_a):
             return set(), set()
@@ -217,20 +228,34 @@ class TeacherCache:
         lengths = np.array(feature_lengths(features), dtype=np.int64)  # int64: n * n sums past int32
         h_bytes = int(lengths.sum()) * cfg.hidden_size * 2
         a_bytes = int((lengths * lengths).sum()) * cfg.num_attention_heads * 2
-        used = sum(os.path.getsize(os.path.join(self.dir, f)) for f in os.listdir(self.dir)) if meta else 0
-        room = budget_gb * GiB - used
+        budget_room, free = self._room(cfg, len(features), meta, budget_gb)
+        room = min(budget_room, free - DISK_RESERVE)
         all_h, all_a = set(range(cfg.num_hidden_layers + 1)) - have_h, set(range(cfg.num_hidden_layers)) - have_a
         if len(all_h) * h_bytes + len(all_a) * a_bytes <= room:
             return all_h, all_a
-        if len(want_h - have_h) * h_bytes + len(want_a - have_a) * a_bytes <= room:
+        need = len(want_h - have_h) * h_bytes + len(want_a - have_a) * a_bytes
+        if need <= room:
             return want_h - have_h, want_a - have_a
-        need = (len(want_h - have_h) * h_bytes + len(want_a - have_a) * a_bytes) / GiB
-        log(
-            f"teacher cache: full-sequence states of layers {sorted(want_h)} / attention {sorted(want_a)} "
-            f"need {need:.2f} GiB more, over the {budget_gb:g} GiB budget: the live teacher serves that "
-            "stage (raise --teacher-cache-gb to cache them)"
-        )
+        what = f"teacher cache: full-sequence states of layers {sorted(want_h)} / attention {sorted(want_a)} "
+        if need <= budget_room:  # the budget holds them; the disk does not
+            log(
+                f"{what}need {need / GiB:.2f} GiB more, but {os.path.dirname(self.dir)} has {free / GiB:.2f} GiB "
+                f"free beside the cache's other arrays, {DISK_RESERVE / GiB:g} GiB of which stays free: the live "
+                "teacher serves that stage (free space there, or put the cache on a larger disk with --teacher-cache)"
+            )
+        else:
+            log(
+                f"{what}need {need / GiB:.2f} GiB more, over the {budget_gb:g} GiB budget: the live teacher serves "
+                "that stage (raise --teacher-cache-gb to cache them)"
+            )
         return set(), set()
+
+    def _room(self, cfg, n: int, meta: dict | None, budget_gb: float) -> tuple[int, int]:
+        """Bytes of full-sequence arrays the budget still allows, and the disk's free bytes for them (a new cache's
+        base arrays, written in the same build, set aside: fp16 [CLS] of every layer are most of them)."""
+        used = sum(os.path.getsize(os.path.join(self.dir, f)) for f in os.listdir(self.dir)) if meta else 0
+        base = 0 if meta else n * (cfg.num_hidden_layers + 1) * cfg.hidden_size * 2
+        return int(budget_gb * GiB) - used, _free_bytes(os.path.dirname(self.dir)) - base
 
     def _map(self) -> TeacherCache:
         """The built arrays (read by ``rows``; the maps stay for a look at the whole), and the layers they hold."""

@@ -81,6 +81,35 @@ def test_full_sequence_cache_budget(tiny_teacher, glue_dir, tmp_path):
         assert small[k] == pytest.approx(live[k], rel=1e-5), k
 
 
+def test_a_disk_without_room_gets_no_full_sequence_states(tiny_teacher, glue_dir, tmp_path, monkeypatch):
+    """A budget that holds every layer on a disk that does not (``DISK_RESERVE`` kept free): nothing full-sequence is
+    written, one line says the disk refused and how to fix it, and the live teacher serves that stage with its own
+    losses; with room on the disk the same budget caches every layer."""
+    from raydistill.teacher import cache
+
+    teacher = tiny_teacher("classification", 2, dropout=0.0)
+    cfg = cfg_for("sst2", teacher, glue_dir, "tinybert", epochs=1, mapping="uniform", stage="intermediate")
+    logs: list[str] = []
+    live = run(cfg, Context(log=logs.append, open_cache=open_cache))
+    free = {"bytes": cache.DISK_RESERVE + 4096}  # the base arrays fit; a single hidden-state array does not
+    monkeypatch.setattr(cache, "_free_bytes", lambda folder: free["bytes"])
+    logs.clear()
+    full = cfg.replace(teacher_cache=str(tmp_path / "c"), teacher_cache_gb=32.0)
+    tight = run(full, Context(log=logs.append, open_cache=open_cache))
+    (line,) = [m for m in logs if "the live teacher serves that stage" in m]
+    assert f"but {tmp_path / 'c'} has 2.00 GiB free beside the cache's other arrays, 2 GiB of which stays free" in line
+    assert line.endswith("(free space there, or put the cache on a larger disk with --teacher-cache)")
+    (key,) = [d for d in os.listdir(tmp_path / "c") if not d.endswith(".lock")]
+    meta = json.load(open(tmp_path / "c" / key / "meta.json"))
+    assert meta["hidden"] == [] and meta["att"] == [] and set(meta["arrays"]) == {"cls", "pred", "offsets"}
+    for k in ("train_emb", "train_att", "train_hidden", "train_loss"):
+        assert tight[k] == pytest.approx(live[k], rel=1e-5), k
+    free["bytes"] = 64 * 2**30  # room made: the next run adds every layer beside the base arrays
+    run(full, Context(log=logs.append, open_cache=open_cache))
+    meta = json.load(open(tmp_path / "c" / key / "meta.json"))
+    assert meta["hidden"] == list(range(5)) and meta["att"] == list(range(4))
+
+
 def test_cache_adds_missing_layers_later(tiny_teacher, glue_dir, tmp_path):
     """A budget that fits this run's layers but not all of them caches just those; a later run with another mapping
     adds its missing layers beside them (nothing rewritten) and gets the live teacher's losses."""
