@@ -58,6 +58,13 @@ def write_json_atomic(path: str, obj: Any, unique: bool = False, newline: bool =
     os.replace(tmp, path)
 
 
+def free_bytes(folder: str) -> int:
+    """Bytes a write into ``folder`` can still take (what an unprivileged process may use)."""
+    import shutil
+
+    return shutil.disk_usage(folder).free
+
+
 def unwritable(path: str) -> str | None:
     """Why the folder ``path`` cannot be created or written, or None when it can (a probe file is created and
     removed in its nearest existing ancestor: permission bits alone mislead when running as root)."""

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from raydistill.common.paths import write_json_atomic
+from raydistill.common.paths import free_bytes, write_json_atomic
 from raydistill.common.progress import Progress
 from raydistill.tasks.encode import collate
 from raydistill.tasks.encode import lengths as feature_lengths
@@ -43,11 +43,6 @@ GiB = 1 << 30
 # what a build of full-sequence states leaves free on the cache's disk: a run's checkpoints go on after it (a 12-layer
 # student with its optimizer state writes ~1.5 GB), and the disk is seldom the cache's alone
 DISK_RESERVE = 2 * GiB
-
-
-def _free_bytes(folder: str) -> int:
-    """Bytes a write into ``folder`` can still take (what an unprivileged process may use)."""
-    return shutil.disk_usage(folder).free
 
 
 def _tokenizer_hash(teacher_dir: str) -> str:
@@ -255,7 +250,7 @@ class TeacherCache:
         base arrays, written in the same build, set aside: fp16 [CLS] of every layer are most of them)."""
         used = sum(os.path.getsize(os.path.join(self.dir, f)) for f in os.listdir(self.dir)) if meta else 0
         base = 0 if meta else n * (cfg.num_hidden_layers + 1) * cfg.hidden_size * 2
-        return int(budget_gb * GiB) - used, _free_bytes(os.path.dirname(self.dir)) - base
+        return int(budget_gb * GiB) - used, free_bytes(os.path.dirname(self.dir)) - base
 
     def _map(self) -> TeacherCache:
         """The built arrays (read by ``rows``; the maps stay for a look at the whole), and the layers they hold."""

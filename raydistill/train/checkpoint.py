@@ -15,7 +15,16 @@ import torch
 
 from raydistill.common.modes import as_umask
 from raydistill.common.outputs import link
+from raydistill.common.paths import free_bytes
 from raydistill.models.prune import PLAN_FILE
+
+# below this many free bytes a failed checkpoint write is put down to the full disk: torch's writer says only
+# "basic_ios::clear: iostream error" (no errno), and a full disk leaves next to nothing free
+FULL_DISK = 16 << 20
+
+
+class DiskFullError(OSError):
+    """A checkpoint that found no room on its disk: the folder, what is free, and the fix, in one line."""
 
 
 def copy_dir(src: str, dst: str) -> None:
@@ -79,9 +88,24 @@ def save_checkpoint(path: str, student, tokenizer, objective, opt, sched, state:
         if os.path.exists(path):
             shutil.rmtree(path)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
+        full = isinstance(e, (OSError, RuntimeError)) and _disk_full(tmp, e)
         shutil.rmtree(tmp, ignore_errors=True)
+        if full:
+            raise DiskFullError(
+                f"no space left on the disk of {os.path.dirname(tmp)} for a checkpoint "
+                f"({free_bytes(os.path.dirname(tmp)) >> 20} MiB free once its partial copy was removed): free space "
+                "there, or point TMPDIR (where each epoch's checkpoint is written before it is kept) at a larger disk"
+            ) from e
         raise
+
+
+def _disk_full(folder: str, e: OSError | RuntimeError) -> bool:
+    """Whether a write into ``folder`` failed for want of room: ENOSPC said, or (torch's writer says no errno) next
+    to nothing left free."""
+    import errno
+
+    return getattr(e, "errno", None) == errno.ENOSPC or free_bytes(folder) < FULL_DISK
 
 
 def load_state(resume_dir: str):

@@ -92,7 +92,7 @@ def test_a_disk_without_room_gets_no_full_sequence_states(tiny_teacher, glue_dir
     logs: list[str] = []
     live = run(cfg, Context(log=logs.append, open_cache=open_cache))
     free = {"bytes": cache.DISK_RESERVE + 4096}  # the base arrays fit; a single hidden-state array does not
-    monkeypatch.setattr(cache, "_free_bytes", lambda folder: free["bytes"])
+    monkeypatch.setattr(cache, "free_bytes", lambda folder: free["bytes"])
     logs.clear()
     full = cfg.replace(teacher_cache=str(tmp_path / "c"), teacher_cache_gb=32.0)
     tight = run(full, Context(log=logs.append, open_cache=open_cache))

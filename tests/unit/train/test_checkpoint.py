@@ -1,4 +1,5 @@
-"""train/checkpoint: a run's temporary folders, and what a process killed outright leaves of them."""
+"""train/checkpoint: a run's temporary folders, and what a process killed outright leaves of them; a checkpoint that
+finds its disk full."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ import subprocess
 import sys
 import tempfile
 
+import pytest
+
 from raydistill.train import checkpoint
-from raydistill.train.checkpoint import run_temp
+from raydistill.train.checkpoint import DiskFullError, run_temp, save_checkpoint
 
 
 def test_a_new_run_folder_removes_only_dead_processes_folders_of_its_kind(tmp_path, monkeypatch):
@@ -53,3 +56,50 @@ def test_a_folder_of_another_container_sharing_the_temporary_folder_is_never_tak
     run_temp("best")
     assert (live_elsewhere / "model.safetensors").read_bytes() == b"w"
     assert len(mine) == 8 and mine == checkpoint._where()  # the same in every call of a process
+
+
+class _Saves:
+    """What save_checkpoint asks of a student, tokenizer, objective, optimizer and schedule."""
+
+    def save_pretrained(self, folder):
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, "weights"), "w") as f:
+            f.write("w")
+
+    def state_dict(self):
+        return {}
+
+
+def _save_failing(tmp_path, monkeypatch, free: int):
+    """save_checkpoint over an earlier checkpoint, its train state's write failing as torch's does on a full disk (no
+    errno), with ``free`` bytes left on the disk."""
+    path = tmp_path / "checkpoint"
+    path.mkdir()
+    (path / "state.json").write_text("{}")  # the earlier epoch's: kept whatever happens
+
+    def full(*a, **k):
+        raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 933335104 vs 933334996")
+
+    monkeypatch.setattr(checkpoint.torch, "save", full)
+    monkeypatch.setattr(checkpoint, "free_bytes", lambda folder: free)
+    s = _Saves()
+    save_checkpoint(str(path), s, s, s, s, s, {"epoch": 2})
+
+
+def test_a_checkpoint_on_a_full_disk_says_so_and_keeps_the_last_one(tmp_path, monkeypatch):
+    with pytest.raises(DiskFullError) as e:
+        _save_failing(tmp_path, monkeypatch, free=4096)
+    assert str(e.value) == (
+        f"no space left on the disk of {tmp_path} for a checkpoint (0 MiB free once its partial copy was removed): "
+        "free space there, or point TMPDIR (where each epoch's checkpoint is written before it is kept) at a larger "
+        "disk"
+    )
+    assert "unexpected pos" in str(e.value.__cause__)  # torch's own words stay in the chain
+    assert sorted(os.listdir(tmp_path)) == ["checkpoint"] and os.listdir(tmp_path / "checkpoint") == ["state.json"]
+
+
+def test_a_checkpoint_failing_with_room_on_the_disk_raises_its_own_error(tmp_path, monkeypatch):
+    with pytest.raises(RuntimeError, match="unexpected pos") as e:
+        _save_failing(tmp_path, monkeypatch, free=10 << 30)
+    assert not isinstance(e.value, DiskFullError)
+    assert sorted(os.listdir(tmp_path)) == ["checkpoint"]
