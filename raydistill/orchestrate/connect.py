@@ -88,7 +88,7 @@ def start_local(num_cpus: int | None, log_to_driver: bool, verbose: bool) -> Non
         port = free_port()
         before = _children()
         try:
-            with _environ({**env, "RAY_API_SERVER_ADDRESS": f"http://127.0.0.1:{port}"}):
+            with _environ({**env, "RAY_API_SERVER_ADDRESS": f"http://127.0.0.1:{port}"}), _lost_bind_ended(before):
                 ray.init(
                     address="local",
                     num_cpus=num_cpus,
@@ -112,6 +112,51 @@ def start_local(num_cpus: int | None, log_to_driver: bool, verbose: bool) -> Non
                 file=sys.stderr,
                 flush=True,
             )
+
+
+@contextlib.contextmanager
+def _lost_bind_ended(before: set[int]):
+    """While Ray starts: a dashboard of this start (a child process not in ``before``) whose log says it lost its
+    port is ended at once. It stays up after the error it logs, and ray.init waits out its whole startup timeout
+    (RAY_DASHBOARD_STARTUP_TIMEOUT_S, 60 s) before it reports the lost race; a dashboard process that has exited is
+    what makes it report at once."""
+    import signal
+    import threading
+
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.wait(0.25):
+            for pid in _children() - before:
+                log = _dashboard_log(pid)
+                if log and _says_port_lost(log):
+                    with contextlib.suppress(OSError):
+                        os.kill(pid, signal.SIGKILL)
+
+    t = threading.Thread(target=watch, name="raydistill-dashboard-bind", daemon=True)
+    t.start()
+    try:
+        yield
+    finally:
+        done.set()
+        t.join()
+
+
+def _dashboard_log(pid: int) -> str | None:
+    """The log file of child ``pid`` when it is Ray's dashboard (its command line names the log folder)."""
+    with contextlib.suppress(OSError):
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            args = f.read().decode(errors="replace").split("\0")
+        if any(a.endswith(os.path.join("dashboard", "dashboard.py")) for a in args):
+            logdir = next((a.split("=", 1)[1] for a in args if a.startswith("--log-dir=")), None)
+            return os.path.join(logdir, "dashboard.log") if logdir else None
+    return None
+
+
+def _says_port_lost(log: str) -> bool:
+    with contextlib.suppress(OSError), open(log, errors="replace") as f:
+        return "Failed to find a valid port for dashboard" in f.read()  # its bind's error, as its log says it
+    return False
 
 
 def port_taken(e: BaseException) -> bool:

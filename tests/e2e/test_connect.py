@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -238,6 +239,9 @@ def test_a_dashboard_port_taken_before_ray_binds_it_costs_a_retry_not_the_comman
     assert out["gcs_servers"] == 1  # the two failed starts left no GCS behind
     assert out["api_env"] is None  # set only while Ray starts
     assert f"port {first} was taken" in p.stderr and f"port {second} was taken" in p.stderr
+    # the second try's dashboard, which lost its port after Ray's check, was ended as soon as its log said so (-9:
+    # SIGKILL, connect._lost_bind_ended), not waited for through Ray's 60-s dashboard startup timeout (no return code)
+    assert re.search(r"Failed to start the dashboard\s*, return code -9", p.stderr), p.stderr[-3000:]
 
 
 def test_a_cluster_lost_mid_command_ends_it_in_one_line(tiny_teacher, glue_dir, tmp_path):
