@@ -105,7 +105,12 @@ def _disk_full(folder: str, e: OSError | RuntimeError) -> bool:
     to nothing left free."""
     import errno
 
-    return getattr(e, "errno", None) == errno.ENOSPC or free_bytes(folder) < FULL_DISK
+    if getattr(e, "errno", None) == errno.ENOSPC:
+        return True
+    try:
+        return free_bytes(folder) < FULL_DISK
+    except OSError:  # the folder itself gone: not a question of room, and the run's own error says what happened
+        return False
 
 
 def load_state(resume_dir: str):
