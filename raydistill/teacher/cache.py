@@ -10,8 +10,9 @@ Full-sequence hidden states and pre-softmax attention scores (TinyBERT / two-sta
 cosine loss) are stored per layer when they fit the size budget: every layer when all fit (one teacher pass serves
 every mapping a sweep can try), else the layers this run asks for, else none, and the live teacher serves that
 stage. The budget counts only what the disk can take: a build leaves ``DISK_RESERVE`` free where the cache lives (a
-full disk fails the run's checkpoints, and whatever else the user keeps there). Layers added later are written
-beside the existing arrays; nothing already written is rewritten.
+full disk fails the run's checkpoints, and whatever else the user keeps there); a disk without room for even the
+logits and [CLS] states gets no cache (``NoRoom``: ``open_cache`` says so in one line, and the teacher runs live).
+Layers added later are written beside the existing arrays; nothing already written is rewritten.
 """
 
 from __future__ import annotations
@@ -43,6 +44,15 @@ GiB = 1 << 30
 # what a build of full-sequence states leaves free on the cache's disk: a run's checkpoints go on after it (a 12-layer
 # student with its optimizer state writes ~1.5 GB), and the disk is seldom the cache's alone
 DISK_RESERVE = 2 * GiB
+
+
+class NoRoom(OSError):
+    """The cache's disk cannot take even a new cache's base arrays with ``DISK_RESERVE`` left free: no cache."""
+
+
+def _base_bytes(cfg, n: int) -> int:
+    """About what a new cache's base arrays take: fp16 [CLS] of every layer are most of them."""
+    return n * (cfg.num_hidden_layers + 1) * cfg.hidden_size * 2
 
 
 def _tokenizer_hash(teacher_dir: str) -> str:
@@ -180,6 +190,8 @@ class TeacherCache:
             fcntl.flock(lock, fcntl.LOCK_EX)
             self._clear_killed_builds()  # first: a killed build's arrays would count against the budget below
             meta = self._meta()
+            if meta is None:
+                self._check_room(teacher.config, len(features))
             self.layers = meta["layers"] if meta else teacher.config.num_hidden_layers  # no teacher needed on a hit
             want_h, want_a = self._hidden(want.hidden_layers), set(want.att_layers)
             add_h, add_a = self._to_add(teacher, features, meta, want_h, want_a, want.budget_gb, log)
@@ -235,8 +247,9 @@ class TeacherCache:
         if need <= budget_room:  # the budget holds them; the disk does not
             log(
                 f"{what}need {need / GiB:.2f} GiB more, but {os.path.dirname(self.dir)} has {free / GiB:.2f} GiB "
-                f"free beside the cache's other arrays, {DISK_RESERVE / GiB:g} GiB of which stays free: the live "
-                "teacher serves that stage (free space there, or put the cache on a larger disk with --teacher-cache)"
+                f"free beside the cache's other arrays, and a build leaves at least {DISK_RESERVE / GiB:g} GiB free: "
+                "the live teacher serves that stage (free space there, or put the cache on a larger disk with "
+                "--teacher-cache)"
             )
         else:
             log(
@@ -247,10 +260,22 @@ class TeacherCache:
 
     def _room(self, cfg, n: int, meta: dict | None, budget_gb: float) -> tuple[int, int]:
         """Bytes of full-sequence arrays the budget still allows, and the disk's free bytes for them (a new cache's
-        base arrays, written in the same build, set aside: fp16 [CLS] of every layer are most of them)."""
+        base arrays, written in the same build, set aside)."""
         used = sum(os.path.getsize(os.path.join(self.dir, f)) for f in os.listdir(self.dir)) if meta else 0
-        base = 0 if meta else n * (cfg.num_hidden_layers + 1) * cfg.hidden_size * 2
+        base = 0 if meta else _base_bytes(cfg, n)
         return int(budget_gb * GiB) - used, free_bytes(os.path.dirname(self.dir)) - base
+
+    def _check_room(self, cfg, n: int) -> None:
+        """``NoRoom`` where the disk cannot take a new cache's base arrays with ``DISK_RESERVE`` left free."""
+        parent, need = os.path.dirname(self.dir), _base_bytes(cfg, n)
+        free = free_bytes(parent)
+        if need > free - DISK_RESERVE:
+            raise NoRoom(
+                f"teacher cache: the teacher's outputs for {n} examples need {need / GiB:.2f} GiB, but {parent} has "
+                f"{free / GiB:.2f} GiB free, and a build leaves at least {DISK_RESERVE / GiB:g} GiB free: no cache, "
+                "the live teacher runs every step (free space there, or put the cache on a larger disk with "
+                "--teacher-cache)"
+            )
 
     def _map(self) -> TeacherCache:
         """The built arrays (read by ``rows``; the maps stay for a look at the whole), and the layers they hold."""
@@ -466,6 +491,10 @@ def open_cache(cfg, needs: list, teacher, data, device, log: Callable[[str], Non
     att = frozenset().union(*(n.teacher_att for n in full))
     unpadded = cfg.train.attention == "unpadded"
     want = CacheWants(t_dtype, hidden, att, cfg.teacher_cache_gb)
-    return TeacherCache(cfg.teacher_cache, cache_key(cfg, kind, t_dtype), kind, unpadded).ensure(
-        teacher, TeacherInputs(data.train, collate, data.pad_id), device, log, want
-    )
+    try:
+        return TeacherCache(cfg.teacher_cache, cache_key(cfg, kind, t_dtype), kind, unpadded).ensure(
+            teacher, TeacherInputs(data.train, collate, data.pad_id), device, log, want
+        )
+    except NoRoom as e:
+        log(str(e))
+        return None

@@ -91,13 +91,18 @@ def test_a_disk_without_room_gets_no_full_sequence_states(tiny_teacher, glue_dir
     cfg = cfg_for("sst2", teacher, glue_dir, "tinybert", epochs=1, mapping="uniform", stage="intermediate")
     logs: list[str] = []
     live = run(cfg, Context(log=logs.append, open_cache=open_cache))
-    free = {"bytes": cache.DISK_RESERVE + 4096}  # the base arrays fit; a single hidden-state array does not
+    run_local(cfg.replace(teacher_cache=str(tmp_path / "all")))  # every layer: measures the array sizes
+    (key,) = [d for d in os.listdir(tmp_path / "all") if not d.endswith(".lock")]
+    size = {f.split(".")[0]: os.path.getsize(tmp_path / "all" / key / f) for f in os.listdir(tmp_path / "all" / key)}
+    # the base arrays fit; a single hidden-state array does not
+    free = {"bytes": cache.DISK_RESERVE + size["cls"] + size["hidden_0"] // 2}
     monkeypatch.setattr(cache, "free_bytes", lambda folder: free["bytes"])
     logs.clear()
     full = cfg.replace(teacher_cache=str(tmp_path / "c"), teacher_cache_gb=32.0)
     tight = run(full, Context(log=logs.append, open_cache=open_cache))
     (line,) = [m for m in logs if "the live teacher serves that stage" in m]
-    assert f"but {tmp_path / 'c'} has 2.00 GiB free beside the cache's other arrays, 2 GiB of which stays free" in line
+    said = "GiB free beside the cache's other arrays, and a build leaves at least 2 GiB free"
+    assert f"but {tmp_path / 'c'} has 2.00 {said}" in line
     assert line.endswith("(free space there, or put the cache on a larger disk with --teacher-cache)")
     (key,) = [d for d in os.listdir(tmp_path / "c") if not d.endswith(".lock")]
     meta = json.load(open(tmp_path / "c" / key / "meta.json"))
@@ -108,6 +113,27 @@ def test_a_disk_without_room_gets_no_full_sequence_states(tiny_teacher, glue_dir
     run(full, Context(log=logs.append, open_cache=open_cache))
     meta = json.load(open(tmp_path / "c" / key / "meta.json"))
     assert meta["hidden"] == list(range(5)) and meta["att"] == list(range(4))
+
+
+def test_a_disk_without_room_for_the_logits_gets_no_cache(tiny_teacher, glue_dir, tmp_path, monkeypatch):
+    """A disk that cannot take even the logits and [CLS] states of a new cache with ``DISK_RESERVE`` left free: no
+    cache is written, one line says so and how to fix it, and the run trains on the live teacher's outputs."""
+    from raydistill.teacher import cache
+
+    teacher = tiny_teacher("classification", 2, dropout=0.0)
+    cfg = cfg_for("sst2", teacher, glue_dir, "pkd", epochs=1, alpha=0.5, beta=100.0, mapping="skip")
+    live, _ = run_local(cfg)
+    monkeypatch.setattr(cache, "free_bytes", lambda folder: cache.DISK_RESERVE + 1)
+    logs: list[str] = []
+    tight = run(cfg.replace(teacher_cache=str(tmp_path / "c")), Context(log=logs.append, open_cache=open_cache))
+    (line,) = [m for m in logs if m.startswith("teacher cache:")]
+    said = "GiB free, and a build leaves at least 2 GiB free: no cache, the live teacher runs every step"
+    assert f"but {tmp_path / 'c'} has 2.00 {said}" in line
+    assert line.endswith("(free space there, or put the cache on a larger disk with --teacher-cache)")
+    assert [f for f in os.listdir(tmp_path / "c") if not f.endswith(".lock")] == []
+    for k in live:
+        if k.startswith("train_") and k != "train_examples_per_s":
+            assert tight[k] == pytest.approx(live[k], rel=1e-5), k
 
 
 def test_cache_adds_missing_layers_later(tiny_teacher, glue_dir, tmp_path):
