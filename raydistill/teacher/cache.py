@@ -190,11 +190,9 @@ class TeacherCache:
             fcntl.flock(lock, fcntl.LOCK_EX)
             self._clear_killed_builds()  # first: a killed build's arrays would count against the budget below
             meta = self._meta()
-            if meta is None:
-                self._check_room(teacher.config, len(features))
+            free = self._disk_room(teacher, len(features), meta)
             self.layers = meta["layers"] if meta else teacher.config.num_hidden_layers  # no teacher needed on a hit
-            want_h, want_a = self._hidden(want.hidden_layers), set(want.att_layers)
-            add_h, add_a = self._to_add(teacher, features, meta, want_h, want_a, want.budget_gb, log)
+            add_h, add_a = self._to_add(teacher, features, meta, want, free, log)
             if meta is None or add_h or add_a:
                 what = "teacher outputs" + (
                     f" (+ full states of {len(add_h)} layers, scores of {len(add_a)})" if add_h or add_a else ""
@@ -223,11 +221,12 @@ class TeacherCache:
                 continue
 
     def _to_add(
-        self, teacher, features: list, meta: dict | None, want_h: set, want_a: set, budget_gb: float, log
+        self, teacher, features: list, meta: dict | None, want: CacheWants, free: int, log
     ) -> tuple[set[int], set[int]]:
         """The hidden-state and attention layers to add to the cache: every one it lacks when all fit the budget and
-        the disk (``DISK_RESERVE`` left free), else the ones this run wants when those fit, else none (said in one
-        line, naming which of the two refused: the live teacher serves them)."""
+        the disk (its ``free`` bytes for them, ``DISK_RESERVE`` left free), else the ones this run wants when those
+        fit, else none (said in one line, naming which of the two refused: the live teacher serves them)."""
+        want_h, want_a, budget_gb = self._hidden(want.hidden_layers), set(want.att_layers), want.budget_gb
         have_h, have_a = (set(meta["hidden"]), set(meta["att"])) if meta else (set(), set())
         if not (want_h - have_h or want_a - have_a):
             return set(), set()
@@ -235,7 +234,8 @@ class TeacherCache:
         lengths = np.array(feature_lengths(features), dtype=np.int64)  # int64: n * n sums past int32
         h_bytes = int(lengths.sum()) * cfg.hidden_size * 2
         a_bytes = int((lengths * lengths).sum()) * cfg.num_attention_heads * 2
-        budget_room, free = self._room(cfg, len(features), meta, budget_gb)
+        used = sum(os.path.getsize(os.path.join(self.dir, f)) for f in os.listdir(self.dir)) if meta else 0
+        budget_room = int(budget_gb * GiB) - used
         room = min(budget_room, free - DISK_RESERVE)
         all_h, all_a = set(range(cfg.num_hidden_layers + 1)) - have_h, set(range(cfg.num_hidden_layers)) - have_a
         if len(all_h) * h_bytes + len(all_a) * a_bytes <= room:
@@ -258,17 +258,14 @@ class TeacherCache:
             )
         return set(), set()
 
-    def _room(self, cfg, n: int, meta: dict | None, budget_gb: float) -> tuple[int, int]:
-        """Bytes of full-sequence arrays the budget still allows, and the disk's free bytes for them (a new cache's
-        base arrays, written in the same build, set aside)."""
-        used = sum(os.path.getsize(os.path.join(self.dir, f)) for f in os.listdir(self.dir)) if meta else 0
-        base = 0 if meta else _base_bytes(cfg, n)
-        return int(budget_gb * GiB) - used, free_bytes(os.path.dirname(self.dir)) - base
-
-    def _check_room(self, cfg, n: int) -> None:
-        """``NoRoom`` where the disk cannot take a new cache's base arrays with ``DISK_RESERVE`` left free."""
-        parent, need = os.path.dirname(self.dir), _base_bytes(cfg, n)
+    def _disk_room(self, teacher, n: int, meta: dict | None) -> int:
+        """The disk's free bytes for full-sequence arrays: a new cache's base arrays, written in the same build, set
+        aside — ``NoRoom`` where even those do not fit with ``DISK_RESERVE`` left free."""
+        parent = os.path.dirname(self.dir)
         free = free_bytes(parent)
+        if meta:
+            return free
+        need = _base_bytes(teacher.config, n)
         if need > free - DISK_RESERVE:
             raise NoRoom(
                 f"teacher cache: the teacher's outputs for {n} examples need {need / GiB:.2f} GiB, but {parent} has "
@@ -276,6 +273,7 @@ class TeacherCache:
                 "the live teacher runs every step (free space there, or put the cache on a larger disk with "
                 "--teacher-cache)"
             )
+        return free - need
 
     def _map(self) -> TeacherCache:
         """The built arrays (read by ``rows``; the maps stay for a look at the whole), and the layers they hold."""
